@@ -1,0 +1,65 @@
+# Shoal — make targets. `make help` lists them.
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+GO        ?= go
+PKGS      ?= ./...
+FUZZTIME  ?= 30s
+BENCHTIME ?= 1s
+BENCHCOUNT ?= 3
+TOOLS      = $(shell ./scripts/tools.sh)
+
+.PHONY: help
+help: ## list the targets
+	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z_-]+:.*## /{printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: build
+build: ## build bin/shoal
+	$(GO) build -o bin/shoal ./cmd/shoal
+
+.PHONY: run
+run: build ## start Shoal (shoal all) on the embedded backbone
+	./bin/shoal all
+
+.PHONY: test
+test: vet lint unit ## everything CI runs: vet, lint, unit tests with -race
+
+.PHONY: vet
+vet: ## go vet, and a gofmt check
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+.PHONY: lint
+lint: ## golangci-lint (installed into the tool cache when missing)
+	$(TOOLS)/golangci-lint run $(PKGS)
+
+.PHONY: unit
+unit: ## unit tests with the race detector
+	$(GO) test -race -count=1 $(PKGS)
+
+.PHONY: short
+short: ## unit tests with -short (skips the slow ones)
+	$(GO) test -race -short $(PKGS)
+
+.PHONY: bench
+bench: ## Go micro-benchmarks with -benchmem (codec, topic trie)
+	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) -count=$(BENCHCOUNT) ./internal/...
+
+.PHONY: fuzz
+fuzz: ## run every fuzz target for FUZZTIME each (default 30s)
+	@grep -rl --include='*_test.go' '^func Fuzz' . | while read -r f; do \
+	  dir=$$(dirname "$$f"); \
+	  for fn in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$$f" | sed 's/^func //'); do \
+	    echo "fuzz $$dir $$fn ($(FUZZTIME))"; \
+	    $(GO) test -run='^$$' -fuzz="^$$fn$$" -fuzztime=$(FUZZTIME) "./$$dir" || exit 1; \
+	  done; \
+	done
+
+.PHONY: fmt
+fmt: ## gofmt the tree
+	gofmt -w $$(git ls-files '*.go')
+
+.PHONY: clean
+clean: ## remove build output and the default data directory
+	rm -rf bin shoal-data

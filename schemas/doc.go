@@ -1,0 +1,5 @@
+// Package schemas holds Shoal's wire and storage schemas: the Protocol
+// Buffers definitions of the events on the log (with their generated Go),
+// and the CQL migrations of the view tables, embedded with go:embed and
+// applied at start.
+package schemas

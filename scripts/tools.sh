@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs the developer tools Shoal's make targets need, pinned by
+# tools/go.mod, into a cache outside the work tree so that fresh clones on
+# the same machine reuse them. Idempotent: a tool already built at the pinned
+# version is not rebuilt. Prints the tool directory.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cache=${SHOAL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/shoal}
+bin=$cache/bin
+mkdir -p "$bin"
+
+# golangci-lint, at the version tools/go.mod pins.
+want=$(awk '$1=="github.com/golangci/golangci-lint/v2"{print $2}' "$root/tools/go.mod")
+have=""
+if [ -x "$bin/golangci-lint" ]; then
+  have=$("$bin/golangci-lint" version --short 2>/dev/null || true)
+fi
+if [ "v${have#v}" != "$want" ]; then
+  echo "tools: building golangci-lint $want into $bin" >&2
+  (cd "$root/tools" && go build -o "$bin/golangci-lint" github.com/golangci/golangci-lint/v2/cmd/golangci-lint)
+fi
+echo "$bin"

@@ -23,7 +23,7 @@ run: build ## start Shoal (shoal all) on the embedded backbone
 	./bin/shoal all
 
 .PHONY: test
-test: vet lint unit ## everything CI runs: vet, lint, unit tests with -race
+test: vet proto-check lint unit ## everything CI runs: vet, schema checks, lint, unit tests with -race
 
 .PHONY: vet
 vet: ## go vet, and a gofmt check
@@ -55,6 +55,24 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 30s)
 	    $(GO) test -run='^$$' -fuzz="^$$fn$$" -fuzztime=$(FUZZTIME) "./$$dir" || exit 1; \
 	  done; \
 	done
+
+.PHONY: proto
+proto: ## regenerate schemas/eventspb from schemas/proto with buf
+	cd schemas && PATH="$(TOOLS):$$PATH" buf generate
+
+.PHONY: proto-check
+proto-check: ## buf lint, buf breaking against schemas/BASELINE, and a diff check of the generated Go
+	cd schemas && PATH="$(TOOLS):$$PATH" buf lint
+	@if [ -s schemas/BASELINE ]; then \
+	  ref=$$(tr -d '[:space:]' < schemas/BASELINE); \
+	  echo "buf breaking against $$ref"; \
+	  (cd schemas && PATH="$(TOOLS):$$PATH" buf breaking --against "../.git#ref=$$ref,subdir=schemas/proto"); \
+	fi
+	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	  cp -r schemas/proto schemas/buf.yaml schemas/buf.gen.yaml "$$tmp"/; \
+	  (cd "$$tmp" && PATH="$(TOOLS):$$PATH" buf generate); \
+	  if ! diff -r -q -x doc.go "$$tmp/eventspb" schemas/eventspb; then \
+	    echo "schemas/eventspb is stale: run make proto"; exit 1; fi
 
 .PHONY: fmt
 fmt: ## gofmt the tree

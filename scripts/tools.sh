@@ -19,4 +19,18 @@ if [ "v${have#v}" != "$want" ]; then
   echo "tools: building golangci-lint $want into $bin" >&2
   (cd "$root/tools" && go build -o "$bin/golangci-lint" github.com/golangci/golangci-lint/v2/cmd/golangci-lint)
 fi
+# The protobuf tool chain: buf (lint, breaking, generate) and the Go
+# generators it runs as local plugins. A stamp file records the tools/go.mod
+# they were built from.
+stamp=$bin/.proto-tools.sum
+sum=$(sha256sum "$root/tools/go.mod" | cut -d' ' -f1)
+if [ ! -x "$bin/buf" ] || [ ! -x "$bin/protoc-gen-go" ] || [ ! -x "$bin/protoc-gen-go-vtproto" ] ||
+   [ "$(cat "$stamp" 2>/dev/null)" != "$sum" ]; then
+  echo "tools: building buf, protoc-gen-go, protoc-gen-go-vtproto into $bin" >&2
+  (cd "$root/tools" &&
+    go build -o "$bin/buf" github.com/bufbuild/buf/cmd/buf &&
+    go build -o "$bin/protoc-gen-go" google.golang.org/protobuf/cmd/protoc-gen-go &&
+    go build -o "$bin/protoc-gen-go-vtproto" github.com/planetscale/vtprotobuf/cmd/protoc-gen-go-vtproto)
+  echo "$sum" >"$stamp"
+fi
 echo "$bin"

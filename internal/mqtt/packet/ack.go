@@ -130,11 +130,12 @@ func (p *Subscribe) Decode(h FixedHeader, body []byte, v Version) error {
 				d.fail(CodeMalformedPacket, "reserved subscription option bits set")
 			case s.RetainHandling == 3:
 				d.fail(CodeProtocolError, "retain handling 3")
+			case s.QoS == 3: // a Protocol Error in 5.0 (spec §3.8.3.1)
+				d.fail(CodeProtocolError, "maximum QoS 3")
 			}
 		} else if o&0xfc != 0 {
 			d.fail(CodeMalformedPacket, "reserved subscription option bits set")
-		}
-		if d.err == nil && s.QoS == 3 {
+		} else if s.QoS == 3 { // malformed in 3.1.1 [MQTT-3-8.3-4]
 			d.fail(CodeMalformedPacket, "maximum QoS 3")
 		}
 		p.Filters = append(p.Filters, s)

@@ -81,7 +81,9 @@ func (p *Auth) Decode(h FixedHeader, body []byte, v Version) error {
 	if err := decodeCodeProps(body, v, "AUTH", &p.Code, &p.Props, &authCodes, authProps); err != nil {
 		return err
 	}
-	if p.Code != CodeSuccess && !p.Props.Present(PropAuthMethod) {
+	// §3.15.2: only the empty form (no reason code, no properties) may omit
+	// the Authentication Method.
+	if len(body) > 0 && !p.Props.Present(PropAuthMethod) {
 		return errorf(CodeProtocolError, "AUTH: no authentication method")
 	}
 	return nil

@@ -141,10 +141,10 @@ func (r *Reader) fill(want int) error {
 	if r.start == r.end {
 		r.start, r.end = 0, 0
 	}
-	if r.start+want > len(r.buf) {
-		r.makeRoom(want)
-	}
 	for r.end-r.start < want {
+		if r.end == len(r.buf) {
+			r.makeRoom(want)
+		}
 		m, err := r.r.Read(r.buf[r.end:])
 		r.end += m
 		if err != nil {
@@ -160,16 +160,17 @@ func (r *Reader) fill(want int) error {
 	return nil
 }
 
-// makeRoom moves unread bytes to the front, growing the buffer if want does
-// not fit.
+// makeRoom makes space after the buffered bytes, for a packet of want
+// bytes: it moves unread bytes to the front, and grows the buffer when that
+// is not enough — by doubling, never beyond want, so that a peer announcing
+// a large packet gets memory only as fast as it sends bytes.
 func (r *Reader) makeRoom(want int) {
 	buf := r.buf
-	if want > len(buf) {
-		size := 2 * len(buf)
-		for size < want {
-			size *= 2
+	if r.start == 0 || want > len(buf) {
+		size := min(max(2*len(buf), r.end-r.start+1), want)
+		if size > len(buf) {
+			buf = make([]byte, size)
 		}
-		buf = make([]byte, size)
 	}
 	n := copy(buf, r.buf[r.start:r.end])
 	r.buf, r.start, r.end = buf, 0, n

@@ -211,7 +211,7 @@ func (d *decoder) prop(p *Properties, id PropID) {
 	case PropTopicAlias:
 		p.TopicAlias = d.u16("topic alias")
 		if d.err == nil && p.TopicAlias == 0 {
-			d.fail(CodeProtocolError, "topic alias 0")
+			d.fail(CodeTopicAliasInvalid, "topic alias 0")
 		}
 	case PropMaxQoS:
 		p.MaxQoS = d.flag("maximum QoS")

@@ -1,0 +1,233 @@
+package kafka
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// The names of Shoal's topics in the default catalogue.
+const (
+	// TopicMessages carries publishes and subscription changes, keyed by
+	// tenant/topic; each partition is one router shard.
+	TopicMessages = "shoal.messages"
+	// TopicSessions carries connects, disconnects and session
+	// subscriptions, keyed by tenant/client.
+	TopicSessions = "shoal.sessions"
+	// TopicPresence is the compacted record of where each client is
+	// connected, keyed by tenant/client.
+	TopicPresence = "shoal.presence"
+	// TopicDeliveries carries connect results, kicks and deliveries; the
+	// partition is the slot of the gateway they are for.
+	TopicDeliveries = "shoal.deliveries"
+)
+
+// DefaultRetention is how long the event topics keep records in the default
+// catalogue: long enough to replay any hour of the last week.
+const DefaultRetention = 7 * 24 * time.Hour
+
+// TopicSpec describes one topic of the catalogue: how EnsureTopics creates
+// it and how the producer picks partitions for it.
+type TopicSpec struct {
+	// Name is the Kafka topic name.
+	Name string
+	// Partitions is the number of partitions. For a keyed topic it is part
+	// of the key → partition mapping, so it must not change once records
+	// exist.
+	Partitions int32
+	// Replication is the replication factor; -1 leaves it to the broker's
+	// default.
+	Replication int16
+	// Compacted selects cleanup.policy=compact (the newest record per key is
+	// kept forever) instead of delete.
+	Compacted bool
+	// Retention is how long records are kept (retention.ms); 0 keeps them
+	// without a time limit. It does not apply to compacted topics.
+	Retention time.Duration
+	// Keyed says how the producer picks a record's partition: true hashes
+	// the key with murmur2 exactly like Kafka's default partitioner
+	// (PartitionForKey) when Record.Partition is PartitionByKey, and
+	// takes Record.Partition when it is ≥ 0 (a broadcast to every
+	// partition); false always takes Record.Partition (deliveries: the
+	// gateway slot).
+	Keyed bool
+	// Doc says what the topic carries, for ARCHITECTURE.md and operators.
+	Doc string
+}
+
+// Catalogue is the set of topics Shoal's roles talk through.
+type Catalogue struct {
+	Messages   TopicSpec
+	Sessions   TopicSpec
+	Presence   TopicSpec
+	Deliveries TopicSpec
+}
+
+// DefaultCatalogue returns the catalogue Shoal runs with unless configured
+// otherwise: 16 partitions per topic, replication 1 (the embedded backbone;
+// raise it on a real cluster), the event topics kept for DefaultRetention,
+// presence compacted without a time limit.
+func DefaultCatalogue() Catalogue {
+	return Catalogue{
+		Messages: TopicSpec{
+			Name: TopicMessages, Partitions: 16, Replication: 1,
+			Retention: DefaultRetention, Keyed: true,
+			Doc: "Publish and SubscriptionChange, key tenant/topic; produced by gateways, consumed by routers (one shard per partition)",
+		},
+		Sessions: TopicSpec{
+			Name: TopicSessions, Partitions: 16, Replication: 1,
+			Retention: DefaultRetention, Keyed: true,
+			Doc: "Connect, Disconnect and SessionSubscriptions, key tenant/client; produced by gateways, consumed by the session service",
+		},
+		Presence: TopicSpec{
+			Name: TopicPresence, Partitions: 16, Replication: 1,
+			Compacted: true, Keyed: true,
+			Doc: "Presence (where a client is connected, with its generation), key tenant/client, compacted; produced by the session service, consumed by routers",
+		},
+		Deliveries: TopicSpec{
+			Name: TopicDeliveries, Partitions: 16, Replication: 1,
+			Retention: DefaultRetention, Keyed: false,
+			Doc: "ConnectResult, Kick and Delivery, partition = gateway slot; produced by the session service and routers, consumed by the gateway owning the slot",
+		},
+	}
+}
+
+// All returns the catalogue's topics in a fixed order: messages, sessions,
+// presence, deliveries.
+func (c Catalogue) All() []TopicSpec {
+	return []TopicSpec{c.Messages, c.Sessions, c.Presence, c.Deliveries}
+}
+
+// Spec returns the spec of the named topic and whether the catalogue has it.
+func (c Catalogue) Spec(topic string) (TopicSpec, bool) {
+	switch topic {
+	case c.Messages.Name:
+		return c.Messages, true
+	case c.Sessions.Name:
+		return c.Sessions, true
+	case c.Presence.Name:
+		return c.Presence, true
+	case c.Deliveries.Name:
+		return c.Deliveries, true
+	}
+	return TopicSpec{}, false
+}
+
+// isZero reports whether no topic of the catalogue is set, in which case the
+// client uses DefaultCatalogue.
+func (c Catalogue) isZero() bool {
+	return c == Catalogue{}
+}
+
+// Validate checks every topic of the catalogue and returns one error per bad
+// field, each naming it (kafka.catalogue.messages.partitions: must be ≥ 1).
+func (c Catalogue) Validate() error {
+	var errs []error
+	fields := []struct {
+		key  string
+		spec TopicSpec
+	}{
+		{"messages", c.Messages},
+		{"sessions", c.Sessions},
+		{"presence", c.Presence},
+		{"deliveries", c.Deliveries},
+	}
+	seen := make(map[string]string, len(fields))
+	for _, f := range fields {
+		errs = append(errs, f.spec.validate("kafka.catalogue."+f.key))
+		if f.spec.Name == "" {
+			continue
+		}
+		if other, dup := seen[f.spec.Name]; dup {
+			errs = append(errs, fmt.Errorf("kafka.catalogue.%s.name: %q is also the name of kafka.catalogue.%s", f.key, f.spec.Name, other))
+		}
+		seen[f.spec.Name] = f.key
+	}
+	return errors.Join(errs...)
+}
+
+func (s TopicSpec) validate(prefix string) error {
+	var errs []error
+	if err := validTopicName(s.Name); err != nil {
+		errs = append(errs, fmt.Errorf("%s.name: %w", prefix, err))
+	}
+	if s.Partitions < 1 {
+		errs = append(errs, fmt.Errorf("%s.partitions: must be ≥ 1, is %d", prefix, s.Partitions))
+	}
+	if s.Replication < 1 && s.Replication != -1 {
+		errs = append(errs, fmt.Errorf("%s.replication: must be ≥ 1 (or -1 for the broker default), is %d", prefix, s.Replication))
+	}
+	if s.Retention < 0 {
+		errs = append(errs, fmt.Errorf("%s.retention: must be ≥ 0 (0 keeps records without a time limit), is %s", prefix, s.Retention))
+	} else if s.Retention > 0 && s.Retention < time.Millisecond {
+		errs = append(errs, fmt.Errorf("%s.retention: must be at least 1ms, is %s", prefix, s.Retention))
+	}
+	return errors.Join(errs...)
+}
+
+// validTopicName applies Kafka's rules for topic names.
+func validTopicName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("must not be empty")
+	case name == "." || name == "..":
+		return fmt.Errorf("%q is not allowed", name)
+	case len(name) > 249:
+		return fmt.Errorf("must be at most 249 characters, is %d", len(name))
+	}
+	for i := 0; i < len(name); i++ {
+		switch b := name[i]; {
+		case b >= 'a' && b <= 'z', b >= 'A' && b <= 'Z', b >= '0' && b <= '9', b == '.', b == '_', b == '-':
+		default:
+			return fmt.Errorf("%q: only ASCII letters, digits, '.', '_' and '-' are allowed", name)
+		}
+	}
+	return nil
+}
+
+// PartitionForKey returns the partition a keyed record with this key goes
+// to in a topic with the given number of partitions: murmur2 of the key with
+// the sign bit masked, modulo partitions, exactly as Kafka's default
+// partitioner (and franz-go's StickyKeyPartitioner) computes it. The client's
+// partitioner calls this very function for records of keyed topics with
+// Partition PartitionByKey, so a service can compute which shard owns a key
+// without producing. partitions must be ≥ 1.
+// A nil key hashes like an empty one.
+func PartitionForKey(key []byte, partitions int32) int32 {
+	return int32(murmur2(key)&0x7fffffff) % partitions
+}
+
+// murmur2 is Kafka's Utils.murmur2 (org.apache.kafka.common.utils), the hash
+// of its default partitioner.
+func murmur2(b []byte) uint32 {
+	const (
+		seed uint32 = 0x9747b28c
+		m    uint32 = 0x5bd1e995
+		r           = 24
+	)
+	h := seed ^ uint32(len(b))
+	for len(b) >= 4 {
+		k := uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+		b = b[4:]
+		k *= m
+		k ^= k >> r
+		k *= m
+		h *= m
+		h ^= k
+	}
+	switch len(b) {
+	case 3:
+		h ^= uint32(b[2]) << 16
+		fallthrough
+	case 2:
+		h ^= uint32(b[1]) << 8
+		fallthrough
+	case 1:
+		h ^= uint32(b[0])
+		h *= m
+	}
+	h ^= h >> 13
+	h *= m
+	h ^= h >> 15
+	return h
+}

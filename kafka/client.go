@@ -1,0 +1,540 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Defaults of Config.
+const (
+	// DefaultClientID is the client id sent to the brokers.
+	DefaultClientID = "shoal"
+	// DefaultLinger is how long a partition's batch waits for more
+	// records before it is sent, when nothing is in flight already.
+	DefaultLinger = time.Duration(0)
+	// DefaultMaxBufferedRecords bounds the records accepted by Produce
+	// and not yet acknowledged; Produce waits for room beyond it.
+	DefaultMaxBufferedRecords = 50_000
+)
+
+// Config configures a Client.
+type Config struct {
+	// Brokers are the seed brokers, host:port.
+	Brokers []string
+	// ClientID is sent to the brokers (their logs and quotas name it);
+	// empty means DefaultClientID.
+	ClientID string
+	// Catalogue is the topic catalogue; the zero value means
+	// DefaultCatalogue().
+	Catalogue Catalogue
+	// Linger is how long a partition's batch waits for more records before
+	// it is sent. 0 (the default) sends at once; batches still form while
+	// earlier requests are in flight, which is what matters under load
+	// (see BenchmarkProduceConsume). A positive value trades latency for
+	// fewer, larger requests.
+	Linger time.Duration
+	// MaxBufferedRecords bounds how many records Produce accepts before
+	// they are acknowledged; beyond it Produce waits for room (or for its
+	// context). 0 means DefaultMaxBufferedRecords.
+	MaxBufferedRecords int
+	// Compression of produced batches: "none" (or empty, the default),
+	// "snappy", "lz4" or "zstd". The embedded backbone gains nothing from
+	// compression; a real cluster across a network may.
+	Compression string
+}
+
+// Validate checks the configuration and returns one error per bad key.
+func (c Config) Validate() error {
+	var errs []error
+	if len(c.Brokers) == 0 {
+		errs = append(errs, errors.New("kafka.brokers: at least one broker is required"))
+	}
+	for i, b := range c.Brokers {
+		if b == "" {
+			errs = append(errs, fmt.Errorf("kafka.brokers[%d]: must not be empty", i))
+		}
+	}
+	if c.Linger < 0 {
+		errs = append(errs, fmt.Errorf("kafka.linger: must be ≥ 0, is %s", c.Linger))
+	}
+	if c.MaxBufferedRecords < 0 {
+		errs = append(errs, fmt.Errorf("kafka.max_buffered_records: must be ≥ 0, is %d", c.MaxBufferedRecords))
+	}
+	if _, err := compressionCodec(c.Compression); err != nil {
+		errs = append(errs, fmt.Errorf("kafka.compression: %w", err))
+	}
+	if !c.Catalogue.isZero() {
+		errs = append(errs, c.Catalogue.Validate())
+	}
+	return errors.Join(errs...)
+}
+
+// withDefaults returns c with its zero values replaced by the defaults.
+func (c Config) withDefaults() Config {
+	if c.ClientID == "" {
+		c.ClientID = DefaultClientID
+	}
+	if c.Catalogue.isZero() {
+		c.Catalogue = DefaultCatalogue()
+	}
+	if c.MaxBufferedRecords == 0 {
+		c.MaxBufferedRecords = DefaultMaxBufferedRecords
+	}
+	return c
+}
+
+func compressionCodec(name string) (kgo.CompressionCodec, error) {
+	switch name {
+	case "", "none":
+		return kgo.NoCompression(), nil
+	case "snappy":
+		return kgo.SnappyCompression(), nil
+	case "lz4":
+		return kgo.Lz4Compression(), nil
+	case "zstd":
+		return kgo.ZstdCompression(), nil
+	}
+	return kgo.CompressionCodec{}, fmt.Errorf("%q is not one of none, snappy, lz4, zstd", name)
+}
+
+// Header is a Kafka record header.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// PartitionByKey as a record's Partition on a keyed topic lets the key decide
+// the partition (PartitionForKey).
+const PartitionByKey int32 = -1
+
+// Record is one Kafka record, produced or consumed.
+//
+// Producing: set Topic, Key, Value, Headers and Partition; a zero Timestamp
+// means now. On a keyed topic, Partition is PartitionByKey to let the key
+// decide, or a partition ≥ 0 to force one (a broadcast of one event to
+// every partition): the zero value forces partition 0. On the other topics
+// it is the partition to write to. Once a record is given to
+// Produce, neither it nor the bytes it refers to may change until its done
+// callback runs; done sets Partition, Offset and Timestamp. A Record can be
+// produced again after its done callback has run.
+//
+// Consuming: every field is set. Key, Value and header values alias the
+// fetch response the record came in, which the client never reuses; they
+// stay valid as long as anything refers to them (holding one small slice
+// keeps the whole response, up to a megabyte per partition, in memory: copy
+// what is kept long).
+type Record struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Key       []byte
+	Value     []byte
+	Headers   []Header
+	Timestamp time.Time
+
+	// st is the franz-go record and bookkeeping Produce uses, allocated
+	// once per Record (with it, by NewRecord) and reused.
+	st *produceState
+}
+
+// produceState is what a Record carries through franz-go. kr.Context points
+// at pc, inside the same allocation, which is how the promise finds the
+// Record again without allocating a closure per produce.
+type produceState struct {
+	kr    kgo.Record
+	pc    produceCtx
+	khdrs [2]kgo.RecordHeader
+}
+
+// produceCtx is the kgo.Record's Context while it is produced. As a
+// context it never ends and holds no values: a buffered record is never
+// cancelled, because franz-go fails every buffered record of a partition
+// when the first one's context ends, which would let one caller's
+// cancellation fail another's records. Its methods read no field: franz-go
+// calls them from its own goroutines while the promise clears the fields.
+type produceCtx struct {
+	c        *Client
+	r        *Record
+	done     func(*Record, error)
+	sync     *syncWait
+	refused  error
+	acquired bool
+}
+
+func (*produceCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (*produceCtx) Done() <-chan struct{}       { return nil }
+func (*produceCtx) Err() error                  { return nil }
+func (*produceCtx) Value(any) any               { return nil }
+
+// syncWait collects the outcome of one ProduceSync call.
+type syncWait struct {
+	left atomic.Int64
+	mu   sync.Mutex
+	err  error
+	done chan struct{}
+}
+
+// load copies r into the franz-go record.
+func (st *produceState) load(r *Record) {
+	kr := &st.kr
+	*kr = kgo.Record{
+		Topic:     r.Topic,
+		Partition: r.Partition,
+		Key:       r.Key,
+		Value:     r.Value,
+		Timestamp: r.Timestamp,
+	}
+	if n := len(r.Headers); n > 0 {
+		hs := st.khdrs[:0]
+		if n > len(st.khdrs) {
+			hs = make([]kgo.RecordHeader, 0, n)
+		}
+		for _, h := range r.Headers {
+			hs = append(hs, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+		}
+		kr.Headers = hs
+	}
+	kr.Context = &st.pc
+}
+
+// Client is Shoal's door to Kafka: one idempotent producer (acks=all) shared
+// by the roles of a process, the topic catalogue, and Consume, which runs a
+// consumer of its own per call. It is safe for concurrent use.
+type Client struct {
+	cfg    Config
+	log    *slog.Logger
+	common []kgo.Opt // seed brokers, client id, logger: shared with consumers
+	cl     *kgo.Client
+	adm    *kadm.Client
+	sem    chan struct{} // one token per record accepted and not yet done
+
+	// inflight counts records given to franz-go whose promise has not
+	// finished, so that Close can wait for every done callback.
+	inflight atomic.Int64
+
+	closeOnce sync.Once
+	closed    chan struct{}
+}
+
+// NewClient starts a client for cfg and waits until a broker answers (or ctx
+// is done), logging each failed attempt.
+//
+// The producer is idempotent with acks=all: a record is acknowledged once
+// every in-sync replica has it, and retries never duplicate or reorder it.
+// Retriable errors are retried without limit (franz-go logs each at warn
+// level through log); a record fails only on a non-retriable error, an
+// unknown topic, or Close. Records of keyed catalogue topics go to
+// PartitionForKey(key, partitions) unless their Partition is ≥ 0, those of
+// the other topics to their Partition; on topics outside the catalogue a
+// record with a key is treated as keyed, one without as not.
+func NewClient(ctx context.Context, cfg Config, log *slog.Logger) (*Client, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("new kafka client: %w", err)
+	}
+	cfg = cfg.withDefaults()
+	codec, err := compressionCodec(cfg.Compression)
+	if err != nil {
+		return nil, fmt.Errorf("new kafka client: %w", err)
+	}
+	c := &Client{
+		cfg: cfg,
+		log: log,
+		common: []kgo.Opt{
+			kgo.SeedBrokers(cfg.Brokers...),
+			kgo.ClientID(cfg.ClientID),
+			kgo.WithLogger(kgoLogger{log}),
+			kgo.DisableClientMetrics(),
+		},
+		// franz-go's own limit is twice ours so that it never blocks:
+		// its count drops only after our promise released the token.
+		sem:    make(chan struct{}, cfg.MaxBufferedRecords),
+		closed: make(chan struct{}),
+	}
+	opts := append(c.common[:len(c.common):len(c.common)],
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.RecordRetries(math.MaxInt64),
+		kgo.RecordDeliveryTimeout(0),
+		kgo.ProducerLinger(cfg.Linger),
+		kgo.MaxBufferedRecords(2*cfg.MaxBufferedRecords),
+		kgo.ProducerBatchCompression(codec),
+		kgo.RecordPartitioner(partitioner(cfg.Catalogue)),
+	)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("new kafka client: %w", err)
+	}
+	c.cl = cl
+	c.adm = kadm.NewClient(cl)
+	if err := c.waitForBroker(ctx); err != nil {
+		cl.Close()
+		return nil, fmt.Errorf("new kafka client for %v: %w", cfg.Brokers, err)
+	}
+	return c, nil
+}
+
+// waitForBroker pings until a broker answers, backing off up to 2s.
+func (c *Client) waitForBroker(ctx context.Context) error {
+	backoff := 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := c.cl.Ping(ctx)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("no broker answered: %w", errors.Join(ctx.Err(), err))
+		}
+		c.log.Warn("kafka brokers unreachable, retrying", "brokers", c.cfg.Brokers, "attempt", attempt, "err", err)
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("no broker answered: %w", errors.Join(ctx.Err(), err))
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// partitioner hashes keys for keyed topics with PartitionForKey, unless the
+// record names a partition (≥ 0: a broadcast to every partition, such as a
+// wildcard subscription change), and takes Record.Partition for the others.
+func partitioner(cat Catalogue) kgo.Partitioner {
+	byKey := func(r *kgo.Record, n int) int {
+		if r.Partition >= 0 {
+			return int(r.Partition)
+		}
+		return int(PartitionForKey(r.Key, int32(n)))
+	}
+	manual := func(r *kgo.Record, _ int) int { return int(r.Partition) }
+	keyOrManual := func(r *kgo.Record, n int) int {
+		if r.Key != nil {
+			return byKey(r, n)
+		}
+		return manual(r, n)
+	}
+	return kgo.BasicConsistentPartitioner(func(topic string) func(*kgo.Record, int) int {
+		spec, ok := cat.Spec(topic)
+		switch {
+		case !ok:
+			return keyOrManual
+		case spec.Keyed:
+			return byKey
+		default:
+			return manual
+		}
+	})
+}
+
+// Catalogue returns the client's topic catalogue.
+func (c *Client) Catalogue() Catalogue { return c.cfg.Catalogue }
+
+// Partitions returns the number of partitions of a catalogue topic, 0 for a
+// topic outside the catalogue.
+func (c *Client) Partitions(topic string) int32 {
+	spec, _ := c.cfg.Catalogue.Spec(topic)
+	return spec.Partitions
+}
+
+// check refuses records the catalogue says cannot be produced.
+func (c *Client) check(r *Record) error {
+	spec, ok := c.cfg.Catalogue.Spec(r.Topic)
+	switch {
+	case r.Topic == "":
+		return errors.New("produce: record has no topic")
+	case !ok:
+		return nil
+	case spec.Keyed && r.Key == nil:
+		return fmt.Errorf("produce to %s: the topic is keyed and the record has no key", r.Topic)
+	case (!spec.Keyed && r.Partition < 0) || r.Partition >= spec.Partitions:
+		return fmt.Errorf("produce to %s: partition %d is outside [0, %d)", r.Topic, r.Partition, spec.Partitions)
+	}
+	return nil
+}
+
+// acquire takes a buffer token, waiting for one while ctx allows.
+func (c *Client) acquire(ctx context.Context) error {
+	if ctx.Done() != nil {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	select {
+	case c.sem <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case c.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.closed:
+		return kgo.ErrClientClosed
+	}
+}
+
+// Produce sends r asynchronously and calls done(r, err) exactly once, when
+// Kafka has acknowledged r (err == nil, Partition, Offset and Timestamp set)
+// or r has failed. done runs on franz-go's promise goroutine, which runs the
+// callbacks of all records serially in the order they complete (records of
+// one partition in produce order): it must be quick and must not block, nor
+// call Produce, ProduceSync, Flush or Close (they may wait on later
+// callbacks). done may be nil.
+//
+// ctx bounds only the wait for room in the buffer (Config.MaxBufferedRecords)
+// and refuses the record when already done; once accepted, a record is not
+// cancelled (see Client.Close).
+func (c *Client) Produce(ctx context.Context, r *Record, done func(*Record, error)) {
+	st := r.st
+	if st == nil {
+		st = new(produceState)
+		r.st = st
+	}
+	st.load(r)
+	st.pc = produceCtx{c: c, r: r, done: done}
+	c.produce(ctx, st)
+}
+
+// produce hands st to franz-go. A refused record goes through franz-go too
+// (as a record without topic, which it fails at once) so that its callback
+// runs on the promise goroutine like any other.
+func (c *Client) produce(ctx context.Context, st *produceState) {
+	if err := c.check(st.pc.r); err != nil {
+		st.pc.refused = err
+	} else if err := c.acquire(ctx); err != nil {
+		st.pc.refused = fmt.Errorf("produce to %s: %w", st.pc.r.Topic, err)
+	} else {
+		st.pc.acquired = true
+	}
+	if st.pc.refused != nil {
+		st.kr.Topic = ""
+	}
+	c.inflight.Add(1)
+	c.cl.Produce(context.Background(), &st.kr, promise)
+}
+
+// promise is the franz-go callback of every record produced by Produce and
+// ProduceSync.
+func promise(kr *kgo.Record, err error) {
+	pc, ok := kr.Context.(*produceCtx)
+	if !ok {
+		return // not ours: cannot happen
+	}
+	c, r, done, sw := pc.c, pc.r, pc.done, pc.sync
+	if pc.acquired {
+		<-c.sem
+	}
+	switch {
+	case pc.refused != nil:
+		err = pc.refused
+	case err != nil:
+		err = fmt.Errorf("produce to %s: %w", r.Topic, err)
+	}
+	// kr is left alone: franz-go goroutines may still read it. pc's fields
+	// are ours only.
+	*pc = produceCtx{}
+	switch {
+	case sw != nil:
+		sw.finish(err)
+	case done != nil:
+		if err == nil {
+			r.Partition, r.Offset, r.Timestamp = kr.Partition, kr.Offset, kr.Timestamp
+		}
+		done(r, err)
+	case err == nil:
+		r.Partition, r.Offset, r.Timestamp = kr.Partition, kr.Offset, kr.Timestamp
+	}
+	c.inflight.Add(-1)
+}
+
+func (sw *syncWait) finish(err error) {
+	if err != nil {
+		sw.mu.Lock()
+		if sw.err == nil {
+			sw.err = err
+		}
+		sw.mu.Unlock()
+	}
+	if sw.left.Add(-1) == 0 {
+		close(sw.done)
+	}
+}
+
+// ProduceSync produces rs and waits until all are acknowledged, returning
+// the first error. On success every record's Partition, Offset and
+// Timestamp are set. A record the catalogue refuses (no key for a keyed
+// topic, partition out of range) fails the call before anything is
+// produced. If ctx ends first, ProduceSync returns its error at once and
+// the records already accepted may still be written: their fields are then
+// not updated, and the bytes they refer to must stay unchanged.
+func (c *Client) ProduceSync(ctx context.Context, rs ...*Record) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("produce sync: %w", err)
+	}
+	for _, r := range rs {
+		if err := c.check(r); err != nil {
+			return fmt.Errorf("produce sync: %w", err)
+		}
+	}
+	if len(rs) == 0 {
+		return nil
+	}
+	// Fresh states, not the records' own: after an early return franz-go
+	// may still hold them, and the caller may produce the records again.
+	states := make([]produceState, len(rs))
+	sw := &syncWait{done: make(chan struct{})}
+	sw.left.Store(int64(len(rs)))
+	for i, r := range rs {
+		st := &states[i]
+		st.load(r)
+		st.pc = produceCtx{c: c, r: r, sync: sw}
+		c.produce(ctx, st)
+	}
+	select {
+	case <-sw.done:
+	case <-ctx.Done():
+		return fmt.Errorf("produce sync of %d records: %w", len(rs), ctx.Err())
+	}
+	if sw.err != nil {
+		return fmt.Errorf("produce sync: %w", sw.err)
+	}
+	for i, r := range rs {
+		kr := &states[i].kr
+		r.Partition, r.Offset, r.Timestamp = kr.Partition, kr.Offset, kr.Timestamp
+	}
+	return nil
+}
+
+// Flush sends the buffered records at once and waits until all records
+// accepted so far are done, or ctx is.
+func (c *Client) Flush(ctx context.Context) error {
+	if err := c.cl.Flush(ctx); err != nil {
+		return fmt.Errorf("flush: %w", err)
+	}
+	return nil
+}
+
+// Close closes the client. Records not yet acknowledged fail (call Flush
+// first to wait for them); when Close returns, every done callback has run.
+// Produce after Close fails the record. Consumers started by Consume stop on
+// their own contexts, not on Close. Close is idempotent.
+func (c *Client) Close() {
+	c.closeOnce.Do(func() {
+		close(c.closed)
+		c.cl.Close()
+		// franz-go has failed everything it held; its promise goroutine
+		// may still be running the callbacks.
+		for c.inflight.Load() > 0 {
+			time.Sleep(time.Millisecond)
+		}
+	})
+}

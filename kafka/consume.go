@@ -1,0 +1,340 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// fetchMaxWait is how long a broker may hold a fetch that has no records.
+const fetchMaxWait = 500 * time.Millisecond
+
+// Special start offsets for ConsumeConfig.Start.
+const (
+	// StartAtEnd starts after the last record: only new records.
+	StartAtEnd int64 = -1
+	// StartAtBeginning starts at the oldest record still in the log.
+	StartAtBeginning int64 = -2
+)
+
+// ConsumeConfig says what Consume reads.
+type ConsumeConfig struct {
+	// Topic is the topic to read.
+	Topic string
+	// Partitions are read when Group is empty (explicit assignment).
+	Partitions []int32
+	// Group, when set, makes Consume a member of this consumer group,
+	// which divides the topic's partitions among its members. Offsets are
+	// never committed to Kafka: services store the offsets they consumed
+	// with their views and return them from Start.
+	Group string
+	// Start returns the offset to start a partition at: the next offset to
+	// read (a stored offset + 1), StartAtEnd or StartAtBeginning. nil means
+	// StartAtBeginning for every partition. In group mode it is called each
+	// time a partition is assigned, right after OnAssigned (which can load
+	// what Start returns). An offset below the
+	// log start (records removed by retention) starts at the log start;
+	// one past the log end (the broker lost records) starts at the log
+	// start too: reading again is safe, skipping is not.
+	Start func(partition int32) int64
+	// OnAssigned is called with partitions newly given to this consumer
+	// before any of their records are handed out; OnRevoked with
+	// partitions taken away (or lost) after the last batch of theirs was
+	// handled, and with all partitions when Consume returns. In explicit
+	// mode they are called once, with Partitions, at the start and the end.
+	// They, Start and the handler are never called concurrently, and the
+	// callbacks may be nil.
+	OnAssigned, OnRevoked func(ctx context.Context, partitions []int32)
+}
+
+// Validate checks the configuration.
+func (c ConsumeConfig) Validate() error {
+	var errs []error
+	if err := validTopicName(c.Topic); err != nil {
+		errs = append(errs, fmt.Errorf("topic: %w", err))
+	}
+	switch {
+	case c.Group == "" && len(c.Partitions) == 0:
+		errs = append(errs, errors.New("partitions: give partitions or a group"))
+	case c.Group != "" && len(c.Partitions) > 0:
+		errs = append(errs, errors.New("partitions: give partitions or a group, not both"))
+	}
+	seen := make(map[int32]bool, len(c.Partitions))
+	for _, p := range c.Partitions {
+		if p < 0 {
+			errs = append(errs, fmt.Errorf("partitions: %d is negative", p))
+		}
+		if seen[p] {
+			errs = append(errs, fmt.Errorf("partitions: %d is listed twice", p))
+		}
+		seen[p] = true
+	}
+	return errors.Join(errs...)
+}
+
+// Batch is records of one partition, in offset order.
+type Batch struct {
+	Topic     string
+	Partition int32
+	// Records belong to the handler: it may keep the slice and the records.
+	Records []*Record
+}
+
+// Consume reads cfg.Topic with a consumer client of its own and calls handle
+// with batches of records until ctx is done, then returns nil. Each call of
+// handle gets records of one partition in offset order; calls are one at a
+// time (a partition's batches in order, partitions interleaved), which keeps
+// a handler simple and ordered — run several Consume calls for parallelism.
+// A handler error stops Consume, which returns it wrapped (unless it is
+// ctx's own error after ctx ended). Consume also returns fetch errors that
+// retrying cannot fix (authorization, a deleted topic); others are logged
+// and retried.
+//
+// Consume commits no offsets: where to start is Start's business. Records
+// are read with read_uncommitted isolation (Shoal does not use
+// transactions). Partitions of a catalogue topic are checked against its
+// partition count.
+func (c *Client) Consume(ctx context.Context, cfg ConsumeConfig, handle func(ctx context.Context, b Batch) error) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("consume %s: %w", cfg.Topic, err)
+	}
+	if n := c.Partitions(cfg.Topic); n > 0 {
+		for _, p := range cfg.Partitions {
+			if p >= n {
+				return fmt.Errorf("consume %s: partition %d is outside [0, %d)", cfg.Topic, p, n)
+			}
+		}
+	}
+	start := cfg.Start
+	if start == nil {
+		start = func(int32) int64 { return StartAtBeginning }
+	}
+	opts := append(c.common[:len(c.common):len(c.common)],
+		kgo.WithLogger(kgoLogger{c.log.With("consume", cfg.Topic, "group", cfg.Group)}),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadUncommitted()),
+		// How long a broker holds a fetch without new records: Kafka's
+		// default, not franz-go's 5s. franz-go may send the first fetch
+		// while it is still applying an assignment, covering only some
+		// partitions; if those have nothing new, the others wait until
+		// it returns.
+		kgo.FetchMaxWait(fetchMaxWait),
+	)
+	group := cfg.Group != ""
+	if group {
+		g := &groupStarts{topic: cfg.Topic, start: start, onAssigned: cfg.OnAssigned, onRevoked: cfg.OnRevoked}
+		opts = append(opts,
+			kgo.ConsumerGroup(cfg.Group),
+			kgo.ConsumeTopics(cfg.Topic),
+			kgo.DisableAutoCommit(),
+			// Callbacks wait until the records handed out by a poll
+			// are handled (AllowRebalance), and polls wait for the
+			// callbacks: they never overlap with the handler.
+			kgo.BlockRebalanceOnPoll(),
+			kgo.OnPartitionsAssigned(g.assigned),
+			kgo.OnPartitionsRevoked(g.revoked),
+			kgo.OnPartitionsLost(g.revoked),
+			kgo.AdjustFetchOffsetsFn(g.adjust),
+		)
+	} else {
+		parts := make(map[int32]kgo.Offset, len(cfg.Partitions))
+		for _, p := range cfg.Partitions {
+			parts[p] = startOffset(start(p))
+		}
+		opts = append(opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{cfg.Topic: parts}))
+	}
+
+	if !group && cfg.OnAssigned != nil {
+		cfg.OnAssigned(ctx, slices.Clone(cfg.Partitions))
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("consume %s: %w", cfg.Topic, err)
+	}
+	err = c.consumeLoop(ctx, cl, cfg, group, handle)
+	if group {
+		// Leaves the group; OnRevoked runs for what was still assigned.
+		cl.CloseAllowingRebalance()
+	} else {
+		cl.Close()
+		if cfg.OnRevoked != nil {
+			cfg.OnRevoked(ctx, slices.Clone(cfg.Partitions))
+		}
+	}
+	return err
+}
+
+func (c *Client) consumeLoop(ctx context.Context, cl *kgo.Client, cfg ConsumeConfig, group bool, handle func(context.Context, Batch) error) error {
+	for {
+		fetches := cl.PollFetches(ctx)
+		select {
+		case <-ctx.Done():
+			return nil // stopped: what the poll returned is read again next time
+		default:
+		}
+		var fatal error
+		fetches.EachError(func(topic string, p int32, err error) {
+			if fatal == nil {
+				fatal = c.fetchError(topic, p, err)
+			}
+		})
+		if fatal != nil {
+			return fmt.Errorf("consume %s: %w", cfg.Topic, fatal)
+		}
+		var herr error
+		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+			if herr != nil || len(fp.Records) == 0 {
+				return
+			}
+			b := toBatch(fp)
+			if err := handle(ctx, b); err != nil {
+				herr = fmt.Errorf("consume %s partition %d at offset %d: %w", b.Topic, b.Partition, b.Records[0].Offset, err)
+			}
+		})
+		if herr != nil {
+			if ctx.Err() != nil && errors.Is(herr, ctx.Err()) {
+				return nil
+			}
+			return herr
+		}
+		if group {
+			cl.AllowRebalance()
+		}
+	}
+}
+
+// fetchError returns err when retrying cannot help and logs it otherwise
+// (franz-go keeps retrying those by itself).
+func (c *Client) fetchError(topic string, p int32, err error) error {
+	var (
+		ke   *kerr.Error
+		loss *kgo.ErrDataLoss
+	)
+	switch {
+	case errors.Is(err, kgo.ErrClientClosed):
+		return err
+	case errors.As(err, &loss):
+		c.log.Warn("kafka data loss: the log ends before the offset reached, reading again from where it resumes",
+			"topic", topic, "partition", p, "err", err)
+	case errors.As(err, &ke) && !ke.Retriable:
+		return fmt.Errorf("partition %d: %w", p, err)
+	default:
+		c.log.Warn("kafka fetch error, retrying", "topic", topic, "partition", p, "err", err)
+	}
+	return nil
+}
+
+func startOffset(at int64) kgo.Offset {
+	switch {
+	case at == StartAtEnd:
+		return kgo.NewOffset().AtEnd()
+	case at < 0:
+		return kgo.NewOffset().AtStart()
+	}
+	return kgo.NewOffset().At(at).WithEpoch(-1)
+}
+
+// groupStarts runs the group callbacks. Start is called in the assigned
+// callback, which franz-go serialises with the handler, and its offsets are
+// kept for AdjustFetchOffsetsFn, which franz-go calls right after from a
+// goroutine that is not serialised with the handler.
+type groupStarts struct {
+	topic                 string
+	start                 func(int32) int64
+	onAssigned, onRevoked func(context.Context, []int32)
+
+	mu      sync.Mutex
+	offsets map[int32]int64
+}
+
+func (g *groupStarts) assigned(ctx context.Context, _ *kgo.Client, m map[string][]int32) {
+	parts := m[g.topic]
+	if len(parts) == 0 {
+		return
+	}
+	slices.Sort(parts)
+	if g.onAssigned != nil {
+		g.onAssigned(ctx, parts)
+	}
+	offsets := make(map[int32]int64, len(parts))
+	for _, p := range parts {
+		offsets[p] = g.start(p)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.offsets == nil {
+		g.offsets = make(map[int32]int64, len(parts))
+	}
+	maps.Copy(g.offsets, offsets)
+}
+
+func (g *groupStarts) revoked(ctx context.Context, _ *kgo.Client, m map[string][]int32) {
+	parts := m[g.topic]
+	if len(parts) == 0 {
+		return
+	}
+	slices.Sort(parts)
+	g.mu.Lock()
+	for _, p := range parts {
+		delete(g.offsets, p)
+	}
+	g.mu.Unlock()
+	if g.onRevoked != nil {
+		g.onRevoked(ctx, parts)
+	}
+}
+
+func (g *groupStarts) adjust(_ context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for p := range offsets[g.topic] {
+		at, ok := g.offsets[p]
+		if !ok { // not announced by the assigned callback: cannot happen
+			at = g.start(p)
+		}
+		offsets[g.topic][p] = startOffset(at)
+	}
+	return offsets, nil
+}
+
+// toBatch converts a partition's fetched records: one allocation for the
+// records, one for the pointers, one for all headers.
+func toBatch(fp kgo.FetchTopicPartition) Batch {
+	n := len(fp.Records)
+	recs := make([]Record, n)
+	ptrs := make([]*Record, n)
+	nh := 0
+	for _, kr := range fp.Records {
+		nh += len(kr.Headers)
+	}
+	var hs []Header
+	if nh > 0 {
+		hs = make([]Header, nh)
+	}
+	for i, kr := range fp.Records {
+		r := &recs[i]
+		r.Topic = kr.Topic
+		r.Partition = kr.Partition
+		r.Offset = kr.Offset
+		r.Key = kr.Key
+		r.Value = kr.Value
+		r.Timestamp = kr.Timestamp
+		if k := len(kr.Headers); k > 0 {
+			h := hs[:k:k]
+			hs = hs[k:]
+			for j, kh := range kr.Headers {
+				h[j] = Header{Key: kh.Key, Value: kh.Value}
+			}
+			r.Headers = h
+		}
+		ptrs[i] = r
+	}
+	return Batch{Topic: fp.Topic, Partition: fp.Partition, Records: ptrs}
+}

@@ -1,0 +1,197 @@
+package kafka
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/shoal-mqtt/shoal/schemas/eventspb"
+)
+
+// testEnvelopes has one envelope of every event type.
+func testEnvelopes() map[string]*eventspb.Envelope {
+	base := func(ev func(*eventspb.Envelope)) *eventspb.Envelope {
+		env := &eventspb.Envelope{
+			SchemaVersion: 1,
+			Tenant:        "acme",
+			ClientId:      "acme-sensor-1",
+			Gateway:       "gw-0",
+			TimestampUs:   1_700_000_000_000_000,
+			MessageId:     &eventspb.MessageID{GatewayEpoch: 42, Seq: 7},
+		}
+		ev(env)
+		return env
+	}
+	msg := &eventspb.Message{
+		Topic: "sensors/1/temp", Payload: []byte("21.5"), Qos: 1, Retain: true,
+		UserProperties: []*eventspb.UserProperty{{Key: "unit", Value: "C"}},
+	}
+	return map[string]*eventspb.Envelope{
+		EventPublish: base(func(e *eventspb.Envelope) {
+			e.Event = &eventspb.Envelope_Publish{Publish: &eventspb.Publish{Message: msg, Connection: 9}}
+		}),
+		EventSubscriptionChange: base(func(e *eventspb.Envelope) {
+			e.Event = &eventspb.Envelope_SubscriptionChange{SubscriptionChange: &eventspb.SubscriptionChange{
+				Op: eventspb.SubscriptionChange_OP_ADD, Filter: "sensors/+/temp",
+				Options: &eventspb.SubscriptionOptions{Qos: 1, SubscriptionId: 3},
+				Route:   &eventspb.Route{Slot: 2, Connection: 9, Generation: 4},
+			}}
+		}),
+		EventConnect: base(func(e *eventspb.Envelope) {
+			e.Event = &eventspb.Envelope_Connect{Connect: &eventspb.Connect{
+				Route: &eventspb.Route{Slot: 2}, CleanStart: true, SessionExpiryS: 60, ProtocolVersion: 5, RequestId: 11,
+			}}
+		}),
+		EventConnectResult: base(func(e *eventspb.Envelope) {
+			e.Event = &eventspb.Envelope_ConnectResult{ConnectResult: &eventspb.ConnectResult{RequestId: 11, SessionPresent: true, Generation: 4}}
+		}),
+		EventPresence: base(func(e *eventspb.Envelope) {
+			e.Event = &eventspb.Envelope_Presence{Presence: &eventspb.Presence{Online: true, Route: &eventspb.Route{Slot: 2}}}
+		}),
+		EventDisconnect: base(func(e *eventspb.Envelope) {
+			expiry := uint32(0)
+			e.Event = &eventspb.Envelope_Disconnect{Disconnect: &eventspb.Disconnect{Connection: 9, PublishWill: true, SessionExpiryS: &expiry}}
+		}),
+		EventKick: base(func(e *eventspb.Envelope) {
+			e.Event = &eventspb.Envelope_Kick{Kick: &eventspb.Kick{Connection: 9, ReasonCode: 0x8E}}
+		}),
+		EventDelivery: base(func(e *eventspb.Envelope) {
+			e.Event = &eventspb.Envelope_Delivery{Delivery: &eventspb.Delivery{Message: msg, Targets: []*eventspb.Target{
+				{ClientId: "acme-a", Connection: 1, Qos: 1, SubscriptionIds: []uint32{3}},
+				{ClientId: "acme-b", Connection: 2},
+			}}}
+		}),
+		EventSessionSubscriptions: base(func(e *eventspb.Envelope) {
+			e.Event = &eventspb.Envelope_SessionSubscriptions{SessionSubscriptions: &eventspb.SessionSubscriptions{
+				Added: []*eventspb.SessionSubscription{{Filter: "$share/g/a/#"}}, Removed: []string{"b"}, Generation: 4,
+			}}
+		}),
+		EventGatewayHeartbeat: base(func(e *eventspb.Envelope) {
+			e.Event = &eventspb.Envelope_GatewayHeartbeat{GatewayHeartbeat: &eventspb.GatewayHeartbeat{Slot: 2, IntervalMs: 1000}}
+		}),
+	}
+}
+
+// Every case of the Envelope's event oneof has a type name, and the name is
+// the oneof field's: a new event in the schema fails here until EnvelopeType,
+// EventType and testEnvelopes know it.
+func TestEventTypesCoverTheOneof(t *testing.T) {
+	fields := (&eventspb.Envelope{}).ProtoReflect().Descriptor().Oneofs().ByName("event").Fields()
+	envs := testEnvelopes()
+	if fields.Len() != len(envs) {
+		t.Errorf("the event oneof has %d cases, testEnvelopes %d", fields.Len(), len(envs))
+	}
+	for i := range fields.Len() {
+		name := string(fields.Get(i).Name())
+		env, ok := envs[name]
+		if !ok {
+			t.Errorf("event %q: no test envelope (and maybe no case in EnvelopeType)", name)
+			continue
+		}
+		if got := EnvelopeType(env); got != name {
+			t.Errorf("EnvelopeType of a %s = %q", name, got)
+		}
+		if got := EventType(&Record{Headers: []Header{{Key: HeaderType, Value: []byte(name)}}}); got != name {
+			t.Errorf("EventType of a %s header = %q", name, got)
+		}
+	}
+}
+
+func TestNewRecordAndDecode(t *testing.T) {
+	envs := testEnvelopes()
+	var got eventspb.Envelope // reused: DecodeEnvelope must reset it
+	for typ, env := range envs {
+		r := NewRecord(TopicMessages, []byte("acme/k"), 3, env)
+		if r.Topic != TopicMessages || string(r.Key) != "acme/k" || r.Partition != 3 {
+			t.Errorf("%s: record %s %q %d", typ, r.Topic, r.Key, r.Partition)
+		}
+		if EnvelopeType(env) != typ || EventType(r) != typ {
+			t.Errorf("EnvelopeType = %q, EventType = %q, want %q", EnvelopeType(env), EventType(r), typ)
+		}
+		want, err := env.MarshalVT()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(r.Value, want) {
+			t.Errorf("%s: value differs from MarshalVT", typ)
+		}
+		if cap(r.Value) != len(r.Value) {
+			t.Errorf("%s: value has spare capacity %d: appending would overwrite the header", typ, cap(r.Value)-len(r.Value))
+		}
+		if err := DecodeEnvelope(r, &got); err != nil {
+			t.Fatalf("%s: DecodeEnvelope: %v", typ, err)
+		}
+		if !got.EqualVT(env) {
+			t.Errorf("%s: decoded %v, want %v", typ, &got, env)
+		}
+	}
+}
+
+func TestDecodeEnvelopeAliasesValue(t *testing.T) {
+	env := testEnvelopes()[EventPublish]
+	r := NewRecord(TopicMessages, []byte("k"), PartitionByKey, env)
+	var got eventspb.Envelope
+	if err := DecodeEnvelope(r, &got); err != nil {
+		t.Fatal(err)
+	}
+	payload := got.GetPublish().GetMessage().GetPayload()
+	i := bytes.Index(r.Value, []byte("21.5"))
+	if i < 0 || &payload[0] != &r.Value[i] {
+		t.Fatal("the decoded payload does not alias the record's value")
+	}
+}
+
+func TestDecodeEnvelopeError(t *testing.T) {
+	r := &Record{Topic: TopicMessages, Partition: 2, Offset: 7, Value: []byte{0x0a, 0xff}}
+	var env eventspb.Envelope
+	err := DecodeEnvelope(r, &env)
+	if err == nil || !strings.Contains(err.Error(), "shoal.messages/2 at offset 7") {
+		t.Fatalf("DecodeEnvelope(garbage) = %v", err)
+	}
+}
+
+func TestHeaders(t *testing.T) {
+	r := NewRecord(TopicDeliveries, nil, 1, testEnvelopes()[EventDelivery])
+	if Traceparent(r) != "" {
+		t.Errorf("Traceparent of a new record = %q", Traceparent(r))
+	}
+	const tp1 = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	const tp2 = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	WithTraceparent(r, tp1)
+	WithTraceparent(r, tp2)
+	if Traceparent(r) != tp2 || len(r.Headers) != 2 {
+		t.Errorf("after two WithTraceparent: %q, %d headers", Traceparent(r), len(r.Headers))
+	}
+	if EventType(r) != EventDelivery {
+		t.Errorf("EventType = %q", EventType(r))
+	}
+	unknown := &Record{Headers: []Header{{Key: HeaderType, Value: []byte("future_event")}}}
+	if EventType(unknown) != "future_event" {
+		t.Errorf("EventType(unknown) = %q", EventType(unknown))
+	}
+	if EventType(&Record{}) != "" || EnvelopeType(&eventspb.Envelope{}) != "" {
+		t.Error("a record or envelope without event has a type")
+	}
+	if r := NewRecord(TopicMessages, []byte("k"), PartitionByKey, &eventspb.Envelope{Tenant: "x"}); len(r.Headers) != 0 {
+		t.Errorf("an envelope without event got headers %v", r.Headers)
+	}
+}
+
+// Allocation budgets of the hot path.
+func TestEnvelopeAllocs(t *testing.T) {
+	env := testEnvelopes()[EventPublish]
+	key := []byte("acme/sensors/1/temp")
+	if n := testing.AllocsPerRun(200, func() {
+		r := NewRecord(TopicMessages, key, PartitionByKey, env)
+		WithTraceparent(r, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	}); n > 3 {
+		t.Errorf("NewRecord + WithTraceparent: %.0f allocations, want ≤ 3 (record, value, traceparent)", n)
+	}
+	if n := testing.AllocsPerRun(200, func() { NewRecord(TopicMessages, key, PartitionByKey, env) }); n > 2 {
+		t.Errorf("NewRecord: %.0f allocations, want ≤ 2", n)
+	}
+	r := NewRecord(TopicMessages, key, PartitionByKey, env)
+	if n := testing.AllocsPerRun(200, func() { _ = EventType(r) }); n != 0 {
+		t.Errorf("EventType: %.0f allocations, want 0", n)
+	}
+}

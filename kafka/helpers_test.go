@@ -1,0 +1,115 @@
+package kafka
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+)
+
+// testTimeout bounds every wait in these tests.
+const testTimeout = 20 * time.Second
+
+// testLogger returns a logger writing warnings and errors to t.Log until the
+// test ends (franz-go goroutines may log after that; those lines are
+// dropped).
+func testLogger(t testing.TB) *slog.Logger {
+	w := &testWriter{t: t}
+	t.Cleanup(w.stop)
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+type testWriter struct {
+	mu   sync.Mutex
+	t    testing.TB
+	done bool
+}
+
+func (w *testWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.t.Log(string(bytes.TrimRight(p, "\n")))
+	}
+	return len(p), nil
+}
+
+func (w *testWriter) stop() {
+	w.mu.Lock()
+	w.done = true
+	w.mu.Unlock()
+}
+
+// startEmbedded starts an embedded backbone in dir, closed at the end of the
+// test (Close is idempotent, tests may close it earlier).
+func startEmbedded(t testing.TB, dir string) *Embedded {
+	t.Helper()
+	e, err := StartEmbedded(EmbeddedConfig{Dir: dir, Addr: "127.0.0.1:0"}, testLogger(t))
+	if err != nil {
+		t.Fatalf("StartEmbedded: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := e.Close(); err != nil {
+			t.Errorf("Embedded.Close: %v", err)
+		}
+	})
+	return e
+}
+
+// newTestClient connects a client to e and ensures the catalogue's topics.
+func newTestClient(t testing.TB, e *Embedded, cfg Config) *Client {
+	t.Helper()
+	cfg.Brokers = e.Addrs()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	c, err := NewClient(ctx, cfg, testLogger(t))
+	if err != nil {
+		t.Fatalf("NewClient: %v", err)
+	}
+	t.Cleanup(c.Close)
+	if err := c.EnsureTopics(ctx); err != nil {
+		t.Fatalf("EnsureTopics: %v", err)
+	}
+	return c
+}
+
+// consumeN runs Consume until want records arrived (or the test timeout),
+// and returns the records with the assigned/revoked callbacks' calls.
+func consumeN(t testing.TB, c *Client, cfg ConsumeConfig, want int) []*Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	var recs []*Record
+	err := c.Consume(ctx, cfg, func(_ context.Context, b Batch) error {
+		for i, r := range b.Records {
+			if r.Topic != b.Topic || r.Partition != b.Partition {
+				t.Errorf("record %d of batch %s/%d is from %s/%d", i, b.Topic, b.Partition, r.Topic, r.Partition)
+			}
+			if i > 0 && r.Offset <= b.Records[i-1].Offset {
+				t.Errorf("batch %s/%d: offset %d after %d", b.Topic, b.Partition, r.Offset, b.Records[i-1].Offset)
+			}
+		}
+		recs = append(recs, b.Records...)
+		if len(recs) >= want {
+			cancel()
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Consume: %v", err)
+	}
+	if len(recs) != want {
+		t.Fatalf("consumed %d records, want %d", len(recs), want)
+	}
+	return recs
+}
+
+func allPartitions(n int32) []int32 {
+	ps := make([]int32, n)
+	for i := range ps {
+		ps[i] = int32(i)
+	}
+	return ps
+}

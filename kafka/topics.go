@@ -1,0 +1,199 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// topicConfigs returns the topic-level configuration EnsureTopics creates a
+// topic with.
+func (s TopicSpec) topicConfigs() map[string]*string {
+	policy, retention := "delete", "-1"
+	if s.Compacted {
+		policy = "compact"
+	}
+	if s.Retention > 0 {
+		retention = strconv.FormatInt(s.Retention.Milliseconds(), 10)
+	}
+	cfg := map[string]*string{
+		"cleanup.policy": kadm.StringPtr(policy),
+		"retention.ms":   kadm.StringPtr(retention),
+	}
+	if s.Replication >= 3 {
+		// With acks=all, a write is then on at least two replicas
+		// before it is acknowledged (the broker default is one).
+		cfg["min.insync.replicas"] = kadm.StringPtr("2")
+	}
+	return cfg
+}
+
+// EnsureTopics creates the catalogue's topics that do not exist, with their
+// partitions, replication, cleanup.policy and retention.ms (and
+// min.insync.replicas=2 when the replication is 3 or more), and checks
+// those that exist. It is idempotent and safe to run from several processes
+// at once. An existing topic fails the check when it has fewer partitions
+// than the catalogue says (records would go to partitions that do not
+// exist), when a keyed topic has more (PartitionForKey would disagree with
+// the producer), or when its cleanup.policy differs; a different retention
+// or replication is only logged, since operators may tune them.
+func (c *Client) EnsureTopics(ctx context.Context) error {
+	specs := c.cfg.Catalogue.All()
+	names := make([]string, len(specs))
+	for i, s := range specs {
+		names[i] = s.Name
+	}
+	existing, err := c.describeTopics(ctx, names)
+	if err != nil {
+		return fmt.Errorf("ensure topics: %w", err)
+	}
+	var errs []error
+	for _, s := range specs {
+		d := existing[s.Name]
+		switch {
+		case d.err == nil:
+			continue
+		case !errors.Is(d.err, kerr.UnknownTopicOrPartition):
+			errs = append(errs, fmt.Errorf("ensure topic %s: %w", s.Name, d.err))
+			continue
+		}
+		_, err := c.adm.CreateTopic(ctx, s.Partitions, s.Replication, s.topicConfigs(), s.Name)
+		switch {
+		case err == nil:
+			c.log.Info("kafka topic created", "topic", s.Name, "partitions", s.Partitions,
+				"replication", s.Replication, "compacted", s.Compacted, "retention", s.Retention)
+		case errors.Is(err, kerr.TopicAlreadyExists):
+			// Created concurrently by another process: checked below.
+		default:
+			errs = append(errs, fmt.Errorf("ensure topic %s: create: %w", s.Name, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return c.checkTopics(ctx, specs, names)
+}
+
+// topicDetail is what a metadata response says about one topic.
+type topicDetail struct {
+	err      error
+	replicas []int // per partition
+}
+
+// describeTopics asks a broker (not franz-go's metadata cache, which may be
+// seconds old) about topics.
+func (c *Client) describeTopics(ctx context.Context, names []string) (map[string]topicDetail, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	for _, n := range names {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(n)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, c.cl)
+	if err != nil {
+		return nil, fmt.Errorf("describe topics: %w", err)
+	}
+	out := make(map[string]topicDetail, len(names))
+	for _, n := range names {
+		out[n] = topicDetail{err: kerr.UnknownTopicOrPartition}
+	}
+	for _, t := range resp.Topics {
+		if t.Topic == nil {
+			continue
+		}
+		d := topicDetail{err: kerr.ErrorForCode(t.ErrorCode)}
+		for _, p := range t.Partitions {
+			d.replicas = append(d.replicas, len(p.Replicas))
+		}
+		out[*t.Topic] = d
+	}
+	return out, nil
+}
+
+// checkTopics waits until the topics are visible (a created topic takes a
+// moment to reach every broker) and compares them with their specs.
+func (c *Client) checkTopics(ctx context.Context, specs []TopicSpec, names []string) error {
+	var details map[string]topicDetail
+	for backoff := 20 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+		var err error
+		if details, err = c.describeTopics(ctx, names); err != nil {
+			return fmt.Errorf("ensure topics: %w", err)
+		}
+		missing := false
+		for _, d := range details {
+			missing = missing || errors.Is(d.err, kerr.UnknownTopicOrPartition) || errors.Is(d.err, kerr.LeaderNotAvailable)
+		}
+		if !missing {
+			break
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("ensure topics: waiting for created topics: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+	configs, err := c.adm.DescribeTopicConfigs(ctx, names...)
+	if err != nil {
+		return fmt.Errorf("ensure topics: describe configs: %w", err)
+	}
+	var errs []error
+	for _, s := range specs {
+		d := details[s.Name]
+		if d.err != nil {
+			errs = append(errs, fmt.Errorf("ensure topic %s: %w", s.Name, d.err))
+			continue
+		}
+		n := int32(len(d.replicas))
+		switch {
+		case n < s.Partitions:
+			errs = append(errs, fmt.Errorf("ensure topic %s: it has %d partitions, the catalogue needs %d: add partitions to the topic (kafka-topics --alter --partitions %d) or lower the catalogue's count",
+				s.Name, n, s.Partitions, s.Partitions))
+		case n > s.Partitions && s.Keyed:
+			errs = append(errs, fmt.Errorf("ensure topic %s: it has %d partitions, the catalogue says %d: keys would map to other partitions than PartitionForKey computes; set the catalogue's count to %d",
+				s.Name, n, s.Partitions, n))
+		case n > s.Partitions:
+			c.log.Warn("kafka topic has more partitions than the catalogue; the extra ones are unused",
+				"topic", s.Name, "partitions", n, "catalogue", s.Partitions)
+		}
+		if s.Replication > 0 {
+			for p, rf := range d.replicas {
+				if rf != int(s.Replication) {
+					c.log.Warn("kafka topic replication differs from the catalogue",
+						"topic", s.Name, "partition", p, "replicas", rf, "catalogue", s.Replication)
+					break
+				}
+			}
+		}
+		rc, err := configs.On(s.Name, nil)
+		if err == nil {
+			err = rc.Err
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("ensure topic %s: describe configs: %w", s.Name, err))
+			continue
+		}
+		want := s.topicConfigs()
+		for _, cfg := range rc.Configs {
+			switch cfg.Key {
+			case "cleanup.policy":
+				if got := cfg.MaybeValue(); got != *want["cleanup.policy"] {
+					errs = append(errs, fmt.Errorf("ensure topic %s: cleanup.policy is %q, the catalogue needs %q", s.Name, got, *want["cleanup.policy"]))
+				}
+			case "retention.ms":
+				if got := cfg.MaybeValue(); got != *want["retention.ms"] {
+					c.log.Info("kafka topic retention differs from the catalogue",
+						"topic", s.Name, "retention_ms", got, "catalogue_ms", *want["retention.ms"])
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -5,5 +5,109 @@
 // delivery as one record per target gateway.
 //
 // It meets the gateway and session services only through the log and
-// declares the narrow view-store interface it needs in its own package.
+// declares the narrow view-store interface it needs in its own package
+// ([Store]; adapters: internal/store/pebblestore, and the CQL adapter;
+// conformance suite: router-svc/storetest).
+//
+// # Pieces
+//
+//   - [Shard]: the deterministic state machine of one partition of
+//     shoal.messages (ARCHITECTURE.md, "The router, one shard per
+//     partition"). Apply does no I/O: it appends to an [Output] the
+//     [Delivery] records to produce and the [Mutations] to store. Per
+//     tenant it keeps a topic.Trie keyed by (client, share group) whose
+//     values hold the options, the generation and the route of each
+//     subscription, an index client → subscriptions (for REMOVE and
+//     REMOVE_ALL), the shared subscriptions' members, and a level tree of
+//     retained messages (a new subscription walks only the branches its
+//     filter selects). Retained messages that expire are also in a heap.
+//   - [Presence]: the newest presence per client, by generation, read
+//     from shoal.presence; one per process, shared by every shard, safe
+//     for concurrent use. Keys are (tenant, client id) pairs, not joined
+//     strings. A shard caches each client's presence entry (a stable
+//     pointer), so routing a target costs no hashing.
+//   - [Router]: the role. It loads its shards from the [Store], reads
+//     shoal.presence from the beginning, consumes shoal.messages from each
+//     shard's stored offset + 1, produces each batch's deliveries and waits
+//     until Kafka has them, then stores the batch's mutations with the new
+//     offset in one atomic write.
+//
+// # Decisions where ARCHITECTURE.md is silent
+//
+//   - Generations. An ADD older than the entry it would replace (a late
+//     record of an earlier connection) is ignored, and sends no retained
+//     messages; so is a REMOVE older than its entry. REMOVE_ALL with
+//     generation g removes the entries of generation ≤ g, as specified.
+//   - Where a client is: the newest, by generation, of the routes the
+//     shard learned from the client's subscription changes (kept while the
+//     client has subscriptions in the shard, recomputed from the stored
+//     entries after a restart) and its presence; a presence of the same
+//     generation wins because it may say the connection ended. A client
+//     known only from its subscriptions is online. Offline targets are
+//     dropped (the inbox of persistent sessions comes with the sessions
+//     issue).
+//   - One target per client per delivery. All matching subscriptions of a
+//     client, including a shared subscription that picked it, fold into one
+//     target: QoS = min(published, highest granted), every distinct
+//     subscription identifier, retain = the published flag if any matching
+//     subscription has retain-as-published. No-local compares client ids
+//     within the tenant; it does not apply to retained messages sent for a
+//     new subscription.
+//   - Shared subscriptions: a group is (tenant, share name, filter); its
+//     members are kept in client id order and each message goes to the
+//     next online member after the last one chosen (round robin, skipping
+//     offline members); none online → dropped. The round-robin position is
+//     not stored (a restart starts again at the first member). Queueing for
+//     offline members and re-dispatch of unacknowledged QoS 1/2 messages
+//     land with the sessions issue.
+//   - Retained messages: a message is expired when expires_at_ms <
+//     now (the injected clock); expired messages are never sent. A retained
+//     publish that is already expired deletes the topic's retained message
+//     (it replaced it, then expired) and is not delivered. Expired messages
+//     are removed when a new subscription finds them and by
+//     [Shard.ExpireRetained], which the router calls at the start of each
+//     batch of the partition. Messages sent for a new subscription go in
+//     topic order, one delivery each, with retain set, QoS = min(message,
+//     granted), the subscription's identifier, the message id of the
+//     publish that set them, and only when the subscriber is online. The
+//     stored form of a retained message is the whole Publish envelope.
+//   - Delivery envelopes: tenant, timestamp_us = the router's clock,
+//     message_id of the publish; gateway and client_id empty. A publish
+//     with more than Config.MaxTargetsPerDelivery targets on one gateway
+//     becomes several records for that slot. A delivery to a slot outside
+//     shoal.deliveries is dropped with a warning.
+//   - Records the shard cannot use (no handled event, missing fields, an
+//     invalid topic or filter, undecodable bytes) are skipped with a
+//     warning; their offsets count as applied. Records at or below a
+//     shard's offset are ignored, so a replay is harmless.
+//   - Failures: a failed produce of deliveries or a failed store write is
+//     retried with exponential backoff (router.retry_backoff up to
+//     router.max_retry_backoff) until it succeeds or the router stops; the
+//     partition waits meanwhile. A crash between the produce and the store
+//     write replays the batch: deliveries are at least once.
+//   - Readiness: shards loaded (in group mode: no assignment being loaded)
+//     and shoal.presence read. The kafka package does not expose end
+//     offsets yet, so "read" is best effort: no presence record for
+//     router.presence_quiet (default 1 s), or router.presence_timeout
+//     (default 30 s) at the latest. shoal.messages is consumed only after
+//     that, so the first deliveries already know where clients are. A
+//     presence tombstone (empty value) forgets the client of its key,
+//     tenant + "/" + client.
+//   - Group mode (router.group): OnAssigned loads the assigned shards
+//     (retrying the store), Start resumes each after its stored offset,
+//     OnRevoked drops them; every batch is stored before the next one is
+//     consumed, so nothing is lost on a rebalance.
+//   - Memory: the shard copies every string it keeps (records are decoded
+//     without copying, kafka.DecodeEnvelope), a tenant without
+//     subscriptions or retained messages is forgotten, and an [Output]
+//     recycles its envelopes and targets, so matching allocates nothing in
+//     steady state (BenchmarkShardPublish, TestShardPublishAllocations).
+//
+// # Concurrency and lock order
+//
+// A Shard is used by one goroutine: the messages consumer calls its
+// handler one batch at a time. A shard reads [Presence] under its read
+// lock while it plans one publish, after the trie match has returned; no
+// other lock is held then. Router.mu guards only the map of owned shards
+// and is never held while a shard or the presence runs.
 package routersvc

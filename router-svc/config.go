@@ -1,0 +1,84 @@
+package routersvc
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Config is the router's section of Shoal's configuration (`router.*`).
+type Config struct {
+	// Group is the Kafka consumer group that divides the partitions of
+	// shoal.messages between router instances (`router.group`): each
+	// instance loads the shards of the partitions assigned to it and drops
+	// those revoked. Empty: this instance owns Partitions by explicit
+	// assignment, as `shoal all` on the embedded backbone does.
+	Group string `yaml:"group"`
+	// Partitions are the partitions of shoal.messages owned without a
+	// group (`router.partitions`); empty means every partition of the
+	// catalogue's topic. Must be empty with a group.
+	Partitions []int32 `yaml:"partitions"`
+	// MaxTargetsPerDelivery bounds the targets of one delivery record
+	// (`router.max_targets_per_delivery`); a publish with more targets on
+	// one gateway becomes several records.
+	MaxTargetsPerDelivery int `yaml:"max_targets_per_delivery"`
+	// PresenceQuiet and PresenceTimeout decide when shoal.presence counts
+	// as read at start, for readiness (`router.presence_quiet`,
+	// `router.presence_timeout`): once no presence record has arrived for
+	// PresenceQuiet, or at the latest after PresenceTimeout.
+	PresenceQuiet   time.Duration `yaml:"presence_quiet"`
+	PresenceTimeout time.Duration `yaml:"presence_timeout"`
+	// RetryBackoff is the first wait after a failed produce of deliveries
+	// or a failed store write (`router.retry_backoff`); it doubles up to
+	// MaxRetryBackoff (`router.max_retry_backoff`). The router retries
+	// until it succeeds or stops: the partition waits meanwhile.
+	RetryBackoff    time.Duration `yaml:"retry_backoff"`
+	MaxRetryBackoff time.Duration `yaml:"max_retry_backoff"`
+}
+
+// DefaultConfig returns the configuration Shoal runs with unless told
+// otherwise.
+func DefaultConfig() Config {
+	return Config{
+		MaxTargetsPerDelivery: DefaultMaxTargets,
+		PresenceQuiet:         time.Second,
+		PresenceTimeout:       30 * time.Second,
+		RetryBackoff:          100 * time.Millisecond,
+		MaxRetryBackoff:       5 * time.Second,
+	}
+}
+
+// Validate checks the configuration and returns one error per bad key,
+// each naming it.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Group != "" && len(c.Partitions) > 0 {
+		errs = append(errs, errors.New("router.partitions: must be empty when router.group is set (the group assigns partitions)"))
+	}
+	seen := make(map[int32]bool, len(c.Partitions))
+	for i, p := range c.Partitions {
+		if p < 0 {
+			errs = append(errs, fmt.Errorf("router.partitions[%d]: %d is negative", i, p))
+		}
+		if seen[p] {
+			errs = append(errs, fmt.Errorf("router.partitions[%d]: %d is listed twice", i, p))
+		}
+		seen[p] = true
+	}
+	if c.MaxTargetsPerDelivery < 1 {
+		errs = append(errs, fmt.Errorf("router.max_targets_per_delivery: must be ≥ 1, is %d", c.MaxTargetsPerDelivery))
+	}
+	if c.PresenceQuiet <= 0 {
+		errs = append(errs, fmt.Errorf("router.presence_quiet: must be > 0, is %s", c.PresenceQuiet))
+	}
+	if c.PresenceTimeout < c.PresenceQuiet {
+		errs = append(errs, fmt.Errorf("router.presence_timeout: must be ≥ router.presence_quiet (%s), is %s", c.PresenceQuiet, c.PresenceTimeout))
+	}
+	if c.RetryBackoff <= 0 {
+		errs = append(errs, fmt.Errorf("router.retry_backoff: must be > 0, is %s", c.RetryBackoff))
+	}
+	if c.MaxRetryBackoff < c.RetryBackoff {
+		errs = append(errs, fmt.Errorf("router.max_retry_backoff: must be ≥ router.retry_backoff (%s), is %s", c.RetryBackoff, c.MaxRetryBackoff))
+	}
+	return errors.Join(errs...)
+}

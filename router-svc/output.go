@@ -1,0 +1,115 @@
+package routersvc
+
+import (
+	"github.com/shoal-mqtt/shoal/schemas/eventspb"
+)
+
+// Delivery is one record to produce to shoal.deliveries: Envelope (whose
+// event is a Delivery) for partition Slot, the slot of the gateway that
+// holds its targets.
+type Delivery struct {
+	Slot     int32
+	Envelope *eventspb.Envelope
+}
+
+// Output collects what applying records to a shard produces: the
+// deliveries to write to shoal.deliveries and the mutations to write to
+// the view store once the deliveries are durable.
+//
+// An Output is reused from batch to batch: [Output.Reset] recycles the
+// envelopes, deliveries and targets it handed out, so steady-state
+// matching allocates nothing. Ownership: a delivery envelope, its Delivery
+// and Targets belong to the Output and are valid until Reset. The Message
+// of a live delivery and its MessageId are those of the applied Publish
+// envelope (shared, not copied): the caller must not modify or reuse that
+// envelope until it has written the deliveries and called Reset. Retained
+// deliveries point at the shard's retained messages, which are never
+// modified.
+type Output struct {
+	Deliveries []Delivery
+	Mutations  Mutations
+
+	used        []*deliveryBuf // handed out since Reset, in order
+	free        []*deliveryBuf
+	freeTargets []*eventspb.Target
+}
+
+// deliveryBuf holds the three structs of one delivery envelope, allocated
+// together and recycled together.
+type deliveryBuf struct {
+	env eventspb.Envelope
+	ev  eventspb.Envelope_Delivery
+	del eventspb.Delivery
+}
+
+// NewOutput returns an empty Output.
+func NewOutput() *Output {
+	o := &Output{}
+	o.Mutations.Reset()
+	return o
+}
+
+// Reset empties o for the next batch, recycling every delivery envelope
+// and target handed out since the last Reset.
+func (o *Output) Reset() {
+	for _, b := range o.used {
+		for _, t := range b.del.Targets {
+			t.ClientId = ""
+			t.Connection = 0
+			t.Qos = 0
+			t.Retain = false
+			t.SubscriptionIds = t.SubscriptionIds[:0]
+			o.freeTargets = append(o.freeTargets, t)
+		}
+		clear(b.del.Targets)
+		b.del.Targets = b.del.Targets[:0]
+		b.del.Message = nil
+		b.env.Tenant = ""
+		b.env.MessageId = nil
+		b.env.TimestampUs = 0
+		o.free = append(o.free, b)
+	}
+	clear(o.used)
+	o.used = o.used[:0]
+	clear(o.Deliveries)
+	o.Deliveries = o.Deliveries[:0]
+	o.Mutations.Reset()
+}
+
+// delivery appends a new delivery of msg for slot and returns its Delivery,
+// without targets.
+func (o *Output) delivery(slot int32, tenant string, id *eventspb.MessageID, tsUs int64, msg *eventspb.Message) *eventspb.Delivery {
+	var b *deliveryBuf
+	if n := len(o.free); n > 0 {
+		b = o.free[n-1]
+		o.free[n-1] = nil
+		o.free = o.free[:n-1]
+	} else {
+		b = &deliveryBuf{}
+		b.ev.Delivery = &b.del
+		b.env.Event = &b.ev
+	}
+	o.used = append(o.used, b)
+	b.env.Tenant = tenant
+	b.env.MessageId = id
+	b.env.TimestampUs = tsUs
+	b.del.Message = msg
+	o.Deliveries = append(o.Deliveries, Delivery{Slot: slot, Envelope: &b.env})
+	return &b.del
+}
+
+// target appends a new target for client at conn to d and returns it.
+func (o *Output) target(d *eventspb.Delivery, client string, conn uint64) *eventspb.Target {
+	var t *eventspb.Target
+	if n := len(o.freeTargets); n > 0 {
+		t = o.freeTargets[n-1]
+		o.freeTargets[n-1] = nil
+		o.freeTargets = o.freeTargets[:n-1]
+	} else {
+		t = &eventspb.Target{}
+	}
+	t.ClientId = client
+	t.Connection = conn
+	d.Targets = append(d.Targets, t)
+	return t
+}

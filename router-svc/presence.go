@@ -1,0 +1,161 @@
+package routersvc
+
+import (
+	"strings"
+	"sync"
+
+	"github.com/shoal-mqtt/shoal/schemas/eventspb"
+)
+
+// clientKey names a client across tenants. A struct of the two strings,
+// not a joined string, so no choice of separator can make two clients
+// collide.
+type clientKey struct {
+	Tenant string
+	Client string
+}
+
+// route is where a client's connection is: the gateway slot, the
+// connection id there and the session generation.
+type route struct {
+	slot int32
+	conn uint64
+	gen  uint64
+}
+
+func routeOf(r *eventspb.Route) route {
+	return route{slot: r.GetSlot(), conn: r.GetConnection(), gen: r.GetGeneration()}
+}
+
+func (r route) proto() *eventspb.Route {
+	return &eventspb.Route{Slot: r.slot, Connection: r.conn, Generation: r.gen}
+}
+
+type presenceState struct {
+	route      route
+	online     bool
+	persistent bool
+}
+
+// presenceEntry is a client's presence. Its address is stable while the
+// client is known, so a shard caches it and reads it without hashing the
+// client's key (fields guarded by Presence.mu).
+type presenceEntry struct {
+	st      presenceState
+	deleted bool // removed from the map: look the client up again
+}
+
+// Presence is the router's view of shoal.presence: for each client the
+// newest presence by generation (its route, whether it is online, whether
+// its session is persistent). One Presence is fed by one consumer of
+// shoal.presence and read by every shard of the process; it is safe for
+// concurrent use.
+type Presence struct {
+	mu sync.RWMutex
+	m  map[clientKey]*presenceEntry
+	// inserts counts the entries ever added: a shard that found no entry
+	// for a client need not look again while it is unchanged.
+	inserts uint64
+}
+
+// NewPresence returns an empty Presence.
+func NewPresence() *Presence {
+	return &Presence{m: make(map[clientKey]*presenceEntry)}
+}
+
+// Update records p for the client unless a presence of a newer generation
+// is already known. A presence of the same generation replaces the known
+// one: the session service writes a connection's later state (offline
+// after online) with the connection's generation. Update copies the
+// strings it keeps, so they may alias a record buffer.
+func (p *Presence) Update(tenant, client string, pr *eventspb.Presence) {
+	st := presenceState{route: routeOf(pr.GetRoute()), online: pr.GetOnline(), persistent: pr.GetPersistent()}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e := p.m[clientKey{Tenant: tenant, Client: client}]; e != nil {
+		if e.st.route.gen <= st.route.gen {
+			e.st = st
+		}
+		return
+	}
+	p.m[clientKey{Tenant: strings.Clone(tenant), Client: strings.Clone(client)}] = &presenceEntry{st: st}
+	p.inserts++
+}
+
+// Delete forgets the client, for a tombstone of the compacted presence
+// topic (the session service deletes the presence of an ended session).
+func (p *Presence) Delete(tenant, client string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.delete(clientKey{Tenant: tenant, Client: client})
+}
+
+// delete removes k's entry, if any, and reports whether there was one.
+// The caller holds p.mu.
+func (p *Presence) delete(k clientKey) bool {
+	e := p.m[k]
+	if e == nil {
+		return false
+	}
+	e.deleted = true
+	delete(p.m, k)
+	return true
+}
+
+// deleteRecordKey forgets the client of a shoal.presence record key,
+// tenant + "/" + client id, for a tombstone. A tenant may itself contain
+// '/', so each split is tried until one names a known client.
+func (p *Presence) deleteRecordKey(key []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, c := range key {
+		if c != '/' {
+			continue
+		}
+		if p.delete(clientKey{Tenant: string(key[:i]), Client: string(key[i+1:])}) {
+			return
+		}
+	}
+}
+
+// Lookup returns a copy of the client's known presence.
+func (p *Presence) Lookup(tenant, client string) (*eventspb.Presence, bool) {
+	p.mu.RLock()
+	e := p.m[clientKey{Tenant: tenant, Client: client}]
+	var st presenceState
+	if e != nil {
+		st = e.st
+	}
+	p.mu.RUnlock()
+	if e == nil {
+		return nil, false
+	}
+	return &eventspb.Presence{Online: st.online, Route: st.route.proto(), Persistent: st.persistent}, true
+}
+
+// Len returns the number of clients known.
+func (p *Presence) Len() int {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return len(p.m)
+}
+
+// resolve returns where c is and whether it is online: the newest by
+// generation of the route learned from its subscription changes (known
+// online, since a live connection made them) and its presence. A presence
+// of the same generation wins, as it may say the connection has ended. c
+// caches its presence entry (c is the calling shard's). The caller holds
+// p.mu for reading.
+func (p *Presence) resolve(tenant string, c *client) (route, bool) {
+	e := c.presence
+	if e == nil || e.deleted {
+		if e != nil || c.presenceInserts != p.inserts {
+			e = p.m[clientKey{Tenant: tenant, Client: c.id}]
+			c.presence, c.presenceInserts = e, p.inserts
+		}
+	}
+	if e != nil && e.st.route.gen >= c.learned.gen {
+		return e.st.route, e.st.online
+	}
+	return c.learned, true
+}

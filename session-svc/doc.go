@@ -1,8 +1,95 @@
 // Package sessionsvc (folder session-svc) is Shoal's session service: it
-// owns client sessions (who is connected where, takeover, expiry), wills and
-// their delays, and the offline inbox of persistent sessions, answering each
+// owns client sessions (who is connected where, takeover, and later expiry),
+// wills, and later the offline inbox of persistent sessions, answering each
 // CONNECT request that gateways send over the log.
 //
-// It meets the gateway and router services only through the log and declares
-// the narrow view-store interface it needs in its own package.
+// It meets the gateway and router services only through the log (it reads
+// shoal.sessions; it writes shoal.deliveries, shoal.presence and
+// shoal.messages) and declares the narrow view-store interface it needs,
+// [Store], in its own package. The Pebble adapter is
+// internal/store/pebblestore; every adapter passes the conformance suite in
+// session-svc/storetest.
+//
+// # What it does
+//
+// Per partition of shoal.sessions, per client, in log order:
+//
+//   - Connect: the connection gets the client's next generation. A client
+//     online elsewhere is kicked (Kick, reason 0x8E, to the old slot). A
+//     session that exists is ended: SubscriptionChange REMOVE_ALL with its
+//     generation to every partition of shoal.messages. Then Presence
+//     (online) on shoal.presence, then ConnectResult (reason 0,
+//     session_present false) to the requester's slot. Persistence is the
+//     next issue: until then every Connect ends the old session, even
+//     without clean start and with a session expiry, and no session is
+//     ever present.
+//   - Disconnect of the client's current connection (same connection and
+//     generation; any other is stale and ignored): Presence (offline); a
+//     session that is not persistent (expiry 0, or set to 0 by the
+//     DISCONNECT) ends (REMOVE_ALL to every partition); a due will is
+//     published as a Publish on shoal.messages (key tenant/topic).
+//   - SessionSubscriptions of the current generation are kept with the
+//     session (for resumption, the next issue).
+//
+// # Ordering and durability
+//
+// The outputs of an event are written in three stages, each durably
+// (acks=all) before the next: kicks and removals; presence; answers and
+// wills. So the removals of an ended session precede, in every partition of
+// shoal.messages, the subscription changes a gateway writes after it got
+// the ConnectResult. A batch of records is processed in rounds of events of
+// distinct clients, stage by stage, so that batching never reorders one
+// client's outputs. Only then are the changed sessions and the batch's last
+// offset committed to the store, atomically: outputs are at least once, a
+// state change is never half-applied, and at start each partition is
+// consumed from its stored offset + 1.
+//
+// # Decisions the architecture leaves open
+//
+//   - Generations outlive sessions: a client keeps its record (Active
+//     false) after its session ended, so its generation never goes back.
+//     Expiry (next issue) will shrink expired records to their generation.
+//   - REMOVE_ALL is written only when a session exists (not again for a
+//     client whose non-persistent session already ended at its disconnect).
+//   - The kafka package partitions keyed topics by key only, so a removal
+//     meant for partition p of shoal.messages carries the key
+//     tenant/client#n, with the smallest n that hashes to p.
+//   - A Connect with the slot, connection and request id of the current
+//     connection is a duplicate: it is answered again, nothing changes. The
+//     same slot and connection with another request id is a gateway that
+//     reuses connection ids after a restart: no kick (it would close the
+//     new connection), but the old session ends as in a takeover.
+//   - A taken-over connection's will is published at the takeover (MQTT 5.0
+//     §3.1.4: the old connection closes and, for now, its session ends).
+//   - A DISCONNECT that raises a session expiry of 0 (a protocol error the
+//     gateway answers) leaves it at 0.
+//   - SessionSubscriptions apply removals, then additions; a subscription
+//     replaces the one with the same filter; they produce nothing.
+//   - The envelope's gateway field names the gateway of the connection an
+//     output concerns: the requester's for ConnectResult and online
+//     Presence, the old connection's for Kick, removals, offline Presence
+//     and wills. Removals carry the old connection's route.
+//   - A will is published as the gateway sent it (its message's absolute
+//     expiry included), with Publish.connection = the ended connection, and
+//     message id {epoch, seq}: epoch random per start of the service, seq
+//     counting the wills of the process. A batch replayed after a failure
+//     gives its wills new message ids. Will delays are not honoured yet
+//     (willDue is the seam): every due will is published at once.
+//   - Records that cannot be decoded, without a client id, or with events
+//     that do not belong on shoal.sessions are logged and skipped (their
+//     offsets count as applied). A Connect without a valid slot cannot be
+//     answered and is skipped; its gateway times out.
+//   - On a failed batch (produce or store error) Run logs, backs off
+//     (session.retry_backoff, doubling up to 32 times it), reloads every
+//     partition from the store and consumes again. Replays are
+//     deterministic: the same generations and outputs again (only
+//     timestamps and will message ids differ).
+//   - Every session record of the consumed partitions is kept in memory,
+//     loaded at start. Records are decoded with copies, so sessions never
+//     pin fetch buffers.
+//   - [Service.Ready] is true once the state is loaded and the consumer
+//     assigned (not when it caught up with the log).
+//   - Group mode (session.group) is a seam: partitions are loaded and
+//     processed independently, so it needs OnAssigned to load and OnRevoked
+//     to drop them; Validate refuses a group until then.
 package sessionsvc

@@ -870,13 +870,18 @@ func (x *Route) GetGeneration() uint64 {
 	return 0
 }
 
-// Will is a will message with its delay.
+// Will is a will message with its delay. Its message carries no absolute
+// expiry: a will's Message Expiry Interval starts when the will is
+// published (MQTT 5.0 §3.1.3.2.4), so it travels as expiry_interval_s and
+// the session service sets the message's expiry at publication.
 type Will struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Message        *Message               `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
 	DelayIntervalS uint32                 `protobuf:"varint,2,opt,name=delay_interval_s,json=delayIntervalS,proto3" json:"delay_interval_s,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The will's Message Expiry Interval in seconds, when it has one.
+	ExpiryIntervalS *uint32 `protobuf:"varint,3,opt,name=expiry_interval_s,json=expiryIntervalS,proto3,oneof" json:"expiry_interval_s,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Will) Reset() {
@@ -919,6 +924,13 @@ func (x *Will) GetMessage() *Message {
 func (x *Will) GetDelayIntervalS() uint32 {
 	if x != nil {
 		return x.DelayIntervalS
+	}
+	return 0
+}
+
+func (x *Will) GetExpiryIntervalS() uint32 {
+	if x != nil && x.ExpiryIntervalS != nil {
+		return *x.ExpiryIntervalS
 	}
 	return 0
 }
@@ -1688,10 +1700,12 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"connection\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x03 \x01(\x04R\n" +
-	"generation\"]\n" +
+	"generation\"\xa4\x01\n" +
 	"\x04Will\x12+\n" +
 	"\amessage\x18\x01 \x01(\v2\x11.shoal.v1.MessageR\amessage\x12(\n" +
-	"\x10delay_interval_s\x18\x02 \x01(\rR\x0edelayIntervalS\"\x85\x02\n" +
+	"\x10delay_interval_s\x18\x02 \x01(\rR\x0edelayIntervalS\x12/\n" +
+	"\x11expiry_interval_s\x18\x03 \x01(\rH\x00R\x0fexpiryIntervalS\x88\x01\x01B\x14\n" +
+	"\x12_expiry_interval_s\"\x85\x02\n" +
 	"\aConnect\x12%\n" +
 	"\x05route\x18\x01 \x01(\v2\x0f.shoal.v1.RouteR\x05route\x12\x1f\n" +
 	"\vclean_start\x18\x02 \x01(\bR\n" +
@@ -1851,6 +1865,7 @@ func file_shoal_v1_events_proto_init() {
 		(*Envelope_SessionSubscriptions)(nil),
 		(*Envelope_GatewayHeartbeat)(nil),
 	}
+	file_shoal_v1_events_proto_msgTypes[8].OneofWrappers = []any{}
 	file_shoal_v1_events_proto_msgTypes[12].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

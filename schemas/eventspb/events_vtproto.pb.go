@@ -298,6 +298,10 @@ func (m *Will) CloneVT() *Will {
 	r := new(Will)
 	r.Message = m.Message.CloneVT()
 	r.DelayIntervalS = m.DelayIntervalS
+	if rhs := m.ExpiryIntervalS; rhs != nil {
+		tmpVal := *rhs
+		r.ExpiryIntervalS = &tmpVal
+	}
 	if len(m.unknownFields) > 0 {
 		r.unknownFields = make([]byte, len(m.unknownFields))
 		copy(r.unknownFields, m.unknownFields)
@@ -1055,6 +1059,9 @@ func (this *Will) EqualVT(that *Will) bool {
 		return false
 	}
 	if this.DelayIntervalS != that.DelayIntervalS {
+		return false
+	}
+	if p, q := this.ExpiryIntervalS, that.ExpiryIntervalS; (p == nil && q != nil) || (p != nil && (q == nil || *p != *q)) {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
@@ -2149,6 +2156,11 @@ func (m *Will) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.ExpiryIntervalS != nil {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(*m.ExpiryIntervalS))
+		i--
+		dAtA[i] = 0x18
+	}
 	if m.DelayIntervalS != 0 {
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.DelayIntervalS))
 		i--
@@ -3125,6 +3137,9 @@ func (m *Will) SizeVT() (n int) {
 	}
 	if m.DelayIntervalS != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.DelayIntervalS))
+	}
+	if m.ExpiryIntervalS != nil {
+		n += 1 + protohelpers.SizeOfVarint(uint64(*m.ExpiryIntervalS))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -5199,6 +5214,26 @@ func (m *Will) UnmarshalVT(dAtA []byte) error {
 					break
 				}
 			}
+		case 3:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field ExpiryIntervalS", wireType)
+			}
+			var v uint32
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= uint32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.ExpiryIntervalS = &v
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
@@ -8548,6 +8583,26 @@ func (m *Will) UnmarshalVTUnsafe(dAtA []byte) error {
 					break
 				}
 			}
+		case 3:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field ExpiryIntervalS", wireType)
+			}
+			var v uint32
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= uint32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.ExpiryIntervalS = &v
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])

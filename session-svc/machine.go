@@ -1,0 +1,294 @@
+package sessionsvc
+
+import (
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
+	"github.com/shoal-mqtt/shoal/schemas/eventspb"
+)
+
+// destination is the topic an output goes to.
+type destination uint8
+
+const (
+	// toDeliveries: shoal.deliveries, partition = the gateway's slot.
+	toDeliveries destination = iota + 1
+	// toPresence: shoal.presence, partitioned by key (tenant/client).
+	toPresence
+	// toMessages: shoal.messages, to an explicit partition or by key.
+	toMessages
+)
+
+// byKey as an output's partition lets the key choose it (as Kafka's default
+// partitioner would).
+const byKey int32 = -1
+
+// stage orders the outputs of one event: every output of a stage is durably
+// written before any output of the next stage is produced.
+type stage uint8
+
+const (
+	// stageTakeover: kicks and subscription removals, durable before the
+	// presence, so that a gateway's later subscription changes follow the
+	// removals in every partition of shoal.messages.
+	stageTakeover stage = iota
+	// stagePresence: presence, durable before the answer.
+	stagePresence
+	// stageAnswer: connect results and wills.
+	stageAnswer
+	numStages
+)
+
+// output is one record the service produces.
+type output struct {
+	stage     stage
+	dest      destination
+	partition int32 // the slot for toDeliveries; a partition or byKey for the others
+	key       []byte
+	env       *eventspb.Envelope
+}
+
+// machine turns the events of shoal.sessions into state changes and
+// outputs. It holds no per-client state: apply works on the session it is
+// given, so the caller decides what is committed.
+type machine struct {
+	messagesPartitions   int32
+	deliveriesPartitions int32
+	// epoch and seq name the wills the service publishes (MessageID): epoch
+	// is random per start, seq counts every will of the process.
+	epoch uint64
+	seq   *atomic.Uint64
+	now   func() time.Time
+	log   *slog.Logger
+}
+
+// apply applies one event of client k to sess, which the caller owns and
+// which is the zero Session (with Tenant and ClientID set) for an unknown
+// client. It appends the outputs to outs and reports whether sess changed.
+func (m *machine) apply(k clientKey, sess *Session, env *eventspb.Envelope, outs []output) ([]output, bool) {
+	switch ev := env.GetEvent().(type) {
+	case *eventspb.Envelope_Connect:
+		return m.connect(k, sess, env, ev.Connect, outs)
+	case *eventspb.Envelope_Disconnect:
+		return m.disconnect(k, sess, ev.Disconnect, outs)
+	case *eventspb.Envelope_SessionSubscriptions:
+		return outs, m.subscriptions(k, sess, ev.SessionSubscriptions)
+	default:
+		m.log.Warn("unexpected event on shoal.sessions", "event", eventName(env),
+			"tenant", k.tenant, "client", k.client)
+		return outs, false
+	}
+}
+
+// connect accepts a connection: it takes over an online connection of the
+// client, ends the old session, raises the generation, publishes the
+// presence and answers the gateway.
+func (m *machine) connect(k clientKey, sess *Session, env *eventspb.Envelope, c *eventspb.Connect, outs []output) ([]output, bool) {
+	r := c.GetRoute()
+	if r == nil || r.GetSlot() < 0 || r.GetSlot() >= m.deliveriesPartitions {
+		// Without a valid slot there is nobody to answer; the gateway's
+		// request times out.
+		m.log.Warn("connect without a valid route", "tenant", k.tenant, "client", k.client,
+			"slot", r.GetSlot(), "slots", m.deliveriesPartitions)
+		return outs, false
+	}
+	now := m.now()
+	sameConn := sess.Online && sess.Route.GetSlot() == r.GetSlot() && sess.Route.GetConnection() == r.GetConnection()
+	if sameConn && sess.RequestID == c.GetRequestId() {
+		// A duplicate of the request that opened the current connection
+		// (a producer retry): answer it again, change nothing.
+		return append(outs, m.connectResult(k, env.GetGateway(), c.GetRequestId(), sess.Route, now)), false
+	}
+	if sess.Online {
+		// Takeover: the newer connection wins. The same slot and connection
+		// with another request means the gateway reuses its connection ids
+		// after a restart: the old connection is already gone, and a kick
+		// would close the new one.
+		if !sameConn {
+			kick := m.envelope(k, sess.Gateway, now)
+			kick.Event = &eventspb.Envelope_Kick{Kick: &eventspb.Kick{
+				Connection: sess.Route.GetConnection(),
+				ReasonCode: uint32(packet.CodeSessionTakenOver),
+			}}
+			outs = append(outs, output{
+				stage: stageTakeover, dest: toDeliveries, partition: sess.Route.GetSlot(), key: k.recordKey(), env: kick,
+			})
+		}
+		// The old connection is closed without a DISCONNECT and, for now,
+		// its session ends: its will is due (MQTT 5.0 §3.1.4, §3.1.2.5).
+		if sess.Will != nil && willDue(sess.Will, true) {
+			outs = m.publishWill(k, sess, now, outs)
+		}
+		sess.Will = nil
+	}
+	if sess.Active {
+		// The old session ends. Persistence (the next issue) will resume
+		// it instead when !c.CleanStart and sess.Persistent(), answering
+		// session_present = true with its subscriptions; until then every
+		// Connect starts a new session.
+		outs = m.endSession(k, sess, now, outs)
+	}
+
+	sess.Generation++
+	sess.Active = true
+	sess.Online = true
+	sess.Route = &eventspb.Route{Slot: r.GetSlot(), Connection: r.GetConnection(), Generation: sess.Generation}
+	sess.Gateway = env.GetGateway()
+	sess.RequestID = c.GetRequestId()
+	sess.ExpiryS = c.GetSessionExpiryS()
+	sess.ProtocolVersion = c.GetProtocolVersion()
+	sess.Username = c.GetUsername()
+	sess.Will = c.GetWill().CloneVT()
+	sess.ConnectedAt = now
+	sess.DisconnectedAt = time.Time{}
+
+	outs = append(outs, m.presence(k, sess, now))
+	return append(outs, m.connectResult(k, env.GetGateway(), c.GetRequestId(), sess.Route, now)), true
+}
+
+// disconnect ends the client's current connection; a Disconnect of any
+// other connection (stale: taken over, or a duplicate) is ignored.
+func (m *machine) disconnect(k clientKey, sess *Session, d *eventspb.Disconnect, outs []output) ([]output, bool) {
+	if !sess.Online || sess.Route.GetConnection() != d.GetConnection() || sess.Generation != d.GetGeneration() {
+		m.log.Debug("stale disconnect ignored", "tenant", k.tenant, "client", k.client,
+			"connection", d.GetConnection(), "generation", d.GetGeneration(), "current", sess.Generation)
+		return outs, false
+	}
+	now := m.now()
+	if d.SessionExpiryS != nil {
+		if sess.ExpiryS == 0 && d.GetSessionExpiryS() != 0 {
+			// MQTT-3.14.2-2 (a protocol error the gateway answers): keep 0.
+			m.log.Warn("disconnect raises a zero session expiry; ignored", "tenant", k.tenant, "client", k.client)
+		} else {
+			sess.ExpiryS = d.GetSessionExpiryS()
+		}
+	}
+	sess.Online = false
+	sess.DisconnectedAt = now
+	outs = append(outs, m.presence(k, sess, now))
+	if d.GetPublishWill() && sess.Will != nil && willDue(sess.Will, !sess.Persistent()) {
+		outs = m.publishWill(k, sess, now, outs)
+	}
+	sess.Will = nil
+	if !sess.Persistent() {
+		outs = m.endSession(k, sess, now, outs)
+	}
+	return outs, true
+}
+
+// subscriptions records a SUBSCRIBE or UNSUBSCRIBE of the client's current
+// session (removals first, then additions); those of an older generation
+// belong to a session that ended and are ignored.
+func (m *machine) subscriptions(k clientKey, sess *Session, ss *eventspb.SessionSubscriptions) bool {
+	if !sess.Active || ss.GetGeneration() != sess.Generation {
+		m.log.Debug("stale session subscriptions ignored", "tenant", k.tenant, "client", k.client,
+			"generation", ss.GetGeneration(), "current", sess.Generation)
+		return false
+	}
+	for _, f := range ss.GetRemoved() {
+		sess.removeSubscription(f)
+	}
+	for _, sub := range ss.GetAdded() {
+		if sub != nil {
+			sess.setSubscription(sub.CloneVT())
+		}
+	}
+	return true
+}
+
+// endSession ends sess's session: its subscriptions leave every router
+// shard (SubscriptionChange REMOVE_ALL of its generation to every partition
+// of shoal.messages) and from the session.
+func (m *machine) endSession(k clientKey, sess *Session, now time.Time, outs []output) []output {
+	env := m.envelope(k, sess.Gateway, now)
+	env.Event = &eventspb.Envelope_SubscriptionChange{SubscriptionChange: &eventspb.SubscriptionChange{
+		Op: eventspb.SubscriptionChange_OP_REMOVE_ALL,
+		Route: &eventspb.Route{
+			Slot: sess.Route.GetSlot(), Connection: sess.Route.GetConnection(), Generation: sess.Generation,
+		},
+	}}
+	key := k.recordKey()
+	for p := range m.messagesPartitions {
+		// One envelope for every partition: outputs are never modified.
+		outs = append(outs, output{stage: stageTakeover, dest: toMessages, partition: p, key: key, env: env})
+	}
+	sess.Active = false
+	sess.Subscriptions = nil
+	sess.Will = nil
+	return outs
+}
+
+// willDue reports whether a will whose connection just ended is published
+// now. This is the seam for will delays (the next issue): a will with a
+// delay will be scheduled for min(delay, session expiry) and cancelled by a
+// new connection of a resumed session, unless sessionEnds; until then every
+// will is published at once.
+func willDue(_ *eventspb.Will, _ bool) bool { return true }
+
+// publishWill publishes sess's will as a Publish on shoal.messages (key
+// tenant/topic), on behalf of the connection that ended.
+func (m *machine) publishWill(k clientKey, sess *Session, now time.Time, outs []output) []output {
+	msg := sess.Will.GetMessage()
+	if msg == nil {
+		return outs
+	}
+	env := m.envelope(k, sess.Gateway, now)
+	pub := msg.CloneVT()
+	if sess.Will.ExpiryIntervalS != nil {
+		// The will's expiry interval starts now (MQTT 5.0 §3.1.3.2.4).
+		pub.HasExpiry = true
+		pub.ExpiresAtMs = now.UnixMilli() + int64(sess.Will.GetExpiryIntervalS())*1000
+	}
+	env.Event = &eventspb.Envelope_Publish{Publish: &eventspb.Publish{
+		Message:    pub,
+		Connection: sess.Route.GetConnection(),
+	}}
+	env.MessageId = &eventspb.MessageID{GatewayEpoch: m.epoch, Seq: m.seq.Add(1)}
+	key := make([]byte, 0, len(k.tenant)+1+len(msg.GetTopic()))
+	key = append(append(append(key, k.tenant...), '/'), msg.GetTopic()...)
+	return append(outs, output{stage: stageAnswer, dest: toMessages, partition: byKey, key: key, env: env})
+}
+
+// presence is the client's Presence record for sess as it is now.
+func (m *machine) presence(k clientKey, sess *Session, now time.Time) output {
+	env := m.envelope(k, sess.Gateway, now)
+	env.Event = &eventspb.Envelope_Presence{Presence: &eventspb.Presence{
+		Online:     sess.Online,
+		Route:      sess.Route.CloneVT(),
+		Persistent: sess.Persistent(),
+	}}
+	return output{stage: stagePresence, dest: toPresence, partition: byKey, key: k.recordKey(), env: env}
+}
+
+// connectResult accepts the connection on route.
+func (m *machine) connectResult(k clientKey, gateway string, requestID uint64, route *eventspb.Route, now time.Time) output {
+	env := m.envelope(k, gateway, now)
+	env.Event = &eventspb.Envelope_ConnectResult{ConnectResult: &eventspb.ConnectResult{
+		RequestId:  requestID,
+		Connection: route.GetConnection(),
+		Generation: route.GetGeneration(),
+	}}
+	return output{stage: stageAnswer, dest: toDeliveries, partition: route.GetSlot(), key: k.recordKey(), env: env}
+}
+
+// envelope is an envelope about client k, without its event.
+func (m *machine) envelope(k clientKey, gateway string, now time.Time) *eventspb.Envelope {
+	return &eventspb.Envelope{
+		Tenant:      k.tenant,
+		ClientId:    k.client,
+		Gateway:     gateway,
+		TimestampUs: now.UnixMicro(),
+	}
+}
+
+// eventName names an envelope's event for logs ("" when it has none).
+func eventName(env *eventspb.Envelope) string {
+	pr := env.ProtoReflect()
+	fd := pr.WhichOneof(pr.Descriptor().Oneofs().ByName("event"))
+	if fd == nil {
+		return ""
+	}
+	return string(fd.Name())
+}

@@ -1,0 +1,164 @@
+package sessionsvc
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/shoal-mqtt/shoal/schemas/eventspb"
+)
+
+// record is one consumed record of shoal.sessions; env is nil when the
+// record could not be decoded (it is skipped, but its offset is applied).
+type record struct {
+	offset int64
+	env    *eventspb.Envelope
+}
+
+// writeFunc durably writes outputs (all of them or fail), keeping the order
+// of those that go to the same partition.
+type writeFunc func(ctx context.Context, outs []output) error
+
+// partition is the state of one partition of shoal.sessions. process is
+// called by one goroutine at a time; the mutex lets Snapshot read the
+// committed state meanwhile.
+type partition struct {
+	id    int32
+	m     *machine
+	store Store
+
+	mu       sync.Mutex
+	sessions map[clientKey]*Session // committed
+	offset   int64                  // the last applied offset, -1 before any
+}
+
+// loadPartition restores partition id's state from store.
+func loadPartition(ctx context.Context, id int32, m *machine, store Store) (*partition, error) {
+	p := &partition{id: id, m: m, store: store, sessions: make(map[clientKey]*Session)}
+	off, err := store.LoadSessions(ctx, id, func(s *Session) error {
+		p.sessions[clientKey{s.Tenant, s.ClientID}] = s
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load sessions of partition %d: %w", id, err)
+	}
+	p.offset = off
+	return p, nil
+}
+
+// nextOffset is the offset to consume from.
+func (p *partition) nextOffset() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.offset + 1
+}
+
+// process applies a batch of records in order. Their outputs are written
+// in rounds: a round holds events of distinct clients, and in each round
+// every stage is durably written before the next (so each event's outputs
+// keep their order, and events of one client follow each other). Then the
+// changed sessions and the batch's last offset are committed together and
+// become the partition's state. On error nothing is committed and the
+// partition's state is unchanged: the caller reloads and consumes again
+// from the stored offset, repeating outputs (at least once) but never
+// half-applying a state change. Records at or below the applied offset are
+// skipped.
+func (p *partition) process(ctx context.Context, recs []record, write writeFunc) error {
+	base := p.offset // only process changes it, from one goroutine
+	dirty := make(map[clientKey]*Session)
+	inRound := make(map[clientKey]struct{})
+	var pending [numStages][]output
+	flush := func() error {
+		for st := range pending {
+			if len(pending[st]) == 0 {
+				continue
+			}
+			if err := write(ctx, pending[st]); err != nil {
+				return fmt.Errorf("write %d outputs of partition %d: %w", len(pending[st]), p.id, err)
+			}
+			pending[st] = pending[st][:0]
+		}
+		clear(inRound)
+		return nil
+	}
+
+	last := base
+	var outs []output
+	for _, r := range recs {
+		if r.offset <= base {
+			continue
+		}
+		last = r.offset
+		if r.env == nil {
+			continue
+		}
+		k := clientKey{r.env.GetTenant(), r.env.GetClientId()}
+		if k.client == "" {
+			p.m.log.Warn("session event without a client id skipped", "partition", p.id, "offset", r.offset,
+				"event", eventName(r.env))
+			continue
+		}
+		sess, ok := dirty[k]
+		if !ok {
+			sess = p.committed(k)
+		}
+		var changed bool
+		outs, changed = p.m.apply(k, sess, r.env, outs[:0])
+		if changed {
+			dirty[k] = sess
+		}
+		if len(outs) == 0 {
+			continue
+		}
+		if _, again := inRound[k]; again {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		inRound[k] = struct{}{}
+		for _, o := range outs {
+			pending[o.stage] = append(pending[o.stage], o)
+		}
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	if last == base {
+		return nil
+	}
+
+	changed := slices.SortedFunc(maps.Values(dirty), func(a, b *Session) int {
+		return cmp.Or(cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.ClientID, b.ClientID))
+	})
+	if err := p.store.CommitSessions(ctx, p.id, last, changed); err != nil {
+		return fmt.Errorf("commit partition %d at offset %d: %w", p.id, last, err)
+	}
+	p.mu.Lock()
+	maps.Copy(p.sessions, dirty)
+	p.offset = last
+	p.mu.Unlock()
+	return nil
+}
+
+// committed returns a private copy of client k's committed session, or a
+// new one.
+func (p *partition) committed(k clientKey) *Session {
+	p.mu.Lock()
+	s := p.sessions[k]
+	p.mu.Unlock()
+	if s == nil {
+		return &Session{Tenant: k.tenant, ClientID: k.client}
+	}
+	return s.Clone()
+}
+
+// snapshot returns a copy of client k's committed session.
+func (p *partition) snapshot(k clientKey) (*Session, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s, ok := p.sessions[k]
+	return s.Clone(), ok
+}

@@ -1,0 +1,437 @@
+package sessionsvc_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/testing/protocmp"
+
+	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
+	"github.com/shoal-mqtt/shoal/internal/store/pebblestore"
+	"github.com/shoal-mqtt/shoal/kafka"
+	"github.com/shoal-mqtt/shoal/schemas/eventspb"
+	sessionsvc "github.com/shoal-mqtt/shoal/session-svc"
+)
+
+// e2eTimeout bounds every wait of the end-to-end test.
+const e2eTimeout = 20 * time.Second
+
+// Partition counts of the test catalogue (small, so that it starts fast).
+const (
+	e2eMessages   = 3
+	e2eSessions   = 2
+	e2ePresence   = 2
+	e2eDeliveries = 4
+)
+
+// testLogger writes warnings and errors to t.Log until the test ends.
+func testLogger(t *testing.T) *slog.Logger {
+	w := &testWriter{t: t}
+	t.Cleanup(w.stop)
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+type testWriter struct {
+	mu   sync.Mutex
+	t    *testing.T
+	done bool
+}
+
+func (w *testWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.t.Log(string(bytes.TrimRight(p, "\n")))
+	}
+	return len(p), nil
+}
+
+func (w *testWriter) stop() {
+	w.mu.Lock()
+	w.done = true
+	w.mu.Unlock()
+}
+
+type backbone struct {
+	client *kafka.Client
+	store  *pebblestore.DB
+}
+
+func startBackbone(t *testing.T) backbone {
+	t.Helper()
+	log := testLogger(t)
+	e, err := kafka.StartEmbedded(kafka.EmbeddedConfig{Dir: t.TempDir(), Addr: "127.0.0.1:0"}, log)
+	if err != nil {
+		t.Fatalf("StartEmbedded: %v", err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	cat := kafka.DefaultCatalogue()
+	cat.Messages.Partitions = e2eMessages
+	cat.Sessions.Partitions = e2eSessions
+	cat.Presence.Partitions = e2ePresence
+	cat.Deliveries.Partitions = e2eDeliveries
+	ctx, cancel := context.WithTimeout(t.Context(), e2eTimeout)
+	defer cancel()
+	client, err := kafka.NewClient(ctx, kafka.Config{Brokers: e.Addrs(), Catalogue: cat}, log)
+	if err != nil {
+		t.Fatalf("NewClient: %v", err)
+	}
+	t.Cleanup(client.Close)
+	if err := client.EnsureTopics(ctx); err != nil {
+		t.Fatalf("EnsureTopics: %v", err)
+	}
+	store, err := pebblestore.Open(t.TempDir(), log)
+	if err != nil {
+		t.Fatalf("pebblestore.Open: %v", err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	return backbone{client: client, store: store}
+}
+
+var e2eNow = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+
+// runService runs a session service until the returned stop is called.
+func (b backbone) runService(t *testing.T) (*sessionsvc.Service, func()) {
+	t.Helper()
+	return b.runServiceWith(t, sessionsvc.DefaultConfig(), b.store)
+}
+
+func (b backbone) runServiceWith(t *testing.T, cfg sessionsvc.Config, store sessionsvc.Store) (*sessionsvc.Service, func()) {
+	t.Helper()
+	svc, err := sessionsvc.New(cfg, b.client, store, testLogger(t), func() time.Time { return e2eNow })
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(e2eTimeout):
+			t.Error("Run did not return after its context ended")
+		}
+	}
+	t.Cleanup(stop)
+	waitFor(t, "the service to be ready", svc.Ready)
+	return svc, stop
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(e2eTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// gateway describes a test gateway connection.
+type gw struct {
+	name       string
+	slot       int32
+	connection uint64
+	request    uint64
+}
+
+const tenant, client = "acme", "acme-dev1"
+
+func envelope(g gw) *eventspb.Envelope {
+	return &eventspb.Envelope{Tenant: tenant, ClientId: client, Gateway: g.name, TimestampUs: e2eNow.UnixMicro()}
+}
+
+func connectEnv(g gw, expiry uint32, will *eventspb.Will) *eventspb.Envelope {
+	env := envelope(g)
+	env.Event = &eventspb.Envelope_Connect{Connect: &eventspb.Connect{
+		Route:      &eventspb.Route{Slot: g.slot, Connection: g.connection},
+		CleanStart: true, SessionExpiryS: expiry, Will: will, ProtocolVersion: 5, RequestId: g.request,
+	}}
+	return env
+}
+
+func disconnectEnv(g gw, gen uint64, publishWill bool) *eventspb.Envelope {
+	env := envelope(g)
+	env.Event = &eventspb.Envelope_Disconnect{Disconnect: &eventspb.Disconnect{
+		Connection: g.connection, Generation: gen, PublishWill: publishWill,
+	}}
+	return env
+}
+
+func (b backbone) produce(t *testing.T, envs ...*eventspb.Envelope) {
+	t.Helper()
+	var rs []*kafka.Record
+	for _, env := range envs {
+		rs = append(rs, kafka.NewRecord(kafka.TopicSessions, []byte(env.Tenant+"/"+env.ClientId), kafka.PartitionByKey, env))
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), e2eTimeout)
+	defer cancel()
+	if err := b.client.ProduceSync(ctx, rs...); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+}
+
+// got is one record read back: where it was and what it said.
+type got struct {
+	Partition int32
+	Env       *eventspb.Envelope
+}
+
+// read reads topic from offset from (per partition) until want records
+// arrived, then a little longer to catch any extra record, and returns
+// them in (partition, offset) order.
+func (b backbone) read(t *testing.T, topic string, from map[int32]int64, want int) []got {
+	t.Helper()
+	n := b.client.Partitions(topic)
+	parts := make([]int32, n)
+	for i := range parts {
+		parts[i] = int32(i)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), e2eTimeout)
+	defer cancel()
+	var (
+		mu   sync.Mutex
+		recs []*kafka.Record
+	)
+	enough := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- b.client.Consume(ctx, kafka.ConsumeConfig{
+			Topic: topic, Partitions: parts,
+			Start: func(p int32) int64 { return from[p] },
+		}, func(_ context.Context, batch kafka.Batch) error {
+			mu.Lock()
+			defer mu.Unlock()
+			recs = append(recs, batch.Records...)
+			if len(recs) >= want {
+				select {
+				case <-enough:
+				default:
+					close(enough)
+				}
+			}
+			return nil
+		})
+	}()
+	select {
+	case <-enough:
+		time.Sleep(200 * time.Millisecond) // extra records would arrive now
+	case <-ctx.Done():
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("consume %s: %v", topic, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	slices.SortFunc(recs, func(a, b *kafka.Record) int {
+		if a.Partition != b.Partition {
+			return int(a.Partition - b.Partition)
+		}
+		return int(a.Offset - b.Offset)
+	})
+	var out []got
+	for _, r := range recs {
+		env := &eventspb.Envelope{}
+		if err := env.UnmarshalVT(r.Value); err != nil {
+			t.Fatalf("decode %s/%d@%d: %v", topic, r.Partition, r.Offset, err)
+		}
+		if typ := kafka.EventType(r); typ != kafka.EnvelopeType(env) {
+			t.Errorf("%s/%d@%d: type header %q, event %q", topic, r.Partition, r.Offset, typ, kafka.EnvelopeType(env))
+		}
+		broadcast := topic == kafka.TopicMessages && env.GetSubscriptionChange() != nil
+		if topic != kafka.TopicDeliveries && !broadcast && kafka.PartitionForKey(r.Key, n) != r.Partition {
+			t.Errorf("%s/%d@%d: key %q belongs to partition %d", topic, r.Partition, r.Offset, r.Key, kafka.PartitionForKey(r.Key, n))
+		}
+		if topic == kafka.TopicPresence && string(r.Key) != tenant+"/"+client {
+			t.Errorf("presence key %q", r.Key)
+		}
+		if topic == kafka.TopicMessages && broadcast && string(r.Key) != tenant+"/"+client {
+			t.Errorf("removal key %q", r.Key)
+		}
+		out = append(out, got{r.Partition, env})
+	}
+	if len(out) != want {
+		t.Errorf("%s: %d records, want %d", topic, len(out), want)
+	}
+	return out
+}
+
+func check(t *testing.T, what string, got, want []got) {
+	t.Helper()
+	if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
+		t.Errorf("%s (-want +got):\n%s", what, diff)
+	}
+}
+
+// out is an expected output envelope.
+func out(gateway string, ev *eventspb.Envelope) *eventspb.Envelope {
+	ev.Tenant, ev.ClientId, ev.Gateway, ev.TimestampUs = tenant, client, gateway, e2eNow.UnixMicro()
+	return ev
+}
+
+func result(g gw, gen uint64) got {
+	return got{g.slot, out(g.name, &eventspb.Envelope{Event: &eventspb.Envelope_ConnectResult{
+		ConnectResult: &eventspb.ConnectResult{RequestId: g.request, Connection: g.connection, Generation: gen},
+	}})}
+}
+
+func presence(p int32, g gw, online bool, gen uint64) got {
+	return got{p, out(g.name, &eventspb.Envelope{Event: &eventspb.Envelope_Presence{Presence: &eventspb.Presence{
+		Online: online, Route: &eventspb.Route{Slot: g.slot, Connection: g.connection, Generation: gen},
+	}}})}
+}
+
+func removeAll(p int32, g gw, gen uint64) got {
+	return got{p, out(g.name, &eventspb.Envelope{Event: &eventspb.Envelope_SubscriptionChange{
+		SubscriptionChange: &eventspb.SubscriptionChange{
+			Op:    eventspb.SubscriptionChange_OP_REMOVE_ALL,
+			Route: &eventspb.Route{Slot: g.slot, Connection: g.connection, Generation: gen},
+		},
+	}})}
+}
+
+func TestServiceEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an embedded Kafka")
+	}
+	start := time.Now()
+	b := startBackbone(t)
+	presencePart := kafka.PartitionForKey([]byte(tenant+"/"+client), e2ePresence)
+	a1 := gw{name: "gw-1", slot: 1, connection: 10, request: 100}
+	a2 := gw{name: "gw-2", slot: 2, connection: 20, request: 200}
+	a3 := gw{name: "gw-3", slot: 3, connection: 30, request: 300}
+	will := &eventspb.Will{Message: &eventspb.Message{Topic: "dev1/status", Payload: []byte("offline"), Qos: 1}}
+
+	// Two connects of one client: the second takes the session over.
+	b.produce(t, connectEnv(a1, 0, nil), connectEnv(a2, 0, will))
+	svc, stop := b.runService(t)
+	waitFor(t, "the takeover", func() bool {
+		s, ok := svc.Snapshot(tenant, client)
+		return ok && s.Generation == 2
+	})
+
+	check(t, "deliveries", b.read(t, kafka.TopicDeliveries, nil, 3), []got{
+		result(a1, 1),
+		{a1.slot, out(a1.name, &eventspb.Envelope{Event: &eventspb.Envelope_Kick{Kick: &eventspb.Kick{
+			Connection: a1.connection, ReasonCode: uint32(packet.CodeSessionTakenOver),
+		}}})},
+		result(a2, 2),
+	})
+	check(t, "presence", b.read(t, kafka.TopicPresence, nil, 2), []got{
+		presence(presencePart, a1, true, 1),
+		presence(presencePart, a2, true, 2),
+	})
+	var removals []got
+	for p := range int32(e2eMessages) {
+		removals = append(removals, removeAll(p, a1, 1))
+	}
+	check(t, "messages", b.read(t, kafka.TopicMessages, nil, e2eMessages), removals)
+
+	// A restarted service resumes from its stored offsets and generations:
+	// nothing is answered twice, and the next connection is number 3.
+	stop()
+	b.produce(t, disconnectEnv(a2, 2, true), connectEnv(a3, 0, nil))
+	svc, _ = b.runService(t)
+	waitFor(t, "the reconnect", func() bool {
+		s, ok := svc.Snapshot(tenant, client)
+		return ok && s.Generation == 3
+	})
+	check(t, "deliveries after restart", b.read(t, kafka.TopicDeliveries, map[int32]int64{1: 2, 2: 1}, 1), []got{
+		result(a3, 3),
+	})
+	check(t, "presence after restart", b.read(t, kafka.TopicPresence, map[int32]int64{presencePart: 2}, 2), []got{
+		presence(presencePart, a2, false, 2),
+		presence(presencePart, a3, true, 3),
+	})
+	willPart := kafka.PartitionForKey([]byte(tenant+"/dev1/status"), e2eMessages)
+	from := map[int32]int64{}
+	var msgs []got
+	for p := range int32(e2eMessages) {
+		from[p] = 1
+		msgs = append(msgs, removeAll(p, a2, 2))
+		if p == willPart {
+			w := out(a2.name, &eventspb.Envelope{Event: &eventspb.Envelope_Publish{Publish: &eventspb.Publish{
+				Message: will.GetMessage(), Connection: a2.connection,
+			}}})
+			msgs = append(msgs, got{p, w})
+		}
+	}
+	gotMsgs := b.read(t, kafka.TopicMessages, from, e2eMessages+1)
+	// The will's message id: the service's random epoch, sequence 1.
+	for _, g := range gotMsgs {
+		if pub := g.Env.GetPublish(); pub != nil {
+			if id := g.Env.GetMessageId(); id.GetGatewayEpoch() == 0 || id.GetSeq() != 1 {
+				t.Errorf("will message id %v, want a non-zero epoch and seq 1", id)
+			}
+			g.Env.MessageId = nil
+		}
+	}
+	check(t, "messages after restart", gotMsgs, msgs)
+
+	s, _ := svc.Snapshot(tenant, client)
+	if !s.Active || !s.Online || s.Gateway != a3.name || s.Route.GetConnection() != a3.connection {
+		t.Errorf("session %+v", s)
+	}
+	t.Logf("end to end in %s", time.Since(start).Round(time.Millisecond))
+}
+
+// failingStore fails its first CommitSessions calls.
+type failingStore struct {
+	sessionsvc.Store
+	failures atomic.Int32
+}
+
+func (f *failingStore) CommitSessions(ctx context.Context, p int32, off int64, ss []*sessionsvc.Session) error {
+	if f.failures.Add(-1) >= 0 {
+		return errors.New("disk on fire")
+	}
+	return f.Store.CommitSessions(ctx, p, off, ss)
+}
+
+// A failed batch is retried from the stored state: its outputs are
+// produced again, identical (same generation), and the state is applied
+// once.
+func TestServiceRetriesFailedBatch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an embedded Kafka")
+	}
+	b := startBackbone(t)
+	store := &failingStore{Store: b.store}
+	store.failures.Store(2)
+	a1 := gw{name: "gw-1", slot: 1, connection: 10, request: 100}
+	b.produce(t, connectEnv(a1, 0, nil))
+	cfg := sessionsvc.DefaultConfig()
+	cfg.RetryBackoff = 10 * time.Millisecond
+	svc, _ := b.runServiceWith(t, cfg, store)
+	waitFor(t, "the connect to be committed", func() bool {
+		s, ok := svc.Snapshot(tenant, client)
+		return ok && s.Generation == 1
+	})
+	if n := store.failures.Load(); n >= 0 {
+		t.Fatalf("%d commit failures left", n+1)
+	}
+	check(t, "deliveries", b.read(t, kafka.TopicDeliveries, nil, 3), []got{result(a1, 1), result(a1, 1), result(a1, 1)})
+	presencePart := kafka.PartitionForKey([]byte(tenant+"/"+client), e2ePresence)
+	check(t, "presence", b.read(t, kafka.TopicPresence, nil, 3), []got{
+		presence(presencePart, a1, true, 1), presence(presencePart, a1, true, 1), presence(presencePart, a1, true, 1),
+	})
+}

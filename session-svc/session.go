@@ -1,0 +1,129 @@
+package sessionsvc
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/shoal-mqtt/shoal/schemas/eventspb"
+)
+
+// ExpiryNever is the Session Expiry Interval that means the session never
+// expires (MQTT 5.0 §3.1.2.11.2).
+const ExpiryNever uint32 = 0xFFFFFFFF
+
+// Session is everything the session service keeps about one client id of
+// one tenant. The record outlives the session itself: Generation must keep
+// growing across sessions, so a client that was ever seen keeps a record
+// (Active false once its session ended).
+//
+// Times have microsecond precision in every store.
+type Session struct {
+	Tenant   string
+	ClientID string
+	// Generation is the generation of the client's newest accepted
+	// connection: 1 for the first, raised by one at every accepted Connect,
+	// never lowered.
+	Generation uint64
+	// Active says a session exists: the client is connected, or its
+	// persistent session outlives its last connection. False before the
+	// first connection and after the session ended (its subscriptions were
+	// removed from the routers).
+	Active bool
+	// Online says the connection in Route is connected.
+	Online bool
+	// Route is where the newest connection is (or was); Route.Generation is
+	// Generation. Nil before the first connection.
+	Route *eventspb.Route
+	// Gateway is the instance id of the gateway that owns Route.Slot.
+	Gateway string
+	// RequestID is the request id of the Connect that opened Route, so that a
+	// duplicated Connect is answered again instead of taking over itself.
+	RequestID uint64
+	// ExpiryS is the Session Expiry Interval in seconds; 0 ends the session
+	// with its connection, ExpiryNever keeps it forever.
+	ExpiryS         uint32
+	ProtocolVersion uint32
+	Username        string
+	// Will is the will of the current connection, nil when it has none or
+	// it was published or discarded.
+	Will *eventspb.Will
+	// ConnectedAt is when the newest connection was accepted.
+	ConnectedAt time.Time
+	// DisconnectedAt is when the newest connection ended; zero while online.
+	// The expiry of a persistent session counts from it.
+	DisconnectedAt time.Time
+	// Subscriptions are the session's subscriptions (from
+	// SessionSubscriptions events), sorted by filter, one per filter.
+	Subscriptions []*eventspb.SessionSubscription
+}
+
+// Persistent reports whether the session outlives its connection.
+func (s *Session) Persistent() bool { return s.ExpiryS > 0 }
+
+// Clone returns a deep copy of s.
+func (s *Session) Clone() *Session {
+	if s == nil {
+		return nil
+	}
+	c := *s
+	c.Route = s.Route.CloneVT()
+	c.Will = s.Will.CloneVT()
+	if s.Subscriptions != nil {
+		c.Subscriptions = make([]*eventspb.SessionSubscription, len(s.Subscriptions))
+		for i, sub := range s.Subscriptions {
+			c.Subscriptions[i] = sub.CloneVT()
+		}
+	}
+	return &c
+}
+
+// Equal reports whether s and o hold the same state (times compared with
+// time.Time.Equal, nil and empty subscription lists alike).
+func (s *Session) Equal(o *Session) bool {
+	if s == nil || o == nil {
+		return s == o
+	}
+	return s.Tenant == o.Tenant && s.ClientID == o.ClientID &&
+		s.Generation == o.Generation && s.Active == o.Active && s.Online == o.Online &&
+		s.Route.EqualVT(o.Route) && s.Gateway == o.Gateway && s.RequestID == o.RequestID &&
+		s.ExpiryS == o.ExpiryS && s.ProtocolVersion == o.ProtocolVersion &&
+		s.Username == o.Username && s.Will.EqualVT(o.Will) &&
+		s.ConnectedAt.Equal(o.ConnectedAt) && s.DisconnectedAt.Equal(o.DisconnectedAt) &&
+		slices.EqualFunc(s.Subscriptions, o.Subscriptions, (*eventspb.SessionSubscription).EqualVT)
+}
+
+// setSubscription adds sub, replacing the subscription with the same filter.
+func (s *Session) setSubscription(sub *eventspb.SessionSubscription) {
+	i, found := slices.BinarySearchFunc(s.Subscriptions, sub.GetFilter(), compareFilter)
+	if found {
+		s.Subscriptions[i] = sub
+		return
+	}
+	s.Subscriptions = slices.Insert(s.Subscriptions, i, sub)
+}
+
+// removeSubscription removes the subscription with this filter, if any.
+func (s *Session) removeSubscription(filter string) {
+	if i, found := slices.BinarySearchFunc(s.Subscriptions, filter, compareFilter); found {
+		s.Subscriptions = slices.Delete(s.Subscriptions, i, i+1)
+	}
+}
+
+func compareFilter(sub *eventspb.SessionSubscription, filter string) int {
+	return cmp.Compare(sub.GetFilter(), filter)
+}
+
+// clientKey identifies a client: its tenant and client id.
+type clientKey struct {
+	tenant, client string
+}
+
+// recordKey is the Kafka record key of a client's events on shoal.sessions
+// and shoal.presence: tenant + "/" + client id.
+func (k clientKey) recordKey() []byte {
+	b := make([]byte, 0, len(k.tenant)+1+len(k.client))
+	b = append(b, k.tenant...)
+	b = append(b, '/')
+	return append(b, k.client...)
+}

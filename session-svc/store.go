@@ -1,0 +1,23 @@
+package sessionsvc
+
+import "context"
+
+// Store is the view store the session service needs: the sessions of each
+// partition of shoal.sessions and the offset of the last record applied to
+// them. The Pebble adapter is internal/store/pebblestore; every adapter
+// passes the conformance suite in session-svc/storetest.
+//
+// The service calls the methods of one partition from one goroutine at a
+// time; different partitions may be used concurrently.
+type Store interface {
+	// LoadSessions calls fn with every session stored for partition (in no
+	// particular order; fn owns the *Session) and returns the offset
+	// committed with them, or -1 when nothing was ever committed there. An
+	// error from fn stops the load and is returned.
+	LoadSessions(ctx context.Context, partition int32, fn func(*Session) error) (offset int64, err error)
+	// CommitSessions stores the sessions, each replacing any stored session
+	// of the same tenant and client id, and offset as the partition's last
+	// applied offset, all or nothing and durably before it returns. It does
+	// not keep the sessions after it returns.
+	CommitSessions(ctx context.Context, partition int32, offset int64, sessions []*Session) error
+}

@@ -23,7 +23,11 @@ run: build ## start Shoal (shoal all) on the embedded backbone
 	./bin/shoal all
 
 .PHONY: test
-test: vet proto-check lint unit ## everything CI runs: vet, schema checks, lint, unit tests with -race
+test: deps vet proto-check lint unit ## everything CI runs: test deps, vet, schema checks, lint, unit tests with -race
+
+.PHONY: deps
+deps: ## install what the tests drive (mosquitto-clients) when missing
+	./scripts/test-deps.sh
 
 .PHONY: vet
 vet: ## go vet, and a gofmt check

@@ -1,32 +1,46 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/shoal-mqtt/shoal/internal/broker"
+	"github.com/shoal-mqtt/shoal/internal/config"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
 var version = "dev"
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
-func run(args []string, stdout, stderr io.Writer) int {
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmd := "all"
-	if len(args) > 0 {
-		cmd = args[0]
+	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+		cmd, args = args[0], args[1:]
 	}
 	switch cmd {
-	case "version", "--version", "-version":
+	case "version":
 		fmt.Fprintln(stdout, "shoal", version)
 		return 0
-	case "help", "--help", "-h":
+	case "help":
 		usage(stdout)
 		return 0
-	case "all", "gateway", "router", "session", "replay", "ctl":
-		fmt.Fprintf(stderr, "shoal: the %q role is not in this build yet; this build has the MQTT codec and topic trie only\n", cmd)
+	case "all":
+		return runAll(ctx, args, stderr)
+	case "gateway", "router", "session", "replay", "ctl":
+		fmt.Fprintf(stderr, "shoal: %q is not in this build yet: the distributed roles and operator tools come later; run \"shoal all\"\n", cmd)
 		return 2
 	}
 	fmt.Fprintf(stderr, "shoal: unknown command %q\n", cmd)
@@ -34,14 +48,42 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 2
 }
 
+func runAll(ctx context.Context, args []string, stderr io.Writer) int {
+	cfg, err := config.Load("shoal all", args, os.LookupEnv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "shoal:", err)
+		return 2
+	}
+	log := newLogger(cfg, stderr)
+	if err := broker.New(cfg, log, version).Run(ctx); err != nil {
+		log.Error("shoal stopped", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.LogLevel))
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
 func usage(w io.Writer) {
-	fmt.Fprint(w, `usage: shoal [command]
+	fmt.Fprint(w, `usage: shoal [command] [flags]
 
 commands:
   all       every role in one process on the embedded backbone (default)
-  gateway   MQTT listeners
-  router    subscription and retained indexes, matching, fan-out
-  session   session ownership, takeover, expiry, wills, inbox
   version   print the version
+  help      this text
+
+"shoal all -h" lists the flags; every flag is also a SHOAL_* environment
+variable and a key of the YAML file given with --config.
 `)
 }

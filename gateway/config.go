@@ -1,0 +1,128 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Config configures one gateway. Zero values take the defaults of
+// DefaultConfig through Normalize.
+type Config struct {
+	// ID names this gateway instance in events (envelope.gateway).
+	ID string `yaml:"id"`
+	// Slot is the partition of shoal.deliveries this gateway owns.
+	Slot int32 `yaml:"slot"`
+	// MQTTListen is the TCP address of the MQTT listener ("" disables it).
+	MQTTListen string `yaml:"mqtt_listen"`
+	// WSListen is the address of the MQTT-over-WebSocket listener, path
+	// /mqtt, subprotocol "mqtt" ("" disables it).
+	WSListen string `yaml:"ws_listen"`
+	// TenantSeparator splits a client identifier into tenant and rest; the
+	// tenant is the prefix up to the first separator. "" switches tenancy
+	// off: every client belongs to the default tenant "".
+	TenantSeparator string `yaml:"tenant_separator"`
+
+	// ConnectTimeout bounds the wait for CONNECT after accepting a socket.
+	ConnectTimeout time.Duration `yaml:"connect_timeout"`
+	// SessionTimeout bounds the wait for the session service's answer.
+	SessionTimeout time.Duration `yaml:"session_timeout"`
+	// MaxKeepAlive caps the client's keep alive (sent back as Server Keep
+	// Alive in 5.0); 0 leaves it to the client.
+	MaxKeepAlive time.Duration `yaml:"max_keep_alive"`
+	// MaxPacketSize is the largest packet accepted from a client.
+	MaxPacketSize uint32 `yaml:"max_packet_size"`
+	// ReceiveMaximum is how many QoS 1 and 2 publishes a client may have
+	// unacknowledged towards the gateway.
+	ReceiveMaximum uint16 `yaml:"receive_maximum"`
+	// TopicAliasMaximum is the number of topic aliases a client may use
+	// towards the gateway.
+	TopicAliasMaximum uint16 `yaml:"topic_alias_maximum"`
+	// MaxQueued bounds the QoS 1 and 2 messages waiting for a free slot of a
+	// client's receive maximum; beyond it messages are dropped and counted.
+	MaxQueued int `yaml:"max_queued"`
+	// MaxOutBuffer bounds the bytes waiting to be written to one client;
+	// QoS 0 messages beyond it are dropped and counted.
+	MaxOutBuffer int `yaml:"max_out_buffer"`
+	// WriteTimeout bounds one write to a client socket.
+	WriteTimeout time.Duration `yaml:"write_timeout"`
+	// SysInterval is the period of the $SYS/broker topics; 0 disables them.
+	SysInterval time.Duration `yaml:"sys_interval"`
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{
+		ID:                "gateway-0",
+		MQTTListen:        ":1883",
+		WSListen:          ":8083",
+		TenantSeparator:   "-",
+		ConnectTimeout:    10 * time.Second,
+		SessionTimeout:    10 * time.Second,
+		MaxPacketSize:     1 << 20,
+		ReceiveMaximum:    1024,
+		TopicAliasMaximum: 64,
+		MaxQueued:         10_000,
+		MaxOutBuffer:      4 << 20,
+		WriteTimeout:      30 * time.Second,
+		SysInterval:       10 * time.Second,
+	}
+}
+
+// Validate reports the first invalid setting, naming its key.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(key, msg string) { errs = append(errs, fmt.Errorf("gateway.%s: %s", key, msg)) }
+	if c.ID == "" {
+		bad("id", "must not be empty")
+	}
+	if c.Slot < 0 {
+		bad("slot", "must be ≥ 0")
+	}
+	if c.MQTTListen == "" && c.WSListen == "" {
+		bad("mqtt_listen", "no listener: set mqtt_listen or ws_listen")
+	}
+	if c.ConnectTimeout <= 0 {
+		bad("connect_timeout", "must be > 0")
+	}
+	if c.SessionTimeout <= 0 {
+		bad("session_timeout", "must be > 0")
+	}
+	if c.MaxKeepAlive < 0 || c.MaxKeepAlive > 65535*time.Second {
+		bad("max_keep_alive", "must be between 0 and 65535s")
+	}
+	if c.MaxPacketSize < 64 || c.MaxPacketSize > 268_435_460 {
+		bad("max_packet_size", "must be between 64 and 268435460 bytes")
+	}
+	if c.ReceiveMaximum == 0 {
+		bad("receive_maximum", "must be ≥ 1")
+	}
+	if c.MaxQueued < 0 {
+		bad("max_queued", "must be ≥ 0")
+	}
+	if c.MaxOutBuffer < 1024 {
+		bad("max_out_buffer", "must be ≥ 1024 bytes")
+	}
+	if c.WriteTimeout <= 0 {
+		bad("write_timeout", "must be > 0")
+	}
+	if c.SysInterval < 0 {
+		bad("sys_interval", "must be ≥ 0")
+	}
+	return errors.Join(errs...)
+}
+
+// Tenant returns the tenant of a client identifier: the prefix up to the
+// first separator, or "" (the default tenant) when there is none or tenancy
+// is off.
+func Tenant(clientID, sep string) string {
+	if sep == "" {
+		return ""
+	}
+	tenant, _, found := strings.Cut(clientID, sep)
+	if !found {
+		return ""
+	}
+	return tenant
+}

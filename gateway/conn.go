@@ -1,0 +1,645 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+	"unsafe"
+
+	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
+	"github.com/shoal-mqtt/shoal/kafka"
+	"github.com/shoal-mqtt/shoal/schemas/eventspb"
+)
+
+// ReasonCodeOf converts a reason code carried in an event.
+func ReasonCodeOf(v uint32) packet.ReasonCode { return packet.ReasonCode(v) }
+
+// sessionNever is the Session Expiry Interval that means "never expires".
+const sessionNever = 0xFFFFFFFF
+
+// conn is one client connection. The reader goroutine owns the fields in
+// the first block; mu guards the rest, which delivery, acknowledgement and
+// flush goroutines share. Lock order: Gateway.mu before conn.mu; never the
+// other way round.
+type conn struct {
+	g      *Gateway
+	nc     net.Conn
+	rd     *packet.Reader
+	id     uint64
+	remote string
+
+	// Set by the handshake, read-only afterwards.
+	version         packet.Version
+	tenant          string
+	clientID        string
+	ckey            string // key in Gateway.clients
+	rkey            []byte // Kafka key tenant/client
+	generation      uint64
+	keepAlive       time.Duration
+	sessionExpiry   uint32
+	problemInfo     bool
+	clientRecvMax   uint16
+	clientMaxPacket uint32
+	clientAliasMax  uint16
+	ts              *Stats // the tenant's counters
+
+	// Reader goroutine only.
+	pub         packet.Publish
+	sub         packet.Subscribe
+	unsub       packet.Unsubscribe
+	ack         packet.Ack
+	disc        packet.Disconnect
+	aliasIn     []string
+	awaitingRel map[uint16]struct{}
+	inInflight  atomic.Int32   // QoS 1/2 publishes from the client not yet completed
+	writing     sync.WaitGroup // log writes of this connection not yet completed
+
+	mu       sync.Mutex
+	closed   bool
+	flushing bool
+	out      outBuf
+	spare    outBuf
+	acks     []*pendingAck // acknowledgements in the order their packets arrived
+	nextID   uint16
+	inflight map[uint16]*outMsg
+	queue    []*outMsg
+	aliasOut map[string]uint16
+	subs     map[string]*eventspb.SubscriptionOptions // filter as subscribed → options
+	scratch  packet.Publish
+	done     chan struct{}
+}
+
+// pendingAck is an acknowledgement that may be sent once the records it
+// waits for are durably in the log.
+type pendingAck struct {
+	kind      packet.Type
+	id        uint16
+	code      packet.ReasonCode
+	codes     []packet.ReasonCode // SUBACK, UNSUBACK
+	remaining atomic.Int32
+	ready     bool
+	failed    bool
+}
+
+// outMsg is a QoS 1 or 2 message on its way to the client.
+type outMsg struct {
+	msg     *eventspb.Message
+	qos     byte
+	retain  bool
+	subIDs  []uint32
+	id      uint16
+	pubrecd bool // QoS 2: PUBREC received, PUBREL sent
+}
+
+func newConn(g *Gateway, nc net.Conn) *conn {
+	c := &conn{
+		g:      g,
+		nc:     nc,
+		rd:     packet.NewReader(nc, 512),
+		id:     g.connSeq.Add(1),
+		remote: nc.RemoteAddr().String(),
+		done:   make(chan struct{}),
+	}
+	c.rd.MaxPacketSize = g.cfg.MaxPacketSize
+	return c
+}
+
+// errClose ends a connection; code is the reason sent in a 5.0 DISCONNECT
+// (none when 0 and not a protocol fault).
+type errClose struct {
+	code packet.ReasonCode
+	msg  string
+}
+
+func (e *errClose) Error() string { return e.msg + " (" + e.code.String() + ")" }
+
+func closeWith(code packet.ReasonCode, msg string) error { return &errClose{code: code, msg: msg} }
+
+// serve runs one connection to its end.
+func (g *Gateway) serve(ctx context.Context, nc net.Conn) {
+	c := newConn(g, nc)
+	defer func() { _ = nc.Close() }()
+	if !c.handshake(ctx) {
+		return
+	}
+	c.add(ConnectionsCurrent, 1)
+	c.add(ConnectionsTotal, 1)
+	clean, reason, expiry := c.readLoop()
+	c.add(ConnectionsCurrent, -1)
+	c.finish(ctx, clean, reason, expiry)
+}
+
+// handshake reads CONNECT, asks the session service, and answers CONNACK.
+// It reports whether the connection is established.
+func (c *conn) handshake(ctx context.Context) bool {
+	g := c.g
+	_ = c.nc.SetReadDeadline(g.clock().Add(g.cfg.ConnectTimeout))
+	h, body, err := c.rd.ReadPacket()
+	if err != nil {
+		g.log.Debug("no connect", "remote", c.remote, "err", err)
+		return false
+	}
+	if h.Type != packet.CONNECT {
+		g.log.Debug("first packet is not CONNECT", "remote", c.remote, "type", h.Type)
+		return false
+	}
+	var cp packet.Connect
+	if err := cp.Decode(h, body, 0); err != nil {
+		code := packet.CodeOf(err)
+		g.log.Debug("bad connect", "remote", c.remote, "err", err)
+		switch {
+		case cp.Version == packet.V5:
+			c.writeNow((&packet.Connack{Code: code}).Append(nil, packet.V5))
+		case code == packet.CodeUnsupportedProtocolVersion:
+			// [MQTT-3.1.2-2]: answer 0x01 in the 3.1.1 format.
+			c.writeNow((&packet.Connack{Code: code}).Append(nil, packet.V311))
+		}
+		return false
+	}
+	c.version = cp.Version
+	v5 := c.version == packet.V5
+
+	c.clientID = string(cp.ClientID)
+	assigned := ""
+	if c.clientID == "" {
+		if !v5 && !cp.CleanStart {
+			c.writeNow((&packet.Connack{Code: packet.CodeClientIdentifierNotValid}).Append(nil, c.version))
+			return false
+		}
+		assigned = newClientID(g.cfg.TenantSeparator)
+		c.clientID = assigned
+	} else {
+		c.tenant = Tenant(c.clientID, g.cfg.TenantSeparator)
+	}
+	c.ckey = clientKey(c.tenant, c.clientID)
+	c.ts = g.tenantStats(c.tenant)
+	c.rkey = recordKey(c.tenant, c.clientID)
+
+	// Limits and options from the client.
+	c.clientRecvMax, c.clientMaxPacket, c.problemInfo = 65535, packet.MaxRemainingLength+5, true
+	if cp.CleanStart {
+		c.sessionExpiry = 0
+	} else {
+		c.sessionExpiry = sessionNever
+	}
+	if v5 {
+		pr := &cp.Props
+		c.sessionExpiry = 0
+		if pr.Present(packet.PropSessionExpiry) {
+			c.sessionExpiry = pr.SessionExpiry
+		}
+		if pr.Present(packet.PropReceiveMax) {
+			c.clientRecvMax = pr.ReceiveMax
+		}
+		if pr.Present(packet.PropMaxPacketSize) {
+			c.clientMaxPacket = pr.MaxPacketSize
+		}
+		c.clientAliasMax = pr.TopicAliasMax
+		if pr.Present(packet.PropRequestProblemInfo) {
+			c.problemInfo = pr.RequestProblemInfo == 1
+		}
+		if pr.Present(packet.PropAuthMethod) {
+			// Enhanced authentication is not offered.
+			c.writeNow((&packet.Connack{Code: packet.CodeBadAuthenticationMethod}).Append(nil, c.version))
+			return false
+		}
+	}
+	ka := time.Duration(cp.KeepAlive) * time.Second
+	serverKA := false
+	if max := g.cfg.MaxKeepAlive; max > 0 && (ka == 0 || ka > max) && v5 {
+		ka, serverKA = max, true
+	}
+	c.keepAlive = ka
+
+	// Ask the session service.
+	req := &eventspb.Connect{
+		Route:           &eventspb.Route{Slot: g.cfg.Slot, Connection: c.id},
+		CleanStart:      cp.CleanStart,
+		SessionExpiryS:  c.sessionExpiry,
+		ProtocolVersion: uint32(c.version),
+		Username:        string(cp.Username),
+		RequestId:       g.reqSeq.Add(1),
+	}
+	if cp.WillFlag {
+		req.Will = &eventspb.Will{Message: willMessage(&cp, g.clock())}
+		if v5 {
+			req.Will.DelayIntervalS = cp.WillProps.WillDelay
+			if m := req.Will.Message; m.HasExpiry {
+				// The interval starts when the will is published.
+				iv := cp.WillProps.MessageExpiry
+				req.Will.ExpiryIntervalS = &iv
+				m.HasExpiry, m.ExpiresAtMs = false, 0
+			}
+		}
+	}
+	res, err := g.askSession(ctx, c, req)
+	if err != nil {
+		g.log.Warn("connect not answered", "client", c.clientID, "tenant", c.tenant, "err", err)
+		c.writeNow((&packet.Connack{Code: packet.CodeServerUnavailable}).Append(nil, c.version))
+		return false
+	}
+	if res.ReasonCode != 0 {
+		c.writeNow((&packet.Connack{Code: ReasonCodeOf(res.ReasonCode)}).Append(nil, c.version))
+		return false
+	}
+	c.generation = res.Generation
+	c.subs = make(map[string]*eventspb.SubscriptionOptions, len(res.Subscriptions))
+	for _, s := range res.Subscriptions {
+		c.subs[s.Filter] = s.Options
+	}
+
+	ack := packet.Connack{SessionPresent: res.SessionPresent}
+	if v5 {
+		p := &ack.Props
+		p.ReceiveMax = g.cfg.ReceiveMaximum
+		p.Set(packet.PropReceiveMax)
+		p.MaxPacketSize = g.cfg.MaxPacketSize
+		p.Set(packet.PropMaxPacketSize)
+		p.TopicAliasMax = g.cfg.TopicAliasMaximum
+		p.Set(packet.PropTopicAliasMax)
+		if assigned != "" {
+			p.AssignedClientID = []byte(assigned)
+			p.Set(packet.PropAssignedClientID)
+		}
+		if serverKA {
+			p.ServerKeepAlive = uint16(ka / time.Second)
+			p.Set(packet.PropServerKeepAlive)
+		}
+	}
+	c.mu.Lock()
+	c.out.b = ack.Append(c.out.b, c.version)
+	c.mu.Unlock()
+	// Register only after CONNACK is queued: deliveries follow it.
+	g.mu.Lock()
+	g.clients[c.ckey] = c
+	g.byID[c.id] = c
+	g.mu.Unlock()
+	c.kickFlush()
+	return true
+}
+
+// askSession sends the Connect request and waits for its result.
+func (g *Gateway) askSession(ctx context.Context, c *conn, req *eventspb.Connect) (*eventspb.ConnectResult, error) {
+	ch := make(chan *eventspb.ConnectResult, 1)
+	g.mu.Lock()
+	g.waiting[req.RequestId] = ch
+	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		delete(g.waiting, req.RequestId)
+		g.mu.Unlock()
+	}()
+	rec := kafka.NewRecord(kafka.TopicSessions, c.rkey, kafka.PartitionByKey, &eventspb.Envelope{
+		Tenant:      c.tenant,
+		ClientId:    c.clientID,
+		Gateway:     g.cfg.ID,
+		TimestampUs: g.clock().UnixMicro(),
+		Event:       &eventspb.Envelope_Connect{Connect: req},
+	})
+	tctx, cancel := context.WithTimeout(ctx, g.cfg.SessionTimeout)
+	defer cancel()
+	if err := g.kl.ProduceSync(tctx, rec); err != nil {
+		return nil, err
+	}
+	select {
+	case r := <-ch:
+		return r, nil
+	case <-tctx.Done():
+		return nil, tctx.Err()
+	}
+}
+
+// willMessage builds the will as a message event.
+func willMessage(cp *packet.Connect, now time.Time) *eventspb.Message {
+	m := &eventspb.Message{
+		Topic:   string(cp.WillTopic),
+		Payload: append([]byte(nil), cp.WillPayload...),
+		Qos:     uint32(cp.WillQoS),
+		Retain:  cp.WillRetain,
+	}
+	if cp.Version == packet.V5 {
+		setMessageProps(m, &cp.WillProps, now)
+	}
+	return m
+}
+
+// setMessageProps copies the pass-through properties of a PUBLISH or will.
+func setMessageProps(m *eventspb.Message, p *packet.Properties, now time.Time) {
+	m.PayloadUtf8 = p.Present(packet.PropPayloadFormat) && p.PayloadFormat == 1
+	if p.Present(packet.PropMessageExpiry) {
+		m.HasExpiry = true
+		m.ExpiresAtMs = now.UnixMilli() + int64(p.MessageExpiry)*1000
+	}
+	if p.Present(packet.PropContentType) {
+		m.ContentType = string(p.ContentType)
+	}
+	if p.Present(packet.PropResponseTopic) {
+		m.ResponseTopic = string(p.ResponseTopic)
+	}
+	if p.Present(packet.PropCorrelationData) {
+		m.CorrelationData = append([]byte(nil), p.CorrelationData...)
+	}
+	if len(p.User) > 0 {
+		m.UserProperties = make([]*eventspb.UserProperty, len(p.User))
+		for i, u := range p.User {
+			m.UserProperties[i] = &eventspb.UserProperty{Key: string(u.Key), Value: string(u.Value)}
+		}
+	}
+}
+
+// newClientID returns an assigned client identifier without the tenant
+// separator, so that it belongs to the default tenant.
+func newClientID(sep string) string {
+	for {
+		var b [12]byte
+		_, _ = rand.Read(b[:])
+		id := "shoal" + hex.EncodeToString(b[:])
+		if sep == "" || !strings.Contains(id, sep) {
+			return id
+		}
+	}
+}
+
+// readLoop handles packets until the connection ends. It returns whether
+// the client ended it with a DISCONNECT that suppresses the will, the
+// reason code, and a session expiry sent with DISCONNECT (nil if none).
+func (c *conn) readLoop() (clean bool, reason packet.ReasonCode, expiry *uint32) {
+	g := c.g
+	for {
+		if c.keepAlive > 0 {
+			_ = c.nc.SetReadDeadline(g.clock().Add(c.keepAlive + c.keepAlive/2))
+		} else {
+			_ = c.nc.SetReadDeadline(time.Time{})
+		}
+		h, body, err := c.rd.ReadPacket()
+		if err != nil {
+			return false, c.readError(err), nil
+		}
+		c.add(BytesReceived, int64(len(body)+2))
+		if h.Type == packet.DISCONNECT {
+			return c.handleDisconnect(h, body)
+		}
+		if err := c.handle(h, body); err != nil {
+			var ec *errClose
+			if errors.As(err, &ec) {
+				c.sendDisconnect(ec.code)
+				g.log.Debug("closing connection", "client", c.clientID, "err", err)
+				return false, ec.code, nil
+			}
+			code := packet.CodeOf(err)
+			c.sendDisconnect(code)
+			g.log.Debug("protocol fault", "client", c.clientID, "err", err)
+			return false, code, nil
+		}
+		if c.rd.Buffered() == 0 {
+			c.rd.Shrink()
+		}
+	}
+}
+
+// readError maps a read failure to a reason, answering 5.0 clients where
+// the specification wants a DISCONNECT.
+func (c *conn) readError(err error) packet.ReasonCode {
+	var pe *packet.Error
+	switch {
+	case errors.As(err, &pe):
+		c.sendDisconnect(pe.Code)
+		return pe.Code
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		c.sendDisconnect(packet.CodeKeepAliveTimeout)
+		return packet.CodeKeepAliveTimeout
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
+		return packet.CodeUnspecifiedError
+	}
+	c.g.log.Debug("read", "client", c.clientID, "err", err)
+	return packet.CodeUnspecifiedError
+}
+
+func (c *conn) handle(h packet.FixedHeader, body []byte) error {
+	switch h.Type {
+	case packet.PUBLISH:
+		return c.handlePublish(h, body)
+	case packet.PUBACK, packet.PUBREC, packet.PUBCOMP:
+		if err := c.ack.Decode(h, body, c.version); err != nil {
+			return err
+		}
+		c.handleOutboundAck(&c.ack)
+		return nil
+	case packet.PUBREL:
+		if err := c.ack.Decode(h, body, c.version); err != nil {
+			return err
+		}
+		return c.handlePubrel(c.ack.PacketID)
+	case packet.SUBSCRIBE:
+		return c.handleSubscribe(h, body)
+	case packet.UNSUBSCRIBE:
+		return c.handleUnsubscribe(h, body)
+	case packet.PINGREQ:
+		if err := (&packet.Pingreq{}).Decode(h, body, c.version); err != nil {
+			return err
+		}
+		c.mu.Lock()
+		c.out.b = (&packet.Pingresp{}).Append(c.out.b, c.version)
+		c.mu.Unlock()
+		c.kickFlush()
+		return nil
+	case packet.AUTH:
+		if c.version != packet.V5 {
+			return closeWith(packet.CodeMalformedPacket, "AUTH before MQTT 5.0")
+		}
+		return closeWith(packet.CodeProtocolError, "AUTH without an authentication method")
+	}
+	return closeWith(packet.CodeProtocolError, h.Type.String()+" from a client")
+}
+
+// handleDisconnect processes the client's DISCONNECT.
+func (c *conn) handleDisconnect(h packet.FixedHeader, body []byte) (bool, packet.ReasonCode, *uint32) {
+	if err := c.disc.Decode(h, body, c.version); err != nil {
+		code := packet.CodeOf(err)
+		c.sendDisconnect(code)
+		return false, code, nil
+	}
+	var expiry *uint32
+	if c.version == packet.V5 && c.disc.Props.Present(packet.PropSessionExpiry) {
+		if c.sessionExpiry == 0 && c.disc.Props.SessionExpiry != 0 {
+			// [MQTT-3.14.2-2]
+			c.sendDisconnect(packet.CodeProtocolError)
+			return false, packet.CodeProtocolError, nil
+		}
+		v := c.disc.Props.SessionExpiry
+		expiry = &v
+	}
+	return c.disc.Code != packet.CodeDisconnectWithWill, c.disc.Code, expiry
+}
+
+// sendDisconnect writes a 5.0 DISCONNECT with code (nothing for 3.1.1,
+// whose server closes silently) and flushes it synchronously.
+func (c *conn) sendDisconnect(code packet.ReasonCode) {
+	if c.version != packet.V5 {
+		return
+	}
+	c.mu.Lock()
+	c.out.b = (&packet.Disconnect{Code: code}).Append(c.out.b, c.version)
+	c.mu.Unlock()
+	c.flushNow()
+}
+
+// finish unregisters the connection and reports its end to the session
+// service.
+func (c *conn) finish(ctx context.Context, clean bool, reason packet.ReasonCode, expiry *uint32) {
+	g := c.g
+	g.mu.Lock()
+	if g.clients[c.ckey] == c {
+		delete(g.clients, c.ckey)
+	}
+	delete(g.byID, c.id)
+	g.mu.Unlock()
+	c.mu.Lock()
+	c.closed = true
+	dropped := len(c.queue) + len(c.inflight)
+	c.queue, c.inflight = nil, nil
+	c.mu.Unlock()
+	close(c.done)
+	// Report the end only after the connection's own writes (subscription
+	// changes above all) are in the log, so that the session service's
+	// removals come after them in every partition.
+	waited := make(chan struct{})
+	go func() { c.writing.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-time.After(g.cfg.SessionTimeout):
+		g.log.Warn("log writes still pending at disconnect", "client", c.clientID, "tenant", c.tenant)
+	}
+	if dropped > 0 {
+		c.add(Dropped, int64(dropped))
+	}
+	d := &eventspb.Disconnect{
+		Connection:  c.id,
+		Generation:  c.generation,
+		ReasonCode:  uint32(reason),
+		PublishWill: !clean,
+	}
+	if expiry != nil {
+		d.SessionExpiryS = expiry
+	}
+	rec := kafka.NewRecord(kafka.TopicSessions, c.rkey, kafka.PartitionByKey, &eventspb.Envelope{
+		Tenant:      c.tenant,
+		ClientId:    c.clientID,
+		Gateway:     g.cfg.ID,
+		TimestampUs: g.clock().UnixMicro(),
+		Event:       &eventspb.Envelope_Disconnect{Disconnect: d},
+	})
+	// The connection's end must reach the session service even when the
+	// gateway is shutting down.
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.SessionTimeout)
+	defer cancel()
+	if err := g.kl.ProduceSync(pctx, rec); err != nil {
+		g.log.Error("report disconnect", "client", c.clientID, "tenant", c.tenant, "err", err)
+	}
+}
+
+// kick closes the connection because its session was taken over.
+func (c *conn) kick(code packet.ReasonCode) {
+	c.sendDisconnect(code)
+	_ = c.nc.Close()
+}
+
+// shutdown closes the connection because the gateway stops.
+func (c *conn) shutdown() {
+	c.sendDisconnect(packet.CodeServerShuttingDown)
+	_ = c.nc.Close()
+}
+
+// writeNow writes b directly (before the connection is established).
+func (c *conn) writeNow(b []byte) {
+	_ = c.nc.SetWriteDeadline(c.g.clock().Add(c.g.cfg.WriteTimeout))
+	n, _ := c.nc.Write(b)
+	c.add(BytesSent, int64(n))
+}
+
+// kickFlush starts the flusher if output is waiting and none runs.
+func (c *conn) kickFlush() {
+	c.mu.Lock()
+	start := !c.flushing && !c.closed && c.out.len() > 0
+	if start {
+		c.flushing = true
+	}
+	c.mu.Unlock()
+	if start {
+		go c.flushLoop()
+	}
+}
+
+// flushLoop writes the out buffer until it is empty. Writers append under
+// mu while a write is in progress; the buffers are swapped, not copied.
+func (c *conn) flushLoop() {
+	for {
+		c.mu.Lock()
+		if c.out.len() == 0 || c.closed {
+			c.flushing = false
+			c.mu.Unlock()
+			return
+		}
+		w := c.out
+		c.out, c.spare = c.spare, outBuf{}
+		c.mu.Unlock()
+		_ = c.nc.SetWriteDeadline(c.g.clock().Add(c.g.cfg.WriteTimeout))
+		n, err := w.writeTo(c.nc)
+		c.add(BytesSent, n)
+		w.reset()
+		c.mu.Lock()
+		c.spare = w
+		c.mu.Unlock()
+		if err != nil {
+			c.g.log.Debug("write", "client", c.clientID, "err", err)
+			_ = c.nc.Close()
+			c.mu.Lock()
+			c.flushing = false
+			c.mu.Unlock()
+			return
+		}
+	}
+}
+
+// flushNow waits for any running flusher and writes what is left, so that
+// a final DISCONNECT leaves before the socket closes.
+func (c *conn) flushNow() {
+	deadline := c.g.clock().Add(c.g.cfg.WriteTimeout)
+	for {
+		c.mu.Lock()
+		if !c.flushing {
+			c.flushing = true
+			w := c.out
+			c.out = outBuf{}
+			c.mu.Unlock()
+			_ = c.nc.SetWriteDeadline(deadline)
+			n, _ := w.writeTo(c.nc)
+			c.add(BytesSent, n)
+			c.mu.Lock()
+			c.flushing = false
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Unlock()
+		if c.g.clock().After(deadline) {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// stringBytes views s as bytes without copying, for encoders that only
+// read: the strings come from decoded delivery records and are immutable.
+func stringBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
+
+// validPayloadUTF8 checks a payload marked as UTF-8 text.
+func validPayloadUTF8(b []byte) bool { return utf8.Valid(b) }

@@ -1,0 +1,342 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/shoal-mqtt/shoal/kafka"
+	"github.com/shoal-mqtt/shoal/schemas/eventspb"
+)
+
+// Log is what the gateway needs of the event log; *kafka.Client has it.
+type Log interface {
+	Produce(ctx context.Context, r *kafka.Record, done func(*kafka.Record, error))
+	ProduceSync(ctx context.Context, rs ...*kafka.Record) error
+	Consume(ctx context.Context, cfg kafka.ConsumeConfig, handle func(context.Context, kafka.Batch) error) error
+	Partitions(topic string) int32
+}
+
+// Gateway terminates MQTT connections and bridges them to the log.
+type Gateway struct {
+	cfg   Config
+	log   *slog.Logger
+	kl    Log
+	clock func() time.Time
+	epoch uint64 // random per start: the gateway_epoch of message ids
+
+	seq      atomic.Uint64 // message id sequence
+	connSeq  atomic.Uint64 // connection ids
+	reqSeq   atomic.Uint64 // connect request ids
+	msgParts int32         // partitions of shoal.messages
+
+	mu      sync.RWMutex
+	clients map[string]*conn // tenant + "\x00" + client id → connection
+	byID    map[uint64]*conn
+	waiting map[uint64]chan *eventspb.ConnectResult
+	tenants map[string]*Stats // per-tenant counters for $SYS
+
+	ready   atomic.Bool
+	addrsMu sync.Mutex
+	addrs   map[string]net.Addr // listener name → bound address
+
+	version string
+
+	Stats Stats
+}
+
+// Stats are the gateway's counters, read by $SYS and /metrics; the
+// gateway keeps one set in total and one per tenant.
+type Stats struct {
+	c [numCounters]atomic.Int64
+}
+
+// Counter names one of the gateway's counters.
+type Counter int
+
+// The counters.
+const (
+	ConnectionsCurrent Counter = iota // connections established now
+	ConnectionsTotal                  // connections established since start
+	MessagesReceived                  // PUBLISH packets received from clients
+	MessagesSent                      // PUBLISH packets sent to clients
+	BytesReceived                     // bytes of packets received
+	BytesSent                         // bytes written to clients
+	Dropped                           // messages dropped: queue or buffer full, too large for the client
+	numCounters
+)
+
+// Load returns the value of counter k.
+func (s *Stats) Load(k Counter) int64 { return s.c[k].Load() }
+
+// add adds n to counter k of the gateway and of the connection's tenant.
+func (c *conn) add(k Counter, n int64) {
+	c.g.Stats.c[k].Add(n)
+	if c.ts != nil {
+		c.ts.c[k].Add(n)
+	}
+}
+
+// New returns a gateway. clock may be nil (time.Now).
+func New(cfg Config, kl Log, log *slog.Logger, clock func() time.Time) (*Gateway, error) {
+	return NewVersion(cfg, kl, log, clock, "dev")
+}
+
+// NewVersion is New with the version published in $SYS/broker/version.
+func NewVersion(cfg Config, kl Log, log *slog.Logger, clock func() time.Time, version string) (*Gateway, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if clock == nil {
+		clock = time.Now
+	}
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, fmt.Errorf("gateway epoch: %w", err)
+	}
+	return &Gateway{
+		cfg:      cfg,
+		log:      log.With("role", "gateway", "gateway", cfg.ID),
+		kl:       kl,
+		clock:    clock,
+		epoch:    binary.BigEndian.Uint64(b[:]),
+		msgParts: kl.Partitions(kafka.TopicMessages),
+		clients:  make(map[string]*conn),
+		byID:     make(map[uint64]*conn),
+		waiting:  make(map[uint64]chan *eventspb.ConnectResult),
+		tenants:  make(map[string]*Stats),
+		addrs:    make(map[string]net.Addr),
+		version:  version,
+	}, nil
+}
+
+// Ready reports whether the gateway consumes its slot and accepts clients.
+func (g *Gateway) Ready() bool { return g.ready.Load() }
+
+// Addr returns the bound address of a listener ("mqtt" or "ws"), or nil.
+func (g *Gateway) Addr(name string) net.Addr {
+	g.addrsMu.Lock()
+	defer g.addrsMu.Unlock()
+	return g.addrs[name]
+}
+
+// Run consumes the gateway's slot of shoal.deliveries, then opens the
+// listeners, until ctx is done.
+func (g *Gateway) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	// Position the slot consumer: a marker record written to our own slot
+	// gives an offset at which every later answer to us is found.
+	marker := kafka.NewRecord(kafka.TopicDeliveries, nil, g.cfg.Slot, &eventspb.Envelope{
+		Gateway:     g.cfg.ID,
+		TimestampUs: g.clock().UnixMicro(),
+		Event:       &eventspb.Envelope_GatewayHeartbeat{GatewayHeartbeat: &eventspb.GatewayHeartbeat{Slot: g.cfg.Slot}},
+	})
+	if err := g.kl.ProduceSync(ctx, marker); err != nil {
+		return fmt.Errorf("gateway: write slot marker: %w", err)
+	}
+	positioned := make(chan struct{})
+	var once sync.Once
+	errc := make(chan error, 4)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		err := g.kl.Consume(ctx, kafka.ConsumeConfig{
+			Topic:      kafka.TopicDeliveries,
+			Partitions: []int32{g.cfg.Slot},
+			Start:      func(int32) int64 { return marker.Offset },
+		}, func(ctx context.Context, b kafka.Batch) error {
+			once.Do(func() { close(positioned) })
+			g.handleDeliveries(b)
+			return nil
+		})
+		if err != nil {
+			errc <- fmt.Errorf("gateway: consume slot %d: %w", g.cfg.Slot, err)
+		}
+	}()
+	select {
+	case <-positioned:
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		wg.Wait()
+		return nil
+	}
+
+	var listeners []net.Listener
+	if g.cfg.MQTTListen != "" {
+		ln, err := net.Listen("tcp", g.cfg.MQTTListen)
+		if err != nil {
+			cancel()
+			wg.Wait()
+			return fmt.Errorf("gateway: listen mqtt %s: %w", g.cfg.MQTTListen, err)
+		}
+		g.setAddr("mqtt", ln.Addr())
+		listeners = append(listeners, ln)
+		wg.Add(1)
+		go func() { defer wg.Done(); g.acceptLoop(ctx, ln) }()
+	}
+	if g.cfg.WSListen != "" {
+		ln, err := net.Listen("tcp", g.cfg.WSListen)
+		if err != nil {
+			cancel()
+			for _, l := range listeners {
+				_ = l.Close()
+			}
+			wg.Wait()
+			return fmt.Errorf("gateway: listen websocket %s: %w", g.cfg.WSListen, err)
+		}
+		g.setAddr("ws", ln.Addr())
+		listeners = append(listeners, ln)
+		srv := &http.Server{Handler: g.wsHandler(ctx), ReadHeaderTimeout: g.cfg.ConnectTimeout}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) && ctx.Err() == nil {
+				errc <- fmt.Errorf("gateway: serve websocket: %w", err)
+			}
+		}()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-ctx.Done()
+			sctx, c := context.WithTimeout(context.Background(), time.Second)
+			defer c()
+			_ = srv.Shutdown(sctx)
+		}()
+	}
+	wg.Add(1)
+	go func() { defer wg.Done(); g.sysLoop(ctx, g.version) }()
+	g.ready.Store(true)
+	g.log.Info("gateway ready", "slot", g.cfg.Slot, "mqtt", g.Addr("mqtt"), "ws", g.Addr("ws"))
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	g.ready.Store(false)
+	cancel()
+	for _, l := range listeners {
+		_ = l.Close()
+	}
+	g.closeAll()
+	wg.Wait()
+	return err
+}
+
+func (g *Gateway) setAddr(name string, a net.Addr) {
+	g.addrsMu.Lock()
+	g.addrs[name] = a
+	g.addrsMu.Unlock()
+}
+
+func (g *Gateway) acceptLoop(ctx context.Context, ln net.Listener) {
+	var delay time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Temporary failure (e.g. out of file descriptors): back off.
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			g.log.Warn("accept", "err", err, "retry_in", delay)
+			select {
+			case <-time.After(delay):
+			case <-ctx.Done():
+				return
+			}
+			continue
+		}
+		delay = 0
+		go g.serve(ctx, nc)
+	}
+}
+
+// closeAll closes every connection (shutdown).
+func (g *Gateway) closeAll() {
+	g.mu.RLock()
+	conns := make([]*conn, 0, len(g.byID))
+	for _, c := range g.byID {
+		conns = append(conns, c)
+	}
+	g.mu.RUnlock()
+	for _, c := range conns {
+		c.shutdown()
+	}
+}
+
+// nextMessageID returns a new message identity.
+func (g *Gateway) nextMessageID() *eventspb.MessageID {
+	return &eventspb.MessageID{GatewayEpoch: g.epoch, Seq: g.seq.Add(1)}
+}
+
+func clientKey(tenant, clientID string) string { return tenant + "\x00" + clientID }
+
+// recordKey is the Kafka key of a tenant's client or topic.
+func recordKey(tenant, s string) []byte {
+	k := make([]byte, 0, len(tenant)+1+len(s))
+	k = append(k, tenant...)
+	k = append(k, '/')
+	return append(k, s...)
+}
+
+// handleDeliveries dispatches the records of our slot.
+func (g *Gateway) handleDeliveries(b kafka.Batch) {
+	var env eventspb.Envelope
+	for _, r := range b.Records {
+		env.Reset()
+		if err := kafka.DecodeEnvelope(r, &env); err != nil {
+			g.log.Error("decode delivery record", "offset", r.Offset, "err", err)
+			continue
+		}
+		switch ev := env.Event.(type) {
+		case *eventspb.Envelope_Delivery:
+			g.deliver(env.Tenant, ev.Delivery)
+		case *eventspb.Envelope_ConnectResult:
+			g.mu.Lock()
+			ch := g.waiting[ev.ConnectResult.RequestId]
+			delete(g.waiting, ev.ConnectResult.RequestId)
+			g.mu.Unlock()
+			if ch != nil {
+				ch <- ev.ConnectResult
+			}
+		case *eventspb.Envelope_Kick:
+			g.mu.RLock()
+			c := g.byID[ev.Kick.Connection]
+			g.mu.RUnlock()
+			if c != nil {
+				c.kick(ReasonCodeOf(ev.Kick.ReasonCode))
+			}
+		case *eventspb.Envelope_GatewayHeartbeat:
+			// our own position marker
+		default:
+			g.log.Warn("unexpected event on slot", "type", kafka.EventType(r), "offset", r.Offset)
+		}
+	}
+}
+
+// deliver hands one delivery to its targets on this gateway.
+func (g *Gateway) deliver(tenant string, d *eventspb.Delivery) {
+	now := g.clock()
+	for _, t := range d.Targets {
+		g.mu.RLock()
+		c := g.clients[clientKey(tenant, t.ClientId)]
+		g.mu.RUnlock()
+		if c == nil || c.id != t.Connection {
+			continue // gone, or a newer connection: its session decides
+		}
+		c.deliver(d.Message, t, now)
+	}
+}

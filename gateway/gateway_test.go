@@ -1,0 +1,276 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
+	"github.com/shoal-mqtt/shoal/kafka"
+	"github.com/shoal-mqtt/shoal/schemas/eventspb"
+)
+
+// fakeLog stands in for Kafka in tests about the gateway's own ordering:
+// it answers every Connect at once and holds every asynchronous produce
+// until the test completes it.
+type fakeLog struct {
+	mu       sync.Mutex
+	held     []heldProduce
+	slot     chan kafka.Batch
+	produced chan struct{}
+}
+
+type heldProduce struct {
+	rec  *kafka.Record
+	done func(*kafka.Record, error)
+}
+
+func newFakeLog() *fakeLog {
+	return &fakeLog{slot: make(chan kafka.Batch, 100), produced: make(chan struct{}, 1000)}
+}
+
+func (f *fakeLog) Partitions(string) int32 { return 4 }
+
+func (f *fakeLog) Produce(_ context.Context, r *kafka.Record, done func(*kafka.Record, error)) {
+	f.mu.Lock()
+	f.held = append(f.held, heldProduce{r, done})
+	f.mu.Unlock()
+	f.produced <- struct{}{}
+}
+
+func (f *fakeLog) ProduceSync(_ context.Context, rs ...*kafka.Record) error {
+	for _, r := range rs {
+		var env eventspb.Envelope
+		if err := kafka.DecodeEnvelope(r, &env); err != nil {
+			return err
+		}
+		if c := env.GetConnect(); c != nil {
+			res := &eventspb.Envelope{Event: &eventspb.Envelope_ConnectResult{ConnectResult: &eventspb.ConnectResult{
+				RequestId: c.RequestId, Connection: c.Route.Connection, Generation: 1,
+			}}}
+			f.slot <- kafka.Batch{Records: []*kafka.Record{kafka.NewRecord(kafka.TopicDeliveries, nil, 0, res)}}
+		}
+	}
+	return nil
+}
+
+func (f *fakeLog) Consume(ctx context.Context, _ kafka.ConsumeConfig, handle func(context.Context, kafka.Batch) error) error {
+	// The first batch positions the consumer (the gateway's marker).
+	if err := handle(ctx, kafka.Batch{}); err != nil {
+		return err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case b := <-f.slot:
+			if err := handle(ctx, b); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// complete finishes the i-th held produce.
+func (f *fakeLog) complete(i int, err error) {
+	f.mu.Lock()
+	h := f.held[i]
+	f.mu.Unlock()
+	h.done(h.rec, err)
+}
+
+func (f *fakeLog) waitProduced(t *testing.T, n int) {
+	t.Helper()
+	for range n {
+		select {
+		case <-f.produced:
+		case <-time.After(5 * time.Second):
+			t.Fatal("record not produced")
+		}
+	}
+}
+
+func startGateway(t *testing.T, fl *fakeLog) *Gateway {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.MQTTListen, cfg.WSListen, cfg.SysInterval = "127.0.0.1:0", "", 0
+	g, err := New(cfg, fl, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for !g.Ready() {
+		if time.Now().After(deadline) {
+			t.Fatal("gateway not ready")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	return g
+}
+
+func dial(t *testing.T, g *Gateway) (net.Conn, *packet.Reader) {
+	t.Helper()
+	nc, err := net.Dial("tcp", g.Addr("mqtt").String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = nc.Close() })
+	rd := packet.NewReader(nc, 256)
+	write(t, nc, &packet.Connect{Version: packet.V5, ClientID: []byte("t-1"), CleanStart: true})
+	if _, ok := read(t, nc, rd, time.Second).(*packet.Connack); !ok {
+		t.Fatal("want CONNACK")
+	}
+	return nc, rd
+}
+
+func write(t *testing.T, nc net.Conn, p packet.Packet) {
+	t.Helper()
+	if _, err := nc.Write(p.Append(nil, packet.V5)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func read(t *testing.T, nc net.Conn, rd *packet.Reader, d time.Duration) packet.Packet {
+	t.Helper()
+	_ = nc.SetReadDeadline(time.Now().Add(d))
+	h, body, err := rd.ReadPacket()
+	if err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	p, err := packet.Decode(h, body, packet.V5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func expectSilence(t *testing.T, nc net.Conn, rd *packet.Reader, d time.Duration) {
+	t.Helper()
+	_ = nc.SetReadDeadline(time.Now().Add(d))
+	if h, _, err := rd.ReadPacket(); err == nil {
+		t.Fatalf("unexpected %v", h.Type)
+	} else {
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() {
+			t.Fatalf("read: %v", err)
+		}
+	}
+}
+
+// TestAckOnlyAfterLogWrite: a QoS 1 PUBACK and a QoS 2 PUBREC leave only
+// once the log has the message, and in the order the PUBLISHes came even
+// when the writes complete out of order.
+func TestAckOnlyAfterLogWrite(t *testing.T) {
+	fl := newFakeLog()
+	g := startGateway(t, fl)
+	nc, rd := dial(t, g)
+	write(t, nc, &packet.Publish{QoS: 1, PacketID: 7, Topic: []byte("a"), Payload: []byte("1")})
+	write(t, nc, &packet.Publish{QoS: 2, PacketID: 8, Topic: []byte("b"), Payload: []byte("2")})
+	fl.waitProduced(t, 2)
+	expectSilence(t, nc, rd, 200*time.Millisecond)
+
+	fl.complete(1, nil) // the second write completes first
+	expectSilence(t, nc, rd, 200*time.Millisecond)
+	fl.complete(0, nil)
+	a := readAck(t, nc, rd)
+	if a.Kind != packet.PUBACK || a.PacketID != 7 {
+		t.Fatalf("first ack %v %d, want PUBACK 7", a.Kind, a.PacketID)
+	}
+	a = readAck(t, nc, rd)
+	if a.Kind != packet.PUBREC || a.PacketID != 8 {
+		t.Fatalf("second ack %v %d, want PUBREC 8", a.Kind, a.PacketID)
+	}
+	// A retransmitted QoS 2 PUBLISH is acknowledged, not written again.
+	write(t, nc, &packet.Publish{QoS: 2, PacketID: 8, Dup: true, Topic: []byte("b"), Payload: []byte("2")})
+	if a := readAck(t, nc, rd); a.Kind != packet.PUBREC || a.PacketID != 8 {
+		t.Fatalf("retransmission: %v %d, want PUBREC 8", a.Kind, a.PacketID)
+	}
+	write(t, nc, &packet.Ack{Kind: packet.PUBREL, PacketID: 8})
+	if a := readAck(t, nc, rd); a.Kind != packet.PUBCOMP || a.PacketID != 8 || a.Code != 0 {
+		t.Fatalf("PUBREL answered %v %d %v, want PUBCOMP 8", a.Kind, a.PacketID, a.Code)
+	}
+	fl.mu.Lock()
+	n := len(fl.held)
+	fl.mu.Unlock()
+	if n != 2 {
+		t.Fatalf("%d records produced, want 2 (the retransmission is not published again)", n)
+	}
+}
+
+// TestFailedLogWriteClosesWithoutAck: when the log refuses a message the
+// client gets no acknowledgement and the connection closes, so the client
+// sends it again on its next connection.
+func TestFailedLogWriteClosesWithoutAck(t *testing.T) {
+	fl := newFakeLog()
+	g := startGateway(t, fl)
+	nc, rd := dial(t, g)
+	write(t, nc, &packet.Publish{QoS: 1, PacketID: 1, Topic: []byte("a"), Payload: []byte("x")})
+	fl.waitProduced(t, 1)
+	fl.complete(0, errors.New("log unavailable"))
+	_ = nc.SetReadDeadline(time.Now().Add(2 * time.Second))
+	for {
+		h, _, err := rd.ReadPacket()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				t.Fatal("connection still open after a failed log write")
+			}
+			return // closed
+		}
+		if h.Type == packet.PUBACK {
+			t.Fatal("PUBACK for a message the log did not take")
+		}
+	}
+}
+
+func TestTenant(t *testing.T) {
+	for _, c := range []struct{ id, sep, want string }{
+		{"acme-dev1", "-", "acme"},
+		{"acme-dev-1", "-", "acme"},
+		{"nodash", "-", ""},
+		{"-lead", "-", ""},
+		{"a::b", "::", "a"},
+		{"acme-dev1", "", ""},
+	} {
+		if got := Tenant(c.id, c.sep); got != c.want {
+			t.Errorf("Tenant(%q, %q) = %q, want %q", c.id, c.sep, got, c.want)
+		}
+	}
+}
+
+func TestConfigValidateNamesKeys(t *testing.T) {
+	c := DefaultConfig()
+	c.ReceiveMaximum = 0
+	c.MaxPacketSize = 1
+	err := c.Validate()
+	for _, key := range []string{"gateway.receive_maximum", "gateway.max_packet_size"} {
+		if err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("Validate() = %v, want %s named", err, key)
+		}
+	}
+}
+
+func readAck(t *testing.T, nc net.Conn, rd *packet.Reader) *packet.Ack {
+	t.Helper()
+	p := read(t, nc, rd, time.Second)
+	a, ok := p.(*packet.Ack)
+	if !ok {
+		t.Fatalf("got %v, want an acknowledgement", p.Type())
+	}
+	return a
+}

@@ -1,0 +1,361 @@
+package gateway
+
+import (
+	"context"
+	"strings"
+
+	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
+	"github.com/shoal-mqtt/shoal/internal/mqtt/topic"
+	"github.com/shoal-mqtt/shoal/kafka"
+	"github.com/shoal-mqtt/shoal/schemas/eventspb"
+)
+
+// handlePublish takes in a client's PUBLISH: it writes the message to the
+// log and acknowledges QoS 1 and 2 only once the write is durable.
+func (c *conn) handlePublish(h packet.FixedHeader, body []byte) error {
+	g := c.g
+	p := &c.pub
+	if err := p.Decode(h, body, c.version); err != nil {
+		return err
+	}
+	c.add(MessagesReceived, 1)
+	name := p.Topic
+	if c.version == packet.V5 {
+		if p.Props.Present(packet.PropSubscriptionID) {
+			return closeWith(packet.CodeProtocolError, "subscription identifier in a PUBLISH from a client")
+		}
+		if p.Props.Present(packet.PropTopicAlias) {
+			a := p.Props.TopicAlias
+			if a > g.cfg.TopicAliasMaximum {
+				return closeWith(packet.CodeTopicAliasInvalid, "topic alias above the maximum")
+			}
+			if c.aliasIn == nil {
+				c.aliasIn = make([]string, g.cfg.TopicAliasMaximum)
+			}
+			if len(name) == 0 {
+				if c.aliasIn[a-1] == "" {
+					return closeWith(packet.CodeProtocolError, "unknown topic alias")
+				}
+				name = stringBytes(c.aliasIn[a-1])
+			} else {
+				c.aliasIn[a-1] = string(name)
+			}
+		}
+	}
+	if p.QoS > 0 {
+		if _, dup := c.awaitingRel[p.PacketID]; dup && p.QoS == 2 {
+			// A retransmission of a QoS 2 message we hold: acknowledge
+			// again, do not publish again.
+			c.queueAck(&pendingAck{kind: packet.PUBREC, id: p.PacketID})
+			return nil
+		}
+		if c.inInflight.Add(1) > int32(g.cfg.ReceiveMaximum) {
+			return closeWith(packet.CodeReceiveMaximumExceeded, "receive maximum exceeded")
+		}
+	}
+	if code := c.refusePublish(name, p); code != 0 {
+		if p.QoS == 0 {
+			if code == packet.CodePayloadFormatInvalid {
+				return closeWith(code, "payload is not valid UTF-8")
+			}
+			return nil // QoS 0 has no way to report a refusal
+		}
+		kind := packet.PUBACK
+		if p.QoS == 2 {
+			kind = packet.PUBREC
+		}
+		c.queueAck(&pendingAck{kind: kind, id: p.PacketID, code: code})
+		return nil
+	}
+
+	now := g.clock()
+	m := &eventspb.Message{
+		Topic:   string(name),
+		Payload: p.Payload, // copied into the record by NewRecord
+		Qos:     uint32(p.QoS),
+		Retain:  p.Retain,
+	}
+	if c.version == packet.V5 {
+		setMessageProps(m, &p.Props, now)
+	}
+	rec := kafka.NewRecord(kafka.TopicMessages, recordKey(c.tenant, m.Topic), -1, &eventspb.Envelope{
+		Tenant:      c.tenant,
+		ClientId:    c.clientID,
+		Gateway:     g.cfg.ID,
+		TimestampUs: now.UnixMicro(),
+		MessageId:   g.nextMessageID(),
+		Event:       &eventspb.Envelope_Publish{Publish: &eventspb.Publish{Message: m, Connection: c.id}},
+	})
+	m.Payload = nil // the record holds its own copy; do not keep the read buffer alive
+	if p.QoS == 0 {
+		c.writing.Add(1)
+		g.kl.Produce(context.Background(), rec, func(_ *kafka.Record, err error) {
+			defer c.writing.Done()
+			if err != nil {
+				g.log.Error("publish QoS 0", "client", c.clientID, "err", err)
+			}
+		})
+		return nil
+	}
+	pa := &pendingAck{kind: packet.PUBACK, id: p.PacketID}
+	if p.QoS == 2 {
+		pa.kind = packet.PUBREC
+		if c.awaitingRel == nil {
+			c.awaitingRel = make(map[uint16]struct{})
+		}
+		c.awaitingRel[p.PacketID] = struct{}{}
+	}
+	pa.remaining.Store(1)
+	c.queueAck(pa)
+	c.writing.Add(1)
+	g.kl.Produce(context.Background(), rec, func(_ *kafka.Record, err error) { c.ackDone(pa, err) })
+	return nil
+}
+
+// refusePublish returns the reason a PUBLISH is refused, or 0.
+func (c *conn) refusePublish(name []byte, p *packet.Publish) packet.ReasonCode {
+	if err := topic.ValidateName(string(name)); err != nil {
+		return packet.CodeTopicNameInvalid
+	}
+	if len(name) > 0 && name[0] == '$' {
+		s := string(name)
+		if strings.HasPrefix(s, "$SYS") || strings.HasPrefix(s, "$share") {
+			return packet.CodeNotAuthorized // reserved for the broker
+		}
+	}
+	if c.version == packet.V5 && p.Props.Present(packet.PropPayloadFormat) && p.Props.PayloadFormat == 1 &&
+		!validPayloadUTF8(p.Payload) {
+		return packet.CodePayloadFormatInvalid
+	}
+	return 0
+}
+
+// handlePubrel completes an incoming QoS 2 flow.
+func (c *conn) handlePubrel(id uint16) error {
+	pa := &pendingAck{kind: packet.PUBCOMP, id: id}
+	if _, ok := c.awaitingRel[id]; ok {
+		delete(c.awaitingRel, id)
+	} else {
+		pa.code = packet.CodePacketIdentifierNotFound
+	}
+	c.queueAck(pa)
+	return nil
+}
+
+// handleSubscribe writes each subscription to the router's partitions and
+// the session, and answers SUBACK once all are durable.
+func (c *conn) handleSubscribe(h packet.FixedHeader, body []byte) error {
+	g := c.g
+	s := &c.sub
+	if err := s.Decode(h, body, c.version); err != nil {
+		return err
+	}
+	v5 := c.version == packet.V5
+	var subID uint32
+	if v5 && len(s.Props.SubscriptionIDs) > 0 {
+		subID = s.Props.SubscriptionIDs[0]
+	}
+	pa := &pendingAck{kind: packet.SUBACK, id: s.PacketID, codes: make([]packet.ReasonCode, len(s.Filters))}
+	var recs []*kafka.Record
+	var added []*eventspb.SessionSubscription
+	now := g.clock()
+	for i, f := range s.Filters {
+		filter := string(f.Filter)
+		group, inner, shared, err := topic.ParseShared(filter)
+		if err == nil && !shared {
+			inner, err = filter, topic.ValidateFilter(filter)
+		}
+		if err != nil {
+			pa.codes[i] = packet.CodeTopicFilterInvalid
+			if !v5 {
+				pa.codes[i] = packet.CodeUnspecifiedError
+			}
+			continue
+		}
+		if shared && f.NoLocal && v5 {
+			return closeWith(packet.CodeProtocolError, "no local on a shared subscription")
+		}
+		qos := min(f.QoS, 2)
+		pa.codes[i] = packet.ReasonCode(qos)
+		opts := &eventspb.SubscriptionOptions{
+			Qos:               uint32(qos),
+			NoLocal:           f.NoLocal,
+			RetainAsPublished: f.RetainAsPublished,
+			RetainHandling:    uint32(f.RetainHandling),
+			SubscriptionId:    subID,
+		}
+		c.mu.Lock()
+		c.subs[filter] = opts
+		c.mu.Unlock()
+		added = append(added, &eventspb.SessionSubscription{Filter: filter, Options: opts})
+		recs = c.appendChange(recs, now, &eventspb.SubscriptionChange{
+			Op:         eventspb.SubscriptionChange_OP_ADD,
+			Filter:     inner,
+			ShareGroup: group,
+			Options:    opts,
+			Route:      &eventspb.Route{Slot: g.cfg.Slot, Connection: c.id, Generation: c.generation},
+		})
+	}
+	if len(added) > 0 {
+		recs = append(recs, c.sessionRecord(now, &eventspb.SessionSubscriptions{Added: added, Generation: c.generation}))
+	}
+	c.produceThenAck(pa, recs)
+	return nil
+}
+
+// handleUnsubscribe removes subscriptions and answers UNSUBACK once the
+// removals are durable.
+func (c *conn) handleUnsubscribe(h packet.FixedHeader, body []byte) error {
+	g := c.g
+	u := &c.unsub
+	if err := u.Decode(h, body, c.version); err != nil {
+		return err
+	}
+	pa := &pendingAck{kind: packet.UNSUBACK, id: u.PacketID, codes: make([]packet.ReasonCode, len(u.Filters))}
+	var recs []*kafka.Record
+	var removed []string
+	now := g.clock()
+	for i, f := range u.Filters {
+		filter := string(f)
+		c.mu.Lock()
+		_, had := c.subs[filter]
+		delete(c.subs, filter)
+		c.mu.Unlock()
+		group, inner, shared, err := topic.ParseShared(filter)
+		if err == nil && !shared {
+			inner, err = filter, topic.ValidateFilter(filter)
+		}
+		switch {
+		case err != nil:
+			pa.codes[i] = packet.CodeTopicFilterInvalid
+			continue
+		case !had:
+			pa.codes[i] = packet.CodeNoSubscriptionExisted
+		}
+		removed = append(removed, filter)
+		recs = c.appendChange(recs, now, &eventspb.SubscriptionChange{
+			Op:         eventspb.SubscriptionChange_OP_REMOVE,
+			Filter:     inner,
+			ShareGroup: group,
+			Route:      &eventspb.Route{Slot: g.cfg.Slot, Connection: c.id, Generation: c.generation},
+		})
+	}
+	if len(removed) > 0 {
+		recs = append(recs, c.sessionRecord(now, &eventspb.SessionSubscriptions{Removed: removed, Generation: c.generation}))
+	}
+	c.produceThenAck(pa, recs)
+	return nil
+}
+
+// appendChange appends the records of one subscription change: to the
+// partition of its topic for a filter without wildcards, to every
+// partition for a filter with wildcards (ARCHITECTURE.md).
+func (c *conn) appendChange(recs []*kafka.Record, now interface{ UnixMicro() int64 }, ch *eventspb.SubscriptionChange) []*kafka.Record {
+	g := c.g
+	env := &eventspb.Envelope{
+		Tenant:      c.tenant,
+		ClientId:    c.clientID,
+		Gateway:     g.cfg.ID,
+		TimestampUs: now.UnixMicro(),
+		Event:       &eventspb.Envelope_SubscriptionChange{SubscriptionChange: ch},
+	}
+	key := recordKey(c.tenant, ch.Filter)
+	if !strings.ContainsAny(ch.Filter, "+#") {
+		return append(recs, kafka.NewRecord(kafka.TopicMessages, key, kafka.PartitionForKey(key, g.msgParts), env))
+	}
+	for p := int32(0); p < g.msgParts; p++ {
+		recs = append(recs, kafka.NewRecord(kafka.TopicMessages, key, p, env))
+	}
+	return recs
+}
+
+func (c *conn) sessionRecord(now interface{ UnixMicro() int64 }, s *eventspb.SessionSubscriptions) *kafka.Record {
+	return kafka.NewRecord(kafka.TopicSessions, c.rkey, kafka.PartitionByKey, &eventspb.Envelope{
+		Tenant:      c.tenant,
+		ClientId:    c.clientID,
+		Gateway:     c.g.cfg.ID,
+		TimestampUs: now.UnixMicro(),
+		Event:       &eventspb.Envelope_SessionSubscriptions{SessionSubscriptions: s},
+	})
+}
+
+// produceThenAck queues pa and produces recs; pa is sent once all are
+// durable.
+func (c *conn) produceThenAck(pa *pendingAck, recs []*kafka.Record) {
+	pa.remaining.Store(int32(len(recs)))
+	c.queueAck(pa)
+	c.writing.Add(len(recs))
+	for _, r := range recs {
+		c.g.kl.Produce(context.Background(), r, func(_ *kafka.Record, err error) { c.ackDone(pa, err) })
+	}
+}
+
+// queueAck appends pa to the ordered acknowledgements; one that waits for
+// nothing is ready at once.
+func (c *conn) queueAck(pa *pendingAck) {
+	c.mu.Lock()
+	if pa.remaining.Load() == 0 {
+		pa.ready = true
+	}
+	c.acks = append(c.acks, pa)
+	c.sendReadyAcks()
+	c.mu.Unlock()
+	c.kickFlush()
+}
+
+// ackDone records that one record pa waits for was written (or failed).
+func (c *conn) ackDone(pa *pendingAck, err error) {
+	defer c.writing.Done()
+	if err != nil {
+		c.mu.Lock()
+		pa.failed = true
+		c.mu.Unlock()
+	}
+	if pa.remaining.Add(-1) > 0 {
+		return
+	}
+	c.mu.Lock()
+	pa.ready = true
+	c.sendReadyAcks()
+	c.mu.Unlock()
+	c.kickFlush()
+}
+
+// sendReadyAcks encodes the ready acknowledgements at the head of the
+// queue, in order. A failed write closes the connection without its
+// acknowledgement, so the client sends the message again. Holds c.mu.
+func (c *conn) sendReadyAcks() {
+	n := 0
+	for _, pa := range c.acks {
+		if !pa.ready {
+			break
+		}
+		n++
+		if pa.failed {
+			c.g.log.Warn("log write failed; closing without acknowledgement", "client", c.clientID, "packet", pa.kind)
+			go func() { _ = c.nc.Close() }()
+			continue
+		}
+		switch pa.kind {
+		case packet.PUBACK, packet.PUBREC, packet.PUBCOMP:
+			a := packet.Ack{Kind: pa.kind, PacketID: pa.id, Code: pa.code}
+			c.out.b = a.Append(c.out.b, c.version)
+			// The client's flow ends with PUBACK, with a refusing PUBREC,
+			// or with PUBCOMP for an identifier we held.
+			if pa.kind == packet.PUBACK || (pa.kind == packet.PUBREC && pa.code.IsError()) ||
+				(pa.kind == packet.PUBCOMP && !pa.code.IsError()) {
+				c.inInflight.Add(-1)
+			}
+		case packet.SUBACK:
+			s := packet.Suback{PacketID: pa.id, Codes: pa.codes}
+			c.out.b = s.Append(c.out.b, c.version)
+		case packet.UNSUBACK:
+			u := packet.Unsuback{PacketID: pa.id, Codes: pa.codes}
+			c.out.b = u.Append(c.out.b, c.version)
+		}
+	}
+	if n > 0 {
+		clear(c.acks[:n])
+		c.acks = c.acks[n:]
+	}
+}

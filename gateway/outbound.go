@@ -1,0 +1,193 @@
+package gateway
+
+import (
+	"time"
+
+	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
+	"github.com/shoal-mqtt/shoal/schemas/eventspb"
+)
+
+// deliver sends one message to this connection per its delivery target.
+// QoS 1 and 2 messages take a packet identifier while the client's receive
+// maximum allows, and wait in a bounded queue otherwise.
+func (c *conn) deliver(m *eventspb.Message, t *eventspb.Target, now time.Time) {
+	if m.HasExpiry && m.ExpiresAtMs <= now.UnixMilli() {
+		return
+	}
+	qos := byte(min(t.Qos, 2))
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	if qos == 0 {
+		if c.out.len() > c.g.cfg.MaxOutBuffer {
+			c.mu.Unlock()
+			c.add(Dropped, 1)
+			return
+		}
+		c.writePublish(m, 0, t.Retain, t.SubscriptionIds, 0, false, now)
+		c.mu.Unlock()
+		c.kickFlush()
+		return
+	}
+	om := &outMsg{msg: m, qos: qos, retain: t.Retain, subIDs: t.SubscriptionIds}
+	if len(c.inflight) < int(c.clientRecvMax) && len(c.queue) == 0 {
+		c.sendInflight(om, now)
+	} else if len(c.queue) < c.g.cfg.MaxQueued {
+		c.queue = append(c.queue, om)
+	} else {
+		c.add(Dropped, 1)
+	}
+	c.mu.Unlock()
+	c.kickFlush()
+}
+
+// sendInflight gives om a packet identifier and writes it. Holds c.mu.
+func (c *conn) sendInflight(om *outMsg, now time.Time) {
+	if c.inflight == nil {
+		c.inflight = make(map[uint16]*outMsg)
+	}
+	for {
+		c.nextID++
+		if c.nextID == 0 {
+			c.nextID = 1
+		}
+		if _, used := c.inflight[c.nextID]; !used {
+			break
+		}
+	}
+	om.id = c.nextID
+	c.inflight[om.id] = om
+	c.writePublish(om.msg, om.qos, om.retain, om.subIDs, om.id, false, now)
+}
+
+// pump moves queued messages into free inflight slots. Holds c.mu.
+func (c *conn) pump(now time.Time) {
+	n := 0
+	for n < len(c.queue) && len(c.inflight) < int(c.clientRecvMax) {
+		om := c.queue[n]
+		n++
+		if om.msg.HasExpiry && om.msg.ExpiresAtMs <= now.UnixMilli() {
+			continue
+		}
+		c.sendInflight(om, now)
+	}
+	if n > 0 {
+		clear(c.queue[:n])
+		c.queue = c.queue[n:]
+	}
+}
+
+// writePublish encodes a PUBLISH into the out buffer; payloads from
+// borrowThreshold bytes are written by reference. Holds c.mu.
+func (c *conn) writePublish(m *eventspb.Message, qos byte, retain bool, subIDs []uint32, id uint16, dup bool, now time.Time) {
+	p := &c.scratch
+	*p = packet.Publish{Props: p.Props}
+	p.Props.Has = 0
+	p.Props.User = p.Props.User[:0]
+	p.Props.SubscriptionIDs = p.Props.SubscriptionIDs[:0]
+	p.QoS, p.Retain, p.PacketID, p.Dup = qos, retain, id, dup
+	p.Topic = stringBytes(m.Topic)
+	p.Payload = m.Payload
+	if c.version == packet.V5 {
+		pr := &p.Props
+		if m.PayloadUtf8 {
+			pr.PayloadFormat = 1
+			pr.Set(packet.PropPayloadFormat)
+		}
+		if m.HasExpiry {
+			left := (m.ExpiresAtMs - now.UnixMilli() + 999) / 1000
+			pr.MessageExpiry = uint32(max(left, 1))
+			pr.Set(packet.PropMessageExpiry)
+		}
+		if m.ContentType != "" {
+			pr.ContentType = stringBytes(m.ContentType)
+			pr.Set(packet.PropContentType)
+		}
+		if m.ResponseTopic != "" {
+			pr.ResponseTopic = stringBytes(m.ResponseTopic)
+			pr.Set(packet.PropResponseTopic)
+		}
+		if m.CorrelationData != nil {
+			pr.CorrelationData = m.CorrelationData
+			pr.Set(packet.PropCorrelationData)
+		}
+		for _, u := range m.UserProperties {
+			pr.User = append(pr.User, packet.UserProperty{Key: stringBytes(u.Key), Value: stringBytes(u.Value)})
+		}
+		pr.SubscriptionIDs = append(pr.SubscriptionIDs, subIDs...)
+		if c.clientAliasMax > 0 {
+			c.applyAlias(p)
+		}
+	}
+	if uint32(p.Size(c.version)) > c.clientMaxPacket {
+		// [MQTT-3.1.2-25]: never send a packet above the client's maximum.
+		c.add(Dropped, 1)
+		if id != 0 {
+			delete(c.inflight, id)
+		}
+		return
+	}
+	if len(p.Payload) >= borrowThreshold {
+		c.out.b = p.AppendHeader(c.out.b, c.version)
+		c.out.borrow(p.Payload)
+	} else {
+		c.out.b = p.Append(c.out.b, c.version)
+	}
+	c.add(MessagesSent, 1)
+}
+
+// applyAlias uses or assigns an outbound topic alias. Holds c.mu.
+func (c *conn) applyAlias(p *packet.Publish) {
+	if c.aliasOut == nil {
+		c.aliasOut = make(map[string]uint16)
+	}
+	t := string(p.Topic)
+	if a, ok := c.aliasOut[t]; ok {
+		p.Props.TopicAlias = a
+		p.Props.Set(packet.PropTopicAlias)
+		p.Topic = nil
+		return
+	}
+	if len(c.aliasOut) < int(c.clientAliasMax) {
+		a := uint16(len(c.aliasOut) + 1)
+		c.aliasOut[t] = a
+		p.Props.TopicAlias = a
+		p.Props.Set(packet.PropTopicAlias)
+	}
+}
+
+// handleOutboundAck processes PUBACK, PUBREC and PUBCOMP from the client.
+func (c *conn) handleOutboundAck(a *packet.Ack) {
+	now := c.g.clock()
+	c.mu.Lock()
+	om := c.inflight[a.PacketID]
+	switch a.Kind {
+	case packet.PUBACK:
+		if om != nil && om.qos == 1 {
+			delete(c.inflight, a.PacketID)
+		}
+	case packet.PUBREC:
+		switch {
+		case om == nil || om.qos != 2:
+			if c.version == packet.V5 {
+				rel := packet.Ack{Kind: packet.PUBREL, PacketID: a.PacketID, Code: packet.CodePacketIdentifierNotFound}
+				c.out.b = rel.Append(c.out.b, c.version)
+			}
+		case a.Code.IsError():
+			delete(c.inflight, a.PacketID)
+		default:
+			om.pubrecd = true
+			rel := packet.Ack{Kind: packet.PUBREL, PacketID: a.PacketID}
+			c.out.b = rel.Append(c.out.b, c.version)
+		}
+	case packet.PUBCOMP:
+		if om != nil && om.qos == 2 && om.pubrecd {
+			delete(c.inflight, a.PacketID)
+		}
+	}
+	c.pump(now)
+	c.mu.Unlock()
+	c.kickFlush()
+}

@@ -1,0 +1,11 @@
+// Package broker assembles `shoal all`: the embedded backbone (an
+// in-process Kafka and a Pebble view store) or an external Kafka, and the
+// gateway, router and session roles over it, with the HTTP endpoints
+// /metrics, /healthz and /readyz. It wires; the roles implement.
+//
+// Start-up order: backbone, topics, view store, router and session service,
+// then the gateway (which opens its listeners only once it consumes its
+// slot). Shutdown is the reverse, in two phases: the gateway stops first and
+// reports every connection's end to the log while the other roles still
+// run, then the rest stop and the backbone closes.
+package broker

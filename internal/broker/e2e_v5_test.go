@@ -1,0 +1,364 @@
+package broker_test
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/eclipse/paho.golang/paho"
+
+	"github.com/shoal-mqtt/shoal/internal/config"
+	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
+)
+
+func u32(v uint32) *uint32 { return &v }
+
+func TestConnackProperties(t *testing.T) {
+	b := startBroker(t, func(c *config.Config) { c.Gateway.MaxKeepAlive = 20 * time.Second })
+	c, ca := dialV5(t, mqttAddr(b), "", func(cp *paho.Connect) { cp.KeepAlive = 600 })
+	_ = c
+	if ca.ReasonCode != 0 {
+		t.Fatalf("reason = %#x", ca.ReasonCode)
+	}
+	p := ca.Properties
+	if p == nil {
+		t.Fatal("no CONNACK properties")
+	}
+	if p.AssignedClientID == "" {
+		t.Error("no assigned client identifier for an empty one")
+	}
+	if p.ReceiveMaximum == nil || *p.ReceiveMaximum != config.Default().Gateway.ReceiveMaximum {
+		t.Errorf("receive maximum = %v", p.ReceiveMaximum)
+	}
+	if p.MaximumPacketSize == nil || *p.MaximumPacketSize != config.Default().Gateway.MaxPacketSize {
+		t.Errorf("maximum packet size = %v", p.MaximumPacketSize)
+	}
+	if p.TopicAliasMaximum == nil || *p.TopicAliasMaximum != config.Default().Gateway.TopicAliasMaximum {
+		t.Errorf("topic alias maximum = %v", p.TopicAliasMaximum)
+	}
+	if p.ServerKeepAlive == nil || *p.ServerKeepAlive != 20 {
+		t.Errorf("server keep alive = %v, want 20", p.ServerKeepAlive)
+	}
+}
+
+func TestPubSubQoS(t *testing.T) {
+	b := startBroker(t)
+	for _, pubQoS := range []byte{0, 1, 2} {
+		for _, subQoS := range []byte{0, 1, 2} {
+			t.Run(fmt.Sprintf("pub%d-sub%d", pubQoS, subQoS), func(t *testing.T) {
+				topic := fmt.Sprintf("qos/%d/%d", pubQoS, subQoS)
+				sub, _ := dialV5(t, mqttAddr(b), fmt.Sprintf("qos-sub%d%d", pubQoS, subQoS))
+				sa := sub.subscribe(t, paho.SubscribeOptions{Topic: topic, QoS: subQoS})
+				if sa.Reasons[0] != subQoS {
+					t.Fatalf("granted %d, want %d", sa.Reasons[0], subQoS)
+				}
+				pub, _ := dialV5(t, mqttAddr(b), fmt.Sprintf("qos-pub%d%d", pubQoS, subQoS))
+				for i := 0; i < 10; i++ {
+					pub.publish(t, &paho.Publish{Topic: topic, QoS: pubQoS, Payload: []byte(fmt.Sprint(i))})
+				}
+				for i := 0; i < 10; i++ {
+					m := sub.expect(t)
+					if string(m.Payload) != fmt.Sprint(i) || m.Topic != topic {
+						t.Fatalf("message %d: %q on %q", i, m.Payload, m.Topic)
+					}
+					if want := min(pubQoS, subQoS); m.QoS != want {
+						t.Fatalf("delivered at QoS %d, want %d", m.QoS, want)
+					}
+				}
+				sub.expectNone(t, 100*time.Millisecond)
+			})
+		}
+	}
+}
+
+func TestWildcardsAndDollarTopics(t *testing.T) {
+	b := startBroker(t)
+	sub, _ := dialV5(t, mqttAddr(b), "wild-sub")
+	sub.subscribe(t,
+		paho.SubscribeOptions{Topic: "sport/+/player1", QoS: 1},
+		paho.SubscribeOptions{Topic: "finance/#", QoS: 1},
+	)
+	all, _ := dialV5(t, mqttAddr(b), "wild-all")
+	all.subscribe(t, paho.SubscribeOptions{Topic: "#", QoS: 1})
+	pub, _ := dialV5(t, mqttAddr(b), "wild-pub")
+	for _, topic := range []string{"sport/tennis/player1", "sport/tennis/player2", "finance", "finance/usd/eur", "other"} {
+		pub.publish(t, &paho.Publish{Topic: topic, QoS: 1, Payload: []byte(topic)})
+	}
+	var got []string
+	for range 3 {
+		got = append(got, sub.expect(t).Topic)
+	}
+	slices.Sort(got)
+	if want := []string{"finance", "finance/usd/eur", "sport/tennis/player1"}; !slices.Equal(got, want) {
+		t.Fatalf("wildcard subscriber got %v, want %v", got, want)
+	}
+	sub.expectNone(t, 100*time.Millisecond)
+	for range 5 {
+		all.expect(t)
+	}
+	all.expectNone(t, 100*time.Millisecond)
+}
+
+func TestRetained(t *testing.T) {
+	b := startBroker(t)
+	pub, _ := dialV5(t, mqttAddr(b), "ret-pub")
+	pub.publish(t, &paho.Publish{Topic: "ret/a", QoS: 1, Retain: true, Payload: []byte("one")})
+	pub.publish(t, &paho.Publish{Topic: "ret/a", QoS: 1, Retain: true, Payload: []byte("two")})
+	pub.publish(t, &paho.Publish{Topic: "ret/b", QoS: 0, Retain: true, Payload: []byte("b")})
+
+	s1, _ := dialV5(t, mqttAddr(b), "ret-s1")
+	s1.subscribe(t, paho.SubscribeOptions{Topic: "ret/#", QoS: 1})
+	got := map[string]string{}
+	for range 2 {
+		m := s1.expect(t)
+		if !m.Retain {
+			t.Errorf("retained message on %s without the retain flag", m.Topic)
+		}
+		got[m.Topic] = string(m.Payload)
+	}
+	if got["ret/a"] != "two" || got["ret/b"] != "b" {
+		t.Fatalf("retained = %v, want ret/a=two (replaced) and ret/b=b", got)
+	}
+	s1.expectNone(t, 100*time.Millisecond)
+
+	// An empty retained payload deletes; it is still delivered to current
+	// subscribers.
+	pub.publish(t, &paho.Publish{Topic: "ret/a", QoS: 1, Retain: true, Payload: nil})
+	if m := s1.expect(t); m.Topic != "ret/a" || len(m.Payload) != 0 {
+		t.Fatalf("delete: got %q on %s", m.Payload, m.Topic)
+	}
+	s2, _ := dialV5(t, mqttAddr(b), "ret-s2")
+	s2.subscribe(t, paho.SubscribeOptions{Topic: "ret/#", QoS: 1})
+	if m := s2.expect(t); m.Topic != "ret/b" {
+		t.Fatalf("after delete got %s, want only ret/b", m.Topic)
+	}
+	s2.expectNone(t, 100*time.Millisecond)
+}
+
+func TestRetainHandling(t *testing.T) {
+	b := startBroker(t)
+	pub, _ := dialV5(t, mqttAddr(b), "rh-pub")
+	pub.publish(t, &paho.Publish{Topic: "rh/x", QoS: 1, Retain: true, Payload: []byte("r")})
+
+	c, _ := dialV5(t, mqttAddr(b), "rh-sub")
+	// 2: never.
+	c.subscribe(t, paho.SubscribeOptions{Topic: "rh/x", QoS: 1, RetainHandling: 2})
+	c.expectNone(t, 200*time.Millisecond)
+	// 1: only for a new subscription — this one exists.
+	c.subscribe(t, paho.SubscribeOptions{Topic: "rh/x", QoS: 1, RetainHandling: 1})
+	c.expectNone(t, 200*time.Millisecond)
+	// 1 on a new filter: sent.
+	c.subscribe(t, paho.SubscribeOptions{Topic: "rh/+", QoS: 1, RetainHandling: 1})
+	if m := c.expect(t); string(m.Payload) != "r" || !m.Retain {
+		t.Fatalf("retain handling 1, new subscription: got %q retain=%v", m.Payload, m.Retain)
+	}
+	// 0: always, also on resubscribe.
+	c.subscribe(t, paho.SubscribeOptions{Topic: "rh/x", QoS: 1, RetainHandling: 0})
+	if m := c.expect(t); string(m.Payload) != "r" {
+		t.Fatalf("retain handling 0: got %q", m.Payload)
+	}
+}
+
+func TestNoLocalAndRetainAsPublished(t *testing.T) {
+	b := startBroker(t)
+	c, _ := dialV5(t, mqttAddr(b), "nl-self")
+	c.subscribe(t,
+		paho.SubscribeOptions{Topic: "nl/local", QoS: 1, NoLocal: true},
+		paho.SubscribeOptions{Topic: "nl/rap", QoS: 1, RetainAsPublished: true},
+		paho.SubscribeOptions{Topic: "nl/plain", QoS: 1},
+	)
+	c.publish(t, &paho.Publish{Topic: "nl/local", QoS: 1, Payload: []byte("mine")})
+	c.publish(t, &paho.Publish{Topic: "nl/rap", QoS: 1, Retain: true, Payload: []byte("rap")})
+	c.publish(t, &paho.Publish{Topic: "nl/plain", QoS: 1, Retain: true, Payload: []byte("plain")})
+	m := c.expect(t)
+	if m.Topic != "nl/rap" || !m.Retain {
+		t.Fatalf("retain-as-published: got %s retain=%v", m.Topic, m.Retain)
+	}
+	m = c.expect(t)
+	if m.Topic != "nl/plain" || m.Retain {
+		t.Fatalf("without retain-as-published: got %s retain=%v, want retain cleared", m.Topic, m.Retain)
+	}
+	c.expectNone(t, 200*time.Millisecond)
+}
+
+func TestPassThroughProperties(t *testing.T) {
+	b := startBroker(t)
+	sub, _ := dialV5(t, mqttAddr(b), "pt-sub")
+	sub.subscribe(t, paho.SubscribeOptions{Topic: "pt", QoS: 1})
+	pub, _ := dialV5(t, mqttAddr(b), "pt-pub")
+	format := byte(1)
+	pub.publish(t, &paho.Publish{Topic: "pt", QoS: 1, Payload: []byte("héllo"), Properties: &paho.PublishProperties{
+		PayloadFormat:   &format,
+		ContentType:     "text/plain",
+		ResponseTopic:   "pt/reply",
+		CorrelationData: []byte{1, 2, 3},
+		User:            paho.UserProperties{{Key: "a", Value: "1"}, {Key: "a", Value: "2"}, {Key: "b", Value: "3"}},
+	}})
+	m := sub.expect(t)
+	p := m.Properties
+	if p == nil || p.PayloadFormat == nil || *p.PayloadFormat != 1 || p.ContentType != "text/plain" ||
+		p.ResponseTopic != "pt/reply" || !bytes.Equal(p.CorrelationData, []byte{1, 2, 3}) {
+		t.Fatalf("properties not passed through: %+v", p)
+	}
+	want := paho.UserProperties{{Key: "a", Value: "1"}, {Key: "a", Value: "2"}, {Key: "b", Value: "3"}}
+	if !slices.Equal(p.User, want) {
+		t.Fatalf("user properties = %v, want %v in order", p.User, want)
+	}
+}
+
+func TestMessageExpiry(t *testing.T) {
+	b := startBroker(t)
+	pub, _ := dialV5(t, mqttAddr(b), "exp-pub")
+	pub.publish(t, &paho.Publish{Topic: "exp/short", QoS: 1, Retain: true, Payload: []byte("gone"),
+		Properties: &paho.PublishProperties{MessageExpiry: u32(1)}})
+	pub.publish(t, &paho.Publish{Topic: "exp/long", QoS: 1, Retain: true, Payload: []byte("kept"),
+		Properties: &paho.PublishProperties{MessageExpiry: u32(100)}})
+	time.Sleep(2100 * time.Millisecond) // let the 1 s expiry pass
+	sub, _ := dialV5(t, mqttAddr(b), "exp-sub")
+	sub.subscribe(t, paho.SubscribeOptions{Topic: "exp/#", QoS: 1})
+	m := sub.expect(t)
+	if m.Topic != "exp/long" {
+		t.Fatalf("got %s: the expired retained message was delivered", m.Topic)
+	}
+	if m.Properties == nil || m.Properties.MessageExpiry == nil {
+		t.Fatal("remaining message expiry interval not forwarded")
+	}
+	if left := *m.Properties.MessageExpiry; left > 98 || left < 90 {
+		t.Fatalf("remaining expiry = %d s, want about 98", left)
+	}
+	sub.expectNone(t, 200*time.Millisecond)
+}
+
+func TestSubscriptionIdentifiersAndOverlap(t *testing.T) {
+	b := startBroker(t)
+	r := dialRaw(t, mqttAddr(b), packet.V5)
+	r.connect(&packet.Connect{ClientID: []byte("ids-sub"), CleanStart: true, KeepAlive: 30})
+	for i, f := range []struct {
+		filter string
+		qos    byte
+	}{{"ids/+", 0}, {"ids/#", 2}} {
+		s := &packet.Subscribe{PacketID: uint16(i + 1), Filters: []packet.Subscription{{Filter: []byte(f.filter), QoS: f.qos}}}
+		s.Props.SubscriptionIDs = []uint32{uint32(10 + i)}
+		s.Props.Set(packet.PropSubscriptionID)
+		r.send(s)
+		if sa, ok := r.next(wait).(*packet.Suback); !ok || sa.Codes[0] != packet.ReasonCode(f.qos) {
+			t.Fatalf("suback for %s: %+v", f.filter, sa)
+		}
+	}
+	pub, _ := dialV5(t, mqttAddr(b), "ids-pub")
+	pub.publish(t, &paho.Publish{Topic: "ids/x", QoS: 2, Payload: []byte("once")})
+	p, ok := r.next(wait).(*packet.Publish)
+	if !ok {
+		t.Fatal("want PUBLISH")
+	}
+	ids := slices.Clone(p.Props.SubscriptionIDs)
+	slices.Sort(ids)
+	if p.QoS != 2 || !slices.Equal(ids, []uint32{10, 11}) {
+		t.Fatalf("overlapping subscriptions: QoS %d ids %v, want one delivery at QoS 2 with ids [10 11]", p.QoS, ids)
+	}
+	r.send(&packet.Ack{Kind: packet.PUBREC, PacketID: p.PacketID})
+	if rel, ok := r.next(wait).(*packet.Ack); !ok || rel.Kind != packet.PUBREL {
+		t.Fatal("want PUBREL")
+	}
+	r.send(&packet.Ack{Kind: packet.PUBCOMP, PacketID: p.PacketID})
+	if _, err := r.read(200 * time.Millisecond); err == nil {
+		t.Fatal("a second delivery for overlapping subscriptions")
+	}
+}
+
+func TestTopicAliases(t *testing.T) {
+	b := startBroker(t)
+	// Outbound: the subscriber allows 5 aliases.
+	sub := dialRaw(t, mqttAddr(b), packet.V5)
+	cp := &packet.Connect{ClientID: []byte("alias-sub"), CleanStart: true, KeepAlive: 30}
+	cp.Props.TopicAliasMax = 5
+	cp.Props.Set(packet.PropTopicAliasMax)
+	sub.connect(cp)
+	sub.send(&packet.Subscribe{PacketID: 1, Filters: []packet.Subscription{{Filter: []byte("alias/t"), QoS: 0}}})
+	sub.next(wait) // SUBACK
+
+	// Inbound: the publisher sets alias 3, then publishes by alias only.
+	pub := dialRaw(t, mqttAddr(b), packet.V5)
+	pub.connect(&packet.Connect{ClientID: []byte("alias-pub"), CleanStart: true, KeepAlive: 30})
+	p := &packet.Publish{Topic: []byte("alias/t"), Payload: []byte("1")}
+	p.Props.TopicAlias = 3
+	p.Props.Set(packet.PropTopicAlias)
+	pub.send(p)
+	p2 := &packet.Publish{Payload: []byte("2")}
+	p2.Props.TopicAlias = 3
+	p2.Props.Set(packet.PropTopicAlias)
+	pub.send(p2)
+
+	first := nextAs[*packet.Publish](sub)
+	if string(first.Topic) != "alias/t" || !first.Props.Present(packet.PropTopicAlias) {
+		t.Fatalf("first delivery: topic %q alias %v; want the topic and a new alias", first.Topic, first.Props.Present(packet.PropTopicAlias))
+	}
+	second := nextAs[*packet.Publish](sub)
+	if len(second.Topic) != 0 || second.Props.TopicAlias != first.Props.TopicAlias || string(second.Payload) != "2" {
+		t.Fatalf("second delivery: topic %q alias %d payload %q; want the alias alone", second.Topic, second.Props.TopicAlias, second.Payload)
+	}
+
+	// An alias above our maximum is a protocol fault: DISCONNECT 0x94.
+	bad := &packet.Publish{Topic: []byte("alias/t")}
+	bad.Props.TopicAlias = config.Default().Gateway.TopicAliasMaximum + 1
+	bad.Props.Set(packet.PropTopicAlias)
+	pub.send(bad)
+	if d := pub.expectClosed(wait); d == nil || d.Code != packet.CodeTopicAliasInvalid {
+		t.Fatalf("alias above maximum: disconnect %+v, want 0x94", d)
+	}
+}
+
+func TestOutboundReceiveMaximum(t *testing.T) {
+	b := startBroker(t)
+	sub := dialRaw(t, mqttAddr(b), packet.V5)
+	cp := &packet.Connect{ClientID: []byte("rm-sub"), CleanStart: true, KeepAlive: 30}
+	cp.Props.ReceiveMax = 2
+	cp.Props.Set(packet.PropReceiveMax)
+	sub.connect(cp)
+	sub.send(&packet.Subscribe{PacketID: 1, Filters: []packet.Subscription{{Filter: []byte("rm"), QoS: 1}}})
+	sub.next(wait)
+	pub, _ := dialV5(t, mqttAddr(b), "rm-pub")
+	for i := range 5 {
+		pub.publish(t, &paho.Publish{Topic: "rm", QoS: 1, Payload: []byte{byte('0' + i)}})
+	}
+	// Packets alias the reader's buffer: keep what is compared.
+	type rec struct {
+		id      uint16
+		payload string
+	}
+	var got []rec
+	recv := func() {
+		p := nextAs[*packet.Publish](sub)
+		got = append(got, rec{p.PacketID, string(p.Payload)})
+	}
+	recv()
+	recv()
+	if _, err := sub.read(300 * time.Millisecond); err == nil {
+		t.Fatal("a third message while two are unacknowledged (receive maximum 2)")
+	}
+	for len(got) < 5 {
+		sub.send(&packet.Ack{Kind: packet.PUBACK, PacketID: got[len(got)-2].id})
+		recv()
+	}
+	for i, p := range got {
+		if p.payload != string(rune('0'+i)) {
+			t.Fatalf("message %d = %q: order lost", i, p.payload)
+		}
+	}
+}
+
+func TestInboundReceiveMaximumExceeded(t *testing.T) {
+	b := startBroker(t, func(c *config.Config) { c.Gateway.ReceiveMaximum = 1 })
+	r := dialRaw(t, mqttAddr(b), packet.V5)
+	r.connect(&packet.Connect{ClientID: []byte("rmx"), CleanStart: true, KeepAlive: 30})
+	var burst []byte
+	for i := range 3 {
+		burst = (&packet.Publish{QoS: 1, PacketID: uint16(i + 1), Topic: []byte("rmx"), Payload: []byte("x")}).Append(burst, packet.V5)
+	}
+	r.sendBytes(burst)
+	if d := r.expectClosed(wait); d == nil || d.Code != packet.CodeReceiveMaximumExceeded {
+		t.Fatalf("disconnect %+v, want 0x93 receive maximum exceeded", d)
+	}
+}

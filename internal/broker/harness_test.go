@@ -1,0 +1,290 @@
+package broker_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/eclipse/paho.golang/paho"
+
+	"github.com/shoal-mqtt/shoal/internal/broker"
+	"github.com/shoal-mqtt/shoal/internal/config"
+	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
+)
+
+// wait bounds every wait in these tests.
+const wait = 10 * time.Second
+
+// startBroker runs `shoal all` on loopback ports in a temporary directory
+// and stops it when the test ends.
+func startBroker(t *testing.T, mut ...func(*config.Config)) *broker.Broker {
+	t.Helper()
+	cfg := config.Default()
+	cfg.DataDir = t.TempDir()
+	cfg.HTTPListen = "127.0.0.1:0"
+	cfg.Gateway.MQTTListen = "127.0.0.1:0"
+	cfg.Gateway.WSListen = "127.0.0.1:0"
+	cfg.Kafka.Partitions = 4
+	cfg.Gateway.SysInterval = 0
+	cfg.Router.PresenceQuiet = 100 * time.Millisecond
+	for _, m := range mut {
+		m(&cfg)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	level := slog.LevelWarn
+	if os.Getenv("SHOAL_TEST_DEBUG") != "" {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: level}))
+	b := broker.New(cfg, log, "test")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for !b.Ready() {
+		select {
+		case err := <-done:
+			cancel()
+			t.Fatalf("broker stopped before ready: %v", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatal("broker not ready after 30s")
+		}
+	}
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("broker run: %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Error("broker did not stop within 20s")
+		}
+	})
+	return b
+}
+
+// testWriter sends log lines to t.Log while the test runs.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	defer func() { _ = recover() }() // a late log line after the test ended
+	w.t.Log(string(p))
+	return len(p), nil
+}
+
+func mqttAddr(b *broker.Broker) string { return b.Addr("mqtt").String() }
+
+// v5Client is an Eclipse Paho MQTT 5.0 client with a channel of what it
+// receives.
+type v5Client struct {
+	*paho.Client
+	msgs chan *paho.Publish
+	disc chan *paho.Disconnect
+}
+
+func dialV5(t *testing.T, addr, clientID string, mut ...func(*paho.Connect)) (*v5Client, *paho.Connack) {
+	t.Helper()
+	nc, err := net.DialTimeout("tcp", addr, wait)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &v5Client{msgs: make(chan *paho.Publish, 1000), disc: make(chan *paho.Disconnect, 1)}
+	c.Client = paho.NewClient(paho.ClientConfig{
+		Conn: nc,
+		OnPublishReceived: []func(paho.PublishReceived) (bool, error){func(pr paho.PublishReceived) (bool, error) {
+			c.msgs <- pr.Packet
+			return true, nil
+		}},
+		OnServerDisconnect: func(d *paho.Disconnect) {
+			select {
+			case c.disc <- d:
+			default:
+			}
+		},
+		OnClientError: func(error) {},
+	})
+	cp := &paho.Connect{ClientID: clientID, KeepAlive: 30, CleanStart: true}
+	for _, m := range mut {
+		m(cp)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	ca, err := c.Connect(ctx, cp)
+	if err != nil {
+		t.Fatalf("connect %q: %v", clientID, err)
+	}
+	t.Cleanup(func() {
+		_ = c.Disconnect(&paho.Disconnect{ReasonCode: 0})
+	})
+	return c, ca
+}
+
+func (c *v5Client) subscribe(t *testing.T, opts ...paho.SubscribeOptions) *paho.Suback {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	sa, err := c.Subscribe(ctx, &paho.Subscribe{Subscriptions: opts})
+	if err != nil {
+		t.Fatalf("subscribe: %v", err)
+	}
+	return sa
+}
+
+func (c *v5Client) publish(t *testing.T, p *paho.Publish) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if _, err := c.Publish(ctx, p); err != nil {
+		t.Fatalf("publish %s: %v", p.Topic, err)
+	}
+}
+
+// expect returns the next message received, failing after wait.
+func (c *v5Client) expect(t *testing.T) *paho.Publish {
+	t.Helper()
+	select {
+	case m := <-c.msgs:
+		return m
+	case <-time.After(wait):
+		t.Fatal("no message within", wait)
+		return nil
+	}
+}
+
+// expectNone checks that nothing arrives for d.
+func (c *v5Client) expectNone(t *testing.T, d time.Duration) {
+	t.Helper()
+	select {
+	case m := <-c.msgs:
+		t.Fatalf("unexpected message on %q: %q", m.Topic, m.Payload)
+	case <-time.After(d):
+	}
+}
+
+// rawClient speaks MQTT through Shoal's own codec, for what a library
+// client cannot do on purpose (malformed packets, withheld acks, several
+// subscription identifiers, topic aliases).
+type rawClient struct {
+	t  *testing.T
+	nc net.Conn
+	rd *packet.Reader
+	v  packet.Version
+	mu sync.Mutex
+}
+
+func dialRaw(t *testing.T, addr string, v packet.Version) *rawClient {
+	t.Helper()
+	nc, err := net.DialTimeout("tcp", addr, wait)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = nc.Close() })
+	return &rawClient{t: t, nc: nc, rd: packet.NewReader(nc, 1024), v: v}
+}
+
+func (r *rawClient) send(p packet.Packet) {
+	r.t.Helper()
+	r.sendBytes(p.Append(nil, r.v))
+}
+
+func (r *rawClient) sendBytes(b []byte) {
+	r.t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_ = r.nc.SetWriteDeadline(time.Now().Add(wait))
+	if _, err := r.nc.Write(b); err != nil {
+		r.t.Fatalf("write: %v", err)
+	}
+}
+
+// next reads the next packet, failing after d.
+func (r *rawClient) next(d time.Duration) packet.Packet {
+	r.t.Helper()
+	p, err := r.read(d)
+	if err != nil {
+		r.t.Fatalf("read: %v", err)
+	}
+	return p
+}
+
+func (r *rawClient) read(d time.Duration) (packet.Packet, error) {
+	_ = r.nc.SetReadDeadline(time.Now().Add(d))
+	h, body, err := r.rd.ReadPacket()
+	if err != nil {
+		return nil, err
+	}
+	return packet.Decode(h, body, r.v)
+}
+
+// expectClosed reads until the server closes the connection and returns
+// the DISCONNECT it sent first, if any.
+func (r *rawClient) expectClosed(d time.Duration) *packet.Disconnect {
+	r.t.Helper()
+	var disc *packet.Disconnect
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		p, err := r.read(time.Until(deadline))
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				break
+			}
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) || isReset(err) {
+				return disc
+			}
+			r.t.Fatalf("read while waiting for close: %v", err)
+		}
+		if dp, ok := p.(*packet.Disconnect); ok {
+			disc = dp
+		}
+	}
+	r.t.Fatalf("connection still open after %v", d)
+	return nil
+}
+
+func isReset(err error) bool {
+	var oe *net.OpError
+	return errors.As(err, &oe)
+}
+
+// connect sends CONNECT and returns the CONNACK.
+func (r *rawClient) connect(cp *packet.Connect) *packet.Connack {
+	r.t.Helper()
+	cp.Version = r.v
+	r.send(cp)
+	p := r.next(wait)
+	ca, ok := p.(*packet.Connack)
+	if !ok {
+		r.t.Fatalf("want CONNACK, got %v", p.Type())
+	}
+	return ca
+}
+
+type pahoPublish = paho.Publish
+
+func pahoSub(topic string, qos byte) paho.SubscribeOptions {
+	return paho.SubscribeOptions{Topic: topic, QoS: qos}
+}
+
+// nextAs reads the next packet and requires it to be a T.
+func nextAs[T packet.Packet](r *rawClient) T {
+	r.t.Helper()
+	p := r.next(wait)
+	v, ok := p.(T)
+	if !ok {
+		r.t.Fatalf("got %v, want %T", p.Type(), v)
+	}
+	return v
+}

@@ -1,0 +1,59 @@
+package broker
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/shoal-mqtt/shoal/gateway"
+)
+
+// httpHandler serves /healthz (the process is up), /readyz (every role is
+// ready) and /metrics (Prometheus text format).
+func (b *Broker) httpHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !b.Ready() {
+			http.Error(w, "not ready: "+b.notReady(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ready\n")
+	})
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		b.writeMetrics(w)
+	})
+	return mux
+}
+
+var gatewayMetrics = [...]struct {
+	counter    gateway.Counter
+	name, kind string
+	help       string
+}{
+	{gateway.ConnectionsCurrent, "shoal_gateway_connections", "gauge", "MQTT connections established now."},
+	{gateway.ConnectionsTotal, "shoal_gateway_connections_total", "counter", "MQTT connections established since start."},
+	{gateway.MessagesReceived, "shoal_gateway_messages_received_total", "counter", "PUBLISH packets received from clients."},
+	{gateway.MessagesSent, "shoal_gateway_messages_sent_total", "counter", "PUBLISH packets sent to clients."},
+	{gateway.BytesReceived, "shoal_gateway_bytes_received_total", "counter", "Bytes of MQTT packets received."},
+	{gateway.BytesSent, "shoal_gateway_bytes_sent_total", "counter", "Bytes written to MQTT clients."},
+	{gateway.Dropped, "shoal_gateway_messages_dropped_total", "counter", "Messages dropped: client queue or buffer full, or above the client's maximum packet size."},
+}
+
+func (b *Broker) writeMetrics(w io.Writer) {
+	gw := b.gateway
+	if gw == nil {
+		return
+	}
+	for _, m := range gatewayMetrics {
+		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s %d\n", m.name, m.help, m.name, m.kind, m.name, gw.Stats.Load(m.counter))
+	}
+	ready := 0
+	if b.Ready() {
+		ready = 1
+	}
+	fmt.Fprintf(w, "# HELP shoal_ready Whether every role is ready.\n# TYPE shoal_ready gauge\nshoal_ready %d\n", ready)
+}

@@ -1,0 +1,184 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/shoal-mqtt/shoal/gateway"
+	routersvc "github.com/shoal-mqtt/shoal/router-svc"
+	sessionsvc "github.com/shoal-mqtt/shoal/session-svc"
+)
+
+// Config is the whole configuration of the shoal binary.
+type Config struct {
+	// DataDir holds the embedded backbone's log and view store.
+	DataDir string `yaml:"data_dir"`
+	// HTTPListen serves /metrics, /healthz and /readyz ("" disables).
+	HTTPListen string `yaml:"http_listen"`
+	// LogLevel is debug, info, warn or error.
+	LogLevel string `yaml:"log_level"`
+	// LogFormat is text or json.
+	LogFormat string            `yaml:"log_format"`
+	Kafka     Kafka             `yaml:"kafka"`
+	Gateway   gateway.Config    `yaml:"gateway"`
+	Router    routersvc.Config  `yaml:"router"`
+	Session   sessionsvc.Config `yaml:"session"`
+}
+
+// Kafka configures the log.
+type Kafka struct {
+	// Brokers of an external Kafka cluster; empty runs the embedded one.
+	Brokers []string `yaml:"brokers"`
+	// EmbeddedAddr is the loopback address of the embedded broker.
+	EmbeddedAddr string `yaml:"embedded_addr"`
+	// Partitions of each event topic (the deliveries topic has one per
+	// gateway slot).
+	Partitions int32 `yaml:"partitions"`
+}
+
+// Default returns the defaults.
+func Default() Config {
+	return Config{
+		DataDir:    "./shoal-data",
+		HTTPListen: ":9090",
+		LogLevel:   "info",
+		LogFormat:  "text",
+		Kafka:      Kafka{EmbeddedAddr: "127.0.0.1:0", Partitions: 16},
+		Gateway:    gateway.DefaultConfig(),
+		Router:     routersvc.DefaultConfig(),
+		Session:    sessionsvc.DefaultConfig(),
+	}
+}
+
+// Validate reports every invalid setting, each naming its key.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("data_dir: must not be empty"))
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("log_level: %q is not debug, info, warn or error", c.LogLevel))
+	}
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		errs = append(errs, fmt.Errorf("log_format: %q is not text or json", c.LogFormat))
+	}
+	if c.Kafka.Partitions < 1 {
+		errs = append(errs, errors.New("kafka.partitions: must be ≥ 1"))
+	}
+	for _, err := range []error{c.Gateway.Validate(), c.Router.Validate(), c.Session.Validate()} {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// option is one setting reachable by flag and environment variable.
+type option struct {
+	flag, usage string
+	set         func(c *Config, v string) error
+}
+
+func options() []option {
+	str := func(f func(c *Config) *string) func(*Config, string) error {
+		return func(c *Config, v string) error { *f(c) = v; return nil }
+	}
+	return []option{
+		{"mqtt-listen", "MQTT TCP listen address (gateway.mqtt_listen)", str(func(c *Config) *string { return &c.Gateway.MQTTListen })},
+		{"ws-listen", "MQTT over WebSocket listen address, path /mqtt (gateway.ws_listen)", str(func(c *Config) *string { return &c.Gateway.WSListen })},
+		{"http-listen", "HTTP address of /metrics, /healthz, /readyz (http_listen)", str(func(c *Config) *string { return &c.HTTPListen })},
+		{"data-dir", "directory of the embedded backbone (data_dir)", str(func(c *Config) *string { return &c.DataDir })},
+		{"tenant-separator", "client-id tenant separator; empty switches tenancy off (gateway.tenant_separator)", str(func(c *Config) *string { return &c.Gateway.TenantSeparator })},
+		{"log-level", "debug, info, warn or error (log_level)", str(func(c *Config) *string { return &c.LogLevel })},
+		{"log-format", "text or json (log_format)", str(func(c *Config) *string { return &c.LogFormat })},
+		{"kafka-brokers", "comma-separated brokers of an external Kafka; empty runs the embedded one (kafka.brokers)", func(c *Config, v string) error {
+			c.Kafka.Brokers = nil
+			for _, b := range strings.Split(v, ",") {
+				if b = strings.TrimSpace(b); b != "" {
+					c.Kafka.Brokers = append(c.Kafka.Brokers, b)
+				}
+			}
+			return nil
+		}},
+		{"kafka-partitions", "partitions of each event topic (kafka.partitions)", func(c *Config, v string) error {
+			n, err := strconv.ParseInt(v, 10, 32)
+			if err != nil {
+				return fmt.Errorf("kafka.partitions: %w", err)
+			}
+			c.Kafka.Partitions = int32(n)
+			return nil
+		}},
+	}
+}
+
+// envName is the environment variable of a flag: SHOAL_MQTT_LISTEN.
+func envName(flagName string) string {
+	return "SHOAL_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// Load builds the configuration from defaults, the YAML file named by
+// --config or SHOAL_CONFIG, SHOAL_* variables (lookupEnv, as os.LookupEnv;
+// a variable set to the empty string sets the empty value) and the flags in
+// args, in that order of precedence (flags win). Usage goes to out.
+func Load(name string, args []string, lookupEnv func(string) (string, bool), out io.Writer) (Config, error) {
+	c := Default()
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(out)
+	opts := options()
+	vals := make(map[string]*string, len(opts))
+	for _, o := range opts {
+		vals[o.flag] = fs.String(o.flag, "", o.usage+"; env "+envName(o.flag))
+	}
+	cfgFile := fs.String("config", "", "YAML configuration file; env SHOAL_CONFIG")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+
+	file := *cfgFile
+	if !set["config"] {
+		file, _ = lookupEnv("SHOAL_CONFIG")
+	}
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return c, fmt.Errorf("config: %w", err)
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(b))
+		dec.KnownFields(true)
+		if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+			return c, fmt.Errorf("config %s: %w", file, err)
+		}
+	}
+	for _, o := range opts {
+		if v, ok := lookupEnv(envName(o.flag)); ok {
+			if err := o.set(&c, v); err != nil {
+				return c, fmt.Errorf("%s: %w", envName(o.flag), err)
+			}
+		}
+	}
+	for _, o := range opts {
+		if set[o.flag] {
+			if err := o.set(&c, *vals[o.flag]); err != nil {
+				return c, fmt.Errorf("--%s: %w", o.flag, err)
+			}
+		}
+	}
+	return c, c.Validate()
+}

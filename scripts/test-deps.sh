@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs the system packages Shoal's tests drive: Debian's
+# mosquitto-clients (mosquitto_pub/mosquitto_sub, used by the end-to-end
+# tests as independent MQTT clients). Idempotent: nothing is done when the
+# commands are already there.
+set -euo pipefail
+need=()
+command -v mosquitto_pub >/dev/null 2>&1 && command -v mosquitto_sub >/dev/null 2>&1 || need+=(mosquitto-clients)
+[ ${#need[@]} -eq 0 ] && exit 0
+echo "test-deps: installing ${need[*]}" >&2
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq >/dev/null
+$sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null

@@ -32,12 +32,22 @@ func (c *conn) deliver(m *eventspb.Message, t *eventspb.Target, now time.Time) {
 		return
 	}
 	om := &outMsg{msg: m, qos: qos, retain: t.Retain, subIDs: t.SubscriptionIds}
-	if len(c.inflight) < int(c.clientRecvMax) && len(c.queue) == 0 {
+	switch {
+	case len(c.inflight) < int(c.clientRecvMax) && len(c.queue) == 0:
 		c.sendInflight(om, now)
-	} else if len(c.queue) < c.g.cfg.MaxQueued {
+	case len(c.queue) < c.g.cfg.MaxQueued:
 		c.queue = append(c.queue, om)
-	} else {
+	default:
+		// A client that does not acknowledge fast enough to keep its queue
+		// bounded is disconnected with Quota exceeded rather than have
+		// QoS 1/2 messages dropped behind its back.
+		c.closed = true
+		c.mu.Unlock()
 		c.add(Dropped, 1)
+		c.g.log.Warn("client queue full; disconnecting", "client", c.clientID, "tenant", c.tenant,
+			"queued", c.g.cfg.MaxQueued)
+		go c.kick(packet.CodeQuotaExceeded)
+		return
 	}
 	c.mu.Unlock()
 	c.kickFlush()

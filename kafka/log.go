@@ -20,8 +20,6 @@ func (l kgoLogger) Level() kgo.LogLevel {
 	switch {
 	case l.log.Enabled(ctx, slog.LevelDebug):
 		return kgo.LogLevelDebug
-	case l.log.Enabled(ctx, slog.LevelInfo):
-		return kgo.LogLevelInfo
 	case l.log.Enabled(ctx, slog.LevelWarn):
 		return kgo.LogLevelWarn
 	case l.log.Enabled(ctx, slog.LevelError):
@@ -40,9 +38,9 @@ func kgoSlogLevel(level kgo.LogLevel) slog.Level {
 		return slog.LevelError
 	case kgo.LogLevelWarn:
 		return slog.LevelWarn
-	case kgo.LogLevelInfo:
-		return slog.LevelInfo
 	}
+	// franz-go's info level is client bookkeeping (metadata loads, group
+	// joins): debug for Shoal's operators.
 	return slog.LevelDebug
 }
 

@@ -249,7 +249,7 @@ func (r *Router) load(ctx context.Context, partition int32) error {
 	r.mu.Lock()
 	r.shards[partition] = s
 	r.mu.Unlock()
-	r.log.Info("shard loaded", "partition", partition, "offset", s.Offset(),
+	r.log.Debug("shard loaded", "partition", partition, "offset", s.Offset(),
 		"subscriptions", s.Subscriptions(), "retained", s.RetainedCount(), "took", time.Since(began).Round(time.Millisecond))
 	return nil
 }

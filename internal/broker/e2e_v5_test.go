@@ -362,3 +362,130 @@ func TestInboundReceiveMaximumExceeded(t *testing.T) {
 		t.Fatalf("disconnect %+v, want 0x93 receive maximum exceeded", d)
 	}
 }
+
+func TestQueueQuotaExceeded(t *testing.T) {
+	b := startBroker(t, func(c *config.Config) { c.Gateway.MaxQueued = 2 })
+	sub := dialRaw(t, mqttAddr(b), packet.V5)
+	cp := &packet.Connect{ClientID: []byte("quota-sub"), CleanStart: true, KeepAlive: 30}
+	cp.Props.ReceiveMax = 1
+	cp.Props.Set(packet.PropReceiveMax)
+	sub.connect(cp)
+	sub.send(&packet.Subscribe{PacketID: 1, Filters: []packet.Subscription{{Filter: []byte("quota"), QoS: 1}}})
+	nextAs[*packet.Suback](sub)
+	pub, _ := dialV5(t, mqttAddr(b), "quota-pub")
+	for i := range 5 { // 1 in flight + 2 queued, then the fourth overflows
+		pub.publish(t, &paho.Publish{Topic: "quota", QoS: 1, Payload: []byte{byte('0' + i)}})
+	}
+	if d := sub.expectClosed(wait); d == nil || d.Code != packet.CodeQuotaExceeded {
+		t.Fatalf("disconnect %+v, want 0x97 quota exceeded", d)
+	}
+}
+
+func TestUnsubscribe(t *testing.T) {
+	b := startBroker(t)
+	r := dialRaw(t, mqttAddr(b), packet.V5)
+	r.connect(&packet.Connect{ClientID: []byte("uns-sub"), CleanStart: true, KeepAlive: 30})
+	r.send(&packet.Subscribe{PacketID: 1, Filters: []packet.Subscription{{Filter: []byte("uns/+"), QoS: 1}, {Filter: []byte("uns/a"), QoS: 0}}})
+	nextAs[*packet.Suback](r)
+	r.send(&packet.Unsubscribe{PacketID: 2, Filters: [][]byte{[]byte("uns/+"), []byte("never/subscribed")}})
+	ua := nextAs[*packet.Unsuback](r)
+	if ua.PacketID != 2 || !slices.Equal(ua.Codes, []packet.ReasonCode{packet.CodeSuccess, packet.CodeNoSubscriptionExisted}) {
+		t.Fatalf("UNSUBACK %+v, want [0x00 0x11]", ua)
+	}
+	pub, _ := dialV5(t, mqttAddr(b), "uns-pub")
+	pub.publish(t, &paho.Publish{Topic: "uns/b", QoS: 1, Payload: []byte("gone")})
+	pub.publish(t, &paho.Publish{Topic: "uns/a", QoS: 1, Payload: []byte("still")})
+	p := nextAs[*packet.Publish](r)
+	if string(p.Topic) != "uns/a" || string(p.Payload) != "still" || p.QoS != 0 {
+		t.Fatalf("got %q on %q at QoS %d; uns/b must not arrive after its filter was removed", p.Payload, p.Topic, p.QoS)
+	}
+	if _, err := r.read(200 * time.Millisecond); err == nil {
+		t.Fatal("a message for an unsubscribed filter")
+	}
+}
+
+func TestRefusedFilters(t *testing.T) {
+	b := startBroker(t)
+	for _, v := range []packet.Version{packet.V5, packet.V311} {
+		t.Run(v.String(), func(t *testing.T) {
+			r := dialRaw(t, mqttAddr(b), v)
+			r.connect(&packet.Connect{ClientID: []byte("ref-" + v.String()), CleanStart: true, KeepAlive: 30})
+			r.send(&packet.Subscribe{PacketID: 9, Filters: []packet.Subscription{
+				{Filter: []byte("ok/+"), QoS: 2},
+				{Filter: []byte("bad/#/x"), QoS: 1},
+				{Filter: []byte("bad+"), QoS: 1},
+				{Filter: []byte("$share/g"), QoS: 1},
+				{Filter: []byte("$share/g/ok"), QoS: 1},
+			}})
+			sa := nextAs[*packet.Suback](r)
+			bad := packet.CodeTopicFilterInvalid
+			if v == packet.V311 {
+				bad = 0x80
+			}
+			want := []packet.ReasonCode{packet.CodeGrantedQoS2, bad, bad, bad, packet.CodeGrantedQoS1}
+			if !slices.Equal(sa.Codes, want) {
+				t.Fatalf("SUBACK codes %v, want %v", sa.Codes, want)
+			}
+		})
+	}
+}
+
+func TestTenantIsolation(t *testing.T) {
+	b := startBroker(t)
+	other, _ := dialV5(t, mqttAddr(b), "globex-pub")
+	other.publish(t, &paho.Publish{Topic: "shared/name", QoS: 1, Retain: true, Payload: []byte("globex retained")})
+	spy, _ := dialV5(t, mqttAddr(b), "acme-spy")
+	spy.subscribe(t, paho.SubscribeOptions{Topic: "#", QoS: 1})
+	mate, _ := dialV5(t, mqttAddr(b), "globex-sub")
+	mate.subscribe(t, paho.SubscribeOptions{Topic: "shared/#", QoS: 1})
+	if m := mate.expect(t); string(m.Payload) != "globex retained" {
+		t.Fatalf("own tenant's retained message: got %q", m.Payload)
+	}
+	other.publish(t, &paho.Publish{Topic: "shared/name", QoS: 1, Payload: []byte("globex live")})
+	if m := mate.expect(t); string(m.Payload) != "globex live" {
+		t.Fatalf("own tenant's live message: got %q", m.Payload)
+	}
+	spy.expectNone(t, 300*time.Millisecond)
+	// And the other way round: acme's messages reach only acme.
+	spy.publish(t, &paho.Publish{Topic: "shared/name", QoS: 1, Payload: []byte("acme")})
+	if m := spy.expect(t); string(m.Payload) != "acme" {
+		t.Fatalf("acme's own message: got %q", m.Payload)
+	}
+	mate.expectNone(t, 300*time.Millisecond)
+}
+
+func TestClientLimitsAndConnectProperties(t *testing.T) {
+	b := startBroker(t)
+	// Every CONNECT property a client may send is accepted.
+	sub := dialRaw(t, mqttAddr(b), packet.V5)
+	cp := &packet.Connect{ClientID: []byte("lim-sub"), CleanStart: true, KeepAlive: 30}
+	p := &cp.Props
+	p.MaxPacketSize = 128
+	p.ReceiveMax = 10
+	p.TopicAliasMax = 0
+	p.RequestProblemInfo = 0
+	p.RequestResponseInfo = 1
+	p.SessionExpiry = 0
+	p.User = []packet.UserProperty{{Key: []byte("k"), Value: []byte("v")}}
+	for _, id := range []packet.PropID{packet.PropMaxPacketSize, packet.PropReceiveMax, packet.PropTopicAliasMax,
+		packet.PropRequestProblemInfo, packet.PropRequestResponseInfo, packet.PropSessionExpiry, packet.PropUser} {
+		p.Set(id)
+	}
+	if ca := sub.connect(cp); ca.Code != 0 {
+		t.Fatalf("CONNACK %v", ca.Code)
+	}
+	sub.send(&packet.Subscribe{PacketID: 1, Filters: []packet.Subscription{{Filter: []byte("lim/#"), QoS: 1}}})
+	nextAs[*packet.Suback](sub)
+	pub, _ := dialV5(t, mqttAddr(b), "lim-pub")
+	pub.publish(t, &paho.Publish{Topic: "lim/big", QoS: 1, Payload: make([]byte, 200)})
+	pub.publish(t, &paho.Publish{Topic: "lim/small", QoS: 1, Payload: []byte("fits")})
+	// The 200-byte message exceeds the client's maximum packet size of 128
+	// bytes: it is dropped, never sent; the next one arrives.
+	got := nextAs[*packet.Publish](sub)
+	if string(got.Topic) != "lim/small" {
+		t.Fatalf("got %q first: a packet above the client's maximum packet size was sent", got.Topic)
+	}
+	if size := got.Size(packet.V5); size > 128 {
+		t.Fatalf("sent a %d-byte packet to a client whose maximum is 128", size)
+	}
+}

@@ -75,7 +75,6 @@ type conn struct {
 	aliasOut map[string]uint16
 	subs     map[string]*eventspb.SubscriptionOptions // filter as subscribed → options
 	scratch  packet.Publish
-	done     chan struct{}
 }
 
 // pendingAck is an acknowledgement that may be sent once the records it
@@ -107,7 +106,6 @@ func newConn(g *Gateway, nc net.Conn) *conn {
 		rd:     packet.NewReader(nc, 512),
 		id:     g.connSeq.Add(1),
 		remote: nc.RemoteAddr().String(),
-		done:   make(chan struct{}),
 	}
 	c.rd.MaxPacketSize = g.cfg.MaxPacketSize
 	return c
@@ -508,7 +506,6 @@ func (c *conn) finish(ctx context.Context, clean bool, reason packet.ReasonCode,
 	dropped := len(c.queue) + len(c.inflight)
 	c.queue, c.inflight = nil, nil
 	c.mu.Unlock()
-	close(c.done)
 	// Report the end only after the connection's own writes (subscription
 	// changes above all) are in the log, so that the session service's
 	// removals come after them in every partition.

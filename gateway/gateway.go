@@ -272,9 +272,12 @@ func (g *Gateway) closeAll() {
 		conns = append(conns, c)
 	}
 	g.mu.RUnlock()
+	var wg sync.WaitGroup
 	for _, c := range conns {
-		c.shutdown()
+		wg.Add(1)
+		go func() { defer wg.Done(); c.shutdown() }()
 	}
+	wg.Wait()
 }
 
 // nextMessageID returns a new message identity.
@@ -317,7 +320,8 @@ func (g *Gateway) handleDeliveries(b kafka.Batch) {
 			c := g.byID[ev.Kick.Connection]
 			g.mu.RUnlock()
 			if c != nil {
-				c.kick(ReasonCodeOf(ev.Kick.ReasonCode))
+				// Never block the slot consumer on one client's socket.
+				go c.kick(ReasonCodeOf(ev.Kick.ReasonCode))
 			}
 		case *eventspb.Envelope_GatewayHeartbeat:
 			// our own position marker

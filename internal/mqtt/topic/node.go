@@ -133,5 +133,8 @@ func (n *node[K, V]) appendLeaf(dst []Entry[K, V]) []Entry[K, V] {
 // usually holds: it appends them one by one rather than calling the
 // runtime's bulk copy, which pays off only for longer runs.
 func appendEntries[K comparable, V any](dst, es []Entry[K, V]) []Entry[K, V] {
-	return append(dst, es...)
+	for i := range es { //nolint:staticcheck // S1011: append(dst, es...) calls typedslicecopy, slower for 1-2 entries
+		dst = append(dst, es[i])
+	}
+	return dst
 }

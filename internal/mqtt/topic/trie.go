@@ -113,8 +113,16 @@ func (t *Trie[K, V]) Lookup(filter string, key K) (val V, ok bool) {
 // order is unspecified. Match does not allocate when dst has room for the
 // result.
 func (t *Trie[K, V]) Match(name string, dst []Entry[K, V]) []Entry[K, V] {
+	// No defer: Match is the hot path and the code below cannot panic on
+	// a consistent trie.
 	t.mu.RLock()
-	defer t.mu.RUnlock()
+	dst = t.match(name, dst)
+	t.mu.RUnlock()
+	return dst
+}
+
+// match is Match under the read lock.
+func (t *Trie[K, V]) match(name string, dst []Entry[K, V]) []Entry[K, V] {
 	lv := nameLevels{name: name, hasher: &t.hasher}
 	lv.scan()
 	if len(name) > 0 && name[0] == '$' {
@@ -283,7 +291,7 @@ func (n *node[K, V]) match(lv *nameLevels, d int, dst []Entry[K, V]) []Entry[K, 
 func (n *node[K, V]) matchDeep(lh *levelHasher, name string, start int, dst []Entry[K, V]) []Entry[K, V] {
 	for {
 		if n.hash != nil {
-			dst = append(dst, n.hash.entries...)
+			dst = appendEntries(dst, n.hash.entries)
 		}
 		end, key := lh.next(name, start)
 		c := n.child(lh, key, name[start:end])

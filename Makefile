@@ -33,6 +33,7 @@ deps: ## install what the tests drive (mosquitto-clients) when missing
 vet: ## go vet, and a gofmt check
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	cd bench/trie && $(GO) vet ./...
 
 .PHONY: lint
 lint: ## golangci-lint (installed into the tool cache when missing)
@@ -41,14 +42,17 @@ lint: ## golangci-lint (installed into the tool cache when missing)
 .PHONY: unit
 unit: ## unit tests with the race detector
 	$(GO) test -race -count=1 $(PKGS)
+	cd bench/trie && $(GO) test -race -count=1 ./...
 
 .PHONY: short
 short: ## unit tests with -short (skips the slow ones)
 	$(GO) test -race -short $(PKGS)
 
 .PHONY: bench
-bench: ## Go micro-benchmarks with -benchmem (codec, topic trie)
-	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) -count=$(BENCHCOUNT) ./internal/...
+bench: ## Go micro-benchmarks with -benchmem (codec, topic trie, router shard, trie vs mochi-mqtt); see bench/README.md
+	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) -count=$(BENCHCOUNT) ./internal/mqtt/...
+	$(GO) test -run='^$$' -bench=BenchmarkShardPublish -benchmem -benchtime=$(BENCHTIME) -count=$(BENCHCOUNT) ./router-svc/
+	cd bench/trie && $(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) -count=$(BENCHCOUNT)
 
 .PHONY: fuzz
 fuzz: ## run every fuzz target for FUZZTIME each (default 30s)

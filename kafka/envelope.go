@@ -28,6 +28,7 @@ const (
 	EventDelivery             = "delivery"
 	EventSessionSubscriptions = "session_subscriptions"
 	EventGatewayHeartbeat     = "gateway_heartbeat"
+	EventSessionTick          = "session_tick"
 )
 
 // EnvelopeType returns the event type of env, "" when it has no event.
@@ -53,6 +54,8 @@ func EnvelopeType(env *eventspb.Envelope) string {
 		return EventSessionSubscriptions
 	case *eventspb.Envelope_GatewayHeartbeat:
 		return EventGatewayHeartbeat
+	case *eventspb.Envelope_SessionTick:
+		return EventSessionTick
 	}
 	return ""
 }
@@ -144,6 +147,8 @@ func EventType(r *Record) string {
 		return EventSessionSubscriptions
 	case EventGatewayHeartbeat:
 		return EventGatewayHeartbeat
+	case EventSessionTick:
+		return EventSessionTick
 	}
 	return string(v)
 }

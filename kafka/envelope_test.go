@@ -66,6 +66,9 @@ func testEnvelopes() map[string]*eventspb.Envelope {
 				Added: []*eventspb.SessionSubscription{{Filter: "$share/g/a/#"}}, Removed: []string{"b"}, Generation: 4,
 			}}
 		}),
+		EventSessionTick: base(func(e *eventspb.Envelope) {
+			e.Event = &eventspb.Envelope_SessionTick{SessionTick: &eventspb.SessionTick{}}
+		}),
 		EventGatewayHeartbeat: base(func(e *eventspb.Envelope) {
 			e.Event = &eventspb.Envelope_GatewayHeartbeat{GatewayHeartbeat: &eventspb.GatewayHeartbeat{Slot: 2, IntervalMs: 1000}}
 		}),

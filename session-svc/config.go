@@ -19,12 +19,17 @@ type Config struct {
 	// produce or store error) before it reloads its state from the store
 	// and consumes again from the stored offsets (`session.retry_backoff`).
 	RetryBackoff time.Duration `yaml:"retry_backoff"`
+	// ExpiryCheck is the period of the SessionTick the service writes to
+	// each partition it owns; at each tick the sessions whose expiry
+	// interval has passed end (`session.expiry_check`). A session expires
+	// at most this late.
+	ExpiryCheck time.Duration `yaml:"expiry_check"`
 }
 
 // DefaultConfig returns the configuration Shoal runs with unless told
 // otherwise.
 func DefaultConfig() Config {
-	return Config{RetryBackoff: time.Second}
+	return Config{RetryBackoff: time.Second, ExpiryCheck: 5 * time.Second}
 }
 
 // Validate checks the configuration and returns one error per bad key,
@@ -38,6 +43,9 @@ func (c Config) Validate() error {
 	}
 	if c.RetryBackoff <= 0 {
 		errs = append(errs, fmt.Errorf("session.retry_backoff: must be > 0, is %s", c.RetryBackoff))
+	}
+	if c.ExpiryCheck <= 0 {
+		errs = append(errs, fmt.Errorf("session.expiry_check: must be > 0, is %s", c.ExpiryCheck))
 	}
 	return errors.Join(errs...)
 }

@@ -1,6 +1,6 @@
 // Package sessionsvc (folder session-svc) is Shoal's session service: it
-// owns client sessions (who is connected where, takeover, and later expiry),
-// wills, and later the offline inbox of persistent sessions, answering each
+// owns client sessions (who is connected where, takeover, resumption,
+// expiry), wills, and later the offline inbox of persistent sessions, answering each
 // CONNECT request that gateways send over the log.
 //
 // It meets the gateway and router services only through the log (it reads
@@ -16,20 +16,28 @@
 //
 //   - Connect: the connection gets the client's next generation. A client
 //     online elsewhere is kicked (Kick, reason 0x8E, to the old slot). A
-//     session that exists is ended: SubscriptionChange REMOVE_ALL with its
-//     generation to every partition of shoal.messages. Then Presence
-//     (online) on shoal.presence, then ConnectResult (reason 0,
-//     session_present false) to the requester's slot. Persistence is the
-//     next issue: until then every Connect ends the old session, even
-//     without clean start and with a session expiry, and no session is
-//     ever present.
+//     persistent session (expiry > 0) that has not expired resumes when
+//     the Connect has no clean start: ConnectResult says session_present
+//     and carries its subscriptions, which the router still holds (their
+//     entries keep the older generation; the newer presence routes
+//     deliveries to the new connection). Any other existing session ends:
+//     SubscriptionChange REMOVE_ALL with its generation to every partition
+//     of shoal.messages. Then Presence (online) on shoal.presence, then
+//     ConnectResult (reason 0) to the requester's slot. Messages published
+//     while a persistent session is offline are not yet queued (the inbox
+//     comes with the rest of the sessions issue).
 //   - Disconnect of the client's current connection (same connection and
 //     generation; any other is stale and ignored): Presence (offline); a
 //     session that is not persistent (expiry 0, or set to 0 by the
 //     DISCONNECT) ends (REMOVE_ALL to every partition); a due will is
 //     published as a Publish on shoal.messages (key tenant/topic).
 //   - SessionSubscriptions of the current generation are kept with the
-//     session (for resumption, the next issue).
+//     session, for resumption.
+//   - SessionTick (written by the service itself to each partition it owns,
+//     every session.expiry_check): sessions offline for longer than their
+//     expiry interval, judged by the tick's timestamp so that a replay
+//     decides the same, end (REMOVE_ALL to every partition). A reconnect
+//     also finds an expired session ended, whether or not a tick came.
 //
 // # Ordering and durability
 //
@@ -48,19 +56,20 @@
 //
 //   - Generations outlive sessions: a client keeps its record (Active
 //     false) after its session ended, so its generation never goes back.
-//     Expiry (next issue) will shrink expired records to their generation.
+//     An ended session keeps its record (generation, no subscriptions).
 //   - REMOVE_ALL is written only when a session exists (not again for a
 //     client whose non-persistent session already ended at its disconnect).
-//   - The kafka package partitions keyed topics by key only, so a removal
-//     meant for partition p of shoal.messages carries the key
-//     tenant/client#n, with the smallest n that hashes to p.
+//   - A removal meant for partition p of shoal.messages carries the key
+//     tenant/client and the explicit partition p (the kafka package lets a
+//     record name its partition on a keyed topic, for broadcasts).
 //   - A Connect with the slot, connection and request id of the current
 //     connection is a duplicate: it is answered again, nothing changes. The
 //     same slot and connection with another request id is a gateway that
 //     reuses connection ids after a restart: no kick (it would close the
 //     new connection), but the old session ends as in a takeover.
 //   - A taken-over connection's will is published at the takeover (MQTT 5.0
-//     §3.1.4: the old connection closes and, for now, its session ends).
+//     §3.1.4: the old connection closes without DISCONNECT; will delays come
+//     with the rest of the sessions issue).
 //   - A DISCONNECT that raises a session expiry of 0 (a protocol error the
 //     gateway answers) leaves it at 0.
 //   - SessionSubscriptions apply removals, then additions; a subscription

@@ -95,6 +95,9 @@ func (m *machine) connect(k clientKey, sess *Session, env *eventspb.Envelope, c 
 		return outs, false
 	}
 	now := m.now()
+	// A persistent session resumes on a connection without Clean Start,
+	// unless it has expired (MQTT 5.0 §3.1.2.4, 3.1.1 §3.1.2.4).
+	resume := !c.GetCleanStart() && sess.Active && sess.Persistent() && !sess.Expired(now)
 	sameConn := sess.Online && sess.Route.GetSlot() == r.GetSlot() && sess.Route.GetConnection() == r.GetConnection()
 	if sameConn && sess.RequestID == c.GetRequestId() {
 		// A duplicate of the request that opened the current connection
@@ -116,18 +119,15 @@ func (m *machine) connect(k clientKey, sess *Session, env *eventspb.Envelope, c 
 				stage: stageTakeover, dest: toDeliveries, partition: sess.Route.GetSlot(), key: k.recordKey(), env: kick,
 			})
 		}
-		// The old connection is closed without a DISCONNECT and, for now,
-		// its session ends: its will is due (MQTT 5.0 §3.1.4, §3.1.2.5).
-		if sess.Will != nil && willDue(sess.Will, true) {
+		// The old connection is closed without a DISCONNECT: its will is
+		// due (MQTT 5.0 §3.1.4, §3.1.2.5).
+		if sess.Will != nil && willDue(sess.Will, !resume) {
 			outs = m.publishWill(k, sess, now, outs)
 		}
 		sess.Will = nil
 	}
-	if sess.Active {
-		// The old session ends. Persistence (the next issue) will resume
-		// it instead when !c.CleanStart and sess.Persistent(), answering
-		// session_present = true with its subscriptions; until then every
-		// Connect starts a new session.
+	if sess.Active && !resume {
+		// The old session ends; the connection starts a new one.
 		outs = m.endSession(k, sess, now, outs)
 	}
 
@@ -145,7 +145,29 @@ func (m *machine) connect(k clientKey, sess *Session, env *eventspb.Envelope, c 
 	sess.DisconnectedAt = time.Time{}
 
 	outs = append(outs, m.presence(k, sess, now))
-	return append(outs, m.connectResult(k, env.GetGateway(), c.GetRequestId(), sess.Route, now)), true
+	res := m.connectResult(k, env.GetGateway(), c.GetRequestId(), sess.Route, now)
+	if resume {
+		// The session continues: the router still holds its subscriptions
+		// (their entries carry the older generation, the presence the
+		// newer one, so deliveries follow the new connection), and the
+		// gateway learns them for UNSUBSCRIBE and retain handling.
+		cr := res.env.GetConnectResult()
+		cr.SessionPresent = true
+		for _, sub := range sess.Subscriptions {
+			cr.Subscriptions = append(cr.Subscriptions, sub.CloneVT())
+		}
+	}
+	return append(outs, res), true
+}
+
+// expire ends sess if its expiry interval has passed at now (a
+// SessionTick): its subscriptions leave the router.
+func (m *machine) expire(k clientKey, sess *Session, now time.Time, outs []output) ([]output, bool) {
+	if !sess.Expired(now) {
+		return outs, false
+	}
+	m.log.Debug("session expired", "tenant", k.tenant, "client", k.client, "expiry_s", sess.ExpiryS)
+	return m.endSession(k, sess, now, outs), true
 }
 
 // disconnect ends the client's current connection; a Disconnect of any

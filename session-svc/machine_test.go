@@ -293,14 +293,70 @@ func TestReconnectOfEndedSessionRemovesNothing(t *testing.T) {
 	checkOutputs(t, got, outputs(wantPresence(connA2, true, false, 2), wantResult(connA2, 2)))
 }
 
-func TestReconnectOfPersistentSessionEndsItForNow(t *testing.T) {
+func TestPersistentSessionResumes(t *testing.T) {
+	h := newHarness(t)
+	sub := &eventspb.SessionSubscription{Filter: "a/+", Options: &eventspb.SubscriptionOptions{Qos: 1}}
+	h.batch(connA.connect(false, 3600, nil), connA.subscriptions(1, nil, sub))
+	h.batch(connA.disconnect(1, false, nil))
+	// Without Clean Start the session continues: nothing is removed, the
+	// answer says the session is present and carries its subscriptions.
+	got := h.batch(connA2.connect(false, 3600, nil))
+	res := wantResult(connA2, 2)
+	cr := res.env.GetConnectResult()
+	cr.SessionPresent = true
+	cr.Subscriptions = []*eventspb.SessionSubscription{sub}
+	checkOutputs(t, got, outputs(wantPresence(connA2, true, true, 2), res))
+	if s := h.session(connA2); !s.Active || len(s.Subscriptions) != 1 {
+		t.Errorf("resumed session %+v, want active with its subscription", s)
+	}
+}
+
+func TestCleanStartEndsPersistentSession(t *testing.T) {
 	h := newHarness(t)
 	h.batch(connA.connect(false, 3600, nil))
 	h.batch(connA.disconnect(1, false, nil))
-	// No resumption yet: the old session's subscriptions are removed and
-	// the new one starts empty.
-	got := h.batch(connA2.connect(false, 3600, nil))
+	got := h.batch(connA2.connect(true, 3600, nil))
 	checkOutputs(t, got, outputs(wantRemoveAll(connA, 1), wantPresence(connA2, true, true, 2), wantResult(connA2, 2)))
+}
+
+func TestExpiredSessionDoesNotResume(t *testing.T) {
+	h := newHarness(t)
+	h.batch(connA.connect(false, 10, nil))
+	h.batch(connA.disconnect(1, false, nil))
+	h.m.now = func() time.Time { return testNow.Add(10 * time.Second) }
+	got := h.batch(connA2.connect(false, 10, nil))
+	for i := range got { // the outputs carry the later time
+		got[i].env.TimestampUs = testNow.UnixMicro()
+	}
+	checkOutputs(t, got, outputs(wantRemoveAll(connA, 1), wantPresence(connA2, true, true, 2), wantResult(connA2, 2)))
+}
+
+func TestTickExpiresSessions(t *testing.T) {
+	h := newHarness(t)
+	h.batch(connA.connect(false, 10, nil), connB.connect(false, ExpiryNever, nil))
+	h.batch(connA.disconnect(1, false, nil), connB.disconnect(1, false, nil))
+	tick := func(at time.Time) *eventspb.Envelope {
+		return &eventspb.Envelope{TimestampUs: at.UnixMicro(), Event: &eventspb.Envelope_SessionTick{SessionTick: &eventspb.SessionTick{}}}
+	}
+	if got := h.batch(tick(testNow.Add(9 * time.Second))); len(got) != 0 {
+		t.Fatalf("tick before the expiry: %d outputs", len(got))
+	}
+	got := h.batch(tick(testNow.Add(10 * time.Second)))
+	for i := range got {
+		got[i].env.TimestampUs = testNow.UnixMicro()
+	}
+	checkOutputs(t, got, outputs(wantRemoveAll(connA, 1)))
+	if s := h.session(connA); s.Active {
+		t.Error("the expired session is still active")
+	}
+	if s := h.session(connB); !s.Active {
+		t.Error("a session that never expires ended")
+	}
+	// A restart replays nothing twice: the tick's effect is committed.
+	h.restart()
+	if got := h.batch(tick(testNow.Add(20 * time.Second))); len(got) != 0 {
+		t.Fatalf("a later tick after the restart: %d outputs", len(got))
+	}
 }
 
 func TestDuplicateConnectAnsweredAgain(t *testing.T) {

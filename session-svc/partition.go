@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
@@ -85,6 +86,24 @@ func (p *partition) process(ctx context.Context, recs []record, write writeFunc)
 		return nil
 	}
 
+	// emit queues one client's outputs, starting a new round when the
+	// client already has outputs in this one.
+	emit := func(k clientKey, outs []output) error {
+		if len(outs) == 0 {
+			return nil
+		}
+		if _, again := inRound[k]; again {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		inRound[k] = struct{}{}
+		for _, o := range outs {
+			pending[o.stage] = append(pending[o.stage], o)
+		}
+		return nil
+	}
+
 	last := base
 	var outs []output
 	for _, r := range recs {
@@ -93,6 +112,27 @@ func (p *partition) process(ctx context.Context, recs []record, write writeFunc)
 		}
 		last = r.offset
 		if r.env == nil {
+			continue
+		}
+		if r.env.GetSessionTick() != nil {
+			// The partition's clock: end the sessions expired at the
+			// tick's time (from the log, so a replay decides the same).
+			now := time.UnixMicro(r.env.GetTimestampUs())
+			for _, k := range p.keys(dirty) {
+				sess, ok := dirty[k]
+				if !ok {
+					sess = p.committed(k)
+				}
+				var changed bool
+				outs, changed = p.m.expire(k, sess, now, outs[:0])
+				if !changed {
+					continue
+				}
+				dirty[k] = sess
+				if err := emit(k, outs); err != nil {
+					return err
+				}
+			}
 			continue
 		}
 		k := clientKey{r.env.GetTenant(), r.env.GetClientId()}
@@ -110,17 +150,8 @@ func (p *partition) process(ctx context.Context, recs []record, write writeFunc)
 		if changed {
 			dirty[k] = sess
 		}
-		if len(outs) == 0 {
-			continue
-		}
-		if _, again := inRound[k]; again {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
-		inRound[k] = struct{}{}
-		for _, o := range outs {
-			pending[o.stage] = append(pending[o.stage], o)
+		if err := emit(k, outs); err != nil {
+			return err
 		}
 	}
 	if err := flush(); err != nil {
@@ -141,6 +172,24 @@ func (p *partition) process(ctx context.Context, recs []record, write writeFunc)
 	p.offset = last
 	p.mu.Unlock()
 	return nil
+}
+
+// keys returns every client of the partition, committed or changed in
+// the batch under way, in a fixed order.
+func (p *partition) keys(dirty map[clientKey]*Session) []clientKey {
+	p.mu.Lock()
+	ks := make([]clientKey, 0, len(p.sessions)+len(dirty))
+	for k := range p.sessions {
+		ks = append(ks, k)
+	}
+	p.mu.Unlock()
+	for k := range dirty {
+		ks = append(ks, k)
+	}
+	slices.SortFunc(ks, func(a, b clientKey) int {
+		return cmp.Or(cmp.Compare(a.tenant, b.tenant), cmp.Compare(a.client, b.client))
+	})
+	return slices.Compact(ks)
 }
 
 // committed returns a private copy of client k's committed session, or a

@@ -96,11 +96,44 @@ func (s *Service) Ready() bool { return s.ready.Load() }
 // state from the store and consumes again: outputs of the failed batch may
 // be produced twice, state changes are never half-applied.
 func (s *Service) Run(ctx context.Context) error {
+	ticks := make(chan struct{})
+	go func() { defer close(ticks); s.tickLoop(ctx) }()
+	defer func() { <-ticks }()
 	backoff := s.cfg.RetryBackoff
 	for ctx.Err() == nil {
 		s.failed(ctx, s.runOnce(ctx), &backoff)
 	}
 	return nil
+}
+
+// tickLoop writes a SessionTick to every partition the service owns each
+// Config.ExpiryCheck: the partitions' clock for session expiry, on the log
+// so that a replay takes the same decisions.
+func (s *Service) tickLoop(ctx context.Context) {
+	t := time.NewTicker(s.cfg.ExpiryCheck)
+	defer t.Stop()
+	key := []byte("\x00tick") // no tenant/client key starts with NUL
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !s.Ready() {
+			continue
+		}
+		now := s.m.now()
+		rs := make([]*kafka.Record, 0, s.sessionsPartitions)
+		for p := range s.sessionsPartitions {
+			rs = append(rs, kafka.NewRecord(kafka.TopicSessions, key, p, &eventspb.Envelope{
+				TimestampUs: now.UnixMicro(),
+				Event:       &eventspb.Envelope_SessionTick{SessionTick: &eventspb.SessionTick{}},
+			}))
+		}
+		if err := s.client.ProduceSync(ctx, rs...); err != nil && ctx.Err() == nil {
+			s.log.Warn("write session ticks", "err", err)
+		}
+	}
 }
 
 // failed handles the end of runOnce before ctx is done: it logs err and

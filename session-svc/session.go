@@ -61,6 +61,16 @@ type Session struct {
 // Persistent reports whether the session outlives its connection.
 func (s *Session) Persistent() bool { return s.ExpiryS > 0 }
 
+// Expired reports whether a persistent session that is offline has outlived
+// its expiry interval at now. An online session, one that never expires and
+// one that already ended do not expire.
+func (s *Session) Expired(now time.Time) bool {
+	if !s.Active || s.Online || s.ExpiryS == ExpiryNever || s.DisconnectedAt.IsZero() {
+		return false
+	}
+	return !now.Before(s.DisconnectedAt.Add(time.Duration(s.ExpiryS) * time.Second))
+}
+
 // Clone returns a deep copy of s.
 func (s *Session) Clone() *Session {
 	if s == nil {

@@ -33,6 +33,7 @@ func startBroker(t *testing.T, mut ...func(*config.Config)) *broker.Broker {
 	cfg.Kafka.Partitions = 4
 	cfg.Gateway.SysInterval = 0
 	cfg.Router.PresenceQuiet = 100 * time.Millisecond
+	cfg.Session.ExpiryCheck = 200 * time.Millisecond
 	for _, m := range mut {
 		m(&cfg)
 	}

@@ -111,6 +111,7 @@ type Envelope struct {
 	//	*Envelope_Delivery
 	//	*Envelope_SessionSubscriptions
 	//	*Envelope_GatewayHeartbeat
+	//	*Envelope_SessionTick
 	Event         isEnvelope_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -285,6 +286,15 @@ func (x *Envelope) GetGatewayHeartbeat() *GatewayHeartbeat {
 	return nil
 }
 
+func (x *Envelope) GetSessionTick() *SessionTick {
+	if x != nil {
+		if x, ok := x.Event.(*Envelope_SessionTick); ok {
+			return x.SessionTick
+		}
+	}
+	return nil
+}
+
 type isEnvelope_Event interface {
 	isEnvelope_Event()
 }
@@ -329,6 +339,10 @@ type Envelope_GatewayHeartbeat struct {
 	GatewayHeartbeat *GatewayHeartbeat `protobuf:"bytes,19,opt,name=gateway_heartbeat,json=gatewayHeartbeat,proto3,oneof"`
 }
 
+type Envelope_SessionTick struct {
+	SessionTick *SessionTick `protobuf:"bytes,20,opt,name=session_tick,json=sessionTick,proto3,oneof"`
+}
+
 func (*Envelope_Publish) isEnvelope_Event() {}
 
 func (*Envelope_SubscriptionChange) isEnvelope_Event() {}
@@ -348,6 +362,8 @@ func (*Envelope_Delivery) isEnvelope_Event() {}
 func (*Envelope_SessionSubscriptions) isEnvelope_Event() {}
 
 func (*Envelope_GatewayHeartbeat) isEnvelope_Event() {}
+
+func (*Envelope_SessionTick) isEnvelope_Event() {}
 
 // MessageID names one published message: the gateway instance that took it
 // in (a random 64-bit number chosen at start) and a sequence number there.
@@ -1622,11 +1638,52 @@ func (x *GatewayHeartbeat) GetIntervalMs() int64 {
 	return 0
 }
 
+// SessionTick is the session service's clock on its own log (topic
+// shoal.sessions, written to each partition the service owns, every
+// session.expiry_check): at a tick the partition ends the sessions whose
+// expiry has passed, judged by the tick's envelope timestamp, so that a
+// replay of the log takes the same decisions.
+type SessionTick struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionTick) Reset() {
+	*x = SessionTick{}
+	mi := &file_shoal_v1_events_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionTick) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionTick) ProtoMessage() {}
+
+func (x *SessionTick) ProtoReflect() protoreflect.Message {
+	mi := &file_shoal_v1_events_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionTick.ProtoReflect.Descriptor instead.
+func (*SessionTick) Descriptor() ([]byte, []int) {
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{19}
+}
+
 var File_shoal_v1_events_proto protoreflect.FileDescriptor
 
 const file_shoal_v1_events_proto_rawDesc = "" +
 	"\n" +
-	"\x15shoal/v1/events.proto\x12\bshoal.v1\"\xb5\x06\n" +
+	"\x15shoal/v1/events.proto\x12\bshoal.v1\"\xf1\x06\n" +
 	"\bEnvelope\x12%\n" +
 	"\x0eschema_version\x18\x01 \x01(\rR\rschemaVersion\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x1b\n" +
@@ -1647,7 +1704,8 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"\x04kick\x18\x10 \x01(\v2\x0e.shoal.v1.KickH\x00R\x04kick\x120\n" +
 	"\bdelivery\x18\x11 \x01(\v2\x12.shoal.v1.DeliveryH\x00R\bdelivery\x12U\n" +
 	"\x15session_subscriptions\x18\x12 \x01(\v2\x1e.shoal.v1.SessionSubscriptionsH\x00R\x14sessionSubscriptions\x12I\n" +
-	"\x11gateway_heartbeat\x18\x13 \x01(\v2\x1a.shoal.v1.GatewayHeartbeatH\x00R\x10gatewayHeartbeatB\a\n" +
+	"\x11gateway_heartbeat\x18\x13 \x01(\v2\x1a.shoal.v1.GatewayHeartbeatH\x00R\x10gatewayHeartbeat\x12:\n" +
+	"\fsession_tick\x18\x14 \x01(\v2\x15.shoal.v1.SessionTickH\x00R\vsessionTickB\a\n" +
 	"\x05event\"B\n" +
 	"\tMessageID\x12#\n" +
 	"\rgateway_epoch\x18\x01 \x01(\x04R\fgatewayEpoch\x12\x10\n" +
@@ -1777,7 +1835,8 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"\x10GatewayHeartbeat\x12\x12\n" +
 	"\x04slot\x18\x01 \x01(\x05R\x04slot\x12\x1f\n" +
 	"\vinterval_ms\x18\x02 \x01(\x03R\n" +
-	"intervalMsB7Z5github.com/shoal-mqtt/shoal/schemas/eventspb;eventspbb\x06proto3"
+	"intervalMs\"\r\n" +
+	"\vSessionTickB7Z5github.com/shoal-mqtt/shoal/schemas/eventspb;eventspbb\x06proto3"
 
 var (
 	file_shoal_v1_events_proto_rawDescOnce sync.Once
@@ -1792,7 +1851,7 @@ func file_shoal_v1_events_proto_rawDescGZIP() []byte {
 }
 
 var file_shoal_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_shoal_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_shoal_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_shoal_v1_events_proto_goTypes = []any{
 	(SubscriptionChange_Op)(0),   // 0: shoal.v1.SubscriptionChange.Op
 	(*Envelope)(nil),             // 1: shoal.v1.Envelope
@@ -1814,6 +1873,7 @@ var file_shoal_v1_events_proto_goTypes = []any{
 	(*SessionSubscription)(nil),  // 17: shoal.v1.SessionSubscription
 	(*SessionSubscriptions)(nil), // 18: shoal.v1.SessionSubscriptions
 	(*GatewayHeartbeat)(nil),     // 19: shoal.v1.GatewayHeartbeat
+	(*SessionTick)(nil),          // 20: shoal.v1.SessionTick
 }
 var file_shoal_v1_events_proto_depIdxs = []int32{
 	2,  // 0: shoal.v1.Envelope.message_id:type_name -> shoal.v1.MessageID
@@ -1827,25 +1887,26 @@ var file_shoal_v1_events_proto_depIdxs = []int32{
 	16, // 8: shoal.v1.Envelope.delivery:type_name -> shoal.v1.Delivery
 	18, // 9: shoal.v1.Envelope.session_subscriptions:type_name -> shoal.v1.SessionSubscriptions
 	19, // 10: shoal.v1.Envelope.gateway_heartbeat:type_name -> shoal.v1.GatewayHeartbeat
-	3,  // 11: shoal.v1.Message.user_properties:type_name -> shoal.v1.UserProperty
-	4,  // 12: shoal.v1.Publish.message:type_name -> shoal.v1.Message
-	0,  // 13: shoal.v1.SubscriptionChange.op:type_name -> shoal.v1.SubscriptionChange.Op
-	6,  // 14: shoal.v1.SubscriptionChange.options:type_name -> shoal.v1.SubscriptionOptions
-	8,  // 15: shoal.v1.SubscriptionChange.route:type_name -> shoal.v1.Route
-	4,  // 16: shoal.v1.Will.message:type_name -> shoal.v1.Message
-	8,  // 17: shoal.v1.Connect.route:type_name -> shoal.v1.Route
-	9,  // 18: shoal.v1.Connect.will:type_name -> shoal.v1.Will
-	17, // 19: shoal.v1.ConnectResult.subscriptions:type_name -> shoal.v1.SessionSubscription
-	8,  // 20: shoal.v1.Presence.route:type_name -> shoal.v1.Route
-	4,  // 21: shoal.v1.Delivery.message:type_name -> shoal.v1.Message
-	15, // 22: shoal.v1.Delivery.targets:type_name -> shoal.v1.Target
-	6,  // 23: shoal.v1.SessionSubscription.options:type_name -> shoal.v1.SubscriptionOptions
-	17, // 24: shoal.v1.SessionSubscriptions.added:type_name -> shoal.v1.SessionSubscription
-	25, // [25:25] is the sub-list for method output_type
-	25, // [25:25] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	20, // 11: shoal.v1.Envelope.session_tick:type_name -> shoal.v1.SessionTick
+	3,  // 12: shoal.v1.Message.user_properties:type_name -> shoal.v1.UserProperty
+	4,  // 13: shoal.v1.Publish.message:type_name -> shoal.v1.Message
+	0,  // 14: shoal.v1.SubscriptionChange.op:type_name -> shoal.v1.SubscriptionChange.Op
+	6,  // 15: shoal.v1.SubscriptionChange.options:type_name -> shoal.v1.SubscriptionOptions
+	8,  // 16: shoal.v1.SubscriptionChange.route:type_name -> shoal.v1.Route
+	4,  // 17: shoal.v1.Will.message:type_name -> shoal.v1.Message
+	8,  // 18: shoal.v1.Connect.route:type_name -> shoal.v1.Route
+	9,  // 19: shoal.v1.Connect.will:type_name -> shoal.v1.Will
+	17, // 20: shoal.v1.ConnectResult.subscriptions:type_name -> shoal.v1.SessionSubscription
+	8,  // 21: shoal.v1.Presence.route:type_name -> shoal.v1.Route
+	4,  // 22: shoal.v1.Delivery.message:type_name -> shoal.v1.Message
+	15, // 23: shoal.v1.Delivery.targets:type_name -> shoal.v1.Target
+	6,  // 24: shoal.v1.SessionSubscription.options:type_name -> shoal.v1.SubscriptionOptions
+	17, // 25: shoal.v1.SessionSubscriptions.added:type_name -> shoal.v1.SessionSubscription
+	26, // [26:26] is the sub-list for method output_type
+	26, // [26:26] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_shoal_v1_events_proto_init() }
@@ -1864,6 +1925,7 @@ func file_shoal_v1_events_proto_init() {
 		(*Envelope_Delivery)(nil),
 		(*Envelope_SessionSubscriptions)(nil),
 		(*Envelope_GatewayHeartbeat)(nil),
+		(*Envelope_SessionTick)(nil),
 	}
 	file_shoal_v1_events_proto_msgTypes[8].OneofWrappers = []any{}
 	file_shoal_v1_events_proto_msgTypes[12].OneofWrappers = []any{}
@@ -1873,7 +1935,7 @@ func file_shoal_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shoal_v1_events_proto_rawDesc), len(file_shoal_v1_events_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

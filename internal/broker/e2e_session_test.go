@@ -1,0 +1,145 @@
+package broker_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/eclipse/paho.golang/paho"
+	mqtt3 "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
+)
+
+// TestPersistentSessionKeepsSubscriptions: a 5.0 session with an expiry
+// interval, and a 3.1.1 session without Clean Session, keep their
+// subscriptions across a reconnect (session present), and a Clean Start
+// ends them.
+func TestPersistentSessionKeepsSubscriptions(t *testing.T) {
+	b := startBroker(t)
+	pub, _ := dialV5(t, mqttAddr(b), "ps-pub")
+
+	t.Run("5.0", func(t *testing.T) {
+		persistent := func(cp *paho.Connect) {
+			cp.CleanStart = false
+			cp.Properties = &paho.ConnectProperties{SessionExpiryInterval: u32(300)}
+		}
+		c, ca := dialV5(t, mqttAddr(b), "ps-v5", func(cp *paho.Connect) {
+			cp.CleanStart = true
+			cp.Properties = &paho.ConnectProperties{SessionExpiryInterval: u32(300)}
+		})
+		if ca.SessionPresent {
+			t.Fatal("session present on a clean start")
+		}
+		c.subscribe(t, paho.SubscribeOptions{Topic: "ps/v5/#", QoS: 1})
+		if err := c.Disconnect(&paho.Disconnect{ReasonCode: 0}); err != nil {
+			t.Fatal(err)
+		}
+		c2, ca2 := dialV5(t, mqttAddr(b), "ps-v5", persistent)
+		if !ca2.SessionPresent {
+			t.Fatal("session not present on a reconnect without clean start")
+		}
+		// The subscription was kept: no SUBSCRIBE on this connection.
+		deadline := time.Now().Add(wait)
+		for {
+			pub.publish(t, &paho.Publish{Topic: "ps/v5/x", QoS: 1, Payload: []byte("kept")})
+			select {
+			case m := <-c2.msgs:
+				if string(m.Payload) != "kept" {
+					t.Fatalf("got %q", m.Payload)
+				}
+			case <-time.After(200 * time.Millisecond):
+				// The router may still route to the previous connection
+				// until it reads the new presence: publish again.
+				if time.Now().Before(deadline) {
+					continue
+				}
+				t.Fatal("the resumed session's subscription delivered nothing")
+			}
+			break
+		}
+		_ = c2.Disconnect(&paho.Disconnect{ReasonCode: 0})
+		c3, ca3 := dialV5(t, mqttAddr(b), "ps-v5") // clean start
+		if ca3.SessionPresent {
+			t.Fatal("session present after a clean start")
+		}
+		pub.publish(t, &paho.Publish{Topic: "ps/v5/x", QoS: 1, Payload: []byte("after clean start")})
+		c3.expectNone(t, 300*time.Millisecond)
+	})
+
+	t.Run("3.1.1", func(t *testing.T) {
+		got := make(chan mqtt3.Message, 10)
+		connect := func(clean bool) (mqtt3.Client, bool) {
+			opts := mqtt3.NewClientOptions().AddBroker("tcp://" + mqttAddr(b)).SetClientID("ps-v311").
+				SetProtocolVersion(4).SetCleanSession(clean).SetAutoReconnect(false).SetConnectTimeout(wait).
+				SetDefaultPublishHandler(func(_ mqtt3.Client, m mqtt3.Message) { got <- m })
+			c := mqtt3.NewClient(opts)
+			tok := c.Connect()
+			if !tok.WaitTimeout(wait) || tok.Error() != nil {
+				t.Fatalf("connect: %v", tok.Error())
+			}
+			ct, ok := tok.(*mqtt3.ConnectToken)
+			if !ok {
+				t.Fatal("not a connect token")
+			}
+			return c, ct.SessionPresent()
+		}
+		c, present := connect(false)
+		if present {
+			t.Fatal("session present for a new client")
+		}
+		if tok := c.Subscribe("ps/v311", 1, nil); !tok.WaitTimeout(wait) || tok.Error() != nil {
+			t.Fatal(tok.Error())
+		}
+		c.Disconnect(100)
+		c, present = connect(false)
+		defer c.Disconnect(100)
+		if !present {
+			t.Fatal("3.1.1 session without clean session not present on reconnect")
+		}
+		deadline := time.Now().Add(wait)
+		for {
+			pub.publish(t, &paho.Publish{Topic: "ps/v311", QoS: 1, Payload: []byte("kept")})
+			select {
+			case m := <-got:
+				if string(m.Payload()) != "kept" {
+					t.Fatalf("got %q", m.Payload())
+				}
+			case <-time.After(200 * time.Millisecond):
+				if time.Now().Before(deadline) {
+					continue
+				}
+				t.Fatal("the resumed 3.1.1 session's subscription delivered nothing")
+			}
+			break
+		}
+	})
+}
+
+// TestSessionExpiry: a session whose expiry interval passes while it is
+// offline ends: no session present, no subscriptions left.
+func TestSessionExpiry(t *testing.T) {
+	b := startBroker(t)
+	r := dialRaw(t, mqttAddr(b), packet.V5)
+	cp := &packet.Connect{ClientID: []byte("exp-sess"), CleanStart: true, KeepAlive: 30}
+	cp.Props.SessionExpiry = 1
+	cp.Props.Set(packet.PropSessionExpiry)
+	r.connect(cp)
+	r.send(&packet.Subscribe{PacketID: 1, Filters: []packet.Subscription{{Filter: []byte("es/t"), QoS: 1}}})
+	nextAs[*packet.Suback](r)
+	r.send(&packet.Disconnect{})
+	r.expectClosed(wait)
+	time.Sleep(1500 * time.Millisecond) // the 1 s expiry and a 200 ms tick
+
+	r2 := dialRaw(t, mqttAddr(b), packet.V5)
+	cp2 := &packet.Connect{ClientID: []byte("exp-sess"), CleanStart: false, KeepAlive: 30}
+	cp2.Props.SessionExpiry = 1
+	cp2.Props.Set(packet.PropSessionExpiry)
+	if ca := r2.connect(cp2); ca.SessionPresent {
+		t.Fatal("an expired session is present")
+	}
+	pub, _ := dialV5(t, mqttAddr(b), "exp-pub")
+	pub.publish(t, &paho.Publish{Topic: "es/t", QoS: 1, Payload: []byte("late")})
+	if _, err := r2.read(300 * time.Millisecond); err == nil {
+		t.Fatal("the expired session's subscription still delivers")
+	}
+}

@@ -1,46 +1,19 @@
 package kafka
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/shoal-mqtt/shoal/internal/testutil/testlog"
 )
 
 // testTimeout bounds every wait in these tests.
 const testTimeout = 20 * time.Second
 
-// testLogger returns a logger writing warnings and errors to t.Log until the
-// test ends (franz-go goroutines may log after that; those lines are
-// dropped).
-func testLogger(t testing.TB) *slog.Logger {
-	w := &testWriter{t: t}
-	t.Cleanup(w.stop)
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
-}
-
-type testWriter struct {
-	mu   sync.Mutex
-	t    testing.TB
-	done bool
-}
-
-func (w *testWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(string(bytes.TrimRight(p, "\n")))
-	}
-	return len(p), nil
-}
-
-func (w *testWriter) stop() {
-	w.mu.Lock()
-	w.done = true
-	w.mu.Unlock()
-}
+// testLogger returns a logger writing to t.Log until the test ends.
+func testLogger(t testing.TB) *slog.Logger { return testlog.New(t) }
 
 // startEmbedded starts an embedded backbone in dir, closed at the end of the
 // test (Close is idempotent, tests may close it earlier).

@@ -1,7 +1,6 @@
 package sessionsvc_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
 	"github.com/shoal-mqtt/shoal/internal/store/pebblestore"
+	"github.com/shoal-mqtt/shoal/internal/testutil/testlog"
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 	sessionsvc "github.com/shoal-mqtt/shoal/session-svc"
@@ -32,33 +32,8 @@ const (
 	e2eDeliveries = 4
 )
 
-// testLogger writes warnings and errors to t.Log until the test ends.
-func testLogger(t *testing.T) *slog.Logger {
-	w := &testWriter{t: t}
-	t.Cleanup(w.stop)
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
-}
-
-type testWriter struct {
-	mu   sync.Mutex
-	t    *testing.T
-	done bool
-}
-
-func (w *testWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(string(bytes.TrimRight(p, "\n")))
-	}
-	return len(p), nil
-}
-
-func (w *testWriter) stop() {
-	w.mu.Lock()
-	w.done = true
-	w.mu.Unlock()
-}
+// testLogger writes to t.Log until the test ends.
+func testLogger(t *testing.T) *slog.Logger { return testlog.New(t) }
 
 type backbone struct {
 	client *kafka.Client

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"net"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +14,7 @@ import (
 	"github.com/shoal-mqtt/shoal/internal/broker"
 	"github.com/shoal-mqtt/shoal/internal/config"
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
+	"github.com/shoal-mqtt/shoal/internal/testutil/testlog"
 )
 
 // wait bounds every wait in these tests.
@@ -40,12 +39,7 @@ func startBroker(t *testing.T, mut ...func(*config.Config)) *broker.Broker {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	level := slog.LevelWarn
-	if os.Getenv("SHOAL_TEST_DEBUG") != "" {
-		level = slog.LevelDebug
-	}
-	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: level}))
-	b := broker.New(cfg, log, "test")
+	b := broker.New(cfg, testlog.New(t), "test")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- b.Run(ctx) }()
@@ -74,15 +68,6 @@ func startBroker(t *testing.T, mut ...func(*config.Config)) *broker.Broker {
 		}
 	})
 	return b
-}
-
-// testWriter sends log lines to t.Log while the test runs.
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	defer func() { _ = recover() }() // a late log line after the test ended
-	w.t.Log(string(p))
-	return len(p), nil
 }
 
 func mqttAddr(b *broker.Broker) string { return b.Addr("mqtt").String() }

@@ -1,0 +1,5 @@
+// Package testlog gives tests a *slog.Logger that writes to t.Log until the
+// test ends: goroutines of clients and servers (franz-go's, the broker's)
+// may log after that, and those lines are dropped instead of panicking.
+// Only tests import it.
+package testlog

@@ -254,6 +254,16 @@ func (c *conn) handshake(ctx context.Context) bool {
 	for _, s := range res.Subscriptions {
 		c.subs[s.Filter] = s.Options
 	}
+	if len(res.Subscriptions) > 0 {
+		// A resumed session: move its subscriptions to this connection in
+		// every router shard before CONNACK, so that whatever is published
+		// after CONNACK is routed here.
+		if err := c.rebind(ctx, res.Subscriptions); err != nil {
+			g.log.Warn("rebind resumed session", "client", c.clientID, "tenant", c.tenant, "err", err)
+			c.writeNow((&packet.Connack{Code: packet.CodeServerUnavailable}).Append(nil, c.version))
+			return false
+		}
+	}
 
 	ack := packet.Connack{SessionPresent: res.SessionPresent}
 	if v5 {

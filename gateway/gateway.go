@@ -102,7 +102,7 @@ func NewVersion(cfg Config, kl Log, log *slog.Logger, clock func() time.Time, ve
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, fmt.Errorf("gateway epoch: %w", err)
 	}
-	return &Gateway{
+	g := &Gateway{
 		cfg:      cfg,
 		log:      log.With("role", "gateway", "gateway", cfg.ID),
 		kl:       kl,
@@ -115,7 +115,11 @@ func NewVersion(cfg Config, kl Log, log *slog.Logger, clock func() time.Time, ve
 		tenants:  make(map[string]*Stats),
 		addrs:    make(map[string]net.Addr),
 		version:  version,
-	}, nil
+	}
+	// Connection ids must not repeat across restarts of this gateway: the
+	// log still names connections of the previous run (routes, kicks).
+	g.connSeq.Store(g.epoch << 24)
+	return g, nil
 }
 
 // Ready reports whether the gateway consumes its slot and accepts clients.
@@ -319,7 +323,7 @@ func (g *Gateway) handleDeliveries(b kafka.Batch) {
 			g.mu.RLock()
 			c := g.byID[ev.Kick.Connection]
 			g.mu.RUnlock()
-			if c != nil {
+			if c != nil && c.tenant == env.Tenant && c.clientID == env.ClientId {
 				// Never block the slot consumer on one client's socket.
 				go c.kick(ReasonCodeOf(ev.Kick.ReasonCode))
 			}
@@ -339,7 +343,11 @@ func (g *Gateway) deliver(tenant string, d *eventspb.Delivery) {
 		c := g.clients[clientKey(tenant, t.ClientId)]
 		g.mu.RUnlock()
 		if c == nil || c.id != t.Connection {
-			continue // gone, or a newer connection: its session decides
+			// Gone, or another connection of the client: its session
+			// decides what it receives.
+			g.log.Debug("delivery target not connected here", "tenant", tenant, "client", t.ClientId,
+				"connection", t.Connection, "found", c != nil)
+			continue
 		}
 		c.deliver(d.Message, t, now)
 	}

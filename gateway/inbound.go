@@ -247,6 +247,34 @@ func (c *conn) handleUnsubscribe(h packet.FixedHeader, body []byte) error {
 	return nil
 }
 
+// rebind writes a resume ADD for each subscription of a resumed session,
+// with this connection's route, and waits until they are durable.
+func (c *conn) rebind(ctx context.Context, subs []*eventspb.SessionSubscription) error {
+	g := c.g
+	now := g.clock()
+	var recs []*kafka.Record
+	for _, s := range subs {
+		group, inner, shared, err := topic.ParseShared(s.Filter)
+		if err != nil {
+			continue // never accepted, so never stored
+		}
+		if !shared {
+			inner = s.Filter
+		}
+		recs = c.appendChange(recs, now, &eventspb.SubscriptionChange{
+			Op:         eventspb.SubscriptionChange_OP_ADD,
+			Filter:     inner,
+			ShareGroup: group,
+			Options:    s.Options,
+			Route:      &eventspb.Route{Slot: g.cfg.Slot, Connection: c.id, Generation: c.generation},
+			Resume:     true,
+		})
+	}
+	tctx, cancel := context.WithTimeout(ctx, g.cfg.SessionTimeout)
+	defer cancel()
+	return g.kl.ProduceSync(tctx, recs...)
+}
+
 // appendChange appends the records of one subscription change: to the
 // partition of its topic for a filter without wildcards, to every
 // partition for a filter with wildcards (ARCHITECTURE.md).

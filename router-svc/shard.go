@@ -490,7 +490,7 @@ func (s *Shard) change(env *eventspb.Envelope, ch *eventspb.SubscriptionChange, 
 			Options:         sb.options(),
 			Route:           sb.route.proto(),
 		}})
-		if sb.group == nil && (sb.rh == 0 || (sb.rh == 1 && !existed)) {
+		if sb.group == nil && !ch.GetResume() && (sb.rh == 0 || (sb.rh == 1 && !existed)) {
 			s.sendRetained(t, sb, out)
 		}
 	case eventspb.SubscriptionChange_OP_REMOVE:

@@ -753,7 +753,10 @@ type SubscriptionChange struct {
 	ShareGroup string               `protobuf:"bytes,3,opt,name=share_group,json=shareGroup,proto3" json:"share_group,omitempty"`
 	Options    *SubscriptionOptions `protobuf:"bytes,4,opt,name=options,proto3" json:"options,omitempty"`
 	// Where to send the retained messages this subscription selects.
-	Route         *Route `protobuf:"bytes,5,opt,name=route,proto3" json:"route,omitempty"`
+	Route *Route `protobuf:"bytes,5,opt,name=route,proto3" json:"route,omitempty"`
+	// An ADD that moves a resumed session's subscription to its new
+	// connection: the route changes, no retained messages are sent.
+	Resume        bool `protobuf:"varint,6,opt,name=resume,proto3" json:"resume,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -821,6 +824,13 @@ func (x *SubscriptionChange) GetRoute() *Route {
 		return x.Route
 	}
 	return nil
+}
+
+func (x *SubscriptionChange) GetResume() bool {
+	if x != nil {
+		return x.Resume
+	}
+	return false
 }
 
 // Route says where a client is connected: the gateway slot (partition of
@@ -1737,14 +1747,15 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"\bno_local\x18\x02 \x01(\bR\anoLocal\x12.\n" +
 	"\x13retain_as_published\x18\x03 \x01(\bR\x11retainAsPublished\x12'\n" +
 	"\x0fretain_handling\x18\x04 \x01(\rR\x0eretainHandling\x12'\n" +
-	"\x0fsubscription_id\x18\x05 \x01(\rR\x0esubscriptionId\"\xa6\x02\n" +
+	"\x0fsubscription_id\x18\x05 \x01(\rR\x0esubscriptionId\"\xbe\x02\n" +
 	"\x12SubscriptionChange\x12/\n" +
 	"\x02op\x18\x01 \x01(\x0e2\x1f.shoal.v1.SubscriptionChange.OpR\x02op\x12\x16\n" +
 	"\x06filter\x18\x02 \x01(\tR\x06filter\x12\x1f\n" +
 	"\vshare_group\x18\x03 \x01(\tR\n" +
 	"shareGroup\x127\n" +
 	"\aoptions\x18\x04 \x01(\v2\x1d.shoal.v1.SubscriptionOptionsR\aoptions\x12%\n" +
-	"\x05route\x18\x05 \x01(\v2\x0f.shoal.v1.RouteR\x05route\"F\n" +
+	"\x05route\x18\x05 \x01(\v2\x0f.shoal.v1.RouteR\x05route\x12\x16\n" +
+	"\x06resume\x18\x06 \x01(\bR\x06resume\"F\n" +
 	"\x02Op\x12\x12\n" +
 	"\x0eOP_UNSPECIFIED\x10\x00\x12\n" +
 	"\n" +

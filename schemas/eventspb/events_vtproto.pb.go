@@ -270,6 +270,7 @@ func (m *SubscriptionChange) CloneVT() *SubscriptionChange {
 	r.ShareGroup = m.ShareGroup
 	r.Options = m.Options.CloneVT()
 	r.Route = m.Route.CloneVT()
+	r.Resume = m.Resume
 	if len(m.unknownFields) > 0 {
 		r.unknownFields = make([]byte, len(m.unknownFields))
 		copy(r.unknownFields, m.unknownFields)
@@ -1062,6 +1063,9 @@ func (this *SubscriptionChange) EqualVT(that *SubscriptionChange) bool {
 		return false
 	}
 	if !this.Route.EqualVT(that.Route) {
+		return false
+	}
+	if this.Resume != that.Resume {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
@@ -2122,6 +2126,16 @@ func (m *SubscriptionChange) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 	if m.unknownFields != nil {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
+	}
+	if m.Resume {
+		i--
+		if m.Resume {
+			dAtA[i] = 1
+		} else {
+			dAtA[i] = 0
+		}
+		i--
+		dAtA[i] = 0x30
 	}
 	if m.Route != nil {
 		size, err := m.Route.MarshalToSizedBufferVT(dAtA[:i])
@@ -3233,6 +3247,9 @@ func (m *SubscriptionChange) SizeVT() (n int) {
 	if m.Route != nil {
 		l = m.Route.SizeVT()
 		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
+	}
+	if m.Resume {
+		n += 2
 	}
 	n += len(m.unknownFields)
 	return n
@@ -5183,6 +5200,26 @@ func (m *SubscriptionChange) UnmarshalVT(dAtA []byte) error {
 				return err
 			}
 			iNdEx = postIndex
+		case 6:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Resume", wireType)
+			}
+			var v int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.Resume = bool(v != 0)
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
@@ -8644,6 +8681,26 @@ func (m *SubscriptionChange) UnmarshalVTUnsafe(dAtA []byte) error {
 				return err
 			}
 			iNdEx = postIndex
+		case 6:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Resume", wireType)
+			}
+			var v int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.Resume = bool(v != 0)
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])

@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/eclipse/paho.golang/paho"
+)
+
+// TestMain lets the test binary stand in for the shoal binary: with
+// SHOAL_TEST_RUN_MAIN set it runs main() with the arguments in
+// SHOAL_TEST_ARGS (separated by U+001F), so restart tests can kill a real shoal
+// process without a separate build.
+func TestMain(m *testing.M) {
+	if os.Getenv("SHOAL_TEST_RUN_MAIN") == "1" {
+		os.Args = append([]string{"shoal"}, strings.Split(os.Getenv("SHOAL_TEST_ARGS"), "\x1f")...)
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+const wait = 30 * time.Second
+
+// shoalProc is a shoal all process on loopback ports and a data directory.
+type shoalProc struct {
+	t    *testing.T
+	cmd  *exec.Cmd
+	mqtt string
+	http string
+	dir  string
+	log  string
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = ln.Close() }()
+	return ln.Addr().String()
+}
+
+// startShoal starts shoal all on dir and waits until /readyz says ready.
+func startShoal(t *testing.T, dir string) *shoalProc {
+	t.Helper()
+	p := &shoalProc{t: t, dir: dir, mqtt: freePort(t), http: freePort(t), log: filepath.Join(dir, fmt.Sprintf("shoal-%d.log", time.Now().UnixNano()))}
+	args := []string{"all", "--data-dir", dir, "--mqtt-listen", p.mqtt, "--ws-listen", "", "--http-listen", p.http,
+		"--kafka-partitions", "4", "--log-level", logLevel()}
+	p.cmd = exec.Command(os.Args[0], "-test.run=^$")
+	p.cmd.Env = append(os.Environ(), "SHOAL_TEST_RUN_MAIN=1", "SHOAL_TEST_ARGS="+strings.Join(args, "\x1f"))
+	logf, err := os.Create(p.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	_ = logf.Close()
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			_ = p.cmd.Process.Kill()
+			_ = p.cmd.Wait()
+		}
+	})
+	deadline := time.Now().Add(wait)
+	for {
+		resp, err := http.Get("http://" + p.http + "/readyz")
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return p
+			}
+		}
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(p.log)
+			t.Fatalf("shoal not ready after %v; its log:\n%s", wait, b)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// kill ends the process with SIGKILL.
+func (p *shoalProc) kill() {
+	_ = p.cmd.Process.Kill()
+	_ = p.cmd.Wait()
+}
+
+// stop ends the process with SIGTERM and requires a clean exit.
+func (p *shoalProc) stop() {
+	p.t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			b, _ := os.ReadFile(p.log)
+			p.t.Fatalf("shoal exited with %v after SIGTERM; its log:\n%s", err, b)
+		}
+	case <-time.After(wait):
+		p.t.Fatal("shoal did not stop within 30 s of SIGTERM")
+	}
+}
+
+type client struct {
+	*paho.Client
+	msgs chan *paho.Publish
+}
+
+func connect(t *testing.T, addr, id string, clean bool) (*client, *paho.Connack) {
+	t.Helper()
+	nc, err := net.DialTimeout("tcp", addr, wait)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &client{msgs: make(chan *paho.Publish, 100)}
+	c.Client = paho.NewClient(paho.ClientConfig{Conn: nc, OnClientError: func(error) {},
+		OnPublishReceived: []func(paho.PublishReceived) (bool, error){func(pr paho.PublishReceived) (bool, error) {
+			c.msgs <- pr.Packet
+			return true, nil
+		}}})
+	expiry := uint32(3600)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	ca, err := c.Connect(ctx, &paho.Connect{ClientID: id, CleanStart: clean, KeepAlive: 30,
+		Properties: &paho.ConnectProperties{SessionExpiryInterval: &expiry}})
+	if err != nil {
+		t.Fatalf("connect %s: %v", id, err)
+	}
+	t.Cleanup(func() { _ = c.Disconnect(&paho.Disconnect{}) })
+	return c, ca
+}
+
+func (c *client) publish(t *testing.T, topic, payload string, qos byte, retain bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if _, err := c.Publish(ctx, &paho.Publish{Topic: topic, QoS: qos, Retain: retain, Payload: []byte(payload)}); err != nil {
+		t.Fatalf("publish: %v", err)
+	}
+}
+
+func (c *client) subscribe(t *testing.T, filter string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if _, err := c.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: filter, QoS: 1}}}); err != nil {
+		t.Fatalf("subscribe: %v", err)
+	}
+}
+
+func (c *client) expect(t *testing.T, topic, payload string) {
+	t.Helper()
+	select {
+	case m := <-c.msgs:
+		if m.Topic != topic || string(m.Payload) != payload {
+			t.Fatalf("got %q on %s, want %q on %s", m.Payload, m.Topic, payload, topic)
+		}
+	case <-time.After(wait):
+		t.Fatalf("no message; want %q on %s", payload, topic)
+	}
+}
+
+// dumpLogs shows the logs of every shoal process of the test when it fails.
+func dumpLogs(t *testing.T, dir string) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		logs, _ := filepath.Glob(filepath.Join(dir, "shoal-*.log"))
+		for _, l := range logs {
+			b, _ := os.ReadFile(l)
+			t.Logf("%s:\n%s", filepath.Base(l), b)
+		}
+	})
+}
+
+// TestRestartKeepsRetainedAndSessions runs the real shoal process, kills it
+// with SIGKILL right after the PUBACK of a retained message, and stops it
+// gracefully after another: retained messages and a persistent session
+// with its subscription survive both.
+func TestRestartKeepsRetainedAndSessions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("restarts a real shoal process several times: skipped with -short")
+	}
+	dir := t.TempDir()
+	dumpLogs(t, dir)
+	p := startShoal(t, dir)
+	sess, _ := connect(t, p.mqtt, "dur-session", true)
+	sess.subscribe(t, "dur/live/#")
+	_ = sess.Disconnect(&paho.Disconnect{})
+	pub, _ := connect(t, p.mqtt, "dur-pub", true)
+	pub.publish(t, "dur/a", "one", 1, true)
+	p.kill() // right after the PUBACK
+
+	p = startShoal(t, dir)
+	sub, _ := connect(t, p.mqtt, "dur-sub", true)
+	sub.subscribe(t, "dur/+")
+	sub.expect(t, "dur/a", "one")
+	s2, ca := connect(t, p.mqtt, "dur-session", false)
+	if !ca.SessionPresent {
+		t.Fatal("the persistent session did not survive SIGKILL")
+	}
+	pub, _ = connect(t, p.mqtt, "dur-pub", true)
+	pub.publish(t, "dur/live/x", "to the session", 1, false)
+	s2.expect(t, "dur/live/x", "to the session")
+	pub.publish(t, "dur/a", "two", 2, true)
+	p.stop()
+
+	p = startShoal(t, dir)
+	sub, _ = connect(t, p.mqtt, "dur-sub2", true)
+	sub.subscribe(t, "dur/+")
+	sub.expect(t, "dur/a", "two")
+	p.stop()
+}
+
+// logLevel is the shoal process's log level: debug with SHOAL_TEST_DEBUG.
+func logLevel() string {
+	if os.Getenv("SHOAL_TEST_DEBUG") != "" {
+		return "debug"
+	}
+	return "warn"
+}

@@ -67,9 +67,16 @@
 //     same slot and connection with another request id is a gateway that
 //     reuses connection ids after a restart: no kick (it would close the
 //     new connection), but the old session ends as in a takeover.
-//   - A taken-over connection's will is published at the takeover (MQTT 5.0
-//     §3.1.4: the old connection closes without DISCONNECT; will delays come
-//     with the rest of the sessions issue).
+//   - A taken-over connection's will is due at the takeover (MQTT 5.0
+//     §3.1.4: the old connection closes without DISCONNECT): at once without
+//     a delay or when the session ends; a delayed will is cancelled when the
+//     new connection resumes the session.
+//   - Will delay (MQTT 5.0 §3.1.3.2.2): a due will with a delay, of a
+//     persistent session, is kept with Session.WillDueAt = the end of the
+//     connection + min(delay, session expiry); the first SessionTick at or
+//     after it publishes it; a connection that resumes the session first
+//     cancels it; a session that ends first (expiry, clean start) publishes
+//     it then. A normal DISCONNECT discards the will.
 //   - A DISCONNECT that raises a session expiry of 0 (a protocol error the
 //     gateway answers) leaves it at 0.
 //   - SessionSubscriptions apply removals, then additions; a subscription
@@ -78,12 +85,11 @@
 //     output concerns: the requester's for ConnectResult and online
 //     Presence, the old connection's for Kick, removals, offline Presence
 //     and wills. Removals carry the old connection's route.
-//   - A will is published as the gateway sent it (its message's absolute
-//     expiry included), with Publish.connection = the ended connection, and
+//   - A will is published as the gateway sent it, with Publish.connection = the ended connection, and
 //     message id {epoch, seq}: epoch random per start of the service, seq
 //     counting the wills of the process. A batch replayed after a failure
-//     gives its wills new message ids. Will delays are not honoured yet
-//     (willDue is the seam): every due will is published at once.
+//     gives its wills new message ids. A will's Message Expiry Interval
+//     starts when it is published (Will.expiry_interval_s).
 //   - Records that cannot be decoded, without a client id, or with events
 //     that do not belong on shoal.sessions are logged and skipped (their
 //     offsets count as applied). A Connect without a valid slot cannot be

@@ -130,6 +130,10 @@ func (m *machine) connect(k clientKey, sess *Session, env *eventspb.Envelope, c 
 		// The old session ends; the connection starts a new one.
 		outs = m.endSession(k, sess, now, outs)
 	}
+	// A delayed will of the previous connection is cancelled by a
+	// connection that resumes the session (and was published by
+	// endSession otherwise).
+	sess.WillDueAt = time.Time{}
 
 	sess.Generation++
 	sess.Active = true
@@ -163,8 +167,16 @@ func (m *machine) connect(k clientKey, sess *Session, env *eventspb.Envelope, c 
 // expire ends sess if its expiry interval has passed at now (a
 // SessionTick): its subscriptions leave the router.
 func (m *machine) expire(k clientKey, sess *Session, now time.Time, outs []output) ([]output, bool) {
+	changed := false
+	if !sess.Online && !sess.WillDueAt.IsZero() && !now.Before(sess.WillDueAt) {
+		// The will delay has passed without a new connection.
+		if sess.Will != nil {
+			outs = m.publishWill(k, sess, now, outs)
+		}
+		sess.Will, sess.WillDueAt, changed = nil, time.Time{}, true
+	}
 	if !sess.Expired(now) {
-		return outs, false
+		return outs, changed
 	}
 	m.log.Debug("session expired", "tenant", k.tenant, "client", k.client, "expiry_s", sess.ExpiryS)
 	return m.endSession(k, sess, now, outs), true
@@ -190,10 +202,21 @@ func (m *machine) disconnect(k clientKey, sess *Session, d *eventspb.Disconnect,
 	sess.Online = false
 	sess.DisconnectedAt = now
 	outs = append(outs, m.presence(k, sess, now))
-	if d.GetPublishWill() && sess.Will != nil && willDue(sess.Will, !sess.Persistent()) {
+	switch {
+	case !d.GetPublishWill() || sess.Will == nil:
+		sess.Will = nil // a normal DISCONNECT discards the will
+	case willDue(sess.Will, !sess.Persistent()):
 		outs = m.publishWill(k, sess, now, outs)
+		sess.Will = nil
+	default:
+		// Delayed: published at the delay or when the session ends,
+		// whichever comes first, unless the session resumes before.
+		delay := time.Duration(sess.Will.GetDelayIntervalS()) * time.Second
+		if sess.ExpiryS != ExpiryNever {
+			delay = min(delay, time.Duration(sess.ExpiryS)*time.Second)
+		}
+		sess.WillDueAt = now.Add(delay)
 	}
-	sess.Will = nil
 	if !sess.Persistent() {
 		outs = m.endSession(k, sess, now, outs)
 	}
@@ -224,6 +247,11 @@ func (m *machine) subscriptions(k clientKey, sess *Session, ss *eventspb.Session
 // shard (SubscriptionChange REMOVE_ALL of its generation to every partition
 // of shoal.messages) and from the session.
 func (m *machine) endSession(k clientKey, sess *Session, now time.Time, outs []output) []output {
+	if !sess.WillDueAt.IsZero() && sess.Will != nil {
+		// A delayed will is published when the session ends first.
+		outs = m.publishWill(k, sess, now, outs)
+	}
+	sess.WillDueAt = time.Time{}
 	env := m.envelope(k, sess.Gateway, now)
 	env.Event = &eventspb.Envelope_SubscriptionChange{SubscriptionChange: &eventspb.SubscriptionChange{
 		Op: eventspb.SubscriptionChange_OP_REMOVE_ALL,
@@ -243,11 +271,12 @@ func (m *machine) endSession(k clientKey, sess *Session, now time.Time, outs []o
 }
 
 // willDue reports whether a will whose connection just ended is published
-// now. This is the seam for will delays (the next issue): a will with a
-// delay will be scheduled for min(delay, session expiry) and cancelled by a
-// new connection of a resumed session, unless sessionEnds; until then every
-// will is published at once.
-func willDue(_ *eventspb.Will, _ bool) bool { return true }
+// now: when it has no delay, or when its session ends with the connection
+// (MQTT 5.0 §3.1.3.2.2: the will waits for the delay or the session's end,
+// whichever comes first). Otherwise it is scheduled (Session.WillDueAt).
+func willDue(w *eventspb.Will, sessionEnds bool) bool {
+	return sessionEnds || w.GetDelayIntervalS() == 0
+}
 
 // publishWill publishes sess's will as a Publish on shoal.messages (key
 // tenant/topic), on behalf of the connection that ended.

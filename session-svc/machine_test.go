@@ -610,3 +610,78 @@ func TestOutputsDoNotAliasState(t *testing.T) {
 		t.Errorf("will %v, want %v", s.Will, testWill())
 	}
 }
+
+func delayedWill(delay uint32) *eventspb.Will {
+	w := testWill()
+	w.DelayIntervalS = delay
+	return w
+}
+
+func tickAt(at time.Time) *eventspb.Envelope {
+	return &eventspb.Envelope{TimestampUs: at.UnixMicro(), Event: &eventspb.Envelope_SessionTick{SessionTick: &eventspb.SessionTick{}}}
+}
+
+// atTestNow rewrites the outputs' timestamps to testNow, for outputs made
+// at a tick's later time.
+func atTestNow(outs []output) []output {
+	for i := range outs {
+		outs[i].env.TimestampUs = testNow.UnixMicro()
+	}
+	return outs
+}
+
+func TestWillDelay(t *testing.T) {
+	t.Run("published after the delay", func(t *testing.T) {
+		h := newHarness(t)
+		h.batch(connA.connect(false, 60, delayedWill(5)))
+		if got := h.batch(connA.disconnect(1, true, nil)); len(got) != 1 { // presence only
+			t.Fatalf("disconnect with a delayed will: %d outputs, want the presence alone", len(got))
+		}
+		if got := h.batch(tickAt(testNow.Add(4 * time.Second))); len(got) != 0 {
+			t.Fatalf("before the delay: %d outputs", len(got))
+		}
+		got := atTestNow(h.batch(tickAt(testNow.Add(5 * time.Second))))
+		checkOutputs(t, got, outputs(wantWill(connA, delayedWill(5), 1)))
+		if got := h.batch(tickAt(testNow.Add(6 * time.Second))); len(got) != 0 {
+			t.Fatalf("the will was published twice: %d outputs", len(got))
+		}
+	})
+	t.Run("cancelled by a resuming connection", func(t *testing.T) {
+		h := newHarness(t)
+		h.batch(connA.connect(false, 60, delayedWill(5)))
+		h.batch(connA.disconnect(1, true, nil))
+		h.batch(connA2.connect(false, 60, nil))
+		if got := h.batch(tickAt(testNow.Add(10 * time.Second))); len(got) != 0 {
+			t.Fatalf("a cancelled will produced %d outputs", len(got))
+		}
+	})
+	t.Run("published at session expiry when that comes first", func(t *testing.T) {
+		h := newHarness(t)
+		h.batch(connA.connect(false, 10, delayedWill(100)))
+		h.batch(connA.disconnect(1, true, nil))
+		got := atTestNow(h.batch(tickAt(testNow.Add(10 * time.Second))))
+		checkOutputs(t, got, outputs(wantRemoveAll(connA, 1), wantWill(connA, delayedWill(100), 1)))
+	})
+	t.Run("published by a clean start that ends the session", func(t *testing.T) {
+		h := newHarness(t)
+		h.batch(connA.connect(false, 60, delayedWill(30)))
+		h.batch(connA.disconnect(1, true, nil))
+		got := h.batch(connA2.connect(true, 0, nil))
+		checkOutputs(t, got, outputs(wantRemoveAll(connA, 1), wantPresence(connA2, true, false, 2),
+			wantWill(connA, delayedWill(30), 1), wantResult(connA2, 2)))
+	})
+	t.Run("at once for a session that ends with its connection", func(t *testing.T) {
+		h := newHarness(t)
+		h.batch(connA.connect(true, 0, delayedWill(30)))
+		got := h.batch(connA.disconnect(1, true, nil))
+		checkOutputs(t, got, outputs(wantRemoveAll(connA, 1), wantPresence(connA, false, false, 1), wantWill(connA, delayedWill(30), 1)))
+	})
+	t.Run("not published on a normal DISCONNECT", func(t *testing.T) {
+		h := newHarness(t)
+		h.batch(connA.connect(false, 60, delayedWill(5)))
+		h.batch(connA.disconnect(1, false, nil))
+		if got := h.batch(tickAt(testNow.Add(10 * time.Second))); len(got) != 0 {
+			t.Fatalf("a discarded will produced %d outputs", len(got))
+		}
+	})
+}

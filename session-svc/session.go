@@ -53,6 +53,10 @@ type Session struct {
 	// DisconnectedAt is when the newest connection ended; zero while online.
 	// The expiry of a persistent session counts from it.
 	DisconnectedAt time.Time
+	// WillDueAt is when the delayed will of the ended connection (kept in
+	// Will) is published, unless a new connection resumes the session
+	// first; zero when no will is pending (MQTT 5.0 §3.1.3.2.2).
+	WillDueAt time.Time
 	// Subscriptions are the session's subscriptions (from
 	// SessionSubscriptions events), sorted by filter, one per filter.
 	Subscriptions []*eventspb.SessionSubscription
@@ -100,6 +104,7 @@ func (s *Session) Equal(o *Session) bool {
 		s.ExpiryS == o.ExpiryS && s.ProtocolVersion == o.ProtocolVersion &&
 		s.Username == o.Username && s.Will.EqualVT(o.Will) &&
 		s.ConnectedAt.Equal(o.ConnectedAt) && s.DisconnectedAt.Equal(o.DisconnectedAt) &&
+		s.WillDueAt.Equal(o.WillDueAt) &&
 		slices.EqualFunc(s.Subscriptions, o.Subscriptions, (*eventspb.SessionSubscription).EqualVT)
 }
 

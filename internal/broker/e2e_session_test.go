@@ -140,3 +140,46 @@ func publishAndReceive(t *testing.T, pub *v5Client, topic string, recv func(time
 		t.Fatalf("got %q", payload)
 	}
 }
+
+// TestWillDelayEndToEnd: a will with a delay is published after the delay
+// when the connection drops, and not at all when the session resumes first.
+func TestWillDelayEndToEnd(t *testing.T) {
+	b := startBroker(t)
+	watcher, _ := dialV5(t, mqttAddr(b), "wd-watch")
+	watcher.subscribe(t, paho.SubscribeOptions{Topic: "wd/#", QoS: 1})
+	dropWithWill := func(id, topic string, clean bool) *rawClient {
+		r := dialRaw(t, mqttAddr(b), packet.V5)
+		cp := &packet.Connect{ClientID: []byte(id), CleanStart: clean, KeepAlive: 30, WillFlag: true, WillQoS: 1,
+			WillTopic: []byte(topic), WillPayload: []byte("gone")}
+		cp.Props.SessionExpiry = 60
+		cp.Props.Set(packet.PropSessionExpiry)
+		cp.WillProps.WillDelay = 1
+		cp.WillProps.Set(packet.PropWillDelay)
+		if ca := r.connect(cp); ca.Code != 0 {
+			t.Fatalf("CONNACK %v", ca.Code)
+		}
+		_ = r.nc.Close() // no DISCONNECT: the will is due
+		return r
+	}
+
+	start := time.Now()
+	dropWithWill("wd-1", "wd/one", true)
+	m := watcher.expect(t)
+	if m.Topic != "wd/one" || string(m.Payload) != "gone" {
+		t.Fatalf("got %q on %s", m.Payload, m.Topic)
+	}
+	if el := time.Since(start); el < 900*time.Millisecond {
+		t.Fatalf("will published after %v, before its 1 s delay", el)
+	}
+
+	dropWithWill("wd-2", "wd/two", true)
+	// Resume the session within the delay: the will must not come.
+	again := dialRaw(t, mqttAddr(b), packet.V5)
+	cp := &packet.Connect{ClientID: []byte("wd-2"), CleanStart: false, KeepAlive: 30}
+	cp.Props.SessionExpiry = 60
+	cp.Props.Set(packet.PropSessionExpiry)
+	if ca := again.connect(cp); !ca.SessionPresent {
+		t.Fatal("session not resumed")
+	}
+	watcher.expectNone(t, 2*time.Second)
+}

@@ -78,6 +78,7 @@ func full(tenant, client string, gen uint64) *sessionsvc.Session {
 		},
 		ConnectedAt:    at(1_700_000_000),
 		DisconnectedAt: at(1_700_000_100),
+		WillDueAt:      at(1_700_000_160),
 		Subscriptions: []*eventspb.SessionSubscription{
 			{Filter: "$share/g/a/+", Options: &eventspb.SubscriptionOptions{Qos: 1, RetainHandling: 2}},
 			{Filter: "a/#", Options: &eventspb.SubscriptionOptions{Qos: 2, NoLocal: true, RetainAsPublished: true, SubscriptionId: 268435455}},

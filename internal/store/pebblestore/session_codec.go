@@ -46,6 +46,7 @@ const (
 	fieldConnectedAtUs    protowire.Number = 11
 	fieldDisconnectedAtUs protowire.Number = 12
 	fieldSubscriptions    protowire.Number = 13
+	fieldWillDueAtUs      protowire.Number = 14
 )
 
 // vtMessage is what the eventspb messages kept in a session have.
@@ -72,6 +73,7 @@ func appendSession(b []byte, s *sessionsvc.Session) []byte {
 	}
 	b = appendTime(b, fieldConnectedAtUs, s.ConnectedAt)
 	b = appendTime(b, fieldDisconnectedAtUs, s.DisconnectedAt)
+	b = appendTime(b, fieldWillDueAtUs, s.WillDueAt)
 	for _, sub := range s.Subscriptions {
 		b = appendMessage(b, fieldSubscriptions, sub)
 	}
@@ -164,7 +166,7 @@ func decodeSession(b []byte, s *sessionsvc.Session) error {
 func isVarintField(n protowire.Number) bool {
 	switch n {
 	case fieldGeneration, fieldActive, fieldOnline, fieldRequestID, fieldExpiry, fieldProtocolVersion,
-		fieldConnectedAtUs, fieldDisconnectedAtUs:
+		fieldConnectedAtUs, fieldDisconnectedAtUs, fieldWillDueAtUs:
 		return true
 	}
 	return false
@@ -203,6 +205,8 @@ func setVarint(s *sessionsvc.Session, n protowire.Number, v uint64) error {
 		s.ConnectedAt = time.UnixMicro(int64(v)).UTC()
 	case fieldDisconnectedAtUs:
 		s.DisconnectedAt = time.UnixMicro(int64(v)).UTC()
+	case fieldWillDueAtUs:
+		s.WillDueAt = time.UnixMicro(int64(v)).UTC()
 	}
 	return nil
 }

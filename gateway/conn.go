@@ -64,6 +64,8 @@ type conn struct {
 	writing     sync.WaitGroup // log writes of this connection not yet completed
 
 	mu       sync.Mutex
+	ready    bool            // CONNACK queued: deliveries may be written
+	early    []earlyDelivery // deliveries that arrived before CONNACK
 	closed   bool
 	flushing bool
 	out      outBuf
@@ -75,6 +77,13 @@ type conn struct {
 	aliasOut map[string]uint16
 	subs     map[string]*eventspb.SubscriptionOptions // filter as subscribed → options
 	scratch  packet.Publish
+}
+
+// earlyDelivery is a delivery that arrived between the session service's
+// answer and the CONNACK.
+type earlyDelivery struct {
+	m *eventspb.Message
+	t *eventspb.Target
 }
 
 // pendingAck is an acknowledgement that may be sent once the records it
@@ -249,7 +258,14 @@ func (c *conn) handshake(ctx context.Context) bool {
 		c.writeNow((&packet.Connack{Code: ReasonCodeOf(res.ReasonCode)}).Append(nil, c.version))
 		return false
 	}
-	c.generation = res.Generation
+	// Accepted: the slot consumer registered the connection. From here a
+	// failure must also unregister it and report its end.
+	accepted := false
+	defer func() {
+		if !accepted {
+			c.finish(ctx, false, packet.CodeServerUnavailable, nil)
+		}
+	}()
 	c.subs = make(map[string]*eventspb.SubscriptionOptions, len(res.Subscriptions))
 	for _, s := range res.Subscriptions {
 		c.subs[s.Filter] = s.Options
@@ -285,13 +301,17 @@ func (c *conn) handshake(ctx context.Context) bool {
 	}
 	c.mu.Lock()
 	c.out.b = ack.Append(c.out.b, c.version)
+	c.ready = true
+	early := c.early
+	c.early = nil
 	c.mu.Unlock()
-	// Register only after CONNACK is queued: deliveries follow it.
-	g.mu.Lock()
-	g.clients[c.ckey] = c
-	g.byID[c.id] = c
-	g.mu.Unlock()
+	// Deliveries that came before CONNACK follow it, in their order.
+	now := g.clock()
+	for _, e := range early {
+		c.deliver(e.m, e.t, now)
+	}
 	c.kickFlush()
+	accepted = true
 	return true
 }
 
@@ -299,7 +319,7 @@ func (c *conn) handshake(ctx context.Context) bool {
 func (g *Gateway) askSession(ctx context.Context, c *conn, req *eventspb.Connect) (*eventspb.ConnectResult, error) {
 	ch := make(chan *eventspb.ConnectResult, 1)
 	g.mu.Lock()
-	g.waiting[req.RequestId] = ch
+	g.waiting[req.RequestId] = waiter{c: c, ch: ch}
 	g.mu.Unlock()
 	defer func() {
 		g.mu.Lock()

@@ -41,7 +41,7 @@ type Gateway struct {
 	mu      sync.RWMutex
 	clients map[string]*conn // tenant + "\x00" + client id → connection
 	byID    map[uint64]*conn
-	waiting map[uint64]chan *eventspb.ConnectResult
+	waiting map[uint64]waiter // connect requests awaiting the session service
 	tenants map[string]*Stats // per-tenant counters for $SYS
 
 	ready   atomic.Bool
@@ -111,7 +111,7 @@ func NewVersion(cfg Config, kl Log, log *slog.Logger, clock func() time.Time, ve
 		msgParts: kl.Partitions(kafka.TopicMessages),
 		clients:  make(map[string]*conn),
 		byID:     make(map[uint64]*conn),
-		waiting:  make(map[uint64]chan *eventspb.ConnectResult),
+		waiting:  make(map[uint64]waiter),
 		tenants:  make(map[string]*Stats),
 		addrs:    make(map[string]net.Addr),
 		version:  version,
@@ -289,6 +289,12 @@ func (g *Gateway) nextMessageID() *eventspb.MessageID {
 	return &eventspb.MessageID{GatewayEpoch: g.epoch, Seq: g.seq.Add(1)}
 }
 
+// waiter is a connection waiting for its ConnectResult.
+type waiter struct {
+	c  *conn
+	ch chan *eventspb.ConnectResult
+}
+
 func clientKey(tenant, clientID string) string { return tenant + "\x00" + clientID }
 
 // recordKey is the Kafka key of a tenant's client or topic.
@@ -312,12 +318,22 @@ func (g *Gateway) handleDeliveries(b kafka.Batch) {
 		case *eventspb.Envelope_Delivery:
 			g.deliver(env.Tenant, ev.Delivery)
 		case *eventspb.Envelope_ConnectResult:
+			res := ev.ConnectResult
 			g.mu.Lock()
-			ch := g.waiting[ev.ConnectResult.RequestId]
-			delete(g.waiting, ev.ConnectResult.RequestId)
+			w, ok := g.waiting[res.RequestId]
+			delete(g.waiting, res.RequestId)
+			if ok && res.ReasonCode == 0 && res.Connection == w.c.id {
+				// Register the connection before the next record of the
+				// slot is handled: deliveries that follow the answer
+				// (a resumed session's queued messages) must find it. They
+				// wait in the connection until its CONNACK is queued.
+				w.c.generation = res.Generation
+				g.clients[w.c.ckey] = w.c
+				g.byID[w.c.id] = w.c
+			}
 			g.mu.Unlock()
-			if ch != nil {
-				ch <- ev.ConnectResult
+			if ok {
+				w.ch <- res
 			}
 		case *eventspb.Envelope_Kick:
 			g.mu.RLock()

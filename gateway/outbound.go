@@ -20,6 +20,11 @@ func (c *conn) deliver(m *eventspb.Message, t *eventspb.Target, now time.Time) {
 		c.mu.Unlock()
 		return
 	}
+	if !c.ready {
+		c.early = append(c.early, earlyDelivery{m, t})
+		c.mu.Unlock()
+		return
+	}
 	if qos == 0 {
 		if c.out.len() > c.g.cfg.MaxOutBuffer {
 			c.mu.Unlock()

@@ -29,6 +29,7 @@ const (
 	EventSessionSubscriptions = "session_subscriptions"
 	EventGatewayHeartbeat     = "gateway_heartbeat"
 	EventSessionTick          = "session_tick"
+	EventInboxAppend          = "inbox_append"
 )
 
 // EnvelopeType returns the event type of env, "" when it has no event.
@@ -56,6 +57,8 @@ func EnvelopeType(env *eventspb.Envelope) string {
 		return EventGatewayHeartbeat
 	case *eventspb.Envelope_SessionTick:
 		return EventSessionTick
+	case *eventspb.Envelope_InboxAppend:
+		return EventInboxAppend
 	}
 	return ""
 }
@@ -149,6 +152,8 @@ func EventType(r *Record) string {
 		return EventGatewayHeartbeat
 	case EventSessionTick:
 		return EventSessionTick
+	case EventInboxAppend:
+		return EventInboxAppend
 	}
 	return string(v)
 }

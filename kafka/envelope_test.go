@@ -66,6 +66,11 @@ func testEnvelopes() map[string]*eventspb.Envelope {
 				Added: []*eventspb.SessionSubscription{{Filter: "$share/g/a/#"}}, Removed: []string{"b"}, Generation: 4,
 			}}
 		}),
+		EventInboxAppend: base(func(e *eventspb.Envelope) {
+			e.Event = &eventspb.Envelope_InboxAppend{InboxAppend: &eventspb.InboxAppend{
+				Message: &eventspb.Message{Topic: "t", Payload: []byte("p"), Qos: 1}, Target: &eventspb.Target{Qos: 1},
+			}}
+		}),
 		EventSessionTick: base(func(e *eventspb.Envelope) {
 			e.Event = &eventspb.Envelope_SessionTick{SessionTick: &eventspb.SessionTick{}}
 		}),

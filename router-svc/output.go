@@ -4,6 +4,11 @@ import (
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
 
+// InboxSlot is the Delivery.Slot of targets that are offline persistent
+// sessions: the router writes each such target's message as an InboxAppend
+// to shoal.sessions (key tenant/client) instead of a delivery.
+const InboxSlot int32 = -1
+
 // Delivery is one record to produce to shoal.deliveries: Envelope (whose
 // event is a Delivery) for partition Slot, the slot of the gateway that
 // holds its targets.

@@ -147,6 +147,13 @@ func (p *Presence) Len() int {
 // caches its presence entry (c is the calling shard's). The caller holds
 // p.mu for reading.
 func (p *Presence) resolve(tenant string, c *client) (route, bool) {
+	r, online, _ := p.resolveFull(tenant, c)
+	return r, online
+}
+
+// resolveFull is resolve that also reports whether an offline client's
+// session is persistent (its messages go to its inbox).
+func (p *Presence) resolveFull(tenant string, c *client) (route, bool, bool) {
 	e := c.presence
 	if e == nil || e.deleted {
 		if e != nil || c.presenceInserts != p.inserts {
@@ -155,7 +162,7 @@ func (p *Presence) resolve(tenant string, c *client) (route, bool) {
 		}
 	}
 	if e != nil && e.st.route.gen >= c.learned.gen {
-		return e.st.route, e.st.online
+		return e.st.route, e.st.online, e.st.persistent
 	}
-	return c.learned, true
+	return c.learned, true, false
 }

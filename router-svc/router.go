@@ -310,6 +310,10 @@ func (r *Router) handleMessages(ctx context.Context, b kafka.Batch) error {
 		// Marshal now: the deliveries refer to r.env, which the next
 		// record reuses.
 		for _, d := range out.Deliveries[first:] {
+			if d.Slot == InboxSlot {
+				r.recs = appendInbox(r.recs, d.Envelope)
+				continue
+			}
 			if d.Slot < 0 || d.Slot >= r.deliveryParts {
 				r.log.Warn("dropping delivery to a slot outside shoal.deliveries", "partition", b.Partition, "offset", rec.Offset, "slot", d.Slot, "slots", r.deliveryParts)
 				continue
@@ -351,4 +355,28 @@ func (r *Router) retry(ctx context.Context, what string, partition int32, f func
 		}
 		backoff = min(2*backoff, r.cfg.MaxRetryBackoff)
 	}
+}
+
+// appendInbox appends one InboxAppend record per QoS 1/2 target of an
+// InboxSlot delivery (QoS 0 messages are not queued for offline sessions).
+func appendInbox(recs []*kafka.Record, env *eventspb.Envelope) []*kafka.Record {
+	d := env.GetDelivery()
+	for _, t := range d.GetTargets() {
+		if t.GetQos() == 0 {
+			continue
+		}
+		key := make([]byte, 0, len(env.Tenant)+1+len(t.ClientId))
+		key = append(append(append(key, env.Tenant...), '/'), t.ClientId...)
+		recs = append(recs, kafka.NewRecord(kafka.TopicSessions, key, kafka.PartitionByKey, &eventspb.Envelope{
+			Tenant:      env.Tenant,
+			ClientId:    t.ClientId,
+			TimestampUs: env.TimestampUs,
+			MessageId:   env.MessageId,
+			Event: &eventspb.Envelope_InboxAppend{InboxAppend: &eventspb.InboxAppend{
+				Message: d.Message,
+				Target:  &eventspb.Target{Qos: t.Qos, Retain: t.Retain, SubscriptionIds: t.SubscriptionIds},
+			}},
+		}))
+	}
+	return recs
 }

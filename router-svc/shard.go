@@ -392,8 +392,14 @@ func (p *plan) target(c *client) *eventspb.Target {
 		return c.target
 	}
 	c.stamp = p.s.epoch
-	r, online := p.s.presence.resolve(p.t.name, c)
-	if !online {
+	r, online, persistent := p.s.presence.resolveFull(p.t.name, c)
+	switch {
+	case online:
+	case persistent:
+		// An offline persistent session: its QoS 1/2 messages go to its
+		// inbox (the router writes InboxAppend for InboxSlot deliveries).
+		r = route{slot: InboxSlot}
+	default:
 		c.target = nil
 		return nil
 	}

@@ -24,12 +24,16 @@ type Config struct {
 	// interval has passed end (`session.expiry_check`). A session expires
 	// at most this late.
 	ExpiryCheck time.Duration `yaml:"expiry_check"`
+	// MaxInbox bounds the QoS 1/2 messages kept for one offline persistent
+	// session (`session.max_inbox`); beyond it new messages are dropped and
+	// counted (logged at warn).
+	MaxInbox int `yaml:"max_inbox"`
 }
 
 // DefaultConfig returns the configuration Shoal runs with unless told
 // otherwise.
 func DefaultConfig() Config {
-	return Config{RetryBackoff: time.Second, ExpiryCheck: 5 * time.Second}
+	return Config{RetryBackoff: time.Second, ExpiryCheck: 5 * time.Second, MaxInbox: 1000}
 }
 
 // Validate checks the configuration and returns one error per bad key,
@@ -43,6 +47,9 @@ func (c Config) Validate() error {
 	}
 	if c.RetryBackoff <= 0 {
 		errs = append(errs, fmt.Errorf("session.retry_backoff: must be > 0, is %s", c.RetryBackoff))
+	}
+	if c.MaxInbox < 1 {
+		errs = append(errs, fmt.Errorf("session.max_inbox: must be ≥ 1, is %d", c.MaxInbox))
 	}
 	if c.ExpiryCheck <= 0 {
 		errs = append(errs, fmt.Errorf("session.expiry_check: must be > 0, is %s", c.ExpiryCheck))

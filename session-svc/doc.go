@@ -23,9 +23,12 @@
 //     deliveries to the new connection). Any other existing session ends:
 //     SubscriptionChange REMOVE_ALL with its generation to every partition
 //     of shoal.messages. Then Presence (online) on shoal.presence, then
-//     ConnectResult (reason 0) to the requester's slot. Messages published
-//     while a persistent session is offline are not yet queued (the inbox
-//     comes with the rest of the sessions issue).
+//     ConnectResult (reason 0) to the requester's slot, followed on the same
+//     slot by the messages the session's inbox queued while it was offline.
+//   - InboxAppend (from the router, for a target it found offline and
+//     persistent): kept with the session (up to session.max_inbox), or
+//     forwarded at once when the client is online again, or dropped when no
+//     session exists.
 //   - Disconnect of the client's current connection (same connection and
 //     generation; any other is stale and ignored): Presence (offline); a
 //     session that is not persistent (expiry 0, or set to 0 by the

@@ -62,6 +62,8 @@ type machine struct {
 	seq   *atomic.Uint64
 	now   func() time.Time
 	log   *slog.Logger
+	// maxInbox bounds the messages queued for one offline session.
+	maxInbox int
 }
 
 // apply applies one event of client k to sess, which the caller owns and
@@ -75,6 +77,8 @@ func (m *machine) apply(k clientKey, sess *Session, env *eventspb.Envelope, outs
 		return m.disconnect(k, sess, ev.Disconnect, outs)
 	case *eventspb.Envelope_SessionSubscriptions:
 		return outs, m.subscriptions(k, sess, ev.SessionSubscriptions)
+	case *eventspb.Envelope_InboxAppend:
+		return m.inbox(k, sess, ev.InboxAppend, outs)
 	default:
 		m.log.Warn("unexpected event on shoal.sessions", "event", eventName(env),
 			"tenant", k.tenant, "client", k.client)
@@ -152,16 +156,61 @@ func (m *machine) connect(k clientKey, sess *Session, env *eventspb.Envelope, c 
 	res := m.connectResult(k, env.GetGateway(), c.GetRequestId(), sess.Route, now)
 	if resume {
 		// The session continues: the router still holds its subscriptions
-		// (their entries carry the older generation, the presence the
-		// newer one, so deliveries follow the new connection), and the
-		// gateway learns them for UNSUBSCRIBE and retain handling.
+		// (the gateway moves them to the new connection before CONNACK),
+		// and the gateway learns them for UNSUBSCRIBE and retain handling.
 		cr := res.env.GetConnectResult()
 		cr.SessionPresent = true
 		for _, sub := range sess.Subscriptions {
 			cr.Subscriptions = append(cr.Subscriptions, sub.CloneVT())
 		}
 	}
-	return append(outs, res), true
+	outs = append(outs, res)
+	if resume {
+		// Messages queued while the session was offline follow the
+		// answer on the same slot, oldest first.
+		for _, ia := range sess.Inbox {
+			if msg := ia.GetMessage(); msg.GetHasExpiry() && msg.GetExpiresAtMs() <= now.UnixMilli() {
+				continue
+			}
+			outs = append(outs, m.forward(k, sess, ia, now))
+		}
+	}
+	sess.Inbox = nil
+	return outs, true
+}
+
+// inbox takes a message the router queued for the client while it seemed
+// offline: kept with a persistent offline session (up to maxInbox),
+// forwarded to the connection when the client is online again, dropped
+// when there is no session to keep it.
+func (m *machine) inbox(k clientKey, sess *Session, ia *eventspb.InboxAppend, outs []output) ([]output, bool) {
+	now := m.now()
+	switch {
+	case !sess.Active || ia.GetMessage() == nil:
+		return outs, false
+	case sess.Online:
+		return append(outs, m.forward(k, sess, ia, now)), false
+	case !sess.Persistent():
+		return outs, false
+	case len(sess.Inbox) >= m.maxInbox:
+		m.log.Warn("inbox full; message dropped", "tenant", k.tenant, "client", k.client,
+			"max_inbox", m.maxInbox, "topic", ia.GetMessage().GetTopic())
+		return outs, false
+	}
+	sess.Inbox = append(sess.Inbox, ia.CloneVT())
+	return outs, true
+}
+
+// forward delivers a queued message to the client's current connection.
+func (m *machine) forward(k clientKey, sess *Session, ia *eventspb.InboxAppend, now time.Time) output {
+	t := ia.GetTarget().CloneVT()
+	if t == nil {
+		t = &eventspb.Target{Qos: ia.GetMessage().GetQos()}
+	}
+	t.ClientId, t.Connection = k.client, sess.Route.GetConnection()
+	env := m.envelope(k, sess.Gateway, now)
+	env.Event = &eventspb.Envelope_Delivery{Delivery: &eventspb.Delivery{Message: ia.GetMessage(), Targets: []*eventspb.Target{t}}}
+	return output{stage: stageAnswer, dest: toDeliveries, partition: sess.Route.GetSlot(), key: k.recordKey(), env: env}
 }
 
 // expire ends sess if its expiry interval has passed at now (a
@@ -267,6 +316,7 @@ func (m *machine) endSession(k clientKey, sess *Session, now time.Time, outs []o
 	sess.Active = false
 	sess.Subscriptions = nil
 	sess.Will = nil
+	sess.Inbox = nil
 	return outs
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,6 +32,7 @@ func newTestMachine() *machine {
 		seq:                  new(atomic.Uint64),
 		now:                  func() time.Time { return testNow },
 		log:                  slog.New(slog.DiscardHandler),
+		maxInbox:             2,
 	}
 }
 
@@ -684,4 +686,55 @@ func TestWillDelay(t *testing.T) {
 			t.Fatalf("a discarded will produced %d outputs", len(got))
 		}
 	})
+}
+
+func inboxAppend(c conn, topic string) *eventspb.Envelope {
+	return c.env(&eventspb.Envelope{Event: &eventspb.Envelope_InboxAppend{InboxAppend: &eventspb.InboxAppend{
+		Message: &eventspb.Message{Topic: topic, Payload: []byte(topic), Qos: 1},
+		Target:  &eventspb.Target{Qos: 1, SubscriptionIds: []uint32{7}},
+	}}})
+}
+
+func TestInbox(t *testing.T) {
+	h := newHarness(t)
+	h.batch(connA.connect(false, 60, nil))
+	// Online: forwarded at once.
+	got := h.batch(inboxAppend(connA, "t/0"))
+	if len(got) != 1 || got[0].dest != toDeliveries || got[0].partition != connA.slot {
+		t.Fatalf("online: %+v, want one delivery to slot %d", got, connA.slot)
+	}
+	h.batch(connA.disconnect(1, false, nil))
+	// Offline: kept, up to maxInbox (2); the third is dropped.
+	if got := h.batch(inboxAppend(connA, "t/1"), inboxAppend(connA, "t/2"), inboxAppend(connA, "t/3")); len(got) != 0 {
+		t.Fatalf("offline: %d outputs, want none", len(got))
+	}
+	if s := h.session(connA); len(s.Inbox) != 2 {
+		t.Fatalf("inbox holds %d, want 2 (the bound)", len(s.Inbox))
+	}
+	h.restart() // the inbox is in the store
+	got = h.batch(connA2.connect(false, 60, nil))
+	var topics []string
+	for _, o := range got {
+		if d := o.env.GetDelivery(); d != nil {
+			if o.partition != connA2.slot || d.Targets[0].Connection != connA2.connection || d.Targets[0].ClientId != connA2.client {
+				t.Fatalf("queued message routed to %+v", o)
+			}
+			topics = append(topics, d.Message.Topic)
+		}
+	}
+	if want := []string{"t/1", "t/2"}; !slices.Equal(topics, want) {
+		t.Fatalf("delivered on resume %v, want %v in order", topics, want)
+	}
+	if s := h.session(connA2); len(s.Inbox) != 0 {
+		t.Fatal("inbox not emptied after delivery")
+	}
+	// A clean start discards what a new offline period queued.
+	h.batch(connA2.disconnect(2, false, nil))
+	h.batch(inboxAppend(connA, "t/4"))
+	got = h.batch(connA.connect(true, 60, nil))
+	for _, o := range got {
+		if o.env.GetDelivery() != nil {
+			t.Fatal("a clean start delivered the old session's inbox")
+		}
+	}
 }

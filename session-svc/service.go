@@ -82,6 +82,7 @@ func New(cfg Config, client *kafka.Client, store Store, log *slog.Logger, clock 
 			seq:                  new(atomic.Uint64),
 			now:                  clock,
 			log:                  log,
+			maxInbox:             cfg.MaxInbox,
 		},
 	}, nil
 }

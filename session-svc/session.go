@@ -57,6 +57,9 @@ type Session struct {
 	// Will) is published, unless a new connection resumes the session
 	// first; zero when no will is pending (MQTT 5.0 §3.1.3.2.2).
 	WillDueAt time.Time
+	// Inbox holds the QoS 1 and 2 messages that arrived while the session
+	// was offline, oldest first, delivered when it resumes.
+	Inbox []*eventspb.InboxAppend
 	// Subscriptions are the session's subscriptions (from
 	// SessionSubscriptions events), sorted by filter, one per filter.
 	Subscriptions []*eventspb.SessionSubscription
@@ -83,6 +86,12 @@ func (s *Session) Clone() *Session {
 	c := *s
 	c.Route = s.Route.CloneVT()
 	c.Will = s.Will.CloneVT()
+	if s.Inbox != nil {
+		c.Inbox = make([]*eventspb.InboxAppend, len(s.Inbox))
+		for i, m := range s.Inbox {
+			c.Inbox[i] = m.CloneVT()
+		}
+	}
 	if s.Subscriptions != nil {
 		c.Subscriptions = make([]*eventspb.SessionSubscription, len(s.Subscriptions))
 		for i, sub := range s.Subscriptions {
@@ -105,6 +114,7 @@ func (s *Session) Equal(o *Session) bool {
 		s.Username == o.Username && s.Will.EqualVT(o.Will) &&
 		s.ConnectedAt.Equal(o.ConnectedAt) && s.DisconnectedAt.Equal(o.DisconnectedAt) &&
 		s.WillDueAt.Equal(o.WillDueAt) &&
+		slices.EqualFunc(s.Inbox, o.Inbox, (*eventspb.InboxAppend).EqualVT) &&
 		slices.EqualFunc(s.Subscriptions, o.Subscriptions, (*eventspb.SessionSubscription).EqualVT)
 }
 

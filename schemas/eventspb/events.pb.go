@@ -112,6 +112,7 @@ type Envelope struct {
 	//	*Envelope_SessionSubscriptions
 	//	*Envelope_GatewayHeartbeat
 	//	*Envelope_SessionTick
+	//	*Envelope_InboxAppend
 	Event         isEnvelope_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -295,6 +296,15 @@ func (x *Envelope) GetSessionTick() *SessionTick {
 	return nil
 }
 
+func (x *Envelope) GetInboxAppend() *InboxAppend {
+	if x != nil {
+		if x, ok := x.Event.(*Envelope_InboxAppend); ok {
+			return x.InboxAppend
+		}
+	}
+	return nil
+}
+
 type isEnvelope_Event interface {
 	isEnvelope_Event()
 }
@@ -343,6 +353,10 @@ type Envelope_SessionTick struct {
 	SessionTick *SessionTick `protobuf:"bytes,20,opt,name=session_tick,json=sessionTick,proto3,oneof"`
 }
 
+type Envelope_InboxAppend struct {
+	InboxAppend *InboxAppend `protobuf:"bytes,21,opt,name=inbox_append,json=inboxAppend,proto3,oneof"`
+}
+
 func (*Envelope_Publish) isEnvelope_Event() {}
 
 func (*Envelope_SubscriptionChange) isEnvelope_Event() {}
@@ -364,6 +378,8 @@ func (*Envelope_SessionSubscriptions) isEnvelope_Event() {}
 func (*Envelope_GatewayHeartbeat) isEnvelope_Event() {}
 
 func (*Envelope_SessionTick) isEnvelope_Event() {}
+
+func (*Envelope_InboxAppend) isEnvelope_Event() {}
 
 // MessageID names one published message: the gateway instance that took it
 // in (a random 64-bit number chosen at start) and a sequence number there.
@@ -1689,11 +1705,70 @@ func (*SessionTick) Descriptor() ([]byte, []int) {
 	return file_shoal_v1_events_proto_rawDescGZIP(), []int{19}
 }
 
+// InboxAppend queues a QoS 1 or 2 message for a persistent session whose
+// client is offline (topic shoal.sessions, key tenant/client, written by the
+// router). The session service keeps it with the session and delivers it
+// when the session resumes; if the client is online again by then, it is
+// forwarded at once.
+type InboxAppend struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Message *Message               `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	// The client's target options (QoS, retain, subscription identifiers);
+	// client_id and connection are not used.
+	Target        *Target `protobuf:"bytes,2,opt,name=target,proto3" json:"target,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InboxAppend) Reset() {
+	*x = InboxAppend{}
+	mi := &file_shoal_v1_events_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InboxAppend) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InboxAppend) ProtoMessage() {}
+
+func (x *InboxAppend) ProtoReflect() protoreflect.Message {
+	mi := &file_shoal_v1_events_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InboxAppend.ProtoReflect.Descriptor instead.
+func (*InboxAppend) Descriptor() ([]byte, []int) {
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *InboxAppend) GetMessage() *Message {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+func (x *InboxAppend) GetTarget() *Target {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
 var File_shoal_v1_events_proto protoreflect.FileDescriptor
 
 const file_shoal_v1_events_proto_rawDesc = "" +
 	"\n" +
-	"\x15shoal/v1/events.proto\x12\bshoal.v1\"\xf1\x06\n" +
+	"\x15shoal/v1/events.proto\x12\bshoal.v1\"\xad\a\n" +
 	"\bEnvelope\x12%\n" +
 	"\x0eschema_version\x18\x01 \x01(\rR\rschemaVersion\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x1b\n" +
@@ -1715,7 +1790,8 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"\bdelivery\x18\x11 \x01(\v2\x12.shoal.v1.DeliveryH\x00R\bdelivery\x12U\n" +
 	"\x15session_subscriptions\x18\x12 \x01(\v2\x1e.shoal.v1.SessionSubscriptionsH\x00R\x14sessionSubscriptions\x12I\n" +
 	"\x11gateway_heartbeat\x18\x13 \x01(\v2\x1a.shoal.v1.GatewayHeartbeatH\x00R\x10gatewayHeartbeat\x12:\n" +
-	"\fsession_tick\x18\x14 \x01(\v2\x15.shoal.v1.SessionTickH\x00R\vsessionTickB\a\n" +
+	"\fsession_tick\x18\x14 \x01(\v2\x15.shoal.v1.SessionTickH\x00R\vsessionTick\x12:\n" +
+	"\finbox_append\x18\x15 \x01(\v2\x15.shoal.v1.InboxAppendH\x00R\vinboxAppendB\a\n" +
 	"\x05event\"B\n" +
 	"\tMessageID\x12#\n" +
 	"\rgateway_epoch\x18\x01 \x01(\x04R\fgatewayEpoch\x12\x10\n" +
@@ -1847,7 +1923,10 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"\x04slot\x18\x01 \x01(\x05R\x04slot\x12\x1f\n" +
 	"\vinterval_ms\x18\x02 \x01(\x03R\n" +
 	"intervalMs\"\r\n" +
-	"\vSessionTickB7Z5github.com/shoal-mqtt/shoal/schemas/eventspb;eventspbb\x06proto3"
+	"\vSessionTick\"d\n" +
+	"\vInboxAppend\x12+\n" +
+	"\amessage\x18\x01 \x01(\v2\x11.shoal.v1.MessageR\amessage\x12(\n" +
+	"\x06target\x18\x02 \x01(\v2\x10.shoal.v1.TargetR\x06targetB7Z5github.com/shoal-mqtt/shoal/schemas/eventspb;eventspbb\x06proto3"
 
 var (
 	file_shoal_v1_events_proto_rawDescOnce sync.Once
@@ -1862,7 +1941,7 @@ func file_shoal_v1_events_proto_rawDescGZIP() []byte {
 }
 
 var file_shoal_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_shoal_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_shoal_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_shoal_v1_events_proto_goTypes = []any{
 	(SubscriptionChange_Op)(0),   // 0: shoal.v1.SubscriptionChange.Op
 	(*Envelope)(nil),             // 1: shoal.v1.Envelope
@@ -1885,6 +1964,7 @@ var file_shoal_v1_events_proto_goTypes = []any{
 	(*SessionSubscriptions)(nil), // 18: shoal.v1.SessionSubscriptions
 	(*GatewayHeartbeat)(nil),     // 19: shoal.v1.GatewayHeartbeat
 	(*SessionTick)(nil),          // 20: shoal.v1.SessionTick
+	(*InboxAppend)(nil),          // 21: shoal.v1.InboxAppend
 }
 var file_shoal_v1_events_proto_depIdxs = []int32{
 	2,  // 0: shoal.v1.Envelope.message_id:type_name -> shoal.v1.MessageID
@@ -1899,25 +1979,28 @@ var file_shoal_v1_events_proto_depIdxs = []int32{
 	18, // 9: shoal.v1.Envelope.session_subscriptions:type_name -> shoal.v1.SessionSubscriptions
 	19, // 10: shoal.v1.Envelope.gateway_heartbeat:type_name -> shoal.v1.GatewayHeartbeat
 	20, // 11: shoal.v1.Envelope.session_tick:type_name -> shoal.v1.SessionTick
-	3,  // 12: shoal.v1.Message.user_properties:type_name -> shoal.v1.UserProperty
-	4,  // 13: shoal.v1.Publish.message:type_name -> shoal.v1.Message
-	0,  // 14: shoal.v1.SubscriptionChange.op:type_name -> shoal.v1.SubscriptionChange.Op
-	6,  // 15: shoal.v1.SubscriptionChange.options:type_name -> shoal.v1.SubscriptionOptions
-	8,  // 16: shoal.v1.SubscriptionChange.route:type_name -> shoal.v1.Route
-	4,  // 17: shoal.v1.Will.message:type_name -> shoal.v1.Message
-	8,  // 18: shoal.v1.Connect.route:type_name -> shoal.v1.Route
-	9,  // 19: shoal.v1.Connect.will:type_name -> shoal.v1.Will
-	17, // 20: shoal.v1.ConnectResult.subscriptions:type_name -> shoal.v1.SessionSubscription
-	8,  // 21: shoal.v1.Presence.route:type_name -> shoal.v1.Route
-	4,  // 22: shoal.v1.Delivery.message:type_name -> shoal.v1.Message
-	15, // 23: shoal.v1.Delivery.targets:type_name -> shoal.v1.Target
-	6,  // 24: shoal.v1.SessionSubscription.options:type_name -> shoal.v1.SubscriptionOptions
-	17, // 25: shoal.v1.SessionSubscriptions.added:type_name -> shoal.v1.SessionSubscription
-	26, // [26:26] is the sub-list for method output_type
-	26, // [26:26] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	21, // 12: shoal.v1.Envelope.inbox_append:type_name -> shoal.v1.InboxAppend
+	3,  // 13: shoal.v1.Message.user_properties:type_name -> shoal.v1.UserProperty
+	4,  // 14: shoal.v1.Publish.message:type_name -> shoal.v1.Message
+	0,  // 15: shoal.v1.SubscriptionChange.op:type_name -> shoal.v1.SubscriptionChange.Op
+	6,  // 16: shoal.v1.SubscriptionChange.options:type_name -> shoal.v1.SubscriptionOptions
+	8,  // 17: shoal.v1.SubscriptionChange.route:type_name -> shoal.v1.Route
+	4,  // 18: shoal.v1.Will.message:type_name -> shoal.v1.Message
+	8,  // 19: shoal.v1.Connect.route:type_name -> shoal.v1.Route
+	9,  // 20: shoal.v1.Connect.will:type_name -> shoal.v1.Will
+	17, // 21: shoal.v1.ConnectResult.subscriptions:type_name -> shoal.v1.SessionSubscription
+	8,  // 22: shoal.v1.Presence.route:type_name -> shoal.v1.Route
+	4,  // 23: shoal.v1.Delivery.message:type_name -> shoal.v1.Message
+	15, // 24: shoal.v1.Delivery.targets:type_name -> shoal.v1.Target
+	6,  // 25: shoal.v1.SessionSubscription.options:type_name -> shoal.v1.SubscriptionOptions
+	17, // 26: shoal.v1.SessionSubscriptions.added:type_name -> shoal.v1.SessionSubscription
+	4,  // 27: shoal.v1.InboxAppend.message:type_name -> shoal.v1.Message
+	15, // 28: shoal.v1.InboxAppend.target:type_name -> shoal.v1.Target
+	29, // [29:29] is the sub-list for method output_type
+	29, // [29:29] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_shoal_v1_events_proto_init() }
@@ -1937,6 +2020,7 @@ func file_shoal_v1_events_proto_init() {
 		(*Envelope_SessionSubscriptions)(nil),
 		(*Envelope_GatewayHeartbeat)(nil),
 		(*Envelope_SessionTick)(nil),
+		(*Envelope_InboxAppend)(nil),
 	}
 	file_shoal_v1_events_proto_msgTypes[8].OneofWrappers = []any{}
 	file_shoal_v1_events_proto_msgTypes[12].OneofWrappers = []any{}
@@ -1946,7 +2030,7 @@ func file_shoal_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shoal_v1_events_proto_rawDesc), len(file_shoal_v1_events_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -79,6 +79,10 @@ func full(tenant, client string, gen uint64) *sessionsvc.Session {
 		ConnectedAt:    at(1_700_000_000),
 		DisconnectedAt: at(1_700_000_100),
 		WillDueAt:      at(1_700_000_160),
+		Inbox: []*eventspb.InboxAppend{{
+			Message: &eventspb.Message{Topic: "q/1", Payload: []byte("one"), Qos: 1},
+			Target:  &eventspb.Target{Qos: 1, SubscriptionIds: []uint32{3}},
+		}},
 		Subscriptions: []*eventspb.SessionSubscription{
 			{Filter: "$share/g/a/+", Options: &eventspb.SubscriptionOptions{Qos: 1, RetainHandling: 2}},
 			{Filter: "a/#", Options: &eventspb.SubscriptionOptions{Qos: 2, NoLocal: true, RetainAsPublished: true, SubscriptionId: 268435455}},

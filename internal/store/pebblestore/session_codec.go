@@ -47,6 +47,7 @@ const (
 	fieldDisconnectedAtUs protowire.Number = 12
 	fieldSubscriptions    protowire.Number = 13
 	fieldWillDueAtUs      protowire.Number = 14
+	fieldInbox            protowire.Number = 15
 )
 
 // vtMessage is what the eventspb messages kept in a session have.
@@ -74,6 +75,9 @@ func appendSession(b []byte, s *sessionsvc.Session) []byte {
 	b = appendTime(b, fieldConnectedAtUs, s.ConnectedAt)
 	b = appendTime(b, fieldDisconnectedAtUs, s.DisconnectedAt)
 	b = appendTime(b, fieldWillDueAtUs, s.WillDueAt)
+	for _, m := range s.Inbox {
+		b = appendMessage(b, fieldInbox, m)
+	}
 	for _, sub := range s.Subscriptions {
 		b = appendMessage(b, fieldSubscriptions, sub)
 	}
@@ -174,7 +178,7 @@ func isVarintField(n protowire.Number) bool {
 
 func isBytesField(n protowire.Number) bool {
 	switch n {
-	case fieldRoute, fieldGateway, fieldUsername, fieldWill, fieldSubscriptions:
+	case fieldRoute, fieldGateway, fieldUsername, fieldWill, fieldSubscriptions, fieldInbox:
 		return true
 	}
 	return false
@@ -223,6 +227,12 @@ func setBytes(s *sessionsvc.Session, n protowire.Number, v []byte) error {
 	case fieldWill:
 		s.Will = &eventspb.Will{}
 		return s.Will.UnmarshalVT(v)
+	case fieldInbox:
+		m := &eventspb.InboxAppend{}
+		if err := m.UnmarshalVT(v); err != nil {
+			return err
+		}
+		s.Inbox = append(s.Inbox, m)
 	case fieldSubscriptions:
 		sub := &eventspb.SessionSubscription{}
 		if err := sub.UnmarshalVT(v); err != nil {

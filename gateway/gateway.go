@@ -351,6 +351,26 @@ func (g *Gateway) handleDeliveries(b kafka.Batch) {
 	}
 }
 
+// bounce returns a message for a client that is not connected here to its
+// session service as an InboxAppend.
+func (g *Gateway) bounce(tenant string, m *eventspb.Message, t *eventspb.Target) {
+	rec := kafka.NewRecord(kafka.TopicSessions, recordKey(tenant, t.ClientId), kafka.PartitionByKey, &eventspb.Envelope{
+		Tenant:      tenant,
+		ClientId:    t.ClientId,
+		Gateway:     g.cfg.ID,
+		TimestampUs: g.clock().UnixMicro(),
+		Event: &eventspb.Envelope_InboxAppend{InboxAppend: &eventspb.InboxAppend{
+			Message: m,
+			Target:  &eventspb.Target{Qos: t.Qos, Retain: t.Retain, SubscriptionIds: t.SubscriptionIds},
+		}},
+	})
+	g.kl.Produce(context.Background(), rec, func(_ *kafka.Record, err error) {
+		if err != nil {
+			g.log.Warn("return undeliverable message to its session", "tenant", tenant, "client", t.ClientId, "err", err)
+		}
+	})
+}
+
 // deliver hands one delivery to its targets on this gateway.
 func (g *Gateway) deliver(tenant string, d *eventspb.Delivery) {
 	now := g.clock()
@@ -359,10 +379,16 @@ func (g *Gateway) deliver(tenant string, d *eventspb.Delivery) {
 		c := g.clients[clientKey(tenant, t.ClientId)]
 		g.mu.RUnlock()
 		if c == nil || c.id != t.Connection {
-			// Gone, or another connection of the client: its session
-			// decides what it receives.
+			// Gone, or another connection of the client. A QoS 1/2 message
+			// goes back to the client's session, which queues it (offline
+			// persistent session), forwards it (a newer connection) or
+			// drops it (no session): the router may not have read the
+			// client's newest presence yet.
 			g.log.Debug("delivery target not connected here", "tenant", tenant, "client", t.ClientId,
 				"connection", t.Connection, "found", c != nil)
+			if t.Qos > 0 {
+				g.bounce(tenant, d.Message, t)
+			}
 			continue
 		}
 		c.deliver(d.Message, t, now)

@@ -1,6 +1,8 @@
 package broker_test
 
 import (
+	"errors"
+	"net"
 	"testing"
 	"time"
 
@@ -220,4 +222,68 @@ func TestOfflineInbox(t *testing.T) {
 		}
 	}
 	c2.expectNone(t, 300*time.Millisecond)
+}
+
+// TestTakeoverRace connects many clients with one client identifier at
+// once: exactly one connection survives, every other one is closed (5.0:
+// with DISCONNECT 0x8E), and the survivor works.
+func TestTakeoverRace(t *testing.T) {
+	b := startBroker(t)
+	const n = 12
+	type result struct {
+		r  *rawClient
+		ok bool
+	}
+	results := make(chan result, n)
+	for range n {
+		go func() {
+			r := dialRaw(t, mqttAddr(b), packet.V5)
+			cp := &packet.Connect{Version: packet.V5, ClientID: []byte("race-one"), CleanStart: true, KeepAlive: 30}
+			r.sendBytes(cp.Append(nil, packet.V5))
+			p, err := r.read(wait)
+			ca, isAck := p.(*packet.Connack)
+			results <- result{r, err == nil && isAck && ca.Code == 0}
+		}()
+	}
+	var conns []*rawClient
+	for range n {
+		res := <-results
+		if res.ok {
+			conns = append(conns, res.r)
+		}
+	}
+	if len(conns) == 0 {
+		t.Fatal("no connection was accepted")
+	}
+	// Every accepted connection but one is taken over: count the live ones
+	// once the kicks have had time to land.
+	deadline := time.Now().Add(wait)
+	live := conns
+	for len(live) > 1 && time.Now().Before(deadline) {
+		var still []*rawClient
+		for _, r := range live {
+			if _, err := r.read(50 * time.Millisecond); err != nil && isTimeout(err) {
+				still = append(still, r) // nothing read: still open
+			} else if err == nil {
+				still = append(still, r) // read a packet (a DISCONNECT is followed by close)
+			}
+		}
+		live = still
+	}
+	if len(live) != 1 {
+		t.Fatalf("%d connections of one client id are alive, want exactly 1", len(live))
+	}
+	survivor := live[0]
+	survivor.send(&packet.Subscribe{PacketID: 1, Filters: []packet.Subscription{{Filter: []byte("race/t"), QoS: 1}}})
+	nextAs[*packet.Suback](survivor)
+	pub, _ := dialV5(t, mqttAddr(b), "race-pub")
+	pub.publish(t, &paho.Publish{Topic: "race/t", QoS: 1, Payload: []byte("to the survivor")})
+	if p := nextAs[*packet.Publish](survivor); string(p.Payload) != "to the survivor" {
+		t.Fatalf("survivor got %q", p.Payload)
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }

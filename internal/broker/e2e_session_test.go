@@ -287,3 +287,39 @@ func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }
+
+// TestCrossTenantProbes: a client of one tenant sees nothing of another's
+// live, retained, will or shared-subscription traffic, even with '#'.
+func TestCrossTenantProbes(t *testing.T) {
+	b := startBroker(t)
+	spy, _ := dialV5(t, mqttAddr(b), "acme-spy")
+	spy.subscribe(t, paho.SubscribeOptions{Topic: "#", QoS: 1})
+	spyShared, _ := dialV5(t, mqttAddr(b), "acme-member")
+	spyShared.subscribe(t, paho.SubscribeOptions{Topic: "$share/g/probe/#", QoS: 1})
+
+	member, _ := dialV5(t, mqttAddr(b), "globex-member")
+	member.subscribe(t, paho.SubscribeOptions{Topic: "$share/g/probe/#", QoS: 1})
+	pub, _ := dialV5(t, mqttAddr(b), "globex-pub")
+	pub.publish(t, &paho.Publish{Topic: "probe/live", QoS: 1, Payload: []byte("live")})
+	pub.publish(t, &paho.Publish{Topic: "probe/retained", QoS: 1, Retain: true, Payload: []byte("retained")})
+	// A will of the other tenant.
+	r := dialRaw(t, mqttAddr(b), packet.V5)
+	r.connect(&packet.Connect{ClientID: []byte("globex-dying"), CleanStart: true, KeepAlive: 30, WillFlag: true,
+		WillTopic: []byte("probe/will"), WillPayload: []byte("will")})
+	_ = r.nc.Close()
+
+	// The other tenant's shared member gets the live and retained messages
+	// and the will; the spies get nothing.
+	got := map[string]bool{}
+	for range 3 {
+		got[string(member.expect(t).Payload)] = true
+	}
+	if !got["live"] || !got["retained"] || !got["will"] {
+		t.Fatalf("the tenant's own shared member got %v", got)
+	}
+	late, _ := dialV5(t, mqttAddr(b), "acme-late")
+	late.subscribe(t, paho.SubscribeOptions{Topic: "#", QoS: 1})
+	spy.expectNone(t, 300*time.Millisecond)
+	spyShared.expectNone(t, 10*time.Millisecond)
+	late.expectNone(t, 10*time.Millisecond) // no retained message of the other tenant
+}

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -72,6 +74,7 @@ type conn struct {
 	spare    outBuf
 	acks     []*pendingAck // acknowledgements in the order their packets arrived
 	nextID   uint16
+	sendSeq  uint64
 	inflight map[uint16]*outMsg
 	queue    []*outMsg
 	aliasOut map[string]uint16
@@ -103,9 +106,11 @@ type outMsg struct {
 	msg     *eventspb.Message
 	qos     byte
 	retain  bool
+	dup     bool // sent before (a resumed session's unacknowledged message)
 	subIDs  []uint32
 	id      uint16
-	pubrecd bool // QoS 2: PUBREC received, PUBREL sent
+	seq     uint64 // order of sending, for returning them in order
+	pubrecd bool   // QoS 2: PUBREC received, PUBREL sent
 }
 
 func newConn(g *Gateway, nc net.Conn) *conn {
@@ -533,8 +538,22 @@ func (c *conn) finish(ctx context.Context, clean bool, reason packet.ReasonCode,
 	g.mu.Unlock()
 	c.mu.Lock()
 	c.closed = true
-	dropped := len(c.queue) + len(c.inflight)
-	c.queue, c.inflight = nil, nil
+	// Unacknowledged and queued QoS 1/2 messages go back to the session
+	// (below, after the Disconnect), oldest first; a QoS 2 message whose
+	// PUBREC came is the client's already.
+	unacked := make([]*outMsg, 0, len(c.inflight)+len(c.queue))
+	for _, om := range c.inflight {
+		if !om.pubrecd {
+			om.dup = true
+			unacked = append(unacked, om)
+		}
+	}
+	slices.SortFunc(unacked, func(a, b *outMsg) int { return cmp.Compare(a.seq, b.seq) })
+	unacked = append(unacked, c.queue...)
+	for _, e := range c.early {
+		unacked = append(unacked, &outMsg{msg: e.m, qos: byte(min(e.t.Qos, 2)), retain: e.t.Retain, subIDs: e.t.SubscriptionIds})
+	}
+	c.queue, c.inflight, c.early = nil, nil, nil
 	c.mu.Unlock()
 	// Report the end only after the connection's own writes (subscription
 	// changes above all) are in the log, so that the session service's
@@ -546,9 +565,7 @@ func (c *conn) finish(ctx context.Context, clean bool, reason packet.ReasonCode,
 	case <-time.After(g.cfg.SessionTimeout):
 		g.log.Warn("log writes still pending at disconnect", "client", c.clientID, "tenant", c.tenant)
 	}
-	if dropped > 0 {
-		c.add(Dropped, int64(dropped))
-	}
+
 	d := &eventspb.Disconnect{
 		Connection:  c.id,
 		Generation:  c.generation,
@@ -571,6 +588,19 @@ func (c *conn) finish(ctx context.Context, clean bool, reason packet.ReasonCode,
 	defer cancel()
 	if err := g.kl.ProduceSync(pctx, rec); err != nil {
 		g.log.Error("report disconnect", "client", c.clientID, "tenant", c.tenant, "err", err)
+	}
+	if c.sessionExpiry == 0 || (expiry != nil && *expiry == 0) {
+		// The session ends with the connection: nothing to keep.
+		c.add(Dropped, int64(len(unacked)))
+		return
+	}
+	for _, om := range unacked {
+		if om.qos == 0 {
+			continue
+		}
+		g.bounce(c.tenant, om.msg, &eventspb.Target{
+			ClientId: c.clientID, Qos: uint32(om.qos), Retain: om.retain, SubscriptionIds: om.subIDs, Dup: om.dup,
+		})
 	}
 }
 

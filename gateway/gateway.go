@@ -361,7 +361,7 @@ func (g *Gateway) bounce(tenant string, m *eventspb.Message, t *eventspb.Target)
 		TimestampUs: g.clock().UnixMicro(),
 		Event: &eventspb.Envelope_InboxAppend{InboxAppend: &eventspb.InboxAppend{
 			Message: m,
-			Target:  &eventspb.Target{Qos: t.Qos, Retain: t.Retain, SubscriptionIds: t.SubscriptionIds},
+			Target:  &eventspb.Target{Qos: t.Qos, Retain: t.Retain, SubscriptionIds: t.SubscriptionIds, Dup: t.Dup},
 		}},
 	})
 	g.kl.Produce(context.Background(), rec, func(_ *kafka.Record, err error) {

@@ -18,6 +18,9 @@ func (c *conn) deliver(m *eventspb.Message, t *eventspb.Target, now time.Time) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
+		if qos > 0 && c.sessionExpiry > 0 {
+			c.g.bounce(c.tenant, m, t) // the connection ended meanwhile
+		}
 		return
 	}
 	if !c.ready {
@@ -36,7 +39,7 @@ func (c *conn) deliver(m *eventspb.Message, t *eventspb.Target, now time.Time) {
 		c.kickFlush()
 		return
 	}
-	om := &outMsg{msg: m, qos: qos, retain: t.Retain, subIDs: t.SubscriptionIds}
+	om := &outMsg{msg: m, qos: qos, retain: t.Retain, dup: t.Dup, subIDs: t.SubscriptionIds}
 	switch {
 	case len(c.inflight) < int(c.clientRecvMax) && len(c.queue) == 0:
 		c.sendInflight(om, now)
@@ -73,8 +76,10 @@ func (c *conn) sendInflight(om *outMsg, now time.Time) {
 		}
 	}
 	om.id = c.nextID
+	c.sendSeq++
+	om.seq = c.sendSeq
 	c.inflight[om.id] = om
-	c.writePublish(om.msg, om.qos, om.retain, om.subIDs, om.id, false, now)
+	c.writePublish(om.msg, om.qos, om.retain, om.subIDs, om.id, om.dup, now)
 }
 
 // pump moves queued messages into free inflight slots. Holds c.mu.

@@ -323,3 +323,39 @@ func TestCrossTenantProbes(t *testing.T) {
 	spyShared.expectNone(t, 10*time.Millisecond)
 	late.expectNone(t, 10*time.Millisecond) // no retained message of the other tenant
 }
+
+// TestUnacknowledgedResentWithDup: a QoS 1 message the client received but
+// did not acknowledge before its connection dropped is sent again, with
+// DUP, when the session resumes.
+func TestUnacknowledgedResentWithDup(t *testing.T) {
+	b := startBroker(t)
+	connect := func(clean bool) *rawClient {
+		r := dialRaw(t, mqttAddr(b), packet.V5)
+		cp := &packet.Connect{ClientID: []byte("dup-sub"), CleanStart: clean, KeepAlive: 30}
+		cp.Props.SessionExpiry = 300
+		cp.Props.Set(packet.PropSessionExpiry)
+		r.connect(cp)
+		return r
+	}
+	r := connect(true)
+	r.send(&packet.Subscribe{PacketID: 1, Filters: []packet.Subscription{{Filter: []byte("dup/t"), QoS: 1}}})
+	nextAs[*packet.Suback](r)
+	pub, _ := dialV5(t, mqttAddr(b), "dup-pub")
+	pub.publish(t, &paho.Publish{Topic: "dup/t", QoS: 1, Payload: []byte("unacked")})
+	first := nextAs[*packet.Publish](r)
+	if first.Dup || string(first.Payload) != "unacked" {
+		t.Fatalf("first delivery: dup=%v %q", first.Dup, first.Payload)
+	}
+	_ = r.nc.Close() // no PUBACK
+
+	time.Sleep(300 * time.Millisecond) // let the message go back to the session
+	r2 := connect(false)
+	again := nextAs[*packet.Publish](r2)
+	if !again.Dup || string(again.Payload) != "unacked" || again.QoS != 1 {
+		t.Fatalf("after resume: dup=%v qos=%d %q; want the unacknowledged message again with DUP", again.Dup, again.QoS, again.Payload)
+	}
+	r2.send(&packet.Ack{Kind: packet.PUBACK, PacketID: again.PacketID})
+	if _, err := r2.read(300 * time.Millisecond); err == nil {
+		t.Fatal("a further delivery after the acknowledged resend")
+	}
+}

@@ -1371,8 +1371,11 @@ type Target struct {
 	// sent for a new subscription).
 	Retain          bool     `protobuf:"varint,4,opt,name=retain,proto3" json:"retain,omitempty"`
 	SubscriptionIds []uint32 `protobuf:"varint,5,rep,packed,name=subscription_ids,json=subscriptionIds,proto3" json:"subscription_ids,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The message was sent to the client before without being acknowledged:
+	// it goes out again with the DUP flag.
+	Dup           bool `protobuf:"varint,6,opt,name=dup,proto3" json:"dup,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Target) Reset() {
@@ -1438,6 +1441,13 @@ func (x *Target) GetSubscriptionIds() []uint32 {
 		return x.SubscriptionIds
 	}
 	return nil
+}
+
+func (x *Target) GetDup() bool {
+	if x != nil {
+		return x.Dup
+	}
+	return false
 }
 
 // Delivery carries one message to one gateway for all of its targets there
@@ -1898,7 +1908,7 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"connection\x18\x01 \x01(\x04R\n" +
 	"connection\x12\x1f\n" +
 	"\vreason_code\x18\x02 \x01(\rR\n" +
-	"reasonCode\"\x9a\x01\n" +
+	"reasonCode\"\xac\x01\n" +
 	"\x06Target\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12\x1e\n" +
 	"\n" +
@@ -1906,7 +1916,8 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"connection\x12\x10\n" +
 	"\x03qos\x18\x03 \x01(\rR\x03qos\x12\x16\n" +
 	"\x06retain\x18\x04 \x01(\bR\x06retain\x12)\n" +
-	"\x10subscription_ids\x18\x05 \x03(\rR\x0fsubscriptionIds\"c\n" +
+	"\x10subscription_ids\x18\x05 \x03(\rR\x0fsubscriptionIds\x12\x10\n" +
+	"\x03dup\x18\x06 \x01(\bR\x03dup\"c\n" +
 	"\bDelivery\x12+\n" +
 	"\amessage\x18\x01 \x01(\v2\x11.shoal.v1.MessageR\amessage\x12*\n" +
 	"\atargets\x18\x02 \x03(\v2\x10.shoal.v1.TargetR\atargets\"f\n" +

@@ -453,6 +453,7 @@ func (m *Target) CloneVT() *Target {
 	r.Connection = m.Connection
 	r.Qos = m.Qos
 	r.Retain = m.Retain
+	r.Dup = m.Dup
 	if rhs := m.SubscriptionIds; rhs != nil {
 		tmpContainer := make([]uint32, len(rhs))
 		copy(tmpContainer, rhs)
@@ -1369,6 +1370,9 @@ func (this *Target) EqualVT(that *Target) bool {
 		if vx != vy {
 			return false
 		}
+	}
+	if this.Dup != that.Dup {
+		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
 }
@@ -2734,6 +2738,16 @@ func (m *Target) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.Dup {
+		i--
+		if m.Dup {
+			dAtA[i] = 1
+		} else {
+			dAtA[i] = 0
+		}
+		i--
+		dAtA[i] = 0x30
+	}
 	if len(m.SubscriptionIds) > 0 {
 		var pksize2 int
 		for _, num := range m.SubscriptionIds {
@@ -3605,6 +3619,9 @@ func (m *Target) SizeVT() (n int) {
 			l += protohelpers.SizeOfVarint(uint64(e))
 		}
 		n += 1 + protohelpers.SizeOfVarint(uint64(l)) + l
+	}
+	if m.Dup {
+		n += 2
 	}
 	n += len(m.unknownFields)
 	return n
@@ -6667,6 +6684,26 @@ func (m *Target) UnmarshalVT(dAtA []byte) error {
 			} else {
 				return fmt.Errorf("proto: wrong wireType = %d for field SubscriptionIds", wireType)
 			}
+		case 6:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Dup", wireType)
+			}
+			var v int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.Dup = bool(v != 0)
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
@@ -10320,6 +10357,26 @@ func (m *Target) UnmarshalVTUnsafe(dAtA []byte) error {
 			} else {
 				return fmt.Errorf("proto: wrong wireType = %d for field SubscriptionIds", wireType)
 			}
+		case 6:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Dup", wireType)
+			}
+			var v int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.Dup = bool(v != 0)
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])

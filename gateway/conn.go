@@ -103,14 +103,17 @@ type pendingAck struct {
 
 // outMsg is a QoS 1 or 2 message on its way to the client.
 type outMsg struct {
-	msg     *eventspb.Message
-	qos     byte
-	retain  bool
-	dup     bool // sent before (a resumed session's unacknowledged message)
-	subIDs  []uint32
-	id      uint16
-	seq     uint64 // order of sending, for returning them in order
-	pubrecd bool   // QoS 2: PUBREC received, PUBREL sent
+	msg    *eventspb.Message
+	qos    byte
+	retain bool
+	dup    bool // sent before (a resumed session's unacknowledged message)
+	subIDs []uint32
+	// shareGroup and shareFilter name the shared subscription that chose
+	// this client; an unacknowledged message goes back to that group.
+	shareGroup, shareFilter string
+	id                      uint16
+	seq                     uint64 // order of sending, for returning them in order
+	pubrecd                 bool   // QoS 2: PUBREC received, PUBREL sent
 }
 
 func newConn(g *Gateway, nc net.Conn) *conn {
@@ -551,7 +554,7 @@ func (c *conn) finish(ctx context.Context, clean bool, reason packet.ReasonCode,
 	slices.SortFunc(unacked, func(a, b *outMsg) int { return cmp.Compare(a.seq, b.seq) })
 	unacked = append(unacked, c.queue...)
 	for _, e := range c.early {
-		unacked = append(unacked, &outMsg{msg: e.m, qos: byte(min(e.t.Qos, 2)), retain: e.t.Retain, subIDs: e.t.SubscriptionIds})
+		unacked = append(unacked, newOutMsg(e.m, e.t))
 	}
 	c.queue, c.inflight, c.early = nil, nil, nil
 	c.mu.Unlock()
@@ -589,19 +592,27 @@ func (c *conn) finish(ctx context.Context, clean bool, reason packet.ReasonCode,
 	if err := g.kl.ProduceSync(pctx, rec); err != nil {
 		g.log.Error("report disconnect", "client", c.clientID, "tenant", c.tenant, "err", err)
 	}
-	if c.sessionExpiry == 0 || (expiry != nil && *expiry == 0) {
-		// The session ends with the connection: nothing to keep.
-		c.add(Dropped, int64(len(unacked)))
-		return
-	}
+	persistent := c.sessionExpiry != 0 && (expiry == nil || *expiry != 0)
 	for _, om := range unacked {
-		if om.qos == 0 {
-			continue
+		switch {
+		case om.qos == 0:
+		case om.shareGroup != "":
+			// A shared subscription's message goes to another member.
+			g.redispatch(c.tenant, c.clientID, om.msg, om.shareGroup, om.shareFilter)
+		case persistent:
+			g.bounce(c.tenant, om.msg, &eventspb.Target{
+				ClientId: c.clientID, Qos: uint32(om.qos), Retain: om.retain, SubscriptionIds: om.subIDs, Dup: om.dup,
+			})
+		default:
+			c.add(Dropped, 1) // the session ends with the connection
 		}
-		g.bounce(c.tenant, om.msg, &eventspb.Target{
-			ClientId: c.clientID, Qos: uint32(om.qos), Retain: om.retain, SubscriptionIds: om.subIDs, Dup: om.dup,
-		})
 	}
+}
+
+// newOutMsg is the outbound state of a delivery target.
+func newOutMsg(m *eventspb.Message, t *eventspb.Target) *outMsg {
+	return &outMsg{msg: m, qos: byte(min(t.Qos, 2)), retain: t.Retain, dup: t.Dup, subIDs: t.SubscriptionIds,
+		shareGroup: t.ShareGroup, shareFilter: t.ShareFilter}
 }
 
 // kick closes the connection because its session was taken over.

@@ -351,6 +351,35 @@ func (g *Gateway) handleDeliveries(b kafka.Batch) {
 	}
 }
 
+// returnUndelivered hands back a QoS 1/2 message whose client is not
+// connected here: to its shared subscription's group when a group chose the
+// client, to the client's session otherwise.
+func (g *Gateway) returnUndelivered(tenant string, m *eventspb.Message, t *eventspb.Target) {
+	if t.ShareGroup != "" {
+		g.redispatch(tenant, t.ClientId, m, t.ShareGroup, t.ShareFilter)
+		return
+	}
+	g.bounce(tenant, m, t)
+}
+
+// redispatch asks the router shard of the message's topic to give it to
+// another member of the shared subscription (SharedRedispatch).
+func (g *Gateway) redispatch(tenant, client string, m *eventspb.Message, group, filter string) {
+	rec := kafka.NewRecord(kafka.TopicMessages, recordKey(tenant, m.Topic), kafka.PartitionByKey, &eventspb.Envelope{
+		Tenant:      tenant,
+		Gateway:     g.cfg.ID,
+		TimestampUs: g.clock().UnixMicro(),
+		Event: &eventspb.Envelope_SharedRedispatch{SharedRedispatch: &eventspb.SharedRedispatch{
+			Message: m, ShareGroup: group, Filter: filter, ExcludeClient: client,
+		}},
+	})
+	g.kl.Produce(context.Background(), rec, func(_ *kafka.Record, err error) {
+		if err != nil {
+			g.log.Warn("redispatch shared message", "tenant", tenant, "group", group, "err", err)
+		}
+	})
+}
+
 // bounce returns a message for a client that is not connected here to its
 // session service as an InboxAppend.
 func (g *Gateway) bounce(tenant string, m *eventspb.Message, t *eventspb.Target) {
@@ -387,7 +416,7 @@ func (g *Gateway) deliver(tenant string, d *eventspb.Delivery) {
 			g.log.Debug("delivery target not connected here", "tenant", tenant, "client", t.ClientId,
 				"connection", t.Connection, "found", c != nil)
 			if t.Qos > 0 {
-				g.bounce(tenant, d.Message, t)
+				g.returnUndelivered(tenant, d.Message, t)
 			}
 			continue
 		}

@@ -18,8 +18,8 @@ func (c *conn) deliver(m *eventspb.Message, t *eventspb.Target, now time.Time) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		if qos > 0 && c.sessionExpiry > 0 {
-			c.g.bounce(c.tenant, m, t) // the connection ended meanwhile
+		if qos > 0 {
+			c.g.returnUndelivered(c.tenant, m, t) // the connection ended meanwhile
 		}
 		return
 	}
@@ -39,7 +39,7 @@ func (c *conn) deliver(m *eventspb.Message, t *eventspb.Target, now time.Time) {
 		c.kickFlush()
 		return
 	}
-	om := &outMsg{msg: m, qos: qos, retain: t.Retain, dup: t.Dup, subIDs: t.SubscriptionIds}
+	om := newOutMsg(m, t)
 	switch {
 	case len(c.inflight) < int(c.clientRecvMax) && len(c.queue) == 0:
 		c.sendInflight(om, now)

@@ -30,6 +30,7 @@ const (
 	EventGatewayHeartbeat     = "gateway_heartbeat"
 	EventSessionTick          = "session_tick"
 	EventInboxAppend          = "inbox_append"
+	EventSharedRedispatch     = "shared_redispatch"
 )
 
 // EnvelopeType returns the event type of env, "" when it has no event.
@@ -59,6 +60,8 @@ func EnvelopeType(env *eventspb.Envelope) string {
 		return EventSessionTick
 	case *eventspb.Envelope_InboxAppend:
 		return EventInboxAppend
+	case *eventspb.Envelope_SharedRedispatch:
+		return EventSharedRedispatch
 	}
 	return ""
 }
@@ -154,6 +157,8 @@ func EventType(r *Record) string {
 		return EventSessionTick
 	case EventInboxAppend:
 		return EventInboxAppend
+	case EventSharedRedispatch:
+		return EventSharedRedispatch
 	}
 	return string(v)
 }

@@ -71,6 +71,11 @@ func testEnvelopes() map[string]*eventspb.Envelope {
 				Message: &eventspb.Message{Topic: "t", Payload: []byte("p"), Qos: 1}, Target: &eventspb.Target{Qos: 1},
 			}}
 		}),
+		EventSharedRedispatch: base(func(e *eventspb.Envelope) {
+			e.Event = &eventspb.Envelope_SharedRedispatch{SharedRedispatch: &eventspb.SharedRedispatch{
+				Message: &eventspb.Message{Topic: "t", Payload: []byte("p"), Qos: 1}, ShareGroup: "g", Filter: "t", ExcludeClient: "c",
+			}}
+		}),
 		EventSessionTick: base(func(e *eventspb.Envelope) {
 			e.Event = &eventspb.Envelope_SessionTick{SessionTick: &eventspb.SessionTick{}}
 		}),

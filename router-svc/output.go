@@ -64,6 +64,7 @@ func (o *Output) Reset() {
 			t.Qos = 0
 			t.Retain = false
 			t.SubscriptionIds = t.SubscriptionIds[:0]
+			t.Dup, t.ShareGroup, t.ShareFilter = false, "", ""
 			o.freeTargets = append(o.freeTargets, t)
 		}
 		clear(b.del.Targets)

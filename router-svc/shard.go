@@ -257,6 +257,8 @@ func (s *Shard) Apply(rec *eventspb.Envelope, offset int64, out *Output) error {
 		return s.publish(rec, ev.Publish, out)
 	case *eventspb.Envelope_SubscriptionChange:
 		return s.change(rec, ev.SubscriptionChange, out)
+	case *eventspb.Envelope_SharedRedispatch:
+		return s.redispatch(rec, ev.SharedRedispatch, out)
 	default:
 		return fmt.Errorf("%w: unexpected event %T at offset %d", ErrMalformed, ev, offset)
 	}
@@ -378,10 +380,14 @@ type plan struct {
 	t     *tenant
 	out   *Output
 	first int // the publish's first delivery in out
-	env   *eventspb.Envelope
-	msg   *eventspb.Message
-	qos   uint32
-	tsUs  int64
+	// exclude is a client never chosen (a shared member that left), dup
+	// marks the targets as resends (SharedRedispatch).
+	exclude string
+	dup     bool
+	env     *eventspb.Envelope
+	msg     *eventspb.Message
+	qos     uint32
+	tsUs    int64
 }
 
 // target returns c's target in this publish, creating it in the delivery
@@ -430,12 +436,48 @@ func (p *plan) shared(g *shareGroup) {
 		if m.noLocal && m.client.id == p.env.ClientId {
 			continue
 		}
+		if m.client.id == p.exclude {
+			continue
+		}
+		existed := m.client.stamp == p.s.epoch && m.client.target != nil
 		if tg := p.target(m.client); tg != nil {
 			p.merge(tg, m)
+			if !existed {
+				// Only this group's pick brings the message to the
+				// client: should it leave unacknowledged, the group
+				// gets it back (SharedRedispatch).
+				tg.ShareGroup, tg.ShareFilter = m.share, m.filter
+			}
+			tg.Dup = tg.Dup || p.dup
 			g.next = i + 1
 			return
 		}
 	}
+}
+
+// redispatch gives a message a member of a shared group left
+// unacknowledged to another online member, with DUP.
+func (s *Shard) redispatch(env *eventspb.Envelope, r *eventspb.SharedRedispatch, out *Output) error {
+	msg := r.GetMessage()
+	if msg == nil {
+		return fmt.Errorf("%w: shared redispatch without a message", ErrMalformed)
+	}
+	t := s.tenants[env.Tenant]
+	if t == nil {
+		return nil
+	}
+	g := t.groups[filterKey{group: r.GetShareGroup(), filter: r.GetFilter()}]
+	now := s.clock()
+	if g == nil || (msg.ExpiresAtMs != 0 && msg.ExpiresAtMs < now.UnixMilli()) {
+		return nil
+	}
+	s.epoch++
+	p := plan{s: s, t: t, out: out, first: len(out.Deliveries), env: env, msg: msg, qos: min(msg.Qos, 2),
+		tsUs: now.UnixMicro(), exclude: r.GetExcludeClient(), dup: true}
+	s.presence.mu.RLock()
+	p.shared(g)
+	s.presence.mu.RUnlock()
+	return nil
 }
 
 // delivery returns the publish's delivery for slot with room for another

@@ -206,10 +206,12 @@ func TestOfflineInbox(t *testing.T) {
 	// Messages the router still routes to the closed connection (before it
 	// reads the offline presence) come back to the session from the
 	// gateway, so no wait is needed here.
-	pub.publish(t, &paho.Publish{Topic: "ib/a", QoS: 1, Payload: []byte("1")})
-	pub.publish(t, &paho.Publish{Topic: "ib/b", QoS: 0, Payload: []byte("qos0")})
-	pub.publish(t, &paho.Publish{Topic: "ib/c", QoS: 2, Payload: []byte("2")})
-	pub.publish(t, &paho.Publish{Topic: "ib/d", QoS: 1, Payload: []byte("3")})
+	// One topic: MQTT orders messages per topic (another topic may live in
+	// another partition).
+	pub.publish(t, &paho.Publish{Topic: "ib/t", QoS: 1, Payload: []byte("1")})
+	pub.publish(t, &paho.Publish{Topic: "ib/t", QoS: 0, Payload: []byte("qos0")})
+	pub.publish(t, &paho.Publish{Topic: "ib/t", QoS: 2, Payload: []byte("2")})
+	pub.publish(t, &paho.Publish{Topic: "ib/t", QoS: 1, Payload: []byte("3")})
 	time.Sleep(300 * time.Millisecond) // let the session queue them
 
 	c2, ca := dialV5(t, mqttAddr(b), "ib-sub", persistent(false))
@@ -357,5 +359,54 @@ func TestUnacknowledgedResentWithDup(t *testing.T) {
 	r2.send(&packet.Ack{Kind: packet.PUBACK, PacketID: again.PacketID})
 	if _, err := r2.read(300 * time.Millisecond); err == nil {
 		t.Fatal("a further delivery after the acknowledged resend")
+	}
+}
+
+// TestSharedSubscriptionMemberLeaves: two members share a QoS 1
+// subscription; one takes messages without acknowledging them and leaves.
+// Every message reaches the group: what the leaver held goes to the other
+// member, with DUP.
+func TestSharedSubscriptionMemberLeaves(t *testing.T) {
+	b := startBroker(t)
+	stay, _ := dialV5(t, mqttAddr(b), "sh-stay")
+	stay.subscribe(t, paho.SubscribeOptions{Topic: "$share/grp/sh/#", QoS: 1})
+	leaver := dialRaw(t, mqttAddr(b), packet.V5)
+	cp := &packet.Connect{ClientID: []byte("sh-leave"), CleanStart: true, KeepAlive: 30}
+	cp.Props.ReceiveMax = 3
+	cp.Props.Set(packet.PropReceiveMax)
+	leaver.connect(cp)
+	leaver.send(&packet.Subscribe{PacketID: 1, Filters: []packet.Subscription{{Filter: []byte("$share/grp/sh/#"), QoS: 1}}})
+	nextAs[*packet.Suback](leaver)
+
+	pub, _ := dialV5(t, mqttAddr(b), "sh-pub")
+	const n = 20
+	for i := range n {
+		pub.publish(t, &paho.Publish{Topic: "sh/t", QoS: 1, Payload: []byte{byte('a' + i)}})
+	}
+	// The leaver reads what it was sent, acknowledges nothing, and goes.
+	held := 0
+	for {
+		p, err := leaver.read(300 * time.Millisecond)
+		if err != nil {
+			break
+		}
+		if _, ok := p.(*packet.Publish); ok {
+			held++
+		}
+	}
+	if held == 0 {
+		t.Fatal("round robin sent the leaving member nothing")
+	}
+	_ = leaver.nc.Close()
+
+	seen := map[byte]bool{}
+	deadline := time.After(wait)
+	for len(seen) < n {
+		select {
+		case m := <-stay.msgs:
+			seen[m.Payload[0]] = true
+		case <-deadline:
+			t.Fatalf("the group got %d of %d messages after a member left holding %d", len(seen), n, held)
+		}
 	}
 }

@@ -113,6 +113,7 @@ type Envelope struct {
 	//	*Envelope_GatewayHeartbeat
 	//	*Envelope_SessionTick
 	//	*Envelope_InboxAppend
+	//	*Envelope_SharedRedispatch
 	Event         isEnvelope_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -305,6 +306,15 @@ func (x *Envelope) GetInboxAppend() *InboxAppend {
 	return nil
 }
 
+func (x *Envelope) GetSharedRedispatch() *SharedRedispatch {
+	if x != nil {
+		if x, ok := x.Event.(*Envelope_SharedRedispatch); ok {
+			return x.SharedRedispatch
+		}
+	}
+	return nil
+}
+
 type isEnvelope_Event interface {
 	isEnvelope_Event()
 }
@@ -357,6 +367,10 @@ type Envelope_InboxAppend struct {
 	InboxAppend *InboxAppend `protobuf:"bytes,21,opt,name=inbox_append,json=inboxAppend,proto3,oneof"`
 }
 
+type Envelope_SharedRedispatch struct {
+	SharedRedispatch *SharedRedispatch `protobuf:"bytes,22,opt,name=shared_redispatch,json=sharedRedispatch,proto3,oneof"`
+}
+
 func (*Envelope_Publish) isEnvelope_Event() {}
 
 func (*Envelope_SubscriptionChange) isEnvelope_Event() {}
@@ -380,6 +394,8 @@ func (*Envelope_GatewayHeartbeat) isEnvelope_Event() {}
 func (*Envelope_SessionTick) isEnvelope_Event() {}
 
 func (*Envelope_InboxAppend) isEnvelope_Event() {}
+
+func (*Envelope_SharedRedispatch) isEnvelope_Event() {}
 
 // MessageID names one published message: the gateway instance that took it
 // in (a random 64-bit number chosen at start) and a sequence number there.
@@ -1373,7 +1389,12 @@ type Target struct {
 	SubscriptionIds []uint32 `protobuf:"varint,5,rep,packed,name=subscription_ids,json=subscriptionIds,proto3" json:"subscription_ids,omitempty"`
 	// The message was sent to the client before without being acknowledged:
 	// it goes out again with the DUP flag.
-	Dup           bool `protobuf:"varint,6,opt,name=dup,proto3" json:"dup,omitempty"`
+	Dup bool `protobuf:"varint,6,opt,name=dup,proto3" json:"dup,omitempty"`
+	// Set when the client was chosen as the member of a shared subscription
+	// (and matched no other subscription of its own): should the client leave
+	// without acknowledging, the message goes to another member.
+	ShareGroup    string `protobuf:"bytes,7,opt,name=share_group,json=shareGroup,proto3" json:"share_group,omitempty"`
+	ShareFilter   string `protobuf:"bytes,8,opt,name=share_filter,json=shareFilter,proto3" json:"share_filter,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1448,6 +1469,20 @@ func (x *Target) GetDup() bool {
 		return x.Dup
 	}
 	return false
+}
+
+func (x *Target) GetShareGroup() string {
+	if x != nil {
+		return x.ShareGroup
+	}
+	return ""
+}
+
+func (x *Target) GetShareFilter() string {
+	if x != nil {
+		return x.ShareFilter
+	}
+	return ""
 }
 
 // Delivery carries one message to one gateway for all of its targets there
@@ -1774,11 +1809,84 @@ func (x *InboxAppend) GetTarget() *Target {
 	return nil
 }
 
+// SharedRedispatch hands a message of a shared subscription to another
+// member (topic shoal.messages, key tenant/topic, so the shard that matched
+// it gets it): written by a gateway for the QoS 1/2 messages a member had not
+// acknowledged when its connection ended.
+type SharedRedispatch struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Message    *Message               `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	ShareGroup string                 `protobuf:"bytes,2,opt,name=share_group,json=shareGroup,proto3" json:"share_group,omitempty"`
+	Filter     string                 `protobuf:"bytes,3,opt,name=filter,proto3" json:"filter,omitempty"`
+	// The member that left; never chosen again for this message.
+	ExcludeClient string `protobuf:"bytes,4,opt,name=exclude_client,json=excludeClient,proto3" json:"exclude_client,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SharedRedispatch) Reset() {
+	*x = SharedRedispatch{}
+	mi := &file_shoal_v1_events_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SharedRedispatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SharedRedispatch) ProtoMessage() {}
+
+func (x *SharedRedispatch) ProtoReflect() protoreflect.Message {
+	mi := &file_shoal_v1_events_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SharedRedispatch.ProtoReflect.Descriptor instead.
+func (*SharedRedispatch) Descriptor() ([]byte, []int) {
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *SharedRedispatch) GetMessage() *Message {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+func (x *SharedRedispatch) GetShareGroup() string {
+	if x != nil {
+		return x.ShareGroup
+	}
+	return ""
+}
+
+func (x *SharedRedispatch) GetFilter() string {
+	if x != nil {
+		return x.Filter
+	}
+	return ""
+}
+
+func (x *SharedRedispatch) GetExcludeClient() string {
+	if x != nil {
+		return x.ExcludeClient
+	}
+	return ""
+}
+
 var File_shoal_v1_events_proto protoreflect.FileDescriptor
 
 const file_shoal_v1_events_proto_rawDesc = "" +
 	"\n" +
-	"\x15shoal/v1/events.proto\x12\bshoal.v1\"\xad\a\n" +
+	"\x15shoal/v1/events.proto\x12\bshoal.v1\"\xf8\a\n" +
 	"\bEnvelope\x12%\n" +
 	"\x0eschema_version\x18\x01 \x01(\rR\rschemaVersion\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x1b\n" +
@@ -1801,7 +1909,8 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"\x15session_subscriptions\x18\x12 \x01(\v2\x1e.shoal.v1.SessionSubscriptionsH\x00R\x14sessionSubscriptions\x12I\n" +
 	"\x11gateway_heartbeat\x18\x13 \x01(\v2\x1a.shoal.v1.GatewayHeartbeatH\x00R\x10gatewayHeartbeat\x12:\n" +
 	"\fsession_tick\x18\x14 \x01(\v2\x15.shoal.v1.SessionTickH\x00R\vsessionTick\x12:\n" +
-	"\finbox_append\x18\x15 \x01(\v2\x15.shoal.v1.InboxAppendH\x00R\vinboxAppendB\a\n" +
+	"\finbox_append\x18\x15 \x01(\v2\x15.shoal.v1.InboxAppendH\x00R\vinboxAppend\x12I\n" +
+	"\x11shared_redispatch\x18\x16 \x01(\v2\x1a.shoal.v1.SharedRedispatchH\x00R\x10sharedRedispatchB\a\n" +
 	"\x05event\"B\n" +
 	"\tMessageID\x12#\n" +
 	"\rgateway_epoch\x18\x01 \x01(\x04R\fgatewayEpoch\x12\x10\n" +
@@ -1908,7 +2017,7 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"connection\x18\x01 \x01(\x04R\n" +
 	"connection\x12\x1f\n" +
 	"\vreason_code\x18\x02 \x01(\rR\n" +
-	"reasonCode\"\xac\x01\n" +
+	"reasonCode\"\xf0\x01\n" +
 	"\x06Target\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12\x1e\n" +
 	"\n" +
@@ -1917,7 +2026,10 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"\x03qos\x18\x03 \x01(\rR\x03qos\x12\x16\n" +
 	"\x06retain\x18\x04 \x01(\bR\x06retain\x12)\n" +
 	"\x10subscription_ids\x18\x05 \x03(\rR\x0fsubscriptionIds\x12\x10\n" +
-	"\x03dup\x18\x06 \x01(\bR\x03dup\"c\n" +
+	"\x03dup\x18\x06 \x01(\bR\x03dup\x12\x1f\n" +
+	"\vshare_group\x18\a \x01(\tR\n" +
+	"shareGroup\x12!\n" +
+	"\fshare_filter\x18\b \x01(\tR\vshareFilter\"c\n" +
 	"\bDelivery\x12+\n" +
 	"\amessage\x18\x01 \x01(\v2\x11.shoal.v1.MessageR\amessage\x12*\n" +
 	"\atargets\x18\x02 \x03(\v2\x10.shoal.v1.TargetR\atargets\"f\n" +
@@ -1937,7 +2049,13 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"\vSessionTick\"d\n" +
 	"\vInboxAppend\x12+\n" +
 	"\amessage\x18\x01 \x01(\v2\x11.shoal.v1.MessageR\amessage\x12(\n" +
-	"\x06target\x18\x02 \x01(\v2\x10.shoal.v1.TargetR\x06targetB7Z5github.com/shoal-mqtt/shoal/schemas/eventspb;eventspbb\x06proto3"
+	"\x06target\x18\x02 \x01(\v2\x10.shoal.v1.TargetR\x06target\"\x9f\x01\n" +
+	"\x10SharedRedispatch\x12+\n" +
+	"\amessage\x18\x01 \x01(\v2\x11.shoal.v1.MessageR\amessage\x12\x1f\n" +
+	"\vshare_group\x18\x02 \x01(\tR\n" +
+	"shareGroup\x12\x16\n" +
+	"\x06filter\x18\x03 \x01(\tR\x06filter\x12%\n" +
+	"\x0eexclude_client\x18\x04 \x01(\tR\rexcludeClientB7Z5github.com/shoal-mqtt/shoal/schemas/eventspb;eventspbb\x06proto3"
 
 var (
 	file_shoal_v1_events_proto_rawDescOnce sync.Once
@@ -1952,7 +2070,7 @@ func file_shoal_v1_events_proto_rawDescGZIP() []byte {
 }
 
 var file_shoal_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_shoal_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_shoal_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_shoal_v1_events_proto_goTypes = []any{
 	(SubscriptionChange_Op)(0),   // 0: shoal.v1.SubscriptionChange.Op
 	(*Envelope)(nil),             // 1: shoal.v1.Envelope
@@ -1976,6 +2094,7 @@ var file_shoal_v1_events_proto_goTypes = []any{
 	(*GatewayHeartbeat)(nil),     // 19: shoal.v1.GatewayHeartbeat
 	(*SessionTick)(nil),          // 20: shoal.v1.SessionTick
 	(*InboxAppend)(nil),          // 21: shoal.v1.InboxAppend
+	(*SharedRedispatch)(nil),     // 22: shoal.v1.SharedRedispatch
 }
 var file_shoal_v1_events_proto_depIdxs = []int32{
 	2,  // 0: shoal.v1.Envelope.message_id:type_name -> shoal.v1.MessageID
@@ -1991,27 +2110,29 @@ var file_shoal_v1_events_proto_depIdxs = []int32{
 	19, // 10: shoal.v1.Envelope.gateway_heartbeat:type_name -> shoal.v1.GatewayHeartbeat
 	20, // 11: shoal.v1.Envelope.session_tick:type_name -> shoal.v1.SessionTick
 	21, // 12: shoal.v1.Envelope.inbox_append:type_name -> shoal.v1.InboxAppend
-	3,  // 13: shoal.v1.Message.user_properties:type_name -> shoal.v1.UserProperty
-	4,  // 14: shoal.v1.Publish.message:type_name -> shoal.v1.Message
-	0,  // 15: shoal.v1.SubscriptionChange.op:type_name -> shoal.v1.SubscriptionChange.Op
-	6,  // 16: shoal.v1.SubscriptionChange.options:type_name -> shoal.v1.SubscriptionOptions
-	8,  // 17: shoal.v1.SubscriptionChange.route:type_name -> shoal.v1.Route
-	4,  // 18: shoal.v1.Will.message:type_name -> shoal.v1.Message
-	8,  // 19: shoal.v1.Connect.route:type_name -> shoal.v1.Route
-	9,  // 20: shoal.v1.Connect.will:type_name -> shoal.v1.Will
-	17, // 21: shoal.v1.ConnectResult.subscriptions:type_name -> shoal.v1.SessionSubscription
-	8,  // 22: shoal.v1.Presence.route:type_name -> shoal.v1.Route
-	4,  // 23: shoal.v1.Delivery.message:type_name -> shoal.v1.Message
-	15, // 24: shoal.v1.Delivery.targets:type_name -> shoal.v1.Target
-	6,  // 25: shoal.v1.SessionSubscription.options:type_name -> shoal.v1.SubscriptionOptions
-	17, // 26: shoal.v1.SessionSubscriptions.added:type_name -> shoal.v1.SessionSubscription
-	4,  // 27: shoal.v1.InboxAppend.message:type_name -> shoal.v1.Message
-	15, // 28: shoal.v1.InboxAppend.target:type_name -> shoal.v1.Target
-	29, // [29:29] is the sub-list for method output_type
-	29, // [29:29] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	22, // 13: shoal.v1.Envelope.shared_redispatch:type_name -> shoal.v1.SharedRedispatch
+	3,  // 14: shoal.v1.Message.user_properties:type_name -> shoal.v1.UserProperty
+	4,  // 15: shoal.v1.Publish.message:type_name -> shoal.v1.Message
+	0,  // 16: shoal.v1.SubscriptionChange.op:type_name -> shoal.v1.SubscriptionChange.Op
+	6,  // 17: shoal.v1.SubscriptionChange.options:type_name -> shoal.v1.SubscriptionOptions
+	8,  // 18: shoal.v1.SubscriptionChange.route:type_name -> shoal.v1.Route
+	4,  // 19: shoal.v1.Will.message:type_name -> shoal.v1.Message
+	8,  // 20: shoal.v1.Connect.route:type_name -> shoal.v1.Route
+	9,  // 21: shoal.v1.Connect.will:type_name -> shoal.v1.Will
+	17, // 22: shoal.v1.ConnectResult.subscriptions:type_name -> shoal.v1.SessionSubscription
+	8,  // 23: shoal.v1.Presence.route:type_name -> shoal.v1.Route
+	4,  // 24: shoal.v1.Delivery.message:type_name -> shoal.v1.Message
+	15, // 25: shoal.v1.Delivery.targets:type_name -> shoal.v1.Target
+	6,  // 26: shoal.v1.SessionSubscription.options:type_name -> shoal.v1.SubscriptionOptions
+	17, // 27: shoal.v1.SessionSubscriptions.added:type_name -> shoal.v1.SessionSubscription
+	4,  // 28: shoal.v1.InboxAppend.message:type_name -> shoal.v1.Message
+	15, // 29: shoal.v1.InboxAppend.target:type_name -> shoal.v1.Target
+	4,  // 30: shoal.v1.SharedRedispatch.message:type_name -> shoal.v1.Message
+	31, // [31:31] is the sub-list for method output_type
+	31, // [31:31] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_shoal_v1_events_proto_init() }
@@ -2032,6 +2153,7 @@ func file_shoal_v1_events_proto_init() {
 		(*Envelope_GatewayHeartbeat)(nil),
 		(*Envelope_SessionTick)(nil),
 		(*Envelope_InboxAppend)(nil),
+		(*Envelope_SharedRedispatch)(nil),
 	}
 	file_shoal_v1_events_proto_msgTypes[8].OneofWrappers = []any{}
 	file_shoal_v1_events_proto_msgTypes[12].OneofWrappers = []any{}
@@ -2041,7 +2163,7 @@ func file_shoal_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shoal_v1_events_proto_rawDesc), len(file_shoal_v1_events_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   21,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

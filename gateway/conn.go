@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -305,6 +306,11 @@ func (c *conn) handshake(ctx context.Context) bool {
 		if serverKA {
 			p.ServerKeepAlive = uint16(ka / time.Second)
 			p.Set(packet.PropServerKeepAlive)
+		}
+		if res.InboxDropped > 0 && c.problemInfo {
+			p.ReasonString = []byte(strconv.FormatUint(uint64(res.InboxDropped), 10) +
+				" queued messages were dropped while offline: the session's inbox was full")
+			p.Set(packet.PropReasonString)
 		}
 	}
 	c.mu.Lock()

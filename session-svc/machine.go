@@ -62,8 +62,10 @@ type machine struct {
 	seq   *atomic.Uint64
 	now   func() time.Time
 	log   *slog.Logger
-	// maxInbox bounds the messages queued for one offline session.
-	maxInbox int
+	// maxInbox bounds the messages queued for one offline session;
+	// inboxDropped counts what it made the service drop.
+	maxInbox     int
+	inboxDropped *atomic.Int64
 }
 
 // apply applies one event of client k to sess, which the caller owns and
@@ -160,6 +162,7 @@ func (m *machine) connect(k clientKey, sess *Session, env *eventspb.Envelope, c 
 		// and the gateway learns them for UNSUBSCRIBE and retain handling.
 		cr := res.env.GetConnectResult()
 		cr.SessionPresent = true
+		cr.InboxDropped = sess.InboxDropped
 		for _, sub := range sess.Subscriptions {
 			cr.Subscriptions = append(cr.Subscriptions, sub.CloneVT())
 		}
@@ -175,7 +178,7 @@ func (m *machine) connect(k clientKey, sess *Session, env *eventspb.Envelope, c 
 			outs = append(outs, m.forward(k, sess, ia, now))
 		}
 	}
-	sess.Inbox = nil
+	sess.Inbox, sess.InboxDropped = nil, 0
 	return outs, true
 }
 
@@ -195,7 +198,11 @@ func (m *machine) inbox(k clientKey, sess *Session, ia *eventspb.InboxAppend, ou
 	case len(sess.Inbox) >= m.maxInbox:
 		m.log.Warn("inbox full; message dropped", "tenant", k.tenant, "client", k.client,
 			"max_inbox", m.maxInbox, "topic", ia.GetMessage().GetTopic())
-		return outs, false
+		if m.inboxDropped != nil {
+			m.inboxDropped.Add(1)
+		}
+		sess.InboxDropped++
+		return outs, true
 	}
 	sess.Inbox = append(sess.Inbox, ia.CloneVT())
 	return outs, true

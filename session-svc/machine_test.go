@@ -708,13 +708,16 @@ func TestInbox(t *testing.T) {
 	if got := h.batch(inboxAppend(connA, "t/1"), inboxAppend(connA, "t/2"), inboxAppend(connA, "t/3")); len(got) != 0 {
 		t.Fatalf("offline: %d outputs, want none", len(got))
 	}
-	if s := h.session(connA); len(s.Inbox) != 2 {
-		t.Fatalf("inbox holds %d, want 2 (the bound)", len(s.Inbox))
+	if s := h.session(connA); len(s.Inbox) != 2 || s.InboxDropped != 1 {
+		t.Fatalf("inbox holds %d and dropped %d, want 2 (the bound) and 1", len(s.Inbox), s.InboxDropped)
 	}
 	h.restart() // the inbox is in the store
 	got = h.batch(connA2.connect(false, 60, nil))
 	var topics []string
 	for _, o := range got {
+		if cr := o.env.GetConnectResult(); cr != nil && cr.InboxDropped != 1 {
+			t.Fatalf("resumed answer reports %d dropped, want 1", cr.InboxDropped)
+		}
 		if d := o.env.GetDelivery(); d != nil {
 			if o.partition != connA2.slot || d.Targets[0].Connection != connA2.connection || d.Targets[0].ClientId != connA2.client {
 				t.Fatalf("queued message routed to %+v", o)

@@ -83,9 +83,14 @@ func New(cfg Config, client *kafka.Client, store Store, log *slog.Logger, clock 
 			now:                  clock,
 			log:                  log,
 			maxInbox:             cfg.MaxInbox,
+			inboxDropped:         new(atomic.Int64),
 		},
 	}, nil
 }
+
+// InboxDropped is the number of messages dropped since start because a
+// session's inbox was full (session.max_inbox).
+func (s *Service) InboxDropped() int64 { return s.m.inboxDropped.Load() }
 
 // Ready reports whether the service has loaded its state and is consuming.
 func (s *Service) Ready() bool { return s.ready.Load() }

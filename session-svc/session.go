@@ -60,6 +60,9 @@ type Session struct {
 	// Inbox holds the QoS 1 and 2 messages that arrived while the session
 	// was offline, oldest first, delivered when it resumes.
 	Inbox []*eventspb.InboxAppend
+	// InboxDropped counts the messages dropped since the session went
+	// offline because Inbox was full; reported when it resumes.
+	InboxDropped uint32
 	// Subscriptions are the session's subscriptions (from
 	// SessionSubscriptions events), sorted by filter, one per filter.
 	Subscriptions []*eventspb.SessionSubscription
@@ -114,7 +117,7 @@ func (s *Session) Equal(o *Session) bool {
 		s.Username == o.Username && s.Will.EqualVT(o.Will) &&
 		s.ConnectedAt.Equal(o.ConnectedAt) && s.DisconnectedAt.Equal(o.DisconnectedAt) &&
 		s.WillDueAt.Equal(o.WillDueAt) &&
-		slices.EqualFunc(s.Inbox, o.Inbox, (*eventspb.InboxAppend).EqualVT) &&
+		slices.EqualFunc(s.Inbox, o.Inbox, (*eventspb.InboxAppend).EqualVT) && s.InboxDropped == o.InboxDropped &&
 		slices.EqualFunc(s.Subscriptions, o.Subscriptions, (*eventspb.SessionSubscription).EqualVT)
 }
 

@@ -216,6 +216,20 @@ func TestRestartKeepsRetainedAndSessions(t *testing.T) {
 	pub, _ = connect(t, p.mqtt, "dur-pub", true)
 	pub.publish(t, "dur/live/x", "to the session", 1, false)
 	s2.expect(t, "dur/live/x", "to the session")
+	// Queued while offline, then SIGKILL right after the PUBACK: the
+	// message is still delivered when the session resumes.
+	_ = s2.Disconnect(&paho.Disconnect{})
+	time.Sleep(200 * time.Millisecond) // the session goes offline
+	pub.publish(t, "dur/live/q", "queued", 1, false)
+	p.kill()
+
+	p = startShoal(t, dir)
+	s3, ca := connect(t, p.mqtt, "dur-session", false)
+	if !ca.SessionPresent {
+		t.Fatal("the persistent session did not survive the second SIGKILL")
+	}
+	s3.expect(t, "dur/live/q", "queued")
+	pub, _ = connect(t, p.mqtt, "dur-pub", true)
 	pub.publish(t, "dur/a", "two", 2, true)
 	p.stop()
 

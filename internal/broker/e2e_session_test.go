@@ -2,13 +2,17 @@ package broker_test
 
 import (
 	"errors"
+	"io"
 	"net"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/eclipse/paho.golang/paho"
 	mqtt3 "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/shoal-mqtt/shoal/internal/config"
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
 )
 
@@ -408,5 +412,43 @@ func TestSharedSubscriptionMemberLeaves(t *testing.T) {
 		case <-deadline:
 			t.Fatalf("the group got %d of %d messages after a member left holding %d", len(seen), n, held)
 		}
+	}
+}
+
+// TestInboxBound: beyond session.max_inbox, messages for an offline session
+// are dropped, counted in /metrics, and the resuming 5.0 client is told in
+// its CONNACK's reason string.
+func TestInboxBound(t *testing.T) {
+	b := startBroker(t, func(c *config.Config) { c.Session.MaxInbox = 1 })
+	persistent := func(clean bool) func(*paho.Connect) {
+		return func(cp *paho.Connect) {
+			cp.CleanStart = clean
+			cp.Properties = &paho.ConnectProperties{SessionExpiryInterval: u32(300), RequestProblemInfo: true}
+		}
+	}
+	c, _ := dialV5(t, mqttAddr(b), "bound-sub", persistent(true))
+	c.subscribe(t, paho.SubscribeOptions{Topic: "bound/t", QoS: 1})
+	_ = c.Disconnect(&paho.Disconnect{})
+	pub, _ := dialV5(t, mqttAddr(b), "bound-pub")
+	for _, p := range []string{"1", "2", "3"} {
+		pub.publish(t, &paho.Publish{Topic: "bound/t", QoS: 1, Payload: []byte(p)})
+	}
+	time.Sleep(300 * time.Millisecond)
+	c2, ca := dialV5(t, mqttAddr(b), "bound-sub", persistent(false))
+	if ca.Properties == nil || !strings.HasPrefix(ca.Properties.ReasonString, "2 queued messages were dropped") {
+		t.Fatalf("CONNACK reason string %+v, want the 2 dropped messages reported", ca.Properties)
+	}
+	if m := c2.expect(t); string(m.Payload) != "1" {
+		t.Fatalf("kept %q, want the first message", m.Payload)
+	}
+	c2.expectNone(t, 200*time.Millisecond)
+	resp, err := http.Get("http://" + b.Addr("http").String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if !strings.Contains(string(body), "shoal_session_inbox_dropped_total 2") {
+		t.Fatalf("metrics do not count the dropped messages:\n%s", body)
 	}
 }

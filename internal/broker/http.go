@@ -51,6 +51,12 @@ func (b *Broker) writeMetrics(w io.Writer) {
 	for _, m := range gatewayMetrics {
 		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s %d\n", m.name, m.help, m.name, m.kind, m.name, gw.Stats.Load(m.counter))
 	}
+	b.mu.Lock()
+	sess := b.session
+	b.mu.Unlock()
+	if sess != nil {
+		fmt.Fprintf(w, "# HELP shoal_session_inbox_dropped_total Messages dropped because an offline session's inbox was full.\n# TYPE shoal_session_inbox_dropped_total counter\nshoal_session_inbox_dropped_total %d\n", sess.InboxDropped())
+	}
 	ready := 0
 	if b.Ready() {
 		ready = 1

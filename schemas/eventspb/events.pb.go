@@ -1102,6 +1102,10 @@ type ConnectResult struct {
 	Generation     uint64 `protobuf:"varint,5,opt,name=generation,proto3" json:"generation,omitempty"`
 	// The subscriptions of a resumed session, for the gateway's own records.
 	Subscriptions []*SessionSubscription `protobuf:"bytes,6,rep,name=subscriptions,proto3" json:"subscriptions,omitempty"`
+	// Messages dropped while the session was offline because its inbox was
+	// full (session.max_inbox); the gateway tells a 5.0 client in the
+	// CONNACK's reason string.
+	InboxDropped  uint32 `protobuf:"varint,7,opt,name=inbox_dropped,json=inboxDropped,proto3" json:"inbox_dropped,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1176,6 +1180,13 @@ func (x *ConnectResult) GetSubscriptions() []*SessionSubscription {
 		return x.Subscriptions
 	}
 	return nil
+}
+
+func (x *ConnectResult) GetInboxDropped() uint32 {
+	if x != nil {
+		return x.InboxDropped
+	}
+	return 0
 }
 
 // Presence records whether a client is connected and where (topic
@@ -1979,7 +1990,7 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"\x10protocol_version\x18\x05 \x01(\rR\x0fprotocolVersion\x12\x1a\n" +
 	"\busername\x18\x06 \x01(\tR\busername\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\a \x01(\x04R\trequestId\"\xfd\x01\n" +
+	"request_id\x18\a \x01(\x04R\trequestId\"\xa2\x02\n" +
 	"\rConnectResult\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\x04R\trequestId\x12\x1e\n" +
@@ -1992,7 +2003,8 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x05 \x01(\x04R\n" +
 	"generation\x12C\n" +
-	"\rsubscriptions\x18\x06 \x03(\v2\x1d.shoal.v1.SessionSubscriptionR\rsubscriptions\"i\n" +
+	"\rsubscriptions\x18\x06 \x03(\v2\x1d.shoal.v1.SessionSubscriptionR\rsubscriptions\x12#\n" +
+	"\rinbox_dropped\x18\a \x01(\rR\finboxDropped\"i\n" +
 	"\bPresence\x12\x16\n" +
 	"\x06online\x18\x01 \x01(\bR\x06online\x12%\n" +
 	"\x05route\x18\x02 \x01(\v2\x0f.shoal.v1.RouteR\x05route\x12\x1e\n" +

@@ -374,6 +374,7 @@ func (m *ConnectResult) CloneVT() *ConnectResult {
 	r.ReasonCode = m.ReasonCode
 	r.SessionPresent = m.SessionPresent
 	r.Generation = m.Generation
+	r.InboxDropped = m.InboxDropped
 	if rhs := m.Subscriptions; rhs != nil {
 		tmpContainer := make([]*SessionSubscription, len(rhs))
 		for k, v := range rhs {
@@ -1311,6 +1312,9 @@ func (this *ConnectResult) EqualVT(that *ConnectResult) bool {
 				return false
 			}
 		}
+	}
+	if this.InboxDropped != that.InboxDropped {
+		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
 }
@@ -2605,6 +2609,11 @@ func (m *ConnectResult) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.InboxDropped != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.InboxDropped))
+		i--
+		dAtA[i] = 0x38
+	}
 	if len(m.Subscriptions) > 0 {
 		for iNdEx := len(m.Subscriptions) - 1; iNdEx >= 0; iNdEx-- {
 			size, err := m.Subscriptions[iNdEx].MarshalToSizedBufferVT(dAtA[:i])
@@ -3729,6 +3738,9 @@ func (m *ConnectResult) SizeVT() (n int) {
 			l = e.SizeVT()
 			n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 		}
+	}
+	if m.InboxDropped != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.InboxDropped))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -6379,6 +6391,25 @@ func (m *ConnectResult) UnmarshalVT(dAtA []byte) error {
 				return err
 			}
 			iNdEx = postIndex
+		case 7:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field InboxDropped", wireType)
+			}
+			m.InboxDropped = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.InboxDropped |= uint32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
@@ -10336,6 +10367,25 @@ func (m *ConnectResult) UnmarshalVTUnsafe(dAtA []byte) error {
 				return err
 			}
 			iNdEx = postIndex
+		case 7:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field InboxDropped", wireType)
+			}
+			m.InboxDropped = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.InboxDropped |= uint32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])

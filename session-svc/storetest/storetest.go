@@ -83,6 +83,7 @@ func full(tenant, client string, gen uint64) *sessionsvc.Session {
 			Message: &eventspb.Message{Topic: "q/1", Payload: []byte("one"), Qos: 1},
 			Target:  &eventspb.Target{Qos: 1, SubscriptionIds: []uint32{3}},
 		}},
+		InboxDropped: 2,
 		Subscriptions: []*eventspb.SessionSubscription{
 			{Filter: "$share/g/a/+", Options: &eventspb.SubscriptionOptions{Qos: 1, RetainHandling: 2}},
 			{Filter: "a/#", Options: &eventspb.SubscriptionOptions{Qos: 2, NoLocal: true, RetainAsPublished: true, SubscriptionId: 268435455}},

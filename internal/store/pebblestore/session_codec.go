@@ -48,6 +48,7 @@ const (
 	fieldSubscriptions    protowire.Number = 13
 	fieldWillDueAtUs      protowire.Number = 14
 	fieldInbox            protowire.Number = 15
+	fieldInboxDropped     protowire.Number = 16
 )
 
 // vtMessage is what the eventspb messages kept in a session have.
@@ -78,6 +79,7 @@ func appendSession(b []byte, s *sessionsvc.Session) []byte {
 	for _, m := range s.Inbox {
 		b = appendMessage(b, fieldInbox, m)
 	}
+	b = appendVarint(b, fieldInboxDropped, uint64(s.InboxDropped))
 	for _, sub := range s.Subscriptions {
 		b = appendMessage(b, fieldSubscriptions, sub)
 	}
@@ -170,7 +172,7 @@ func decodeSession(b []byte, s *sessionsvc.Session) error {
 func isVarintField(n protowire.Number) bool {
 	switch n {
 	case fieldGeneration, fieldActive, fieldOnline, fieldRequestID, fieldExpiry, fieldProtocolVersion,
-		fieldConnectedAtUs, fieldDisconnectedAtUs, fieldWillDueAtUs:
+		fieldConnectedAtUs, fieldDisconnectedAtUs, fieldWillDueAtUs, fieldInboxDropped:
 		return true
 	}
 	return false
@@ -196,6 +198,11 @@ func setVarint(s *sessionsvc.Session, n protowire.Number, v uint64) error {
 		s.Online = v != 0
 	case fieldRequestID:
 		s.RequestID = v
+	case fieldInboxDropped:
+		if v > 0xFFFFFFFF {
+			return errRange
+		}
+		s.InboxDropped = uint32(v)
 	case fieldExpiry, fieldProtocolVersion:
 		if v > 0xFFFFFFFF {
 			return errRange

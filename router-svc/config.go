@@ -22,6 +22,11 @@ type Config struct {
 	// (`router.max_targets_per_delivery`); a publish with more targets on
 	// one gateway becomes several records.
 	MaxTargetsPerDelivery int `yaml:"max_targets_per_delivery"`
+	// SharedStrategy chooses the member of a shared subscription that gets
+	// a message (`router.shared_strategy`): "round_robin" (the default)
+	// or "hash", a member picked from the message's identity, so spread
+	// evenly, and the same on a replay of the log.
+	SharedStrategy string `yaml:"shared_strategy"`
 	// PresenceQuiet and PresenceTimeout decide when shoal.presence counts
 	// as read at start, for readiness (`router.presence_quiet`,
 	// `router.presence_timeout`): once no presence record has arrived for
@@ -36,11 +41,18 @@ type Config struct {
 	MaxRetryBackoff time.Duration `yaml:"max_retry_backoff"`
 }
 
+// The shared-subscription strategies.
+const (
+	SharedRoundRobin = "round_robin"
+	SharedHash       = "hash"
+)
+
 // DefaultConfig returns the configuration Shoal runs with unless told
 // otherwise.
 func DefaultConfig() Config {
 	return Config{
 		MaxTargetsPerDelivery: DefaultMaxTargets,
+		SharedStrategy:        SharedRoundRobin,
 		PresenceQuiet:         time.Second,
 		PresenceTimeout:       30 * time.Second,
 		RetryBackoff:          100 * time.Millisecond,
@@ -64,6 +76,9 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("router.partitions[%d]: %d is listed twice", i, p))
 		}
 		seen[p] = true
+	}
+	if c.SharedStrategy != SharedRoundRobin && c.SharedStrategy != SharedHash {
+		errs = append(errs, fmt.Errorf("router.shared_strategy: %q is not %q or %q", c.SharedStrategy, SharedRoundRobin, SharedHash))
 	}
 	if c.MaxTargetsPerDelivery < 1 {
 		errs = append(errs, fmt.Errorf("router.max_targets_per_delivery: must be ≥ 1, is %d", c.MaxTargetsPerDelivery))

@@ -246,6 +246,7 @@ func (r *Router) load(ctx context.Context, partition int32) error {
 		return err
 	}
 	s.SetMaxTargets(r.cfg.MaxTargetsPerDelivery)
+	s.SetSharedStrategy(r.cfg.SharedStrategy)
 	r.mu.Lock()
 	r.shards[partition] = s
 	r.mu.Unlock()

@@ -39,6 +39,9 @@ type Shard struct {
 	expiries  expiryHeap
 	// maxTargets bounds the targets of one delivery record.
 	maxTargets int
+	// sharedHash picks shared members by message identity instead of
+	// round robin (Config.SharedStrategy).
+	sharedHash bool
 
 	// Scratch reused from Apply to Apply.
 	epoch    uint64 // numbers each publish; stamps clients and groups
@@ -161,6 +164,10 @@ func NewShard(partition int32, presence *Presence, clock func() time.Time) *Shar
 // records for that slot, so a record stays far below Kafka's maximum
 // message size (1000 targets take some 30–60 kB besides the message).
 const DefaultMaxTargets = 1000
+
+// SetSharedStrategy sets how a shared subscription's member is chosen:
+// SharedRoundRobin or SharedHash.
+func (s *Shard) SetSharedStrategy(strategy string) { s.sharedHash = strategy == SharedHash }
 
 // SetMaxTargets bounds the targets of one delivery record; n < 1 means
 // [DefaultMaxTargets].
@@ -430,8 +437,14 @@ func (p *plan) merge(tg *eventspb.Target, sb *sub) {
 // after the last one chosen.
 func (p *plan) shared(g *shareGroup) {
 	n := len(g.members)
+	start := g.next
+	if p.s.sharedHash && n > 0 {
+		id := p.env.GetMessageId()
+		h := (id.GetGatewayEpoch() ^ id.GetSeq()) * 0x9E3779B97F4A7C15 // Fibonacci hashing
+		start = int((h >> 32) % uint64(n))
+	}
 	for k := range n {
-		i := (g.next + k) % n
+		i := (start + k) % n
 		m := g.members[i]
 		if m.noLocal && m.client.id == p.env.ClientId {
 			continue

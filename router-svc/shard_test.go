@@ -511,3 +511,45 @@ func TestShardAliasing(t *testing.T) {
 	}
 	diffDeliveries(t, "after the buffers changed", want, got)
 }
+
+// TestSharedHashStrategy: with SharedHash the member is a function of the
+// message id — the same message picks the same member again (a replay
+// decides the same), and different messages spread over the members.
+func TestSharedHashStrategy(t *testing.T) {
+	clock := &testClock{now: t0}
+	s := routersvc.NewShard(0, routersvc.NewPresence(), clock.Now)
+	s.SetSharedStrategy(routersvc.SharedHash)
+	out := routersvc.NewOutput()
+	off := int64(0)
+	apply := func(env *eventspb.Envelope) []dlv {
+		t.Helper()
+		out.Reset()
+		off++
+		if err := s.Apply(env, off, out); err != nil {
+			t.Fatal(err)
+		}
+		return normalize(t, out)
+	}
+	for _, c := range []string{"m1", "m2", "m3"} {
+		apply(add("acme", c, "h/#", group("g")))
+	}
+	picked := map[string]int{}
+	for seq := range uint64(60) {
+		env := pub("acme", "p", "h/t")
+		env.MessageId.Seq = seq
+		ds := apply(env)
+		if len(ds) != 1 || len(ds[0].Targets) != 1 {
+			t.Fatalf("message %d: deliveries %+v, want one member", seq, ds)
+		}
+		first := ds[0].Targets[0].Client
+		picked[first]++
+		again := pub("acme", "p", "h/t")
+		again.MessageId.Seq = seq
+		if ds := apply(again); ds[0].Targets[0].Client != first {
+			t.Fatalf("message %d went to %s, then to %s: the hash strategy must decide the same", seq, first, ds[0].Targets[0].Client)
+		}
+	}
+	if len(picked) != 3 {
+		t.Fatalf("60 messages reached %v: want all three members", picked)
+	}
+}

@@ -112,8 +112,7 @@ func TestSessionExpiry(t *testing.T) {
 	cp.Props.SessionExpiry = 1
 	cp.Props.Set(packet.PropSessionExpiry)
 	r.connect(cp)
-	r.send(&packet.Subscribe{PacketID: 1, Filters: []packet.Subscription{{Filter: []byte("es/t"), QoS: 1}}})
-	nextAs[*packet.Suback](r)
+	r.subscribeOne("es/t", 1)
 	r.send(&packet.Disconnect{})
 	r.expectClosed(wait)
 	time.Sleep(1500 * time.Millisecond) // the 1 s expiry and a 200 ms tick
@@ -286,8 +285,7 @@ func TestTakeoverRace(t *testing.T) {
 		t.Fatalf("%d connections of one client id are alive, want exactly 1", len(live))
 	}
 	survivor := live[0]
-	survivor.send(&packet.Subscribe{PacketID: 1, Filters: []packet.Subscription{{Filter: []byte("race/t"), QoS: 1}}})
-	nextAs[*packet.Suback](survivor)
+	survivor.subscribeOne("race/t", 1)
 	pub, _ := dialV5(t, mqttAddr(b), "race-pub")
 	pub.publish(t, &paho.Publish{Topic: "race/t", QoS: 1, Payload: []byte("to the survivor")})
 	if p := nextAs[*packet.Publish](survivor); string(p.Payload) != "to the survivor" {
@@ -350,8 +348,7 @@ func TestUnacknowledgedResentWithDup(t *testing.T) {
 		return r
 	}
 	r := connect(true)
-	r.send(&packet.Subscribe{PacketID: 1, Filters: []packet.Subscription{{Filter: []byte("dup/t"), QoS: 1}}})
-	nextAs[*packet.Suback](r)
+	r.subscribeOne("dup/t", 1)
 	pub, _ := dialV5(t, mqttAddr(b), "dup-pub")
 	pub.publish(t, &paho.Publish{Topic: "dup/t", QoS: 1, Payload: []byte("unacked")})
 	first := nextAs[*packet.Publish](r)
@@ -385,8 +382,7 @@ func TestSharedSubscriptionMemberLeaves(t *testing.T) {
 	cp.Props.ReceiveMax = 3
 	cp.Props.Set(packet.PropReceiveMax)
 	leaver.connect(cp)
-	leaver.send(&packet.Subscribe{PacketID: 1, Filters: []packet.Subscription{{Filter: []byte("$share/grp/sh/#"), QoS: 1}}})
-	nextAs[*packet.Suback](leaver)
+	leaver.subscribeOne("$share/grp/sh/#", 1)
 
 	pub, _ := dialV5(t, mqttAddr(b), "sh-pub")
 	const n = 20

@@ -280,8 +280,7 @@ func TestTopicAliases(t *testing.T) {
 	cp.Props.TopicAliasMax = 5
 	cp.Props.Set(packet.PropTopicAliasMax)
 	sub.connect(cp)
-	sub.send(&packet.Subscribe{PacketID: 1, Filters: []packet.Subscription{{Filter: []byte("alias/t"), QoS: 0}}})
-	sub.next(wait) // SUBACK
+	sub.subscribeOne("alias/t", 0)
 
 	// Inbound: the publisher sets alias 3, then publishes by alias only.
 	pub := dialRaw(t, mqttAddr(b), packet.V5)
@@ -321,8 +320,7 @@ func TestOutboundReceiveMaximum(t *testing.T) {
 	cp.Props.ReceiveMax = 2
 	cp.Props.Set(packet.PropReceiveMax)
 	sub.connect(cp)
-	sub.send(&packet.Subscribe{PacketID: 1, Filters: []packet.Subscription{{Filter: []byte("rm"), QoS: 1}}})
-	sub.next(wait)
+	sub.subscribeOne("rm", 1)
 	pub, _ := dialV5(t, mqttAddr(b), "rm-pub")
 	for i := range 5 {
 		pub.publish(t, &paho.Publish{Topic: "rm", QoS: 1, Payload: []byte{byte('0' + i)}})
@@ -374,8 +372,7 @@ func TestQueueQuotaExceeded(t *testing.T) {
 	cp.Props.ReceiveMax = 1
 	cp.Props.Set(packet.PropReceiveMax)
 	sub.connect(cp)
-	sub.send(&packet.Subscribe{PacketID: 1, Filters: []packet.Subscription{{Filter: []byte("quota"), QoS: 1}}})
-	nextAs[*packet.Suback](sub)
+	sub.subscribeOne("quota", 1)
 	pub, _ := dialV5(t, mqttAddr(b), "quota-pub")
 	for i := range 5 { // 1 in flight + 2 queued, then the fourth overflows
 		pub.publish(t, &paho.Publish{Topic: "quota", QoS: 1, Payload: []byte{byte('0' + i)}})
@@ -478,8 +475,7 @@ func TestClientLimitsAndConnectProperties(t *testing.T) {
 	if ca := sub.connect(cp); ca.Code != 0 {
 		t.Fatalf("CONNACK %v", ca.Code)
 	}
-	sub.send(&packet.Subscribe{PacketID: 1, Filters: []packet.Subscription{{Filter: []byte("lim/#"), QoS: 1}}})
-	nextAs[*packet.Suback](sub)
+	sub.subscribeOne("lim/#", 1)
 	pub, _ := dialV5(t, mqttAddr(b), "lim-pub")
 	pub.publish(t, &paho.Publish{Topic: "lim/big", QoS: 1, Payload: make([]byte, 200)})
 	pub.publish(t, &paho.Publish{Topic: "lim/small", QoS: 1, Payload: []byte("fits")})

@@ -274,3 +274,11 @@ func nextAs[T packet.Packet](r *rawClient) T {
 	}
 	return v
 }
+
+// subscribeOne subscribes to filter at qos (packet identifier 1) and waits
+// for the SUBACK.
+func (r *rawClient) subscribeOne(filter string, qos byte) {
+	r.t.Helper()
+	r.send(&packet.Subscribe{PacketID: 1, Filters: []packet.Subscription{{Filter: []byte(filter), QoS: qos}}})
+	nextAs[*packet.Suback](r)
+}

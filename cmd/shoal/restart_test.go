@@ -39,6 +39,9 @@ type shoalProc struct {
 	http string
 	dir  string
 	log  string
+
+	done    chan struct{} // closed when the process has exited
+	waitErr error         // its exit status, once done is closed
 }
 
 func freePort(t *testing.T) string {
@@ -52,9 +55,28 @@ func freePort(t *testing.T) string {
 }
 
 // startShoal starts shoal all on dir and waits until /readyz says ready.
+// Its loopback ports are picked free just before the start, so another
+// process may take one in between: a start that fails with "address
+// already in use" is retried on new ports (a few times).
 func startShoal(t *testing.T, dir string) *shoalProc {
 	t.Helper()
-	p := &shoalProc{t: t, dir: dir, mqtt: freePort(t), http: freePort(t), log: filepath.Join(dir, fmt.Sprintf("shoal-%d.log", time.Now().UnixNano()))}
+	for attempt := 1; ; attempt++ {
+		p, busy := tryStartShoal(t, dir)
+		if p != nil {
+			return p
+		}
+		if !busy || attempt == 5 {
+			t.Fatal("shoal did not start") // tryStartShoal logged why
+		}
+	}
+}
+
+// tryStartShoal starts shoal once; on failure it returns nil and whether
+// the cause was a port taken meanwhile.
+func tryStartShoal(t *testing.T, dir string) (*shoalProc, bool) {
+	t.Helper()
+	p := &shoalProc{t: t, dir: dir, mqtt: freePort(t), http: freePort(t), done: make(chan struct{}),
+		log: filepath.Join(dir, fmt.Sprintf("shoal-%d.log", time.Now().UnixNano()))}
 	args := []string{"all", "--data-dir", dir, "--mqtt-listen", p.mqtt, "--ws-listen", "", "--http-listen", p.http,
 		"--kafka-partitions", "4", "--log-level", logLevel()}
 	p.cmd = exec.Command(os.Args[0], "-test.run=^$")
@@ -68,11 +90,10 @@ func startShoal(t *testing.T, dir string) *shoalProc {
 		t.Fatal(err)
 	}
 	_ = logf.Close()
+	go func() { p.waitErr = p.cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
-			_ = p.cmd.Process.Kill()
-			_ = p.cmd.Wait()
-		}
+		_ = p.cmd.Process.Kill()
+		<-p.done
 	})
 	deadline := time.Now().Add(wait)
 	for {
@@ -80,12 +101,21 @@ func startShoal(t *testing.T, dir string) *shoalProc {
 		if err == nil {
 			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return p
+				return p, false
 			}
+		}
+		select {
+		case <-p.done:
+			b, _ := os.ReadFile(p.log)
+			busy := strings.Contains(string(b), "address already in use")
+			t.Logf("shoal exited before it was ready (%v); its log:\n%s", p.waitErr, b)
+			return nil, busy
+		default:
 		}
 		if time.Now().After(deadline) {
 			b, _ := os.ReadFile(p.log)
-			t.Fatalf("shoal not ready after %v; its log:\n%s", wait, b)
+			t.Logf("shoal not ready after %v; its log:\n%s", wait, b)
+			return nil, false
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -94,20 +124,18 @@ func startShoal(t *testing.T, dir string) *shoalProc {
 // kill ends the process with SIGKILL.
 func (p *shoalProc) kill() {
 	_ = p.cmd.Process.Kill()
-	_ = p.cmd.Wait()
+	<-p.done
 }
 
 // stop ends the process with SIGTERM and requires a clean exit.
 func (p *shoalProc) stop() {
 	p.t.Helper()
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan error, 1)
-	go func() { done <- p.cmd.Wait() }()
 	select {
-	case err := <-done:
-		if err != nil {
+	case <-p.done:
+		if p.waitErr != nil {
 			b, _ := os.ReadFile(p.log)
-			p.t.Fatalf("shoal exited with %v after SIGTERM; its log:\n%s", err, b)
+			p.t.Fatalf("shoal exited with %v after SIGTERM; its log:\n%s", p.waitErr, b)
 		}
 	case <-time.After(wait):
 		p.t.Fatal("shoal did not stop within 30 s of SIGTERM")

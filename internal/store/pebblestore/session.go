@@ -107,7 +107,7 @@ func (d *DB) LoadSessions(ctx context.Context, partition int32, fn func(*session
 			return 0, fmt.Errorf("load sessions of partition %d: read %q/%q: %w", partition, tenant, client, err)
 		}
 		s := &sessionsvc.Session{Tenant: tenant, ClientID: client}
-		if err := decodeSession(v, s); err != nil { // copies: v is valid until Next
+		if err := sessionsvc.DecodeSessionRow(v, s); err != nil { // copies: v is valid until Next
 			return 0, fmt.Errorf("load sessions of partition %d: decode %q/%q: %w", partition, tenant, client, err)
 		}
 		if err := fn(s); err != nil {
@@ -132,7 +132,7 @@ func (d *DB) CommitSessions(ctx context.Context, partition int32, offset int64, 
 	var key, val []byte
 	for _, s := range sessions {
 		key = sessionKey(key[:0], partition, s.Tenant, s.ClientID)
-		val = appendSession(val[:0], s)
+		val = sessionsvc.AppendSessionRow(val[:0], s)
 		if err := b.Set(key, val, nil); err != nil { // Set copies key and value
 			return fmt.Errorf("commit sessions of partition %d: %q/%q: %w", partition, s.Tenant, s.ClientID, err)
 		}

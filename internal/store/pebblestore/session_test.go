@@ -49,3 +49,18 @@ func TestSessionStoreConformance(t *testing.T) {
 		Reopen: reopenSessionDB,
 	})
 }
+
+func TestSessionKeyParse(t *testing.T) {
+	for _, id := range [][2]string{{"", ""}, {"a/b", "c"}, {"a", "b/c"}, {"日本", "\x00\xff"}} {
+		key := sessionKey(nil, 1<<20, id[0], id[1])
+		tenant, client, err := parseSessionKey(key)
+		if err != nil || tenant != id[0] || client != id[1] {
+			t.Errorf("parse(%q) = %q, %q, %v", id, tenant, client, err)
+		}
+	}
+	for _, bad := range [][]byte{{'s', 'c', 0, 0}, append(sessionTablePrefix(nil, tableSessionClients, 0), 5, 'a')} {
+		if _, _, err := parseSessionKey(bad); err == nil {
+			t.Errorf("parse(%x): no error", bad)
+		}
+	}
+}

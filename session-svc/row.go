@@ -1,4 +1,4 @@
-package pebblestore
+package sessionsvc
 
 import (
 	"errors"
@@ -8,7 +8,6 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
-	sessionsvc "github.com/shoal-mqtt/shoal/session-svc"
 )
 
 // A session value is a protobuf message written with protowire (tenant and
@@ -57,8 +56,8 @@ type vtMessage interface {
 	MarshalToSizedBufferVT([]byte) (int, error)
 }
 
-// appendSession appends the encoding of s (without tenant and client id).
-func appendSession(b []byte, s *sessionsvc.Session) []byte {
+// AppendSessionRow appends the encoding of s (without tenant and client id).
+func AppendSessionRow(b []byte, s *Session) []byte {
 	b = appendVarint(b, fieldGeneration, s.Generation)
 	b = appendBool(b, fieldActive, s.Active)
 	b = appendBool(b, fieldOnline, s.Online)
@@ -132,9 +131,9 @@ func appendMessage(b []byte, n protowire.Number, m vtMessage) []byte {
 	return b
 }
 
-// decodeSession decodes a session value into s (whose tenant and client id
+// DecodeSessionRow decodes a session value into s (whose tenant and client id
 // come from the key). Nothing in s aliases b.
-func decodeSession(b []byte, s *sessionsvc.Session) error {
+func DecodeSessionRow(b []byte, s *Session) error {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
@@ -188,7 +187,7 @@ func isBytesField(n protowire.Number) bool {
 
 var errRange = errors.New("value out of range")
 
-func setVarint(s *sessionsvc.Session, n protowire.Number, v uint64) error {
+func setVarint(s *Session, n protowire.Number, v uint64) error {
 	switch n {
 	case fieldGeneration:
 		s.Generation = v
@@ -222,7 +221,7 @@ func setVarint(s *sessionsvc.Session, n protowire.Number, v uint64) error {
 	return nil
 }
 
-func setBytes(s *sessionsvc.Session, n protowire.Number, v []byte) error {
+func setBytes(s *Session, n protowire.Number, v []byte) error {
 	switch n {
 	case fieldGateway:
 		s.Gateway = string(v)

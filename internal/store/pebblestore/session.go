@@ -14,7 +14,7 @@ import (
 // The session service's namespace and tables:
 //
 //	's' 'o' partition                → offset of the last record of shoal.sessions applied (8-byte big-endian int64)
-//	's' 'c' partition tenant client  → session (the encoding of session_codec.go)
+//	's' 'c' partition tenant client  → session (sessionsvc.AppendSessionRow, session-svc/row.go)
 //
 // partition: 4-byte big-endian (one partition's rows are one key range);
 // tenant: length-prefixed (unsigned varint, then the bytes); client: the

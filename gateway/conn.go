@@ -78,9 +78,12 @@ type conn struct {
 	sendSeq  uint64
 	inflight map[uint16]*outMsg
 	queue    []*outMsg
-	aliasOut map[string]uint16
-	subs     map[string]*eventspb.SubscriptionOptions // filter as subscribed → options
-	scratch  packet.Publish
+	// pendingInboxAcks are acknowledgements of inbox messages to report
+	// once c.mu is released.
+	pendingInboxAcks []inboxAck
+	aliasOut         map[string]uint16
+	subs             map[string]*eventspb.SubscriptionOptions // filter as subscribed → options
+	scratch          packet.Publish
 }
 
 // earlyDelivery is a delivery that arrived between the session service's
@@ -115,6 +118,11 @@ type outMsg struct {
 	id                      uint16
 	seq                     uint64 // order of sending, for returning them in order
 	pubrecd                 bool   // QoS 2: PUBREC received, PUBREL sent
+	// inboxSeq is set for a message of the session's inbox (Target
+	// inbox_seq): it has the packet identifier the session service gave
+	// it, its acknowledgements go back as InboxAck, and it stays with the
+	// session (never returned) when the connection ends.
+	inboxSeq uint64
 }
 
 func newConn(g *Gateway, nc net.Conn) *conn {
@@ -201,7 +209,7 @@ func (c *conn) handshake(ctx context.Context) bool {
 	c.rkey = recordKey(c.tenant, c.clientID)
 
 	// Limits and options from the client.
-	c.clientRecvMax, c.clientMaxPacket, c.problemInfo = 65535, packet.MaxRemainingLength+5, true
+	c.clientRecvMax, c.clientMaxPacket, c.problemInfo = maxWindow, packet.MaxRemainingLength+5, true
 	if cp.CleanStart {
 		c.sessionExpiry = 0
 	} else {
@@ -214,7 +222,7 @@ func (c *conn) handshake(ctx context.Context) bool {
 			c.sessionExpiry = pr.SessionExpiry
 		}
 		if pr.Present(packet.PropReceiveMax) {
-			c.clientRecvMax = pr.ReceiveMax
+			c.clientRecvMax = min(pr.ReceiveMax, maxWindow)
 		}
 		if pr.Present(packet.PropMaxPacketSize) {
 			c.clientMaxPacket = pr.MaxPacketSize
@@ -550,17 +558,24 @@ func (c *conn) finish(ctx context.Context, clean bool, reason packet.ReasonCode,
 	// Unacknowledged and queued QoS 1/2 messages go back to the session
 	// (below, after the Disconnect), oldest first; a QoS 2 message whose
 	// PUBREC came is the client's already.
+	// Messages of the session's inbox stay there: it sends them again.
 	unacked := make([]*outMsg, 0, len(c.inflight)+len(c.queue))
 	for _, om := range c.inflight {
-		if !om.pubrecd {
+		if !om.pubrecd && om.inboxSeq == 0 {
 			om.dup = true
 			unacked = append(unacked, om)
 		}
 	}
 	slices.SortFunc(unacked, func(a, b *outMsg) int { return cmp.Compare(a.seq, b.seq) })
-	unacked = append(unacked, c.queue...)
+	for _, om := range c.queue {
+		if om.inboxSeq == 0 {
+			unacked = append(unacked, om)
+		}
+	}
 	for _, e := range c.early {
-		unacked = append(unacked, newOutMsg(e.m, e.t))
+		if e.t.InboxSeq == 0 {
+			unacked = append(unacked, newOutMsg(e.m, e.t))
+		}
 	}
 	c.queue, c.inflight, c.early = nil, nil, nil
 	c.mu.Unlock()
@@ -617,8 +632,15 @@ func (c *conn) finish(ctx context.Context, clean bool, reason packet.ReasonCode,
 
 // newOutMsg is the outbound state of a delivery target.
 func newOutMsg(m *eventspb.Message, t *eventspb.Target) *outMsg {
-	return &outMsg{msg: m, qos: byte(min(t.Qos, 2)), retain: t.Retain, dup: t.Dup, subIDs: t.SubscriptionIds,
+	om := &outMsg{msg: m, qos: byte(min(t.Qos, 2)), retain: t.Retain, dup: t.Dup, subIDs: t.SubscriptionIds,
 		shareGroup: t.ShareGroup, shareFilter: t.ShareFilter}
+	if t.InboxSeq != 0 && t.PacketId != 0 && t.PacketId <= maxInboxPacketID {
+		om.inboxSeq, om.id = t.InboxSeq, uint16(t.PacketId)
+		// A QoS 2 message the client PUBREC'd on an earlier connection:
+		// only PUBREL is owed.
+		om.pubrecd = t.Release && om.qos == 2
+	}
+	return om
 }
 
 // kick closes the connection because its session was taken over.

@@ -415,7 +415,9 @@ func (g *Gateway) deliver(tenant string, d *eventspb.Delivery) {
 			// client's newest presence yet.
 			g.log.Debug("delivery target not connected here", "tenant", tenant, "client", t.ClientId,
 				"connection", t.Connection, "found", c != nil)
-			if t.Qos > 0 {
+			if t.Qos > 0 && t.InboxSeq == 0 {
+				// (An inbox message stays with its session, which sends
+				// it to the client's newest connection.)
 				g.returnUndelivered(tenant, d.Message, t)
 			}
 			continue

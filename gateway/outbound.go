@@ -1,24 +1,38 @@
 package gateway
 
 import (
+	"context"
 	"time"
 
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
+	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
+)
+
+// Packet identifiers: the session service gives the messages of a
+// persistent session's inbox identifiers up to maxInboxPacketID (kept
+// across connections); the gateway picks the others above it. A window of
+// at most maxWindow messages in flight leaves the gateway a free one.
+const (
+	maxInboxPacketID = 32767
+	maxWindow        = 32767
 )
 
 // deliver sends one message to this connection per its delivery target.
 // QoS 1 and 2 messages take a packet identifier while the client's receive
 // maximum allows, and wait in a bounded queue otherwise.
 func (c *conn) deliver(m *eventspb.Message, t *eventspb.Target, now time.Time) {
-	if m.HasExpiry && m.ExpiresAtMs <= now.UnixMilli() {
+	if m.HasExpiry && m.ExpiresAtMs <= now.UnixMilli() && !t.Release {
+		if t.InboxSeq != 0 {
+			c.inboxAck(t.InboxSeq, false) // expired: the inbox lets it go
+		}
 		return
 	}
 	qos := byte(min(t.Qos, 2))
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		if qos > 0 {
+		if qos > 0 && t.InboxSeq == 0 {
 			c.g.returnUndelivered(c.tenant, m, t) // the connection ended meanwhile
 		}
 		return
@@ -40,6 +54,17 @@ func (c *conn) deliver(m *eventspb.Message, t *eventspb.Target, now time.Time) {
 		return
 	}
 	om := newOutMsg(m, t)
+	if om.inboxSeq != 0 {
+		if prev := c.inflight[om.id]; prev != nil {
+			// The session service forwarded the entry again (it repeats
+			// outputs after a crash), or its identifier is still taken by
+			// an older entry: the first one goes on.
+			c.mu.Unlock()
+			c.g.log.Debug("inbox message with an identifier in flight", "client", c.clientID, "packet", om.id,
+				"seq", om.inboxSeq, "in_flight_seq", prev.inboxSeq)
+			return
+		}
+	}
 	switch {
 	case len(c.inflight) < int(c.clientRecvMax) && len(c.queue) == 0:
 		c.sendInflight(om, now)
@@ -61,24 +86,36 @@ func (c *conn) deliver(m *eventspb.Message, t *eventspb.Target, now time.Time) {
 	c.kickFlush()
 }
 
-// sendInflight gives om a packet identifier and writes it. Holds c.mu.
+// sendInflight gives om a packet identifier (an inbox message has its
+// own) and writes it, or writes PUBREL for a message PUBREC'd on an earlier
+// connection. Holds c.mu.
 func (c *conn) sendInflight(om *outMsg, now time.Time) {
 	if c.inflight == nil {
 		c.inflight = make(map[uint16]*outMsg)
 	}
-	for {
-		c.nextID++
-		if c.nextID == 0 {
-			c.nextID = 1
+	if om.inboxSeq == 0 {
+		for {
+			c.nextID++
+			if c.nextID <= maxInboxPacketID {
+				c.nextID = maxInboxPacketID + 1
+			}
+			if _, used := c.inflight[c.nextID]; !used {
+				break
+			}
 		}
-		if _, used := c.inflight[c.nextID]; !used {
-			break
-		}
+		om.id = c.nextID
+	} else if _, used := c.inflight[om.id]; used {
+		// Taken meanwhile by the same entry forwarded twice: drop this one.
+		return
 	}
-	om.id = c.nextID
 	c.sendSeq++
 	om.seq = c.sendSeq
 	c.inflight[om.id] = om
+	if om.pubrecd {
+		rel := packet.Ack{Kind: packet.PUBREL, PacketID: om.id}
+		c.out.b = rel.Append(c.out.b, c.version)
+		return
+	}
 	c.writePublish(om.msg, om.qos, om.retain, om.subIDs, om.id, om.dup, now)
 }
 
@@ -88,7 +125,10 @@ func (c *conn) pump(now time.Time) {
 	for n < len(c.queue) && len(c.inflight) < int(c.clientRecvMax) {
 		om := c.queue[n]
 		n++
-		if om.msg.HasExpiry && om.msg.ExpiresAtMs <= now.UnixMilli() {
+		if om.msg.HasExpiry && om.msg.ExpiresAtMs <= now.UnixMilli() && !om.pubrecd {
+			if om.inboxSeq != 0 {
+				c.pendingInboxAcks = append(c.pendingInboxAcks, inboxAck{om.inboxSeq, false})
+			}
 			continue
 		}
 		c.sendInflight(om, now)
@@ -179,14 +219,21 @@ func (c *conn) applyAlias(p *packet.Publish) {
 }
 
 // handleOutboundAck processes PUBACK, PUBREC and PUBCOMP from the client.
+// Those of inbox messages are reported to the session service (InboxAck).
 func (c *conn) handleOutboundAck(a *packet.Ack) {
 	now := c.g.clock()
 	c.mu.Lock()
 	om := c.inflight[a.PacketID]
+	done := func() {
+		delete(c.inflight, a.PacketID)
+		if om.inboxSeq != 0 {
+			c.pendingInboxAcks = append(c.pendingInboxAcks, inboxAck{om.inboxSeq, false})
+		}
+	}
 	switch a.Kind {
 	case packet.PUBACK:
 		if om != nil && om.qos == 1 {
-			delete(c.inflight, a.PacketID)
+			done()
 		}
 	case packet.PUBREC:
 		switch {
@@ -196,18 +243,57 @@ func (c *conn) handleOutboundAck(a *packet.Ack) {
 				c.out.b = rel.Append(c.out.b, c.version)
 			}
 		case a.Code.IsError():
-			delete(c.inflight, a.PacketID)
+			done()
 		default:
+			if !om.pubrecd && om.inboxSeq != 0 {
+				c.pendingInboxAcks = append(c.pendingInboxAcks, inboxAck{om.inboxSeq, true})
+			}
 			om.pubrecd = true
 			rel := packet.Ack{Kind: packet.PUBREL, PacketID: a.PacketID}
 			c.out.b = rel.Append(c.out.b, c.version)
 		}
 	case packet.PUBCOMP:
 		if om != nil && om.qos == 2 && om.pubrecd {
-			delete(c.inflight, a.PacketID)
+			done()
 		}
 	}
 	c.pump(now)
+	acks := c.pendingInboxAcks
+	c.pendingInboxAcks = nil
 	c.mu.Unlock()
+	for _, ia := range acks {
+		c.inboxAck(ia.seq, ia.received)
+	}
 	c.kickFlush()
+}
+
+// inboxAck is an acknowledgement of an inbox message to report.
+type inboxAck struct {
+	seq      uint64
+	received bool
+}
+
+// inboxAck reports the client's acknowledgement of inbox entry seq to the
+// session service (InboxAck on shoal.sessions). The connection's end is
+// reported only after these writes, so they precede it in the log. A
+// failed write is logged: the session sends the message again on resume,
+// which MQTT allows (with DUP, under the same packet identifier).
+func (c *conn) inboxAck(seq uint64, received bool) {
+	g := c.g
+	rec := kafka.NewRecord(kafka.TopicSessions, c.rkey, kafka.PartitionByKey, &eventspb.Envelope{
+		Tenant:      c.tenant,
+		ClientId:    c.clientID,
+		Gateway:     g.cfg.ID,
+		TimestampUs: g.clock().UnixMicro(),
+		Event: &eventspb.Envelope_InboxAck{InboxAck: &eventspb.InboxAck{
+			Seq: seq, Received: received, Generation: c.generation,
+		}},
+	})
+	c.writing.Add(1)
+	g.kl.Produce(context.Background(), rec, func(_ *kafka.Record, err error) {
+		defer c.writing.Done()
+		if err != nil {
+			g.log.Warn("report inbox acknowledgement", "client", c.clientID, "tenant", c.tenant, "seq", seq, "err", err)
+		}
+	})
 }

@@ -31,6 +31,7 @@ const (
 	EventSessionTick          = "session_tick"
 	EventInboxAppend          = "inbox_append"
 	EventSharedRedispatch     = "shared_redispatch"
+	EventInboxAck             = "inbox_ack"
 )
 
 // EnvelopeType returns the event type of env, "" when it has no event.
@@ -62,6 +63,8 @@ func EnvelopeType(env *eventspb.Envelope) string {
 		return EventInboxAppend
 	case *eventspb.Envelope_SharedRedispatch:
 		return EventSharedRedispatch
+	case *eventspb.Envelope_InboxAck:
+		return EventInboxAck
 	}
 	return ""
 }
@@ -159,6 +162,8 @@ func EventType(r *Record) string {
 		return EventInboxAppend
 	case EventSharedRedispatch:
 		return EventSharedRedispatch
+	case EventInboxAck:
+		return EventInboxAck
 	}
 	return string(v)
 }

@@ -76,6 +76,9 @@ func testEnvelopes() map[string]*eventspb.Envelope {
 				Message: &eventspb.Message{Topic: "t", Payload: []byte("p"), Qos: 1}, ShareGroup: "g", Filter: "t", ExcludeClient: "c",
 			}}
 		}),
+		EventInboxAck: base(func(e *eventspb.Envelope) {
+			e.Event = &eventspb.Envelope_InboxAck{InboxAck: &eventspb.InboxAck{Seq: 9, Received: true, Generation: 2}}
+		}),
 		EventSessionTick: base(func(e *eventspb.Envelope) {
 			e.Event = &eventspb.Envelope_SessionTick{SessionTick: &eventspb.SessionTick{}}
 		}),

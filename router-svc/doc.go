@@ -43,9 +43,11 @@
 //     client has subscriptions in the shard, recomputed from the stored
 //     entries after a restart) and its presence; a presence of the same
 //     generation wins because it may say the connection ended. A client
-//     known only from its subscriptions is online. Offline targets are
-//     dropped (the inbox of persistent sessions comes with the sessions
-//     issue).
+//     known only from its subscriptions is online. The QoS 1/2 targets of
+//     a persistent session, online or not, go to its inbox (InboxAppend on
+//     shoal.sessions); other offline targets are dropped, and so are
+//     offline members of a shared subscription group (the next online
+//     member is chosen).
 //   - One target per client per delivery. All matching subscriptions of a
 //     client, including a shared subscription that picked it, fold into one
 //     target: QoS = min(published, highest granted), every distinct

@@ -105,6 +105,7 @@ func pub(tenant, client, topic string, opts ...msgOpt) *eventspb.Envelope {
 // dlv is a delivery in a comparable form.
 type dlv struct {
 	Slot    int32
+	Inbox   bool
 	Tenant  string
 	Topic   string
 	Payload string
@@ -146,7 +147,7 @@ func normalize(t *testing.T, out *routersvc.Output) []dlv {
 		if env.TimestampUs == 0 || env.MessageId == nil {
 			t.Errorf("delivery envelope without timestamp or message id: %v", env)
 		}
-		x := dlv{Slot: d.Slot, Tenant: env.Tenant, Topic: del.Message.GetTopic(), Payload: string(del.Message.GetPayload())}
+		x := dlv{Slot: d.Slot, Inbox: d.Inbox, Tenant: env.Tenant, Topic: del.Message.GetTopic(), Payload: string(del.Message.GetPayload())}
 		seen := map[string]bool{}
 		for _, tg := range del.Targets {
 			if seen[tg.ClientId] {
@@ -171,7 +172,7 @@ func sortDeliveries(ds []dlv) []dlv {
 		slices.SortFunc(ds[i].Targets, func(a, b tgt) int { return cmp.Compare(a.Client, b.Client) })
 	}
 	slices.SortStableFunc(ds, func(a, b dlv) int {
-		return cmp.Or(cmp.Compare(a.Slot, b.Slot), cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.Topic, b.Topic),
+		return cmp.Or(cmp.Compare(a.Slot, b.Slot), cmp.Compare(fmt.Sprint(a.Inbox), fmt.Sprint(b.Inbox)), cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.Topic, b.Topic),
 			cmp.Compare(a.Payload, b.Payload), cmp.Compare(fmt.Sprint(a.Targets), fmt.Sprint(b.Targets)))
 	})
 	return ds

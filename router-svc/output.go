@@ -5,15 +5,21 @@ import (
 )
 
 // InboxSlot is the Delivery.Slot of targets that are offline persistent
-// sessions: the router writes each such target's message as an InboxAppend
-// to shoal.sessions (key tenant/client) instead of a delivery.
+// sessions (an Inbox delivery).
 const InboxSlot int32 = -1
 
 // Delivery is one record to produce to shoal.deliveries: Envelope (whose
 // event is a Delivery) for partition Slot, the slot of the gateway that
 // holds its targets.
+//
+// Inbox marks the delivery of targets whose sessions are persistent: the
+// router writes each QoS 1/2 target's message as an InboxAppend to
+// shoal.sessions (key tenant/client), and the session service keeps it
+// until the client acknowledges it; the QoS 0 targets are delivered to
+// Slot (dropped for InboxSlot: the client is offline).
 type Delivery struct {
 	Slot     int32
+	Inbox    bool
 	Envelope *eventspb.Envelope
 }
 
@@ -36,6 +42,7 @@ type Output struct {
 
 	used        []*deliveryBuf // handed out since Reset, in order
 	free        []*deliveryBuf
+	usedTargets []*eventspb.Target // handed out since Reset (a delivery's Targets may be trimmed)
 	freeTargets []*eventspb.Target
 }
 
@@ -57,16 +64,18 @@ func NewOutput() *Output {
 // Reset empties o for the next batch, recycling every delivery envelope
 // and target handed out since the last Reset.
 func (o *Output) Reset() {
+	for _, t := range o.usedTargets {
+		t.ClientId = ""
+		t.Connection = 0
+		t.Qos = 0
+		t.Retain = false
+		t.SubscriptionIds = t.SubscriptionIds[:0]
+		t.Dup, t.ShareGroup, t.ShareFilter = false, "", ""
+		o.freeTargets = append(o.freeTargets, t)
+	}
+	clear(o.usedTargets)
+	o.usedTargets = o.usedTargets[:0]
 	for _, b := range o.used {
-		for _, t := range b.del.Targets {
-			t.ClientId = ""
-			t.Connection = 0
-			t.Qos = 0
-			t.Retain = false
-			t.SubscriptionIds = t.SubscriptionIds[:0]
-			t.Dup, t.ShareGroup, t.ShareFilter = false, "", ""
-			o.freeTargets = append(o.freeTargets, t)
-		}
 		clear(b.del.Targets)
 		b.del.Targets = b.del.Targets[:0]
 		b.del.Message = nil
@@ -116,6 +125,7 @@ func (o *Output) target(d *eventspb.Delivery, client string, conn uint64) *event
 	}
 	t.ClientId = client
 	t.Connection = conn
+	o.usedTargets = append(o.usedTargets, t)
 	d.Targets = append(d.Targets, t)
 	return t
 }

@@ -311,9 +311,13 @@ func (r *Router) handleMessages(ctx context.Context, b kafka.Batch) error {
 		// Marshal now: the deliveries refer to r.env, which the next
 		// record reuses.
 		for _, d := range out.Deliveries[first:] {
-			if d.Slot == InboxSlot {
+			if d.Inbox {
+				// QoS 1/2 targets to their sessions' inboxes; the QoS 0
+				// targets stay in the delivery.
 				r.recs = appendInbox(r.recs, d.Envelope)
-				continue
+				if d.Slot == InboxSlot || len(d.Envelope.GetDelivery().GetTargets()) == 0 {
+					continue
+				}
 			}
 			if d.Slot < 0 || d.Slot >= r.deliveryParts {
 				r.log.Warn("dropping delivery to a slot outside shoal.deliveries", "partition", b.Partition, "offset", rec.Offset, "slot", d.Slot, "slots", r.deliveryParts)
@@ -359,11 +363,14 @@ func (r *Router) retry(ctx context.Context, what string, partition int32, f func
 }
 
 // appendInbox appends one InboxAppend record per QoS 1/2 target of an
-// InboxSlot delivery (QoS 0 messages are not queued for offline sessions).
+// Inbox delivery and leaves the delivery with its QoS 0 targets (which are
+// not queued for offline sessions).
 func appendInbox(recs []*kafka.Record, env *eventspb.Envelope) []*kafka.Record {
 	d := env.GetDelivery()
+	kept := d.Targets[:0]
 	for _, t := range d.GetTargets() {
 		if t.GetQos() == 0 {
+			kept = append(kept, t)
 			continue
 		}
 		key := make([]byte, 0, len(env.Tenant)+1+len(t.ClientId))
@@ -375,9 +382,12 @@ func appendInbox(recs []*kafka.Record, env *eventspb.Envelope) []*kafka.Record {
 			MessageId:   env.MessageId,
 			Event: &eventspb.Envelope_InboxAppend{InboxAppend: &eventspb.InboxAppend{
 				Message: d.Message,
-				Target:  &eventspb.Target{Qos: t.Qos, Retain: t.Retain, SubscriptionIds: t.SubscriptionIds},
+				Target: &eventspb.Target{Qos: t.Qos, Retain: t.Retain, SubscriptionIds: t.SubscriptionIds,
+					Dup: t.Dup, ShareGroup: t.ShareGroup, ShareFilter: t.ShareFilter},
 			}},
 		}))
 	}
+	clear(d.Targets[len(kept):])
+	d.Targets = kept
 	return recs
 }

@@ -410,14 +410,27 @@ func (p *plan) target(c *client) *eventspb.Target {
 	case online:
 	case persistent:
 		// An offline persistent session: its QoS 1/2 messages go to its
-		// inbox (the router writes InboxAppend for InboxSlot deliveries).
+		// inbox.
 		r = route{slot: InboxSlot}
 	default:
 		c.target = nil
 		return nil
 	}
-	c.target = p.out.target(p.delivery(r.slot), c.id, r.conn)
+	// A persistent session's QoS 1/2 messages go through its inbox (the
+	// router writes them as InboxAppend), which keeps them until the
+	// client acknowledges them; QoS 0 goes straight to an online client.
+	c.target = p.out.target(p.delivery(r.slot, persistent), c.id, r.conn)
 	return c.target
+}
+
+// online reports whether c is connected. The caller holds the presence
+// lock.
+func (p *plan) online(c *client) bool {
+	if c.stamp == p.s.epoch {
+		return c.target != nil && c.target.Connection != 0
+	}
+	_, online, _ := p.s.presence.resolveFull(p.t.name, c)
+	return online
 }
 
 // merge folds subscription sb into its client's target: the highest QoS
@@ -449,8 +462,8 @@ func (p *plan) shared(g *shareGroup) {
 		if m.noLocal && m.client.id == p.env.ClientId {
 			continue
 		}
-		if m.client.id == p.exclude {
-			continue
+		if m.client.id == p.exclude || !p.online(m.client) {
+			continue // offline members are skipped
 		}
 		existed := m.client.stamp == p.s.epoch && m.client.target != nil
 		if tg := p.target(m.client); tg != nil {
@@ -495,14 +508,14 @@ func (s *Shard) redispatch(env *eventspb.Envelope, r *eventspb.SharedRedispatch,
 
 // delivery returns the publish's delivery for slot with room for another
 // target, creating it.
-func (p *plan) delivery(slot int32) *eventspb.Delivery {
+func (p *plan) delivery(slot int32, inbox bool) *eventspb.Delivery {
 	s := p.s
 	ds := p.out.Deliveries[p.first:]
 	const linear = 8
 	if len(ds) < linear {
 		// The newest delivery of a slot is the only one that may have room.
 		for i := len(ds) - 1; i >= 0; i-- {
-			if ds[i].Slot == slot {
+			if ds[i].Slot == slot && ds[i].Inbox == inbox {
 				if d := ds[i].Envelope.GetDelivery(); len(d.Targets) < s.maxTargets {
 					return d
 				}
@@ -513,19 +526,30 @@ func (p *plan) delivery(slot int32) *eventspb.Delivery {
 		if s.slotMapE != s.epoch {
 			clear(s.slotMap)
 			for i := range ds {
-				s.slotMap[ds[i].Slot] = ds[i].Envelope.GetDelivery()
+				s.slotMap[lane(ds[i].Slot, ds[i].Inbox)] = ds[i].Envelope.GetDelivery()
 			}
 			s.slotMapE = s.epoch
 		}
-		if d := s.slotMap[slot]; d != nil && len(d.Targets) < s.maxTargets {
+		if d := s.slotMap[lane(slot, inbox)]; d != nil && len(d.Targets) < s.maxTargets {
 			return d
 		}
 	}
 	d := p.out.delivery(slot, p.t.name, p.env.MessageId, p.tsUs, p.msg)
+	p.out.Deliveries[len(p.out.Deliveries)-1].Inbox = inbox
 	if s.slotMapE == s.epoch {
-		s.slotMap[slot] = d
+		s.slotMap[lane(slot, inbox)] = d
 	}
 	return d
+}
+
+// lane is the key of a publish's delivery for slot, with inbox telling the
+// deliveries of persistent sessions apart: slot for the others, -2-slot
+// for them (InboxSlot stays -1).
+func lane(slot int32, inbox bool) int32 {
+	if inbox && slot >= 0 {
+		return -2 - slot
+	}
+	return slot
 }
 
 func (s *Shard) change(env *eventspb.Envelope, ch *eventspb.SubscriptionChange, out *Output) error {

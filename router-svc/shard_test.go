@@ -29,6 +29,21 @@ func online(tenant, client string, slot int32, conn, gen uint64, on bool) func(*
 	}
 }
 
+// persistent records c's presence with a persistent session.
+func persistent(tenant, client string, slot int32, conn, gen uint64, on bool) func(*routersvc.Presence, *testClock) {
+	return func(p *routersvc.Presence, _ *testClock) {
+		p.Update(tenant, client, &eventspb.Presence{Online: on, Persistent: true, Route: &eventspb.Route{Slot: slot, Connection: conn, Generation: gen}})
+	}
+}
+
+// I is a delivery of the default payload of topic to persistent sessions
+// (through their inboxes).
+func I(slot int32, tenant, topic string, targets ...tgt) dlv {
+	d := D(slot, tenant, topic, targets...)
+	d.Inbox = true
+	return d
+}
+
 func advance(d time.Duration) func(*routersvc.Presence, *testClock) {
 	return func(_ *routersvc.Presence, c *testClock) { c.now = c.now.Add(d) }
 }
@@ -225,6 +240,23 @@ func TestShard(t *testing.T) {
 			{rec: pub("A", "p", "x"), want: []dlv{D(1, "A", "x", T("c", 2, false), T("c1", 2, false), T("c2", 2, false))}},
 			{rec: removeAll("A", "c", 1)},
 			{rec: pub("B", "p", "y"), want: []dlv{D(1, "B", "y", T("c", 2, false), T("c3", 2, false))}},
+		}},
+		{"PersistentSessionsThroughInbox", []step{
+			{before: persistent("", "c1", 1, conn("c1"), 1, true), rec: add("", "c1", "a")},
+			{before: persistent("", "c2", 1, conn("c2"), 1, false), rec: add("", "c2", "a")},
+			{rec: add("", "c3", "a")},
+			// Online persistent c1: its own delivery to slot 1 marked for
+			// the inbox; offline persistent c2: InboxSlot; c3 as before.
+			{rec: pub("", "p", "a"), want: []dlv{
+				I(routersvc.InboxSlot, "", "a", tgt{Client: "c2", QoS: 2}),
+				D(1, "", "a", T("c3", 2, false)),
+				I(1, "", "a", T("c1", 2, false)),
+			}},
+			// A shared group skips the offline persistent member.
+			{rec: add("", "c2", "s", group("g"))},
+			{rec: add("", "c1", "s", group("g"))},
+			{rec: pub("", "p", "s"), want: []dlv{I(1, "", "s", T("c1", 2, false))}},
+			{rec: pub("", "p", "s"), want: []dlv{I(1, "", "s", T("c1", 2, false))}},
 		}},
 		{"OneDeliveryPerSlot", []step{
 			{rec: add("", "c1", "a")},

@@ -24,9 +24,10 @@ type Config struct {
 	// interval has passed end (`session.expiry_check`). A session expires
 	// at most this late.
 	ExpiryCheck time.Duration `yaml:"expiry_check"`
-	// MaxInbox bounds the QoS 1/2 messages kept for one offline persistent
-	// session (`session.max_inbox`); beyond it new messages are dropped and
-	// counted (logged at warn).
+	// MaxInbox bounds the QoS 1/2 messages kept for one persistent session
+	// that its client has not acknowledged, queued while offline or in
+	// flight (`session.max_inbox`, at most 32767); beyond it new messages
+	// are dropped and counted (logged at warn).
 	MaxInbox int `yaml:"max_inbox"`
 }
 
@@ -48,8 +49,9 @@ func (c Config) Validate() error {
 	if c.RetryBackoff <= 0 {
 		errs = append(errs, fmt.Errorf("session.retry_backoff: must be > 0, is %s", c.RetryBackoff))
 	}
-	if c.MaxInbox < 1 {
-		errs = append(errs, fmt.Errorf("session.max_inbox: must be ≥ 1, is %d", c.MaxInbox))
+	if c.MaxInbox < 1 || c.MaxInbox > MaxInboxPacketID {
+		// Every inbox entry holds a packet identifier of 1–MaxInboxPacketID.
+		errs = append(errs, fmt.Errorf("session.max_inbox: must be 1–%d, is %d", MaxInboxPacketID, c.MaxInbox))
 	}
 	if c.ExpiryCheck <= 0 {
 		errs = append(errs, fmt.Errorf("session.expiry_check: must be > 0, is %s", c.ExpiryCheck))

@@ -1,7 +1,8 @@
 // Package sessionsvc (folder session-svc) is Shoal's session service: it
 // owns client sessions (who is connected where, takeover, resumption,
-// expiry), wills, and later the offline inbox of persistent sessions, answering each
-// CONNECT request that gateways send over the log.
+// expiry), wills, and the inbox of persistent sessions (every QoS 1/2
+// message until the client acknowledges it), answering each CONNECT
+// request that gateways send over the log.
 //
 // It meets the gateway and router services only through the log (it reads
 // shoal.sessions; it writes shoal.deliveries, shoal.presence and
@@ -24,16 +25,25 @@
 //     SubscriptionChange REMOVE_ALL with its generation to every partition
 //     of shoal.messages. Then Presence (online) on shoal.presence, then
 //     ConnectResult (reason 0) to the requester's slot, followed on the same
-//     slot by the messages the session's inbox queued while it was offline.
-//   - InboxAppend (from the router, for a target it found offline and
-//     persistent): kept with the session (up to session.max_inbox), or
-//     forwarded at once when the client is online again, or dropped when no
-//     session exists.
+//     slot by every message of the session's inbox, oldest first (DUP and
+//     the original packet identifier for one sent before; PUBREL for a QoS
+//     2 one PUBREC'd before).
+//   - InboxAppend (from the router, for each QoS 1/2 target of a persistent
+//     session; from a gateway, for a message it could not deliver): kept in
+//     the session's inbox with a sequence number and a packet identifier
+//     (up to session.max_inbox), and forwarded at once while the client is
+//     online; forwarded without keeping it to a connection whose session is
+//     not persistent; dropped when no session exists.
+//   - InboxAck (from the gateway: the client's PUBACK, PUBREC or PUBCOMP of
+//     an inbox message, matched by sequence number): PUBACK and PUBCOMP
+//     end the entry, PUBREC marks it received.
 //   - Disconnect of the client's current connection (same connection and
 //     generation; any other is stale and ignored): Presence (offline); a
 //     session that is not persistent (expiry 0, or set to 0 by the
 //     DISCONNECT) ends (REMOVE_ALL to every partition); a due will is
-//     published as a Publish on shoal.messages (key tenant/topic).
+//     published as a Publish on shoal.messages (key tenant/topic); the
+//     inbox entries a shared subscription gave the client, not yet
+//     received, go back to their group (SharedRedispatch).
 //   - SessionSubscriptions of the current generation are kept with the
 //     session, for resumption.
 //   - SessionTick (written by the service itself to each partition it owns,

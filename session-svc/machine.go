@@ -2,6 +2,7 @@ package sessionsvc
 
 import (
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -81,6 +82,8 @@ func (m *machine) apply(k clientKey, sess *Session, env *eventspb.Envelope, outs
 		return outs, m.subscriptions(k, sess, ev.SessionSubscriptions)
 	case *eventspb.Envelope_InboxAppend:
 		return m.inbox(k, sess, ev.InboxAppend, outs)
+	case *eventspb.Envelope_InboxAck:
+		return outs, m.ack(k, sess, ev.InboxAck)
 	default:
 		m.log.Warn("unexpected event on shoal.sessions", "event", eventName(env),
 			"tenant", k.tenant, "client", k.client)
@@ -169,31 +172,44 @@ func (m *machine) connect(k clientKey, sess *Session, env *eventspb.Envelope, c 
 	}
 	outs = append(outs, res)
 	if resume {
-		// Messages queued while the session was offline follow the
-		// answer on the same slot, oldest first.
-		for _, ia := range sess.Inbox {
-			if msg := ia.GetMessage(); msg.GetHasExpiry() && msg.GetExpiresAtMs() <= now.UnixMilli() {
+		// The inbox follows the answer on the same slot, oldest first:
+		// messages queued while the session was offline, and those sent
+		// before and not acknowledged (again, with DUP and their packet
+		// identifiers; PUBREL for a QoS 2 message PUBREC'd before).
+		kept := sess.Inbox[:0]
+		for _, e := range sess.Inbox {
+			if msg := e.GetMessage(); !e.Received && msg.GetHasExpiry() && msg.GetExpiresAtMs() <= now.UnixMilli() {
 				continue
 			}
-			outs = append(outs, m.forward(k, sess, ia, now))
+			dup := e.Sent
+			e.Sent = true
+			outs = append(outs, m.forward(k, sess, e, dup, now))
+			kept = append(kept, e)
 		}
+		clear(sess.Inbox[len(kept):])
+		sess.Inbox = kept
+	} else {
+		sess.Inbox = nil
 	}
-	sess.Inbox, sess.InboxDropped = nil, 0
+	sess.InboxDropped = 0
 	return outs, true
 }
 
-// inbox takes a message the router queued for the client while it seemed
-// offline: kept with a persistent offline session (up to maxInbox),
-// forwarded to the connection when the client is online again, dropped
-// when there is no session to keep it.
+// inbox takes a QoS 1/2 message for the client. A persistent session keeps
+// it in its inbox (up to maxInbox) until the client acknowledges it, and
+// forwards it at once while the client is online; a connection without a
+// persistent session gets it without tracking; without a session it is
+// dropped.
 func (m *machine) inbox(k clientKey, sess *Session, ia *eventspb.InboxAppend, outs []output) ([]output, bool) {
 	now := m.now()
 	switch {
 	case !sess.Active || ia.GetMessage() == nil:
 		return outs, false
-	case sess.Online:
-		return append(outs, m.forward(k, sess, ia, now)), false
 	case !sess.Persistent():
+		if sess.Online {
+			e := &eventspb.InboxAppend{Message: ia.GetMessage(), Target: ia.GetTarget()}
+			return append(outs, m.forward(k, sess, e, ia.GetTarget().GetDup(), now)), false
+		}
 		return outs, false
 	case len(sess.Inbox) >= m.maxInbox:
 		m.log.Warn("inbox full; message dropped", "tenant", k.tenant, "client", k.client,
@@ -204,20 +220,99 @@ func (m *machine) inbox(k clientKey, sess *Session, ia *eventspb.InboxAppend, ou
 		sess.InboxDropped++
 		return outs, true
 	}
-	sess.Inbox = append(sess.Inbox, ia.CloneVT())
+	e := &eventspb.InboxAppend{Message: ia.GetMessage().CloneVT(), Target: ia.GetTarget().CloneVT()}
+	sess.InboxSeq++
+	e.Seq = sess.InboxSeq
+	e.PacketId = uint32(nextPacketID(sess))
+	sess.Inbox = append(sess.Inbox, e)
+	if sess.Online {
+		e.Sent = true
+		outs = append(outs, m.forward(k, sess, e, e.GetTarget().GetDup(), now))
+	}
 	return outs, true
 }
 
-// forward delivers a queued message to the client's current connection.
-func (m *machine) forward(k clientKey, sess *Session, ia *eventspb.InboxAppend, now time.Time) output {
-	t := ia.GetTarget().CloneVT()
+// nextPacketID picks the packet identifier of a new inbox entry: the one
+// after the last given, skipping those of the entries still kept. The
+// caller ensures len(sess.Inbox) < MaxInboxPacketID, so one is free.
+func nextPacketID(sess *Session) uint16 {
+	id := sess.LastPacketID
+	for {
+		id++
+		if id > MaxInboxPacketID || id == 0 {
+			id = 1
+		}
+		if !slices.ContainsFunc(sess.Inbox, func(e *eventspb.InboxAppend) bool { return e.GetPacketId() == uint32(id) }) {
+			sess.LastPacketID = id
+			return id
+		}
+	}
+}
+
+// ack applies the client's acknowledgement of an inbox entry: PUBACK and
+// PUBCOMP end it, PUBREC marks a QoS 2 entry received. Entries are matched
+// by sequence number, which no other entry of the client ever had, so an
+// acknowledgement that arrives late (from a connection taken over, or
+// after the session ended) changes nothing it should not.
+func (m *machine) ack(k clientKey, sess *Session, a *eventspb.InboxAck) bool {
+	i := slices.IndexFunc(sess.Inbox, func(e *eventspb.InboxAppend) bool { return e.GetSeq() == a.GetSeq() })
+	if i < 0 {
+		m.log.Debug("acknowledgement of no inbox entry", "tenant", k.tenant, "client", k.client, "seq", a.GetSeq())
+		return false
+	}
+	if e := sess.Inbox[i]; a.GetReceived() {
+		if e.GetTarget().GetQos() != 2 || e.Received {
+			return false
+		}
+		e.Received = true
+		return true
+	}
+	sess.Inbox = slices.Delete(sess.Inbox, i, i+1)
+	return true
+}
+
+// forward delivers inbox entry e to the client's current connection; dup
+// marks a resend. An entry kept in the inbox (Seq set) carries its packet
+// identifier and sequence number, so the gateway uses that identifier and
+// reports the acknowledgement.
+func (m *machine) forward(k clientKey, sess *Session, e *eventspb.InboxAppend, dup bool, now time.Time) output {
+	t := e.GetTarget().CloneVT()
 	if t == nil {
-		t = &eventspb.Target{Qos: ia.GetMessage().GetQos()}
+		t = &eventspb.Target{Qos: e.GetMessage().GetQos()}
 	}
 	t.ClientId, t.Connection = k.client, sess.Route.GetConnection()
+	t.Dup = dup
+	if e.GetSeq() != 0 {
+		t.PacketId, t.InboxSeq, t.Release = e.GetPacketId(), e.GetSeq(), e.GetReceived()
+	}
 	env := m.envelope(k, sess.Gateway, now)
-	env.Event = &eventspb.Envelope_Delivery{Delivery: &eventspb.Delivery{Message: ia.GetMessage(), Targets: []*eventspb.Target{t}}}
+	env.Event = &eventspb.Envelope_Delivery{Delivery: &eventspb.Delivery{Message: e.GetMessage(), Targets: []*eventspb.Target{t}}}
 	return output{stage: stageAnswer, dest: toDeliveries, partition: sess.Route.GetSlot(), key: k.recordKey(), env: env}
+}
+
+// redispatchShared hands the inbox entries that a shared subscription
+// chose for this client, and that it has not received, back to their
+// group (SharedRedispatch to the shard of the message's topic, which picks
+// another member): the client's connection ended.
+func (m *machine) redispatchShared(k clientKey, sess *Session, now time.Time, outs []output) []output {
+	kept := sess.Inbox[:0]
+	for _, e := range sess.Inbox {
+		t := e.GetTarget()
+		if t.GetShareGroup() == "" || e.Received {
+			kept = append(kept, e)
+			continue
+		}
+		msg := e.GetMessage()
+		env := m.envelope(k, sess.Gateway, now)
+		env.ClientId = ""
+		env.Event = &eventspb.Envelope_SharedRedispatch{SharedRedispatch: &eventspb.SharedRedispatch{
+			Message: msg, ShareGroup: t.GetShareGroup(), Filter: t.GetShareFilter(), ExcludeClient: k.client,
+		}}
+		outs = append(outs, output{stage: stageAnswer, dest: toMessages, partition: byKey, key: topicKey(k.tenant, msg.GetTopic()), env: env})
+	}
+	clear(sess.Inbox[len(kept):])
+	sess.Inbox = kept
+	return outs
 }
 
 // expire ends sess if its expiry interval has passed at now (a
@@ -273,7 +368,9 @@ func (m *machine) disconnect(k clientKey, sess *Session, d *eventspb.Disconnect,
 		}
 		sess.WillDueAt = now.Add(delay)
 	}
-	if !sess.Persistent() {
+	if sess.Persistent() {
+		outs = m.redispatchShared(k, sess, now, outs)
+	} else {
 		outs = m.endSession(k, sess, now, outs)
 	}
 	return outs, true
@@ -308,6 +405,7 @@ func (m *machine) endSession(k clientKey, sess *Session, now time.Time, outs []o
 		outs = m.publishWill(k, sess, now, outs)
 	}
 	sess.WillDueAt = time.Time{}
+	outs = m.redispatchShared(k, sess, now, outs)
 	env := m.envelope(k, sess.Gateway, now)
 	env.Event = &eventspb.Envelope_SubscriptionChange{SubscriptionChange: &eventspb.SubscriptionChange{
 		Op: eventspb.SubscriptionChange_OP_REMOVE_ALL,
@@ -354,9 +452,14 @@ func (m *machine) publishWill(k clientKey, sess *Session, now time.Time, outs []
 		Connection: sess.Route.GetConnection(),
 	}}
 	env.MessageId = &eventspb.MessageID{GatewayEpoch: m.epoch, Seq: m.seq.Add(1)}
-	key := make([]byte, 0, len(k.tenant)+1+len(msg.GetTopic()))
-	key = append(append(append(key, k.tenant...), '/'), msg.GetTopic()...)
-	return append(outs, output{stage: stageAnswer, dest: toMessages, partition: byKey, key: key, env: env})
+	return append(outs, output{stage: stageAnswer, dest: toMessages, partition: byKey, key: topicKey(k.tenant, msg.GetTopic()), env: env})
+}
+
+// topicKey is the Kafka key of a message of tenant's topic on
+// shoal.messages: tenant + "/" + topic.
+func topicKey(tenant, topic string) []byte {
+	key := make([]byte, 0, len(tenant)+1+len(topic))
+	return append(append(append(key, tenant...), '/'), topic...)
 }
 
 // presence is the client's Presence record for sess as it is now.

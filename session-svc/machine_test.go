@@ -689,19 +689,67 @@ func TestWillDelay(t *testing.T) {
 }
 
 func inboxAppend(c conn, topic string) *eventspb.Envelope {
+	return inboxAppendQoS(c, topic, 1)
+}
+
+func inboxAppendQoS(c conn, topic string, qos uint32) *eventspb.Envelope {
 	return c.env(&eventspb.Envelope{Event: &eventspb.Envelope_InboxAppend{InboxAppend: &eventspb.InboxAppend{
-		Message: &eventspb.Message{Topic: topic, Payload: []byte(topic), Qos: 1},
-		Target:  &eventspb.Target{Qos: 1, SubscriptionIds: []uint32{7}},
+		Message: &eventspb.Message{Topic: topic, Payload: []byte(topic), Qos: qos},
+		Target:  &eventspb.Target{Qos: qos, SubscriptionIds: []uint32{7}},
 	}}})
+}
+
+func inboxAck(c conn, seq uint64, received bool) *eventspb.Envelope {
+	return c.env(&eventspb.Envelope{Event: &eventspb.Envelope_InboxAck{InboxAck: &eventspb.InboxAck{Seq: seq, Received: received}}})
+}
+
+// sent is what one delivery output says about its single target.
+type sent struct {
+	topic    string
+	id       uint32
+	seq      uint64
+	dup, rel bool
+}
+
+// deliveries returns the deliveries among outs, checking that each goes to
+// c's connection.
+func deliveries(t *testing.T, c conn, outs []output) []sent {
+	t.Helper()
+	var got []sent
+	for _, o := range outs {
+		d := o.env.GetDelivery()
+		if d == nil {
+			continue
+		}
+		tg := d.Targets[0]
+		if o.partition != c.slot || len(d.Targets) != 1 || tg.Connection != c.connection || tg.ClientId != c.client {
+			t.Fatalf("delivery routed to %+v, want %s's connection %d on slot %d", o, c.client, c.connection, c.slot)
+		}
+		got = append(got, sent{d.Message.Topic, tg.PacketId, tg.InboxSeq, tg.Dup, tg.Release})
+	}
+	return got
+}
+
+func checkSent(t *testing.T, what string, got, want []sent) {
+	t.Helper()
+	if !slices.Equal(got, want) {
+		t.Fatalf("%s: sent %+v, want %+v", what, got, want)
+	}
 }
 
 func TestInbox(t *testing.T) {
 	h := newHarness(t)
 	h.batch(connA.connect(false, 60, nil))
-	// Online: forwarded at once.
-	got := h.batch(inboxAppend(connA, "t/0"))
-	if len(got) != 1 || got[0].dest != toDeliveries || got[0].partition != connA.slot {
-		t.Fatalf("online: %+v, want one delivery to slot %d", got, connA.slot)
+	// Online: kept and forwarded at once with its packet identifier.
+	checkSent(t, "online", deliveries(t, connA, h.batch(inboxAppend(connA, "t/0"))), []sent{{"t/0", 1, 1, false, false}})
+	if s := h.session(connA); len(s.Inbox) != 1 || !s.Inbox[0].Sent {
+		t.Fatalf("online message not kept until acknowledged: %v", s.Inbox)
+	}
+	if got := h.batch(inboxAck(connA, 1, false)); len(got) != 0 {
+		t.Fatalf("PUBACK produced %d outputs", len(got))
+	}
+	if s := h.session(connA); len(s.Inbox) != 0 {
+		t.Fatal("acknowledged message still in the inbox")
 	}
 	h.batch(connA.disconnect(1, false, nil))
 	// Offline: kept, up to maxInbox (2); the third is dropped.
@@ -712,32 +760,117 @@ func TestInbox(t *testing.T) {
 		t.Fatalf("inbox holds %d and dropped %d, want 2 (the bound) and 1", len(s.Inbox), s.InboxDropped)
 	}
 	h.restart() // the inbox is in the store
-	got = h.batch(connA2.connect(false, 60, nil))
-	var topics []string
+	got := h.batch(connA2.connect(false, 60, nil))
 	for _, o := range got {
 		if cr := o.env.GetConnectResult(); cr != nil && cr.InboxDropped != 1 {
 			t.Fatalf("resumed answer reports %d dropped, want 1", cr.InboxDropped)
 		}
-		if d := o.env.GetDelivery(); d != nil {
-			if o.partition != connA2.slot || d.Targets[0].Connection != connA2.connection || d.Targets[0].ClientId != connA2.client {
-				t.Fatalf("queued message routed to %+v", o)
-			}
-			topics = append(topics, d.Message.Topic)
-		}
 	}
-	if want := []string{"t/1", "t/2"}; !slices.Equal(topics, want) {
-		t.Fatalf("delivered on resume %v, want %v in order", topics, want)
+	checkSent(t, "resume", deliveries(t, connA2, got), []sent{{"t/1", 2, 2, false, false}, {"t/2", 3, 3, false, false}})
+	// Unacknowledged: sent again on the next resume, with DUP and the same
+	// packet identifier.
+	h.batch(inboxAck(connA2, 2, false), connA2.disconnect(2, true, nil))
+	checkSent(t, "second resume", deliveries(t, connA, h.batch(connA.connect(false, 60, nil))), []sent{{"t/2", 3, 3, true, false}})
+	// A clean start discards the inbox.
+	h.batch(connA.disconnect(3, false, nil), inboxAppend(connA, "t/4"))
+	if d := deliveries(t, connA2, h.batch(connA2.connect(true, 60, nil))); len(d) != 0 {
+		t.Fatalf("a clean start delivered the old session's inbox: %v", d)
 	}
 	if s := h.session(connA2); len(s.Inbox) != 0 {
-		t.Fatal("inbox not emptied after delivery")
+		t.Fatalf("a clean start kept %d inbox entries", len(s.Inbox))
 	}
-	// A clean start discards what a new offline period queued.
-	h.batch(connA2.disconnect(2, false, nil))
-	h.batch(inboxAppend(connA, "t/4"))
-	got = h.batch(connA.connect(true, 60, nil))
+}
+
+func TestInboxQoS2ResumesWithPubrel(t *testing.T) {
+	h := newHarness(t)
+	h.batch(connA.connect(false, 60, nil))
+	checkSent(t, "online", deliveries(t, connA, h.batch(inboxAppendQoS(connA, "q2", 2))), []sent{{"q2", 1, 1, false, false}})
+	h.batch(inboxAck(connA, 1, true)) // PUBREC
+	if s := h.session(connA); len(s.Inbox) != 1 || !s.Inbox[0].Received {
+		t.Fatalf("PUBREC not recorded: %v", s.Inbox)
+	}
+	h.batch(connA.disconnect(1, true, nil))
+	h.restart()
+	checkSent(t, "resume", deliveries(t, connA2, h.batch(connA2.connect(false, 60, nil))), []sent{{"q2", 1, 1, true, true}})
+	h.batch(inboxAck(connA2, 1, false)) // PUBCOMP
+	if s := h.session(connA2); len(s.Inbox) != 0 {
+		t.Fatal("PUBCOMP did not end the entry")
+	}
+	// An acknowledgement of an ended entry, and a PUBREC of a QoS 1 one,
+	// change nothing.
+	h.batch(inboxAppend(connA2, "q1"))
+	if got := h.batch(inboxAck(connA2, 1, false), inboxAck(connA2, 2, true)); len(got) != 0 {
+		t.Fatalf("stale acknowledgements produced %d outputs", len(got))
+	}
+	if s := h.session(connA2); len(s.Inbox) != 1 || s.Inbox[0].Received {
+		t.Fatalf("stale acknowledgements changed the inbox: %v", s.Inbox)
+	}
+}
+
+func TestInboxWithoutPersistentSession(t *testing.T) {
+	h := newHarness(t)
+	h.batch(connA.connect(true, 0, nil))
+	// The router saw a persistent session that has since become a clean
+	// one: forwarded without tracking.
+	checkSent(t, "clean session", deliveries(t, connA, h.batch(inboxAppend(connA, "t"))), []sent{{"t", 0, 0, false, false}})
+	if s := h.session(connA); len(s.Inbox) != 0 {
+		t.Fatal("a clean session keeps an inbox")
+	}
+}
+
+func TestInboxSharedEntriesReturnToGroup(t *testing.T) {
+	h := newHarness(t)
+	h.m.maxInbox = 3
+	h.batch(connA.connect(false, 60, nil))
+	shared := func(topic string, qos uint32) *eventspb.Envelope {
+		env := inboxAppendQoS(connA, topic, qos)
+		env.GetInboxAppend().Target.ShareGroup, env.GetInboxAppend().Target.ShareFilter = "g", "jobs/+"
+		return env
+	}
+	h.batch(shared("jobs/1", 1), shared("jobs/2", 2), inboxAppend(connA, "own"))
+	h.batch(inboxAck(connA, 2, true)) // jobs/2 is the client's now
+	got := h.batch(connA.disconnect(1, true, nil))
+	var redispatched []string
 	for _, o := range got {
-		if o.env.GetDelivery() != nil {
-			t.Fatal("a clean start delivered the old session's inbox")
+		if sr := o.env.GetSharedRedispatch(); sr != nil {
+			if o.dest != toMessages || string(o.key) != "acme/jobs/1" || sr.ExcludeClient != connA.client || sr.ShareGroup != "g" || sr.Filter != "jobs/+" {
+				t.Fatalf("redispatch %+v", o)
+			}
+			redispatched = append(redispatched, sr.Message.Topic)
 		}
+	}
+	if !slices.Equal(redispatched, []string{"jobs/1"}) {
+		t.Fatalf("redispatched %v, want [jobs/1]", redispatched)
+	}
+	var kept []string
+	for _, e := range h.session(connA).Inbox {
+		kept = append(kept, e.Message.Topic)
+	}
+	if !slices.Equal(kept, []string{"jobs/2", "own"}) {
+		t.Fatalf("inbox keeps %v, want [jobs/2 own]", kept)
+	}
+}
+
+func TestInboxPacketIDs(t *testing.T) {
+	s := &Session{LastPacketID: MaxInboxPacketID - 1}
+	for _, id := range []uint32{MaxInboxPacketID, 1, 2} {
+		s.Inbox = append(s.Inbox, &eventspb.InboxAppend{PacketId: id})
+	}
+	// MaxInboxPacketID, 1 and 2 are in use: the next free is 3, then 4.
+	if got := nextPacketID(s); got != 3 {
+		t.Fatalf("next id %d, want 3", got)
+	}
+	if got := nextPacketID(s); got != 4 {
+		t.Fatalf("next id %d, want 4", got)
+	}
+}
+
+func TestInboxForwardsShareOneRound(t *testing.T) {
+	h := newHarness(t)
+	h.batch(connA.connect(false, 60, nil))
+	got := deliveries(t, connA, h.batch(inboxAppend(connA, "a"), inboxAppend(connA, "b")))
+	checkSent(t, "run", got, []sent{{"a", 1, 1, false, false}, {"b", 2, 2, false, false}})
+	if len(h.writes) != 1 {
+		t.Fatalf("%d writes for a run of forwarded messages, want 1", len(h.writes))
 	}
 }

@@ -70,7 +70,9 @@ func (p *partition) nextOffset() int64 {
 func (p *partition) process(ctx context.Context, recs []record, write writeFunc) error {
 	base := p.offset // only process changes it, from one goroutine
 	dirty := make(map[clientKey]*Session)
-	inRound := make(map[clientKey]struct{})
+	// inRound holds the clients with outputs in the round, with the latest
+	// stage among them.
+	inRound := make(map[clientKey]stage)
 	var pending [numStages][]output
 	flush := func() error {
 		for st := range pending {
@@ -87,17 +89,24 @@ func (p *partition) process(ctx context.Context, recs []record, write writeFunc)
 	}
 
 	// emit queues one client's outputs, starting a new round when the
-	// client already has outputs in this one.
+	// client already has outputs in this one at a later stage than the
+	// first of these (which would otherwise be written before them). A run
+	// of forwarded inbox messages, all of one stage, shares a round: the
+	// write keeps the order of outputs to one partition.
 	emit := func(k clientKey, outs []output) error {
 		if len(outs) == 0 {
 			return nil
 		}
-		if _, again := inRound[k]; again {
+		first, last := outs[0].stage, outs[0].stage
+		for _, o := range outs[1:] {
+			first, last = min(first, o.stage), max(last, o.stage)
+		}
+		if prev, again := inRound[k]; again && prev > first {
 			if err := flush(); err != nil {
 				return err
 			}
 		}
-		inRound[k] = struct{}{}
+		inRound[k] = max(inRound[k], last)
 		for _, o := range outs {
 			pending[o.stage] = append(pending[o.stage], o)
 		}

@@ -27,6 +27,11 @@ import (
 //	  int64 connected_at_us = 11;        // absent when zero time
 //	  int64 disconnected_at_us = 12;     // absent when zero time
 //	  repeated shoal.v1.SessionSubscription subscriptions = 13;
+//	  int64 will_due_at_us = 14;         // absent when zero time
+//	  repeated shoal.v1.InboxAppend inbox = 15;
+//	  uint32 inbox_dropped = 16;
+//	  uint64 inbox_seq = 17;
+//	  uint32 last_packet_id = 18;
 //	}
 //
 // Fields are only added, never renumbered; unknown fields are skipped, so
@@ -48,6 +53,8 @@ const (
 	fieldWillDueAtUs      protowire.Number = 14
 	fieldInbox            protowire.Number = 15
 	fieldInboxDropped     protowire.Number = 16
+	fieldInboxSeq         protowire.Number = 17
+	fieldLastPacketID     protowire.Number = 18
 )
 
 // vtMessage is what the eventspb messages kept in a session have.
@@ -79,6 +86,8 @@ func AppendSessionRow(b []byte, s *Session) []byte {
 		b = appendMessage(b, fieldInbox, m)
 	}
 	b = appendVarint(b, fieldInboxDropped, uint64(s.InboxDropped))
+	b = appendVarint(b, fieldInboxSeq, s.InboxSeq)
+	b = appendVarint(b, fieldLastPacketID, uint64(s.LastPacketID))
 	for _, sub := range s.Subscriptions {
 		b = appendMessage(b, fieldSubscriptions, sub)
 	}
@@ -126,7 +135,7 @@ func appendMessage(b []byte, n protowire.Number, m vtMessage) []byte {
 	if w, err := m.MarshalToSizedBufferVT(b[start:]); err != nil || w != size {
 		// vtprotobuf fails on a sized buffer only on a bug in the
 		// generated code.
-		panic(fmt.Sprintf("pebblestore: marshal %T: wrote %d of %d bytes: %v", m, w, size, err))
+		panic(fmt.Sprintf("sessionsvc: marshal %T: wrote %d of %d bytes: %v", m, w, size, err))
 	}
 	return b
 }
@@ -171,7 +180,7 @@ func DecodeSessionRow(b []byte, s *Session) error {
 func isVarintField(n protowire.Number) bool {
 	switch n {
 	case fieldGeneration, fieldActive, fieldOnline, fieldRequestID, fieldExpiry, fieldProtocolVersion,
-		fieldConnectedAtUs, fieldDisconnectedAtUs, fieldWillDueAtUs, fieldInboxDropped:
+		fieldConnectedAtUs, fieldDisconnectedAtUs, fieldWillDueAtUs, fieldInboxDropped, fieldInboxSeq, fieldLastPacketID:
 		return true
 	}
 	return false
@@ -197,6 +206,13 @@ func setVarint(s *Session, n protowire.Number, v uint64) error {
 		s.Online = v != 0
 	case fieldRequestID:
 		s.RequestID = v
+	case fieldInboxSeq:
+		s.InboxSeq = v
+	case fieldLastPacketID:
+		if v > 0xFFFF {
+			return errRange
+		}
+		s.LastPacketID = uint16(v)
 	case fieldInboxDropped:
 		if v > 0xFFFFFFFF {
 			return errRange

@@ -57,16 +57,30 @@ type Session struct {
 	// Will) is published, unless a new connection resumes the session
 	// first; zero when no will is pending (MQTT 5.0 §3.1.3.2.2).
 	WillDueAt time.Time
-	// Inbox holds the QoS 1 and 2 messages that arrived while the session
-	// was offline, oldest first, delivered when it resumes.
+	// Inbox holds the session's QoS 1 and 2 messages that the client has
+	// not acknowledged yet, oldest first: queued while it was offline,
+	// forwarded (Sent) while it is online, PUBREC'd (Received) for QoS 2.
+	// Every entry is sent again when the session resumes.
 	Inbox []*eventspb.InboxAppend
 	// InboxDropped counts the messages dropped since the session went
 	// offline because Inbox was full; reported when it resumes.
 	InboxDropped uint32
+	// InboxSeq is the sequence number of the newest inbox entry; it keeps
+	// growing across sessions, so an acknowledgement of an entry of an
+	// ended session matches nothing.
+	InboxSeq uint64
+	// LastPacketID is the packet identifier given to the newest inbox entry
+	// (1–MaxInboxPacketID, then around again, skipping those in use).
+	LastPacketID uint16
 	// Subscriptions are the session's subscriptions (from
 	// SessionSubscriptions events), sorted by filter, one per filter.
 	Subscriptions []*eventspb.SessionSubscription
 }
+
+// MaxInboxPacketID is the highest packet identifier the session service
+// gives inbox entries; gateways pick theirs above it, so the two never
+// collide on one connection.
+const MaxInboxPacketID = 32767
 
 // Persistent reports whether the session outlives its connection.
 func (s *Session) Persistent() bool { return s.ExpiryS > 0 }
@@ -118,6 +132,7 @@ func (s *Session) Equal(o *Session) bool {
 		s.ConnectedAt.Equal(o.ConnectedAt) && s.DisconnectedAt.Equal(o.DisconnectedAt) &&
 		s.WillDueAt.Equal(o.WillDueAt) &&
 		slices.EqualFunc(s.Inbox, o.Inbox, (*eventspb.InboxAppend).EqualVT) && s.InboxDropped == o.InboxDropped &&
+		s.InboxSeq == o.InboxSeq && s.LastPacketID == o.LastPacketID &&
 		slices.EqualFunc(s.Subscriptions, o.Subscriptions, (*eventspb.SessionSubscription).EqualVT)
 }
 

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/eclipse/paho.golang/paho"
+
+	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
 )
 
 // TestMain lets the test binary stand in for the shoal binary: with
@@ -297,4 +299,126 @@ func logLevel() string {
 		return "debug"
 	}
 	return "warn"
+}
+
+// rawSession is a persistent MQTT 5.0 session spoken through Shoal's own
+// codec, for a subscriber that withholds its acknowledgements.
+type rawSession struct {
+	t  *testing.T
+	nc net.Conn
+	rd *packet.Reader
+}
+
+// dialSession connects clientID with a session that outlives the
+// connection and returns the client and the CONNACK.
+func dialSession(t *testing.T, addr, clientID string, clean bool) (*rawSession, *packet.Connack) {
+	t.Helper()
+	nc, err := net.DialTimeout("tcp", addr, wait)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = nc.Close() })
+	r := &rawSession{t: t, nc: nc, rd: packet.NewReader(nc, 1024)}
+	cp := &packet.Connect{Version: packet.V5, ClientID: []byte(clientID), CleanStart: clean, KeepAlive: 60}
+	cp.Props.SessionExpiry = 3600
+	cp.Props.Set(packet.PropSessionExpiry)
+	r.send(cp)
+	ca, ok := r.next().(*packet.Connack)
+	if !ok || ca.Code != 0 {
+		t.Fatalf("connect %s: %+v", clientID, ca)
+	}
+	return r, ca
+}
+
+func (r *rawSession) send(p packet.Packet) {
+	r.t.Helper()
+	_ = r.nc.SetWriteDeadline(time.Now().Add(wait))
+	if _, err := r.nc.Write(p.Append(nil, packet.V5)); err != nil {
+		r.t.Fatalf("write: %v", err)
+	}
+}
+
+func (r *rawSession) next() packet.Packet {
+	r.t.Helper()
+	_ = r.nc.SetReadDeadline(time.Now().Add(wait))
+	h, body, err := r.rd.ReadPacket()
+	if err != nil {
+		r.t.Fatalf("read: %v", err)
+	}
+	p, err := packet.Decode(h, body, packet.V5)
+	if err != nil {
+		r.t.Fatalf("decode: %v", err)
+	}
+	return p
+}
+
+// nextOf reads packets until one of kind arrives.
+func (r *rawSession) nextOf(kind packet.Type) packet.Packet {
+	r.t.Helper()
+	for range 100 {
+		if p := r.next(); p.Type() == kind {
+			return p
+		}
+	}
+	r.t.Fatalf("no %v in 100 packets", kind)
+	return nil
+}
+
+// TestRestartKeepsMessagesInFlight kills shoal with SIGKILL while a QoS 1
+// and a QoS 2 message are in flight to an online persistent subscriber that
+// has not acknowledged them (the QoS 2 one PUBREC'd): after the restart the
+// resumed session gets the QoS 1 message again with DUP and its packet
+// identifier, and the PUBREL of the QoS 2 one (MQTT-4.4.0-1).
+func TestRestartKeepsMessagesInFlight(t *testing.T) {
+	if testing.Short() {
+		t.Skip("restarts a real shoal process: skipped with -short")
+	}
+	dir := t.TempDir()
+	dumpLogs(t, dir)
+	p := startShoal(t, dir)
+	sub, _ := dialSession(t, p.mqtt, "fly-sub", true)
+	sub.send(&packet.Subscribe{PacketID: 1, Filters: []packet.Subscription{{Filter: []byte("fly/#"), QoS: 2}}})
+	if _, ok := sub.nextOf(packet.SUBACK).(*packet.Suback); !ok {
+		t.Fatal("no SUBACK")
+	}
+	pub, _ := connect(t, p.mqtt, "fly-pub", true)
+	pub.publish(t, "fly/1", "one", 1, false)
+	first := sub.nextOf(packet.PUBLISH).(*packet.Publish)
+	pub.publish(t, "fly/2", "two", 2, false)
+	second := sub.nextOf(packet.PUBLISH).(*packet.Publish)
+	sub.send(&packet.Ack{Kind: packet.PUBREC, PacketID: second.PacketID})
+	if rel := sub.nextOf(packet.PUBREL).(*packet.Ack); rel.PacketID != second.PacketID {
+		t.Fatalf("PUBREL for %d, want %d", rel.PacketID, second.PacketID)
+	}
+	// The PUBREC must be in the log before the kill: the PUBREL above
+	// comes from the gateway at once, its record a little later.
+	time.Sleep(300 * time.Millisecond)
+	p.kill()
+
+	p = startShoal(t, dir)
+	sub, ca := dialSession(t, p.mqtt, "fly-sub", false)
+	if !ca.SessionPresent {
+		t.Fatal("the persistent session did not survive SIGKILL")
+	}
+	again := sub.nextOf(packet.PUBLISH).(*packet.Publish)
+	if !again.Dup || again.PacketID != first.PacketID || string(again.Payload) != "one" || again.QoS != 1 {
+		t.Fatalf("after the restart: %q qos %d dup %v id %d; want %q again with DUP and id %d",
+			again.Payload, again.QoS, again.Dup, again.PacketID, "one", first.PacketID)
+	}
+	rel := sub.nextOf(packet.PUBREL).(*packet.Ack)
+	if rel.PacketID != second.PacketID {
+		t.Fatalf("PUBREL for %d after the restart, want %d", rel.PacketID, second.PacketID)
+	}
+	sub.send(&packet.Ack{Kind: packet.PUBACK, PacketID: again.PacketID})
+	sub.send(&packet.Ack{Kind: packet.PUBCOMP, PacketID: rel.PacketID})
+	time.Sleep(300 * time.Millisecond) // the acknowledgements reach the log
+	_ = sub.nc.Close()
+
+	// Acknowledged: nothing comes again.
+	sub, _ = dialSession(t, p.mqtt, "fly-sub", false)
+	_ = sub.nc.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	if h, _, err := sub.rd.ReadPacket(); err == nil {
+		t.Fatalf("a %v after everything was acknowledged", h.Type)
+	}
+	p.stop()
 }

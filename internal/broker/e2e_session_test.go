@@ -1,10 +1,13 @@
 package broker_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -206,9 +209,9 @@ func TestOfflineInbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	pub, _ := dialV5(t, mqttAddr(b), "ib-pub")
-	// Messages the router still routes to the closed connection (before it
-	// reads the offline presence) come back to the session from the
-	// gateway, so no wait is needed here.
+	// Every QoS 1/2 message for a persistent session goes through its
+	// inbox, whether the router still sees the client online or not, so no
+	// wait is needed here.
 	// One topic: MQTT orders messages per topic (another topic may live in
 	// another partition).
 	pub.publish(t, &paho.Publish{Topic: "ib/t", QoS: 1, Payload: []byte("1")})
@@ -221,16 +224,13 @@ func TestOfflineInbox(t *testing.T) {
 	if !ca.SessionPresent {
 		t.Fatal("session not present")
 	}
-	// Every QoS 1/2 message arrives and QoS 0 is not queued. The order is
-	// not checked: a message the router still sent to the closed
-	// connection comes back to the inbox through the gateway and can land
-	// behind later ones (ARCHITECTURE.md, "Offline inbox").
-	got := map[string]bool{}
+	// Every QoS 1/2 message arrives, in publish order; QoS 0 is not queued.
+	var got []string
 	for range 3 {
-		got[string(c2.expect(t).Payload)] = true
+		got = append(got, string(c2.expect(t).Payload))
 	}
-	if !got["1"] || !got["2"] || !got["3"] {
-		t.Fatalf("queued messages %v, want 1, 2 and 3 (QoS 0 not queued)", got)
+	if want := []string{"1", "2", "3"}; !slices.Equal(got, want) {
+		t.Fatalf("queued messages %v, want %v (QoS 0 not queued)", got, want)
 	}
 	c2.expectNone(t, 300*time.Millisecond)
 }
@@ -357,15 +357,121 @@ func TestUnacknowledgedResentWithDup(t *testing.T) {
 	}
 	_ = r.nc.Close() // no PUBACK
 
-	time.Sleep(300 * time.Millisecond) // let the message go back to the session
 	r2 := connect(false)
 	again := nextAs[*packet.Publish](r2)
-	if !again.Dup || string(again.Payload) != "unacked" || again.QoS != 1 {
-		t.Fatalf("after resume: dup=%v qos=%d %q; want the unacknowledged message again with DUP", again.Dup, again.QoS, again.Payload)
+	if !again.Dup || string(again.Payload) != "unacked" || again.QoS != 1 || again.PacketID != first.PacketID {
+		t.Fatalf("after resume: dup=%v qos=%d id %d %q; want the unacknowledged message again with DUP and id %d",
+			again.Dup, again.QoS, again.PacketID, again.Payload, first.PacketID)
 	}
 	r2.send(&packet.Ack{Kind: packet.PUBACK, PacketID: again.PacketID})
 	if _, err := r2.read(300 * time.Millisecond); err == nil {
 		t.Fatal("a further delivery after the acknowledged resend")
+	}
+	_ = r2.nc.Close()
+	r3 := connect(false)
+	if p, err := r3.read(500 * time.Millisecond); err == nil {
+		t.Fatalf("a %v after the message was acknowledged", p.Type())
+	}
+}
+
+// TestQoS2PubrelResumed: a subscriber PUBRECs a QoS 2 message and leaves
+// before PUBCOMP; the resumed session gets the PUBREL again with the same
+// packet identifier, not the message (MQTT-4.4.0-1, exactly once).
+func TestQoS2PubrelResumed(t *testing.T) {
+	b := startBroker(t)
+	connect := func(clean bool) *rawClient {
+		r := dialRaw(t, mqttAddr(b), packet.V5)
+		cp := &packet.Connect{ClientID: []byte("rel-sub"), CleanStart: clean, KeepAlive: 30}
+		cp.Props.SessionExpiry = 300
+		cp.Props.Set(packet.PropSessionExpiry)
+		r.connect(cp)
+		return r
+	}
+	r := connect(true)
+	r.subscribeOne("rel/t", 2)
+	pub, _ := dialV5(t, mqttAddr(b), "rel-pub")
+	pub.publish(t, &paho.Publish{Topic: "rel/t", QoS: 2, Payload: []byte("once")})
+	m := nextAs[*packet.Publish](r)
+	r.send(&packet.Ack{Kind: packet.PUBREC, PacketID: m.PacketID})
+	if rel := nextAs[*packet.Ack](r); rel.Kind != packet.PUBREL || rel.PacketID != m.PacketID {
+		t.Fatalf("got %v %d, want PUBREL %d", rel.Kind, rel.PacketID, m.PacketID)
+	}
+	_ = r.nc.Close() // no PUBCOMP
+
+	r2 := connect(false)
+	rel := nextAs[*packet.Ack](r2)
+	if rel.Kind != packet.PUBREL || rel.PacketID != m.PacketID {
+		t.Fatalf("after resume: %v %d, want PUBREL %d", rel.Kind, rel.PacketID, m.PacketID)
+	}
+	r2.send(&packet.Ack{Kind: packet.PUBCOMP, PacketID: rel.PacketID})
+	if p, err := r2.read(300 * time.Millisecond); err == nil {
+		t.Fatalf("a %v after PUBCOMP", p.Type())
+	}
+	_ = r2.nc.Close()
+	r3 := connect(false)
+	if p, err := r3.read(500 * time.Millisecond); err == nil {
+		t.Fatalf("a %v after the exchange completed", p.Type())
+	}
+}
+
+// TestInboxOrderAcrossReconnect: a persistent subscriber leaves without
+// acknowledging while a publisher keeps publishing on one topic; on resume
+// it gets every message exactly once more, in publish order: those it had
+// (with DUP), those queued meanwhile, then the live ones.
+func TestInboxOrderAcrossReconnect(t *testing.T) {
+	b := startBroker(t)
+	connect := func(clean bool) *rawClient {
+		r := dialRaw(t, mqttAddr(b), packet.V5)
+		cp := &packet.Connect{ClientID: []byte("ord-sub"), CleanStart: clean, KeepAlive: 30}
+		cp.Props.SessionExpiry = 300
+		cp.Props.Set(packet.PropSessionExpiry)
+		r.connect(cp)
+		return r
+	}
+	const total, before = 60, 15
+	r := connect(true)
+	r.subscribeOne("ord/t", 1)
+	pub, _ := dialV5(t, mqttAddr(b), "ord-pub")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range total {
+			ctx, cancel := context.WithTimeout(context.Background(), wait)
+			_, err := pub.Publish(ctx, &paho.Publish{Topic: "ord/t", QoS: 1, Payload: fmt.Appendf(nil, "m%03d", i)})
+			cancel()
+			if err != nil {
+				t.Errorf("publish %d: %v", i, err)
+				return
+			}
+		}
+	}()
+	for range before {
+		nextAs[*packet.Publish](r) // not acknowledged
+	}
+	_ = r.nc.Close()
+
+	r2 := connect(false)
+	var got []string
+	for len(got) < total {
+		p, err := r2.read(wait)
+		if err != nil {
+			t.Fatalf("after %d messages: %v", len(got), err)
+		}
+		m, ok := p.(*packet.Publish)
+		if !ok {
+			continue
+		}
+		got = append(got, string(m.Payload))
+		r2.send(&packet.Ack{Kind: packet.PUBACK, PacketID: m.PacketID})
+	}
+	<-done
+	for i, g := range got {
+		if want := fmt.Sprintf("m%03d", i); g != want {
+			t.Fatalf("message %d on the resumed session is %s, want %s (order %v)", i, g, want, got)
+		}
+	}
+	if p, err := r2.read(300 * time.Millisecond); err == nil {
+		t.Fatalf("a %v after all %d messages", p.Type(), total)
 	}
 }
 

@@ -114,6 +114,7 @@ type Envelope struct {
 	//	*Envelope_SessionTick
 	//	*Envelope_InboxAppend
 	//	*Envelope_SharedRedispatch
+	//	*Envelope_InboxAck
 	Event         isEnvelope_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -315,6 +316,15 @@ func (x *Envelope) GetSharedRedispatch() *SharedRedispatch {
 	return nil
 }
 
+func (x *Envelope) GetInboxAck() *InboxAck {
+	if x != nil {
+		if x, ok := x.Event.(*Envelope_InboxAck); ok {
+			return x.InboxAck
+		}
+	}
+	return nil
+}
+
 type isEnvelope_Event interface {
 	isEnvelope_Event()
 }
@@ -371,6 +381,10 @@ type Envelope_SharedRedispatch struct {
 	SharedRedispatch *SharedRedispatch `protobuf:"bytes,22,opt,name=shared_redispatch,json=sharedRedispatch,proto3,oneof"`
 }
 
+type Envelope_InboxAck struct {
+	InboxAck *InboxAck `protobuf:"bytes,23,opt,name=inbox_ack,json=inboxAck,proto3,oneof"`
+}
+
 func (*Envelope_Publish) isEnvelope_Event() {}
 
 func (*Envelope_SubscriptionChange) isEnvelope_Event() {}
@@ -396,6 +410,8 @@ func (*Envelope_SessionTick) isEnvelope_Event() {}
 func (*Envelope_InboxAppend) isEnvelope_Event() {}
 
 func (*Envelope_SharedRedispatch) isEnvelope_Event() {}
+
+func (*Envelope_InboxAck) isEnvelope_Event() {}
 
 // MessageID names one published message: the gateway instance that took it
 // in (a random 64-bit number chosen at start) and a sequence number there.
@@ -1404,8 +1420,19 @@ type Target struct {
 	// Set when the client was chosen as the member of a shared subscription
 	// (and matched no other subscription of its own): should the client leave
 	// without acknowledging, the message goes to another member.
-	ShareGroup    string `protobuf:"bytes,7,opt,name=share_group,json=shareGroup,proto3" json:"share_group,omitempty"`
-	ShareFilter   string `protobuf:"bytes,8,opt,name=share_filter,json=shareFilter,proto3" json:"share_filter,omitempty"`
+	ShareGroup  string `protobuf:"bytes,7,opt,name=share_group,json=shareGroup,proto3" json:"share_group,omitempty"`
+	ShareFilter string `protobuf:"bytes,8,opt,name=share_filter,json=shareFilter,proto3" json:"share_filter,omitempty"`
+	// Set by the session service for a message of a persistent session's
+	// inbox: the packet identifier to send it with (1–32767, kept across
+	// connections so a resend uses the original identifier, MQTT-4.4.0-1)
+	// and the entry's sequence number, which the gateway returns in InboxAck
+	// when the client acknowledges. 0 when the gateway picks the identifier
+	// (32768–65535) and tracks nothing.
+	PacketId uint32 `protobuf:"varint,9,opt,name=packet_id,json=packetId,proto3" json:"packet_id,omitempty"`
+	InboxSeq uint64 `protobuf:"varint,10,opt,name=inbox_seq,json=inboxSeq,proto3" json:"inbox_seq,omitempty"`
+	// The client sent PUBREC for this QoS 2 message on an earlier
+	// connection: the gateway sends PUBREL (packet_id) instead of PUBLISH.
+	Release       bool `protobuf:"varint,11,opt,name=release,proto3" json:"release,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1494,6 +1521,27 @@ func (x *Target) GetShareFilter() string {
 		return x.ShareFilter
 	}
 	return ""
+}
+
+func (x *Target) GetPacketId() uint32 {
+	if x != nil {
+		return x.PacketId
+	}
+	return 0
+}
+
+func (x *Target) GetInboxSeq() uint64 {
+	if x != nil {
+		return x.InboxSeq
+	}
+	return 0
+}
+
+func (x *Target) GetRelease() bool {
+	if x != nil {
+		return x.Release
+	}
+	return false
 }
 
 // Delivery carries one message to one gateway for all of its targets there
@@ -1761,17 +1809,28 @@ func (*SessionTick) Descriptor() ([]byte, []int) {
 	return file_shoal_v1_events_proto_rawDescGZIP(), []int{19}
 }
 
-// InboxAppend queues a QoS 1 or 2 message for a persistent session whose
-// client is offline (topic shoal.sessions, key tenant/client, written by the
-// router). The session service keeps it with the session and delivers it
-// when the session resumes; if the client is online again by then, it is
-// forwarded at once.
+// InboxAppend hands a QoS 1 or 2 message for a persistent session to the
+// session service (topic shoal.sessions, key tenant/client, written by the
+// router for persistent targets, online or not, and by a gateway for a
+// message it could not deliver). The session service keeps it in the
+// session's inbox until the client acknowledges it (InboxAck): it forwards
+// it at once while the client is online, and sends every entry again when
+// the session resumes, so a message in flight survives the crash of any
+// process.
 type InboxAppend struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Message *Message               `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
-	// The client's target options (QoS, retain, subscription identifiers);
-	// client_id and connection are not used.
-	Target        *Target `protobuf:"bytes,2,opt,name=target,proto3" json:"target,omitempty"`
+	// The client's target options (QoS, retain, subscription identifiers,
+	// shared subscription); client_id and connection are not used.
+	Target *Target `protobuf:"bytes,2,opt,name=target,proto3" json:"target,omitempty"`
+	// Set by the session service on the entry it keeps: the entry's sequence
+	// number in the session, its packet identifier, and how far it got.
+	Seq      uint64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	PacketId uint32 `protobuf:"varint,4,opt,name=packet_id,json=packetId,proto3" json:"packet_id,omitempty"`
+	// Forwarded to a connection (a resend carries DUP).
+	Sent bool `protobuf:"varint,5,opt,name=sent,proto3" json:"sent,omitempty"`
+	// QoS 2: the client sent PUBREC; PUBREL is owed until PUBCOMP.
+	Received      bool `protobuf:"varint,6,opt,name=received,proto3" json:"received,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1820,6 +1879,100 @@ func (x *InboxAppend) GetTarget() *Target {
 	return nil
 }
 
+func (x *InboxAppend) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *InboxAppend) GetPacketId() uint32 {
+	if x != nil {
+		return x.PacketId
+	}
+	return 0
+}
+
+func (x *InboxAppend) GetSent() bool {
+	if x != nil {
+		return x.Sent
+	}
+	return false
+}
+
+func (x *InboxAppend) GetReceived() bool {
+	if x != nil {
+		return x.Received
+	}
+	return false
+}
+
+// InboxAck reports a client's acknowledgement of an inbox message (topic
+// shoal.sessions, key tenant/client, written by the gateway): PUBACK or
+// PUBCOMP ends the entry, PUBREC marks it received.
+type InboxAck struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Target.inbox_seq of the delivery.
+	Seq uint64 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	// PUBREC of a QoS 2 message (false: PUBACK or PUBCOMP).
+	Received bool `protobuf:"varint,2,opt,name=received,proto3" json:"received,omitempty"`
+	// The generation of the connection that received the acknowledgement.
+	Generation    uint64 `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InboxAck) Reset() {
+	*x = InboxAck{}
+	mi := &file_shoal_v1_events_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InboxAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InboxAck) ProtoMessage() {}
+
+func (x *InboxAck) ProtoReflect() protoreflect.Message {
+	mi := &file_shoal_v1_events_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InboxAck.ProtoReflect.Descriptor instead.
+func (*InboxAck) Descriptor() ([]byte, []int) {
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *InboxAck) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *InboxAck) GetReceived() bool {
+	if x != nil {
+		return x.Received
+	}
+	return false
+}
+
+func (x *InboxAck) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
 // SharedRedispatch hands a message of a shared subscription to another
 // member (topic shoal.messages, key tenant/topic, so the shard that matched
 // it gets it): written by a gateway for the QoS 1/2 messages a member had not
@@ -1837,7 +1990,7 @@ type SharedRedispatch struct {
 
 func (x *SharedRedispatch) Reset() {
 	*x = SharedRedispatch{}
-	mi := &file_shoal_v1_events_proto_msgTypes[21]
+	mi := &file_shoal_v1_events_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1849,7 +2002,7 @@ func (x *SharedRedispatch) String() string {
 func (*SharedRedispatch) ProtoMessage() {}
 
 func (x *SharedRedispatch) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[21]
+	mi := &file_shoal_v1_events_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1862,7 +2015,7 @@ func (x *SharedRedispatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SharedRedispatch.ProtoReflect.Descriptor instead.
 func (*SharedRedispatch) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{21}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SharedRedispatch) GetMessage() *Message {
@@ -1897,7 +2050,7 @@ var File_shoal_v1_events_proto protoreflect.FileDescriptor
 
 const file_shoal_v1_events_proto_rawDesc = "" +
 	"\n" +
-	"\x15shoal/v1/events.proto\x12\bshoal.v1\"\xf8\a\n" +
+	"\x15shoal/v1/events.proto\x12\bshoal.v1\"\xab\b\n" +
 	"\bEnvelope\x12%\n" +
 	"\x0eschema_version\x18\x01 \x01(\rR\rschemaVersion\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x1b\n" +
@@ -1921,7 +2074,8 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"\x11gateway_heartbeat\x18\x13 \x01(\v2\x1a.shoal.v1.GatewayHeartbeatH\x00R\x10gatewayHeartbeat\x12:\n" +
 	"\fsession_tick\x18\x14 \x01(\v2\x15.shoal.v1.SessionTickH\x00R\vsessionTick\x12:\n" +
 	"\finbox_append\x18\x15 \x01(\v2\x15.shoal.v1.InboxAppendH\x00R\vinboxAppend\x12I\n" +
-	"\x11shared_redispatch\x18\x16 \x01(\v2\x1a.shoal.v1.SharedRedispatchH\x00R\x10sharedRedispatchB\a\n" +
+	"\x11shared_redispatch\x18\x16 \x01(\v2\x1a.shoal.v1.SharedRedispatchH\x00R\x10sharedRedispatch\x121\n" +
+	"\tinbox_ack\x18\x17 \x01(\v2\x12.shoal.v1.InboxAckH\x00R\binboxAckB\a\n" +
 	"\x05event\"B\n" +
 	"\tMessageID\x12#\n" +
 	"\rgateway_epoch\x18\x01 \x01(\x04R\fgatewayEpoch\x12\x10\n" +
@@ -2029,7 +2183,7 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"connection\x18\x01 \x01(\x04R\n" +
 	"connection\x12\x1f\n" +
 	"\vreason_code\x18\x02 \x01(\rR\n" +
-	"reasonCode\"\xf0\x01\n" +
+	"reasonCode\"\xc4\x02\n" +
 	"\x06Target\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12\x1e\n" +
 	"\n" +
@@ -2041,7 +2195,11 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"\x03dup\x18\x06 \x01(\bR\x03dup\x12\x1f\n" +
 	"\vshare_group\x18\a \x01(\tR\n" +
 	"shareGroup\x12!\n" +
-	"\fshare_filter\x18\b \x01(\tR\vshareFilter\"c\n" +
+	"\fshare_filter\x18\b \x01(\tR\vshareFilter\x12\x1b\n" +
+	"\tpacket_id\x18\t \x01(\rR\bpacketId\x12\x1b\n" +
+	"\tinbox_seq\x18\n" +
+	" \x01(\x04R\binboxSeq\x12\x18\n" +
+	"\arelease\x18\v \x01(\bR\arelease\"c\n" +
 	"\bDelivery\x12+\n" +
 	"\amessage\x18\x01 \x01(\v2\x11.shoal.v1.MessageR\amessage\x12*\n" +
 	"\atargets\x18\x02 \x03(\v2\x10.shoal.v1.TargetR\atargets\"f\n" +
@@ -2058,10 +2216,20 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"\x04slot\x18\x01 \x01(\x05R\x04slot\x12\x1f\n" +
 	"\vinterval_ms\x18\x02 \x01(\x03R\n" +
 	"intervalMs\"\r\n" +
-	"\vSessionTick\"d\n" +
+	"\vSessionTick\"\xc3\x01\n" +
 	"\vInboxAppend\x12+\n" +
 	"\amessage\x18\x01 \x01(\v2\x11.shoal.v1.MessageR\amessage\x12(\n" +
-	"\x06target\x18\x02 \x01(\v2\x10.shoal.v1.TargetR\x06target\"\x9f\x01\n" +
+	"\x06target\x18\x02 \x01(\v2\x10.shoal.v1.TargetR\x06target\x12\x10\n" +
+	"\x03seq\x18\x03 \x01(\x04R\x03seq\x12\x1b\n" +
+	"\tpacket_id\x18\x04 \x01(\rR\bpacketId\x12\x12\n" +
+	"\x04sent\x18\x05 \x01(\bR\x04sent\x12\x1a\n" +
+	"\breceived\x18\x06 \x01(\bR\breceived\"X\n" +
+	"\bInboxAck\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x1a\n" +
+	"\breceived\x18\x02 \x01(\bR\breceived\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x03 \x01(\x04R\n" +
+	"generation\"\x9f\x01\n" +
 	"\x10SharedRedispatch\x12+\n" +
 	"\amessage\x18\x01 \x01(\v2\x11.shoal.v1.MessageR\amessage\x12\x1f\n" +
 	"\vshare_group\x18\x02 \x01(\tR\n" +
@@ -2082,7 +2250,7 @@ func file_shoal_v1_events_proto_rawDescGZIP() []byte {
 }
 
 var file_shoal_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_shoal_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_shoal_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_shoal_v1_events_proto_goTypes = []any{
 	(SubscriptionChange_Op)(0),   // 0: shoal.v1.SubscriptionChange.Op
 	(*Envelope)(nil),             // 1: shoal.v1.Envelope
@@ -2106,7 +2274,8 @@ var file_shoal_v1_events_proto_goTypes = []any{
 	(*GatewayHeartbeat)(nil),     // 19: shoal.v1.GatewayHeartbeat
 	(*SessionTick)(nil),          // 20: shoal.v1.SessionTick
 	(*InboxAppend)(nil),          // 21: shoal.v1.InboxAppend
-	(*SharedRedispatch)(nil),     // 22: shoal.v1.SharedRedispatch
+	(*InboxAck)(nil),             // 22: shoal.v1.InboxAck
+	(*SharedRedispatch)(nil),     // 23: shoal.v1.SharedRedispatch
 }
 var file_shoal_v1_events_proto_depIdxs = []int32{
 	2,  // 0: shoal.v1.Envelope.message_id:type_name -> shoal.v1.MessageID
@@ -2122,29 +2291,30 @@ var file_shoal_v1_events_proto_depIdxs = []int32{
 	19, // 10: shoal.v1.Envelope.gateway_heartbeat:type_name -> shoal.v1.GatewayHeartbeat
 	20, // 11: shoal.v1.Envelope.session_tick:type_name -> shoal.v1.SessionTick
 	21, // 12: shoal.v1.Envelope.inbox_append:type_name -> shoal.v1.InboxAppend
-	22, // 13: shoal.v1.Envelope.shared_redispatch:type_name -> shoal.v1.SharedRedispatch
-	3,  // 14: shoal.v1.Message.user_properties:type_name -> shoal.v1.UserProperty
-	4,  // 15: shoal.v1.Publish.message:type_name -> shoal.v1.Message
-	0,  // 16: shoal.v1.SubscriptionChange.op:type_name -> shoal.v1.SubscriptionChange.Op
-	6,  // 17: shoal.v1.SubscriptionChange.options:type_name -> shoal.v1.SubscriptionOptions
-	8,  // 18: shoal.v1.SubscriptionChange.route:type_name -> shoal.v1.Route
-	4,  // 19: shoal.v1.Will.message:type_name -> shoal.v1.Message
-	8,  // 20: shoal.v1.Connect.route:type_name -> shoal.v1.Route
-	9,  // 21: shoal.v1.Connect.will:type_name -> shoal.v1.Will
-	17, // 22: shoal.v1.ConnectResult.subscriptions:type_name -> shoal.v1.SessionSubscription
-	8,  // 23: shoal.v1.Presence.route:type_name -> shoal.v1.Route
-	4,  // 24: shoal.v1.Delivery.message:type_name -> shoal.v1.Message
-	15, // 25: shoal.v1.Delivery.targets:type_name -> shoal.v1.Target
-	6,  // 26: shoal.v1.SessionSubscription.options:type_name -> shoal.v1.SubscriptionOptions
-	17, // 27: shoal.v1.SessionSubscriptions.added:type_name -> shoal.v1.SessionSubscription
-	4,  // 28: shoal.v1.InboxAppend.message:type_name -> shoal.v1.Message
-	15, // 29: shoal.v1.InboxAppend.target:type_name -> shoal.v1.Target
-	4,  // 30: shoal.v1.SharedRedispatch.message:type_name -> shoal.v1.Message
-	31, // [31:31] is the sub-list for method output_type
-	31, // [31:31] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	23, // 13: shoal.v1.Envelope.shared_redispatch:type_name -> shoal.v1.SharedRedispatch
+	22, // 14: shoal.v1.Envelope.inbox_ack:type_name -> shoal.v1.InboxAck
+	3,  // 15: shoal.v1.Message.user_properties:type_name -> shoal.v1.UserProperty
+	4,  // 16: shoal.v1.Publish.message:type_name -> shoal.v1.Message
+	0,  // 17: shoal.v1.SubscriptionChange.op:type_name -> shoal.v1.SubscriptionChange.Op
+	6,  // 18: shoal.v1.SubscriptionChange.options:type_name -> shoal.v1.SubscriptionOptions
+	8,  // 19: shoal.v1.SubscriptionChange.route:type_name -> shoal.v1.Route
+	4,  // 20: shoal.v1.Will.message:type_name -> shoal.v1.Message
+	8,  // 21: shoal.v1.Connect.route:type_name -> shoal.v1.Route
+	9,  // 22: shoal.v1.Connect.will:type_name -> shoal.v1.Will
+	17, // 23: shoal.v1.ConnectResult.subscriptions:type_name -> shoal.v1.SessionSubscription
+	8,  // 24: shoal.v1.Presence.route:type_name -> shoal.v1.Route
+	4,  // 25: shoal.v1.Delivery.message:type_name -> shoal.v1.Message
+	15, // 26: shoal.v1.Delivery.targets:type_name -> shoal.v1.Target
+	6,  // 27: shoal.v1.SessionSubscription.options:type_name -> shoal.v1.SubscriptionOptions
+	17, // 28: shoal.v1.SessionSubscriptions.added:type_name -> shoal.v1.SessionSubscription
+	4,  // 29: shoal.v1.InboxAppend.message:type_name -> shoal.v1.Message
+	15, // 30: shoal.v1.InboxAppend.target:type_name -> shoal.v1.Target
+	4,  // 31: shoal.v1.SharedRedispatch.message:type_name -> shoal.v1.Message
+	32, // [32:32] is the sub-list for method output_type
+	32, // [32:32] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_shoal_v1_events_proto_init() }
@@ -2166,6 +2336,7 @@ func file_shoal_v1_events_proto_init() {
 		(*Envelope_SessionTick)(nil),
 		(*Envelope_InboxAppend)(nil),
 		(*Envelope_SharedRedispatch)(nil),
+		(*Envelope_InboxAck)(nil),
 	}
 	file_shoal_v1_events_proto_msgTypes[8].OneofWrappers = []any{}
 	file_shoal_v1_events_proto_msgTypes[12].OneofWrappers = []any{}
@@ -2175,7 +2346,7 @@ func file_shoal_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shoal_v1_events_proto_rawDesc), len(file_shoal_v1_events_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   22,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

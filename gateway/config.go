@@ -49,6 +49,10 @@ type Config struct {
 	WriteTimeout time.Duration `yaml:"write_timeout"`
 	// SysInterval is the period of the $SYS/broker topics; 0 disables them.
 	SysInterval time.Duration `yaml:"sys_interval"`
+	// Heartbeat is the period of the GatewayHeartbeat written to each
+	// partition of shoal.sessions; the session service ends the
+	// connections of a gateway silent for session.gateway_timeout.
+	Heartbeat time.Duration `yaml:"heartbeat"`
 }
 
 // DefaultConfig returns the defaults.
@@ -67,6 +71,7 @@ func DefaultConfig() Config {
 		MaxOutBuffer:      4 << 20,
 		WriteTimeout:      30 * time.Second,
 		SysInterval:       10 * time.Second,
+		Heartbeat:         time.Second,
 	}
 }
 
@@ -82,6 +87,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MQTTListen == "" && c.WSListen == "" {
 		bad("mqtt_listen", "no listener: set mqtt_listen or ws_listen")
+	}
+	if c.Heartbeat <= 0 {
+		bad("heartbeat", "must be > 0")
 	}
 	if c.ConnectTimeout <= 0 {
 		bad("connect_timeout", "must be > 0")

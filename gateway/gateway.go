@@ -176,6 +176,16 @@ func (g *Gateway) Run(ctx context.Context) error {
 		wg.Wait()
 		return nil
 	}
+	// The first heartbeat precedes every Connect of this run in each
+	// partition of shoal.sessions: the session service learns of the
+	// restart (a new connection base on the slot) before any new client.
+	if err := g.heartbeat(ctx); err != nil {
+		cancel()
+		wg.Wait()
+		return fmt.Errorf("gateway: first heartbeat: %w", err)
+	}
+	wg.Add(1)
+	go func() { defer wg.Done(); g.heartbeatLoop(ctx) }()
 
 	var listeners []net.Listener
 	if g.cfg.MQTTListen != "" {
@@ -237,6 +247,42 @@ func (g *Gateway) Run(ctx context.Context) error {
 	g.closeAll()
 	wg.Wait()
 	return err
+}
+
+// heartbeat writes a GatewayHeartbeat to every partition of shoal.sessions
+// and waits until Kafka has them.
+func (g *Gateway) heartbeat(ctx context.Context) error {
+	n := g.kl.Partitions(kafka.TopicSessions)
+	key := fmt.Appendf(nil, "\x00gw/%d", g.cfg.Slot) // no tenant/client key starts with NUL
+	env := &eventspb.Envelope{
+		Gateway:     g.cfg.ID,
+		TimestampUs: g.clock().UnixMicro(),
+		Event: &eventspb.Envelope_GatewayHeartbeat{GatewayHeartbeat: &eventspb.GatewayHeartbeat{
+			Slot: g.cfg.Slot, IntervalMs: g.cfg.Heartbeat.Milliseconds(), ConnectionBase: g.epoch << 24,
+		}},
+	}
+	rs := make([]*kafka.Record, n)
+	for p := range n {
+		rs[p] = kafka.NewRecord(kafka.TopicSessions, key, p, env)
+	}
+	return g.kl.ProduceSync(ctx, rs...)
+}
+
+// heartbeatLoop writes heartbeats every Config.Heartbeat until ctx ends. A
+// failed write is logged; the next one tries again.
+func (g *Gateway) heartbeatLoop(ctx context.Context) {
+	t := time.NewTicker(g.cfg.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := g.heartbeat(ctx); err != nil && ctx.Err() == nil {
+			g.log.Warn("write heartbeat", "slot", g.cfg.Slot, "err", err)
+		}
+	}
 }
 
 func (g *Gateway) setAddr(name string, a net.Addr) {

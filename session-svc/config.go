@@ -29,12 +29,18 @@ type Config struct {
 	// flight (`session.max_inbox`, at most 32767); beyond it new messages
 	// are dropped and counted (logged at warn).
 	MaxInbox int `yaml:"max_inbox"`
+	// GatewayTimeout is how long a gateway may go without a heartbeat
+	// before the service ends its clients' connections uncleanly: wills
+	// become due, persistent sessions start expiring and keep queuing
+	// (`session.gateway_timeout`). Checked at each SessionTick, so a dead
+	// gateway's clients go offline within GatewayTimeout + ExpiryCheck.
+	GatewayTimeout time.Duration `yaml:"gateway_timeout"`
 }
 
 // DefaultConfig returns the configuration Shoal runs with unless told
 // otherwise.
 func DefaultConfig() Config {
-	return Config{RetryBackoff: time.Second, ExpiryCheck: 5 * time.Second, MaxInbox: 1000}
+	return Config{RetryBackoff: time.Second, ExpiryCheck: 5 * time.Second, MaxInbox: 1000, GatewayTimeout: 10 * time.Second}
 }
 
 // Validate checks the configuration and returns one error per bad key,
@@ -52,6 +58,9 @@ func (c Config) Validate() error {
 	if c.MaxInbox < 1 || c.MaxInbox > MaxInboxPacketID {
 		// Every inbox entry holds a packet identifier of 1–MaxInboxPacketID.
 		errs = append(errs, fmt.Errorf("session.max_inbox: must be 1–%d, is %d", MaxInboxPacketID, c.MaxInbox))
+	}
+	if c.GatewayTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("session.gateway_timeout: must be > 0, is %s", c.GatewayTimeout))
 	}
 	if c.ExpiryCheck <= 0 {
 		errs = append(errs, fmt.Errorf("session.expiry_check: must be > 0, is %s", c.ExpiryCheck))

@@ -67,6 +67,9 @@ type machine struct {
 	// inboxDropped counts what it made the service drop.
 	maxInbox     int
 	inboxDropped *atomic.Int64
+	// gatewayTimeout is how long a slot's gateway may go without a
+	// heartbeat before its connections are ended.
+	gatewayTimeout time.Duration
 }
 
 // apply applies one event of client k to sess, which the caller owns and
@@ -374,6 +377,20 @@ func (m *machine) disconnect(k clientKey, sess *Session, d *eventspb.Disconnect,
 		outs = m.endSession(k, sess, now, outs)
 	}
 	return outs, true
+}
+
+// gatewayGone ends the client's current connection as its gateway died or
+// restarted: as an unclean disconnect (the will is due, a non-persistent
+// session ends, a persistent one starts its expiry).
+func (m *machine) gatewayGone(k clientKey, sess *Session, outs []output) ([]output, bool) {
+	m.log.Info("connection ended with its gateway", "tenant", k.tenant, "client", k.client,
+		"slot", sess.Route.GetSlot(), "connection", sess.Route.GetConnection())
+	return m.disconnect(k, sess, &eventspb.Disconnect{
+		Connection:  sess.Route.GetConnection(),
+		Generation:  sess.Generation,
+		ReasonCode:  uint32(packet.CodeUnspecifiedError),
+		PublishWill: true,
+	}, outs)
 }
 
 // subscriptions records a SUBSCRIBE or UNSUBSCRIBE of the client's current

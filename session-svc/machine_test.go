@@ -33,6 +33,7 @@ func newTestMachine() *machine {
 		now:                  func() time.Time { return testNow },
 		log:                  slog.New(slog.DiscardHandler),
 		maxInbox:             2,
+		gatewayTimeout:       10 * time.Second,
 	}
 }
 
@@ -873,4 +874,63 @@ func TestInboxForwardsShareOneRound(t *testing.T) {
 	if len(h.writes) != 1 {
 		t.Fatalf("%d writes for a run of forwarded messages, want 1", len(h.writes))
 	}
+}
+
+// heartbeat is slot's gateway heartbeat of the run with connection base
+// base, at.
+func heartbeat(slot int32, base uint64, at time.Time) *eventspb.Envelope {
+	return &eventspb.Envelope{Gateway: "gw", TimestampUs: at.UnixMicro(), Event: &eventspb.Envelope_GatewayHeartbeat{
+		GatewayHeartbeat: &eventspb.GatewayHeartbeat{Slot: slot, IntervalMs: 1000, ConnectionBase: base},
+	}}
+}
+
+var (
+	run5 = conn{tenant: "acme", client: "acme-dev1", gateway: "gw-1", slot: 1, connection: 5<<24 | 1, request: 100}
+	run6 = conn{tenant: "acme", client: "acme-dev2", gateway: "gw-1", slot: 1, connection: 6<<24 | 1, request: 101}
+)
+
+func TestGatewayRestartEndsOlderConnections(t *testing.T) {
+	h := newHarness(t)
+	h.batch(heartbeat(1, 5<<24, testNow), run5.connect(false, 60, testWill()))
+	// The same run again: nothing happens.
+	if got := h.batch(heartbeat(1, 5<<24, testNow.Add(time.Second))); len(got) != 0 {
+		t.Fatalf("heartbeat of the same run: %d outputs", len(got))
+	}
+	// Run 6 on slot 1: run 5's connections are gone, uncleanly.
+	got := h.batch(heartbeat(1, 6<<24, testNow.Add(2*time.Second)), run6.connect(true, 0, nil))
+	// (One round, stage by stage: presences, then the will and the answer.)
+	checkOutputs(t, got, outputs(wantPresence(run5, false, true, 1), wantPresence(run6, true, false, 1),
+		wantWill(run5, testWill(), 1), wantResult(run6, 1)))
+	if s := h.session(run5); s.Online || !s.Active {
+		t.Fatalf("after its gateway restarted: online %v active %v, want an offline persistent session", s.Online, s.Active)
+	}
+	if s := h.session(run6); !s.Online {
+		t.Fatal("the new run's client is offline")
+	}
+}
+
+func TestSilentGatewayEndsConnections(t *testing.T) {
+	h := newHarness(t)
+	h.batch(heartbeat(1, 5<<24, testNow), run5.connect(false, 60, testWill()))
+	if got := h.batch(tickAt(testNow.Add(9 * time.Second))); len(got) != 0 {
+		t.Fatalf("within the gateway timeout: %d outputs", len(got))
+	}
+	got := h.batch(tickAt(testNow.Add(11 * time.Second)))
+	checkOutputs(t, got, outputs(wantPresence(run5, false, true, 1), wantWill(run5, testWill(), 1)))
+	// A heartbeat keeps a gateway alive.
+	h.batch(run5.connect(false, 60, nil), heartbeat(1, 5<<24, testNow.Add(20*time.Second)))
+	if got := h.batch(tickAt(testNow.Add(25 * time.Second))); len(got) != 0 {
+		t.Fatalf("a live gateway's clients: %d outputs", len(got))
+	}
+}
+
+func TestSilentGatewayAfterRestartGetsGrace(t *testing.T) {
+	h := newHarness(t)
+	h.batch(heartbeat(1, 5<<24, testNow), run5.connect(false, 3600, nil))
+	h.restart() // liveness is not stored
+	if got := h.batch(tickAt(testNow.Add(time.Minute))); len(got) != 0 {
+		t.Fatalf("first tick after a restart: %d outputs, want a grace period", len(got))
+	}
+	got := h.batch(tickAt(testNow.Add(time.Minute + 11*time.Second)))
+	checkOutputs(t, got, outputs(wantPresence(run5, false, true, 1)))
 }

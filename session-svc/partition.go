@@ -34,11 +34,29 @@ type partition struct {
 	mu       sync.Mutex
 	sessions map[clientKey]*Session // committed
 	offset   int64                  // the last applied offset, -1 before any
+
+	// live is what the partition's log says of each slot's gateway (used
+	// by process only). It is not stored: after a load, a slot with online
+	// clients and no heartbeat gets one gateway_timeout of grace from the
+	// first tick.
+	live map[int32]*slotLiveness
+}
+
+// slotLiveness is the newest heartbeat of a slot's gateway.
+type slotLiveness struct {
+	base   uint64 // the run's connection base; 0 when not heard from yet
+	lastUs int64  // timestamp of the newest heartbeat (or of the grace's start)
+}
+
+// sameRun reports whether connection was opened by the gateway run whose
+// connection base is base (0: any run).
+func sameRun(connection, base uint64) bool {
+	return base == 0 || connection>>24 == base>>24
 }
 
 // loadPartition restores partition id's state from store.
 func loadPartition(ctx context.Context, id int32, m *machine, store Store) (*partition, error) {
-	p := &partition{id: id, m: m, store: store, sessions: make(map[clientKey]*Session)}
+	p := &partition{id: id, m: m, store: store, sessions: make(map[clientKey]*Session), live: make(map[int32]*slotLiveness)}
 	off, err := store.LoadSessions(ctx, id, func(s *Session) error {
 		p.sessions[clientKey{s.Tenant, s.ClientID}] = s
 		return nil
@@ -123,18 +141,48 @@ func (p *partition) process(ctx context.Context, recs []record, write writeFunc)
 		if r.env == nil {
 			continue
 		}
+		if hb := r.env.GetGatewayHeartbeat(); hb != nil {
+			// A gateway that restarted on its slot: the connections of its
+			// earlier runs are gone.
+			base, ts := hb.GetConnectionBase(), r.env.GetTimestampUs()
+			e := p.live[hb.GetSlot()]
+			if e != nil && e.base == base {
+				e.lastUs = max(e.lastUs, ts)
+				continue
+			}
+			p.live[hb.GetSlot()] = &slotLiveness{base: base, lastUs: ts}
+			gone := func(sess *Session) bool {
+				return sess.Route.GetSlot() == hb.GetSlot() && !sameRun(sess.Route.GetConnection(), base)
+			}
+			if err := p.endConnections(dirty, gone, emit); err != nil {
+				return err
+			}
+			continue
+		}
 		if r.env.GetSessionTick() != nil {
-			// The partition's clock: end the sessions expired at the
-			// tick's time (from the log, so a replay decides the same).
+			// The partition's clock: end the connections of gateways gone
+			// silent and the sessions expired at the tick's time (from
+			// the log, so a replay decides the same).
 			now := time.UnixMicro(r.env.GetTimestampUs())
+			dead := p.silentGateways(now.UnixMicro())
 			for _, k := range p.keys(dirty) {
 				sess, ok := dirty[k]
 				if !ok {
 					sess = p.committed(k)
 				}
-				var changed bool
-				outs, changed = p.m.expire(k, sess, now, outs[:0])
-				if !changed {
+				outs = outs[:0]
+				changed := false
+				if sess.Online {
+					slot := sess.Route.GetSlot()
+					if base, isDead := dead[slot]; isDead && sameRun(sess.Route.GetConnection(), base) {
+						outs, changed = p.m.gatewayGone(k, sess, outs)
+					} else if p.live[slot] == nil {
+						p.live[slot] = &slotLiveness{lastUs: now.UnixMicro()} // grace
+					}
+				}
+				var expired bool
+				outs, expired = p.m.expire(k, sess, now, outs)
+				if !changed && !expired {
 					continue
 				}
 				dirty[k] = sess
@@ -180,6 +228,44 @@ func (p *partition) process(ctx context.Context, recs []record, write writeFunc)
 	maps.Copy(p.sessions, dirty)
 	p.offset = last
 	p.mu.Unlock()
+	return nil
+}
+
+// silentGateways forgets the slots whose gateway has not been heard from
+// for the gateway timeout at nowUs and returns them with their runs'
+// connection bases.
+func (p *partition) silentGateways(nowUs int64) map[int32]uint64 {
+	dead := make(map[int32]uint64)
+	for slot, e := range p.live {
+		if nowUs-e.lastUs > p.m.gatewayTimeout.Microseconds() {
+			dead[slot] = e.base
+			delete(p.live, slot)
+			p.m.log.Warn("gateway silent; ending its connections", "partition", p.id, "slot", slot,
+				"silent_for", time.Duration(nowUs-e.lastUs)*time.Microsecond)
+		}
+	}
+	return dead
+}
+
+// endConnections ends, uncleanly, the connections of the online sessions
+// that gone selects.
+func (p *partition) endConnections(dirty map[clientKey]*Session, gone func(*Session) bool, emit func(clientKey, []output) error) error {
+	for _, k := range p.keys(dirty) {
+		sess, ok := dirty[k]
+		if !ok {
+			sess = p.committed(k)
+		}
+		if !sess.Online || !gone(sess) {
+			continue
+		}
+		outs, changed := p.m.gatewayGone(k, sess, nil)
+		if changed {
+			dirty[k] = sess
+		}
+		if err := emit(k, outs); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

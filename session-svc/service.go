@@ -84,6 +84,7 @@ func New(cfg Config, client *kafka.Client, store Store, log *slog.Logger, clock 
 			log:                  log,
 			maxInbox:             cfg.MaxInbox,
 			inboxDropped:         new(atomic.Int64),
+			gatewayTimeout:       cfg.GatewayTimeout,
 		},
 	}, nil
 }

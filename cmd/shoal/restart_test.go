@@ -311,7 +311,7 @@ type rawSession struct {
 
 // dialSession connects clientID with a session that outlives the
 // connection and returns the client and the CONNACK.
-func dialSession(t *testing.T, addr, clientID string, clean bool) (*rawSession, *packet.Connack) {
+func dialSession(t *testing.T, addr, clientID string, clean bool, mut ...func(*packet.Connect)) (*rawSession, *packet.Connack) {
 	t.Helper()
 	nc, err := net.DialTimeout("tcp", addr, wait)
 	if err != nil {
@@ -322,6 +322,9 @@ func dialSession(t *testing.T, addr, clientID string, clean bool) (*rawSession, 
 	cp := &packet.Connect{Version: packet.V5, ClientID: []byte(clientID), CleanStart: clean, KeepAlive: 60}
 	cp.Props.SessionExpiry = 3600
 	cp.Props.Set(packet.PropSessionExpiry)
+	for _, m := range mut {
+		m(cp)
+	}
 	r.send(cp)
 	ca, ok := r.next().(*packet.Connack)
 	if !ok || ca.Code != 0 {
@@ -352,16 +355,23 @@ func (r *rawSession) next() packet.Packet {
 	return p
 }
 
-// nextOf reads packets until one of kind arrives.
-func (r *rawSession) nextOf(kind packet.Type) packet.Packet {
+// nextOf reads packets until one of kind arrives and returns it as a T.
+func nextOf[T packet.Packet](r *rawSession, kind packet.Type) T {
 	r.t.Helper()
 	for range 100 {
-		if p := r.next(); p.Type() == kind {
-			return p
+		p := r.next()
+		if p.Type() != kind {
+			continue
 		}
+		v, ok := p.(T)
+		if !ok {
+			r.t.Fatalf("a %v decoded as %T", kind, p)
+		}
+		return v
 	}
 	r.t.Fatalf("no %v in 100 packets", kind)
-	return nil
+	var zero T
+	return zero
 }
 
 // TestRestartKeepsMessagesInFlight kills shoal with SIGKILL while a QoS 1
@@ -376,18 +386,24 @@ func TestRestartKeepsMessagesInFlight(t *testing.T) {
 	dir := t.TempDir()
 	dumpLogs(t, dir)
 	p := startShoal(t, dir)
+	// A client with a retained will is online when the process dies: the
+	// restarted gateway's first heartbeat tells the session service that
+	// the connections of the earlier run are gone, so the will is
+	// published.
+	dialSession(t, p.mqtt, "fly-will", true, func(cp *packet.Connect) {
+		cp.WillFlag, cp.WillQoS, cp.WillRetain = true, 1, true
+		cp.WillTopic, cp.WillPayload = []byte("fly-will/status"), []byte("gone")
+	})
 	sub, _ := dialSession(t, p.mqtt, "fly-sub", true)
 	sub.send(&packet.Subscribe{PacketID: 1, Filters: []packet.Subscription{{Filter: []byte("fly/#"), QoS: 2}}})
-	if _, ok := sub.nextOf(packet.SUBACK).(*packet.Suback); !ok {
-		t.Fatal("no SUBACK")
-	}
+	nextOf[*packet.Suback](sub, packet.SUBACK)
 	pub, _ := connect(t, p.mqtt, "fly-pub", true)
 	pub.publish(t, "fly/1", "one", 1, false)
-	first := sub.nextOf(packet.PUBLISH).(*packet.Publish)
+	first := nextOf[*packet.Publish](sub, packet.PUBLISH)
 	pub.publish(t, "fly/2", "two", 2, false)
-	second := sub.nextOf(packet.PUBLISH).(*packet.Publish)
+	second := nextOf[*packet.Publish](sub, packet.PUBLISH)
 	sub.send(&packet.Ack{Kind: packet.PUBREC, PacketID: second.PacketID})
-	if rel := sub.nextOf(packet.PUBREL).(*packet.Ack); rel.PacketID != second.PacketID {
+	if rel := nextOf[*packet.Ack](sub, packet.PUBREL); rel.PacketID != second.PacketID {
 		t.Fatalf("PUBREL for %d, want %d", rel.PacketID, second.PacketID)
 	}
 	// The PUBREC must be in the log before the kill: the PUBREL above
@@ -400,12 +416,12 @@ func TestRestartKeepsMessagesInFlight(t *testing.T) {
 	if !ca.SessionPresent {
 		t.Fatal("the persistent session did not survive SIGKILL")
 	}
-	again := sub.nextOf(packet.PUBLISH).(*packet.Publish)
+	again := nextOf[*packet.Publish](sub, packet.PUBLISH)
 	if !again.Dup || again.PacketID != first.PacketID || string(again.Payload) != "one" || again.QoS != 1 {
 		t.Fatalf("after the restart: %q qos %d dup %v id %d; want %q again with DUP and id %d",
 			again.Payload, again.QoS, again.Dup, again.PacketID, "one", first.PacketID)
 	}
-	rel := sub.nextOf(packet.PUBREL).(*packet.Ack)
+	rel := nextOf[*packet.Ack](sub, packet.PUBREL)
 	if rel.PacketID != second.PacketID {
 		t.Fatalf("PUBREL for %d after the restart, want %d", rel.PacketID, second.PacketID)
 	}
@@ -413,6 +429,17 @@ func TestRestartKeepsMessagesInFlight(t *testing.T) {
 	sub.send(&packet.Ack{Kind: packet.PUBCOMP, PacketID: rel.PacketID})
 	time.Sleep(300 * time.Millisecond) // the acknowledgements reach the log
 	_ = sub.nc.Close()
+
+	pub, _ = connect(t, p.mqtt, "fly-pub", true)
+	pub.subscribe(t, "fly-will/status")
+	select {
+	case m := <-pub.msgs:
+		if string(m.Payload) != "gone" || !m.Retain {
+			t.Fatalf("will %q retain %v, want %q retained", m.Payload, m.Retain, "gone")
+		}
+	case <-time.After(wait):
+		t.Fatal("the will of a client connected when shoal was killed was not published after the restart")
+	}
 
 	// Acknowledged: nothing comes again.
 	sub, _ = dialSession(t, p.mqtt, "fly-sub", false)

@@ -1714,14 +1714,23 @@ func (x *SessionSubscriptions) GetGeneration() uint64 {
 	return 0
 }
 
-// GatewayHeartbeat: a gateway is alive and owns its slot (topic
-// shoal.sessions is not used for it; see the catalogue).
+// GatewayHeartbeat: a gateway is alive and owns its slot. Written every
+// interval to each partition of shoal.sessions (key "\x00gw/<slot>"): each
+// partition of the session service judges from its own log when a gateway
+// has gone silent, and then ends its clients' connections uncleanly (wills,
+// expiry). Also written once to the gateway's own slot of shoal.deliveries
+// at start, as the position its consumer starts from.
 type GatewayHeartbeat struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Slot          int32                  `protobuf:"varint,1,opt,name=slot,proto3" json:"slot,omitempty"`
-	IntervalMs    int64                  `protobuf:"varint,2,opt,name=interval_ms,json=intervalMs,proto3" json:"interval_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Slot       int32                  `protobuf:"varint,1,opt,name=slot,proto3" json:"slot,omitempty"`
+	IntervalMs int64                  `protobuf:"varint,2,opt,name=interval_ms,json=intervalMs,proto3" json:"interval_ms,omitempty"`
+	// The first connection id of this run of the gateway: connection ids of
+	// one run share their upper 40 bits with it. A heartbeat with another
+	// base on the same slot means the gateway restarted: connections of
+	// other runs on that slot are gone.
+	ConnectionBase uint64 `protobuf:"varint,3,opt,name=connection_base,json=connectionBase,proto3" json:"connection_base,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *GatewayHeartbeat) Reset() {
@@ -1764,6 +1773,13 @@ func (x *GatewayHeartbeat) GetSlot() int32 {
 func (x *GatewayHeartbeat) GetIntervalMs() int64 {
 	if x != nil {
 		return x.IntervalMs
+	}
+	return 0
+}
+
+func (x *GatewayHeartbeat) GetConnectionBase() uint64 {
+	if x != nil {
+		return x.ConnectionBase
 	}
 	return 0
 }
@@ -2211,11 +2227,12 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"\aremoved\x18\x02 \x03(\tR\aremoved\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x03 \x01(\x04R\n" +
-	"generation\"G\n" +
+	"generation\"p\n" +
 	"\x10GatewayHeartbeat\x12\x12\n" +
 	"\x04slot\x18\x01 \x01(\x05R\x04slot\x12\x1f\n" +
 	"\vinterval_ms\x18\x02 \x01(\x03R\n" +
-	"intervalMs\"\r\n" +
+	"intervalMs\x12'\n" +
+	"\x0fconnection_base\x18\x03 \x01(\x04R\x0econnectionBase\"\r\n" +
 	"\vSessionTick\"\xc3\x01\n" +
 	"\vInboxAppend\x12+\n" +
 	"\amessage\x18\x01 \x01(\v2\x11.shoal.v1.MessageR\amessage\x12(\n" +

@@ -572,6 +572,7 @@ func (m *GatewayHeartbeat) CloneVT() *GatewayHeartbeat {
 	r := new(GatewayHeartbeat)
 	r.Slot = m.Slot
 	r.IntervalMs = m.IntervalMs
+	r.ConnectionBase = m.ConnectionBase
 	if len(m.unknownFields) > 0 {
 		r.unknownFields = make([]byte, len(m.unknownFields))
 		copy(r.unknownFields, m.unknownFields)
@@ -1632,6 +1633,9 @@ func (this *GatewayHeartbeat) EqualVT(that *GatewayHeartbeat) bool {
 		return false
 	}
 	if this.IntervalMs != that.IntervalMs {
+		return false
+	}
+	if this.ConnectionBase != that.ConnectionBase {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
@@ -3273,6 +3277,11 @@ func (m *GatewayHeartbeat) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.ConnectionBase != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.ConnectionBase))
+		i--
+		dAtA[i] = 0x18
+	}
 	if m.IntervalMs != 0 {
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.IntervalMs))
 		i--
@@ -4173,6 +4182,9 @@ func (m *GatewayHeartbeat) SizeVT() (n int) {
 	}
 	if m.IntervalMs != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.IntervalMs))
+	}
+	if m.ConnectionBase != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.ConnectionBase))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -7917,6 +7929,25 @@ func (m *GatewayHeartbeat) UnmarshalVT(dAtA []byte) error {
 				b := dAtA[iNdEx]
 				iNdEx++
 				m.IntervalMs |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 3:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field ConnectionBase", wireType)
+			}
+			m.ConnectionBase = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.ConnectionBase |= uint64(b&0x7F) << shift
 				if b < 0x80 {
 					break
 				}
@@ -12199,6 +12230,25 @@ func (m *GatewayHeartbeat) UnmarshalVTUnsafe(dAtA []byte) error {
 				b := dAtA[iNdEx]
 				iNdEx++
 				m.IntervalMs |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 3:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field ConnectionBase", wireType)
+			}
+			m.ConnectionBase = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.ConnectionBase |= uint64(b&0x7F) << shift
 				if b < 0x80 {
 					break
 				}

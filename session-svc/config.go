@@ -12,8 +12,9 @@ type Config struct {
 	// Group is the Kafka consumer group that shares the partitions of
 	// shoal.sessions between session service instances (`session.group`).
 	// Empty: this instance consumes every partition by explicit assignment,
-	// as `shoal all` on the embedded backbone does. Group mode is not built
-	// yet; Validate rejects a non-empty group.
+	// as `shoal all` on the embedded backbone does. In group mode each
+	// instance loads the partitions assigned to it and drops those revoked;
+	// its SessionTicks go to the partitions it owns.
 	Group string `yaml:"group"`
 	// RetryBackoff is how long the service waits after a failed batch (a
 	// produce or store error) before it reloads its state from the store
@@ -47,11 +48,6 @@ func DefaultConfig() Config {
 // each naming it.
 func (c Config) Validate() error {
 	var errs []error
-	if c.Group != "" {
-		// The seam: Run would pass the group, load partitions in OnAssigned
-		// and drop them in OnRevoked.
-		errs = append(errs, fmt.Errorf("session.group: consumer group mode is not supported yet (got %q); leave it empty to consume every partition", c.Group))
-	}
 	if c.RetryBackoff <= 0 {
 		errs = append(errs, fmt.Errorf("session.retry_backoff: must be > 0, is %s", c.RetryBackoff))
 	}

@@ -18,8 +18,7 @@ func TestConfigValidate(t *testing.T) {
 	}{
 		{"zero backoff", func(c *Config) { c.RetryBackoff = 0 }, []string{"session.retry_backoff"}},
 		{"negative backoff", func(c *Config) { c.RetryBackoff = -time.Second }, []string{"session.retry_backoff"}},
-		{"group", func(c *Config) { c.Group = "sessions" }, []string{"session.group"}},
-		{"both", func(c *Config) { c.Group = "g"; c.RetryBackoff = 0 }, []string{"session.group", "session.retry_backoff"}},
+		{"both", func(c *Config) { c.MaxInbox = 0; c.RetryBackoff = 0 }, []string{"session.max_inbox", "session.retry_backoff"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,7 +35,7 @@ type Service struct {
 	progress atomic.Bool // a batch succeeded since the last failure
 
 	mu    sync.Mutex
-	parts []*partition // the loaded partitions, by number; nil while (re)loading
+	parts []*partition // by partition number: nil while (re)loading or not owned
 }
 
 // New returns a session service that reads shoal.sessions through client
@@ -130,12 +131,15 @@ func (s *Service) tickLoop(ctx context.Context) {
 			continue
 		}
 		now := s.m.now()
-		rs := make([]*kafka.Record, 0, s.sessionsPartitions)
-		for p := range s.sessionsPartitions {
+		var rs []*kafka.Record
+		for _, p := range s.owned() {
 			rs = append(rs, kafka.NewRecord(kafka.TopicSessions, key, p, &eventspb.Envelope{
 				TimestampUs: now.UnixMicro(),
 				Event:       &eventspb.Envelope_SessionTick{SessionTick: &eventspb.SessionTick{}},
 			}))
+		}
+		if len(rs) == 0 {
+			continue
 		}
 		if err := s.client.ProduceSync(ctx, rs...); err != nil && ctx.Err() == nil {
 			s.log.Warn("write session ticks", "err", err)
@@ -167,39 +171,63 @@ func (s *Service) failed(ctx context.Context, err error, backoff *time.Duration)
 	*backoff = min(*backoff*2, maxBackoffFactor*s.cfg.RetryBackoff)
 }
 
-// runOnce loads every partition and consumes them by explicit assignment.
-// Group mode (Config.Group) would load a partition in OnAssigned and drop it
-// in OnRevoked instead; the per-partition state already allows it.
+// runOnce consumes shoal.sessions once: by explicit assignment of every
+// partition, each loaded first, or (Config.Group) as a member of a consumer
+// group, loading each partition as it is assigned and dropping it when it
+// is revoked.
 func (s *Service) runOnce(ctx context.Context) error {
-	s.setParts(nil)
-	parts := make([]*partition, s.sessionsPartitions)
-	ids := make([]int32, s.sessionsPartitions)
-	for i := range parts {
-		id := int32(i)
-		p, err := loadPartition(ctx, id, s.m, s.store)
-		if err != nil {
-			return err
-		}
-		parts[i], ids[i] = p, id
-	}
-	s.setParts(parts)
-	s.log.Info("session state loaded", "partitions", len(parts), "sessions", s.sessionCount())
-
-	err := s.client.Consume(ctx, kafka.ConsumeConfig{
-		Topic:      kafka.TopicSessions,
-		Partitions: ids,
-		Start: func(p int32) int64 {
-			if off := parts[p].nextOffset(); off > 0 {
-				return off
+	s.setParts(make([]*partition, s.sessionsPartitions))
+	cc := kafka.ConsumeConfig{
+		Topic: kafka.TopicSessions,
+		Group: s.cfg.Group,
+		Start: func(id int32) int64 {
+			if p := s.part(id); p != nil {
+				if off := p.nextOffset(); off > 0 {
+					return off
+				}
 			}
 			return kafka.StartAtBeginning
 		},
-		OnAssigned: func(context.Context, []int32) { s.ready.Store(true) },
-	}, func(ctx context.Context, b kafka.Batch) error {
-		if b.Partition < 0 || int(b.Partition) >= len(parts) {
-			return fmt.Errorf("batch of unknown partition %d", b.Partition)
+	}
+	if s.cfg.Group == "" {
+		for id := range s.sessionsPartitions {
+			p, err := loadPartition(ctx, id, s.m, s.store)
+			if err != nil {
+				return err
+			}
+			s.setPart(id, p)
+			cc.Partitions = append(cc.Partitions, id)
 		}
-		if err := s.handle(ctx, parts[b.Partition], b); err != nil {
+		s.log.Info("session state loaded", "partitions", len(cc.Partitions), "sessions", s.sessionCount())
+		cc.OnAssigned = func(context.Context, []int32) { s.ready.Store(true) }
+	} else {
+		cc.OnAssigned = func(ctx context.Context, ids []int32) {
+			for _, id := range ids {
+				p, err := loadPartition(ctx, id, s.m, s.store)
+				if err != nil {
+					// Its batches fail the consumer, which reloads.
+					s.log.Error("load assigned partition", "partition", id, "err", err)
+					continue
+				}
+				s.setPart(id, p)
+			}
+			s.log.Info("partitions assigned", "partitions", ids, "sessions", s.sessionCount())
+		}
+		cc.OnRevoked = func(_ context.Context, ids []int32) {
+			for _, id := range ids {
+				s.setPart(id, nil)
+			}
+			s.log.Info("partitions revoked", "partitions", ids)
+		}
+		// A member may be assigned nothing: it serves once it consumes.
+		s.ready.Store(true)
+	}
+	err := s.client.Consume(ctx, cc, func(ctx context.Context, b kafka.Batch) error {
+		p := s.part(b.Partition)
+		if p == nil {
+			return fmt.Errorf("batch of partition %d, which is not loaded", b.Partition)
+		}
+		if err := s.handle(ctx, p, b); err != nil {
 			return err
 		}
 		s.progress.Store(true)
@@ -257,13 +285,11 @@ func (s *Service) record(o output) *kafka.Record {
 func (s *Service) Snapshot(tenant, clientID string) (*Session, bool) {
 	k := clientKey{tenant, clientID}
 	p := kafka.PartitionForKey(k.recordKey(), s.sessionsPartitions)
-	s.mu.Lock()
-	parts := s.parts
-	s.mu.Unlock()
-	if int(p) >= len(parts) {
+	part := s.part(p)
+	if part == nil {
 		return nil, false
 	}
-	return parts[p].snapshot(k)
+	return part.snapshot(k)
 }
 
 func (s *Service) setParts(parts []*partition) {
@@ -272,12 +298,46 @@ func (s *Service) setParts(parts []*partition) {
 	s.mu.Unlock()
 }
 
+func (s *Service) setPart(id int32, p *partition) {
+	s.mu.Lock()
+	if int(id) < len(s.parts) {
+		s.parts[id] = p
+	}
+	s.mu.Unlock()
+}
+
+// part returns partition id's state while it is loaded and owned.
+func (s *Service) part(id int32) *partition {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if id < 0 || int(id) >= len(s.parts) {
+		return nil
+	}
+	return s.parts[id]
+}
+
+// owned returns the partitions loaded now.
+func (s *Service) owned() []int32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ids []int32
+	for id, p := range s.parts {
+		if p != nil {
+			ids = append(ids, int32(id))
+		}
+	}
+	return ids
+}
+
 func (s *Service) sessionCount() int {
 	s.mu.Lock()
-	parts := s.parts
+	parts := slices.Clone(s.parts)
 	s.mu.Unlock()
 	n := 0
 	for _, p := range parts {
+		if p == nil {
+			continue
+		}
 		p.mu.Lock()
 		n += len(p.sessions)
 		p.mu.Unlock()

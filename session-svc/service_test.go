@@ -3,6 +3,7 @@ package sessionsvc_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -409,4 +410,72 @@ func TestServiceRetriesFailedBatch(t *testing.T) {
 	check(t, "presence", b.read(t, kafka.TopicPresence, nil, 3), []got{
 		presence(presencePart, a1, true, 1), presence(presencePart, a1, true, 1), presence(presencePart, a1, true, 1),
 	})
+}
+
+// Two services in one consumer group share shoal.sessions: every connect
+// is answered; when one leaves, the other takes its partitions over from
+// the stored state.
+func TestServiceGroupSharesPartitions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an embedded Kafka")
+	}
+	b := startBackbone(t)
+	cfg := sessionsvc.DefaultConfig()
+	cfg.Group = "sessions-test"
+	svcA, stopA := b.runServiceWith(t, cfg, b.store)
+	svcB, _ := b.runServiceWith(t, cfg, b.store)
+	const n = 12
+	connects := func(gen uint64) {
+		var envs []*eventspb.Envelope
+		for i := range n {
+			env := connectEnv(gw{name: "gw-1", slot: 1, connection: gen<<8 | uint64(i), request: gen<<8 | uint64(i)}, 0, nil)
+			env.ClientId = fmt.Sprintf("acme-dev%d", i)
+			envs = append(envs, env)
+		}
+		b.produce(t, envs...)
+	}
+	// generation returns the generation of client i in whichever service
+	// owns its partition (0 when neither has it).
+	generation := func(i int, svcs ...*sessionsvc.Service) uint64 {
+		for _, svc := range svcs {
+			if s, ok := svc.Snapshot(tenant, fmt.Sprintf("acme-dev%d", i)); ok {
+				return s.Generation
+			}
+		}
+		return 0
+	}
+	connects(1)
+	waitFor(t, "every client connected once", func() bool {
+		for i := range n {
+			if generation(i, svcA, svcB) != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	stopA()
+	connects(2)
+	waitFor(t, "the remaining service to take every partition over", func() bool {
+		for i := range n {
+			if generation(i, svcB) != 2 {
+				return false
+			}
+		}
+		return true
+	})
+	// Each connect answered once, each first connection kicked once: the
+	// leaving member handed its partitions over after its last batch was
+	// committed.
+	var results, kicks int
+	for _, g := range b.read(t, kafka.TopicDeliveries, nil, 3*n) {
+		switch {
+		case g.Env.GetConnectResult() != nil:
+			results++
+		case g.Env.GetKick() != nil:
+			kicks++
+		}
+	}
+	if results != 2*n || kicks != n {
+		t.Fatalf("%d connect results and %d kicks, want %d and %d", results, kicks, 2*n, n)
+	}
 }

@@ -12,8 +12,14 @@ import (
 type Config struct {
 	// ID names this gateway instance in events (envelope.gateway).
 	ID string `yaml:"id"`
-	// Slot is the partition of shoal.deliveries this gateway owns.
+	// Slot is the partition of shoal.deliveries this gateway owns; -1
+	// takes a free one by lease (see SlotLeaser). With a leaser, an
+	// explicit slot (a StatefulSet ordinal) is leased too, so two gateways
+	// never own one slot.
 	Slot int32 `yaml:"slot"`
+	// SlotLease is the time-to-live of the slot lease; it is renewed every
+	// third of it, and a gateway that cannot renew it in time stops.
+	SlotLease time.Duration `yaml:"slot_lease"`
 	// MQTTListen is the TCP address of the MQTT listener ("" disables it).
 	MQTTListen string `yaml:"mqtt_listen"`
 	// WSListen is the address of the MQTT-over-WebSocket listener, path
@@ -72,6 +78,7 @@ func DefaultConfig() Config {
 		WriteTimeout:      30 * time.Second,
 		SysInterval:       10 * time.Second,
 		Heartbeat:         time.Second,
+		SlotLease:         15 * time.Second,
 	}
 }
 
@@ -82,8 +89,11 @@ func (c *Config) Validate() error {
 	if c.ID == "" {
 		bad("id", "must not be empty")
 	}
-	if c.Slot < 0 {
-		bad("slot", "must be ≥ 0")
+	if c.Slot < -1 {
+		bad("slot", "must be ≥ 0, or -1 to lease a free one")
+	}
+	if c.SlotLease < time.Second {
+		bad("slot_lease", "must be ≥ 1s")
 	}
 	if c.MQTTListen == "" && c.WSListen == "" {
 		bad("mqtt_listen", "no listener: set mqtt_listen or ws_listen")

@@ -246,7 +246,7 @@ func (c *conn) handshake(ctx context.Context) bool {
 
 	// Ask the session service.
 	req := &eventspb.Connect{
-		Route:           &eventspb.Route{Slot: g.cfg.Slot, Connection: c.id},
+		Route:           &eventspb.Route{Slot: g.slot.Load(), Connection: c.id},
 		CleanStart:      cp.CleanStart,
 		SessionExpiryS:  c.sessionExpiry,
 		ProtocolVersion: uint32(c.version),

@@ -38,6 +38,9 @@ type Gateway struct {
 	reqSeq   atomic.Uint64 // connect request ids
 	msgParts int32         // partitions of shoal.messages
 
+	leaser SlotLeaser   // nil: the slot is Config.Slot, not leased
+	slot   atomic.Int32 // the owned slot, set by Run before anything uses it
+
 	mu      sync.RWMutex
 	clients map[string]*conn // tenant + "\x00" + client id → connection
 	byID    map[uint64]*conn
@@ -137,13 +140,19 @@ func (g *Gateway) Addr(name string) net.Addr {
 func (g *Gateway) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if err := g.leaseSlot(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("gateway: %w", err)
+	}
 
 	// Position the slot consumer: a marker record written to our own slot
 	// gives an offset at which every later answer to us is found.
-	marker := kafka.NewRecord(kafka.TopicDeliveries, nil, g.cfg.Slot, &eventspb.Envelope{
+	marker := kafka.NewRecord(kafka.TopicDeliveries, nil, g.slot.Load(), &eventspb.Envelope{
 		Gateway:     g.cfg.ID,
 		TimestampUs: g.clock().UnixMicro(),
-		Event:       &eventspb.Envelope_GatewayHeartbeat{GatewayHeartbeat: &eventspb.GatewayHeartbeat{Slot: g.cfg.Slot}},
+		Event:       &eventspb.Envelope_GatewayHeartbeat{GatewayHeartbeat: &eventspb.GatewayHeartbeat{Slot: g.slot.Load()}},
 	})
 	if err := g.kl.ProduceSync(ctx, marker); err != nil {
 		return fmt.Errorf("gateway: write slot marker: %w", err)
@@ -157,7 +166,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 		defer wg.Done()
 		err := g.kl.Consume(ctx, kafka.ConsumeConfig{
 			Topic:      kafka.TopicDeliveries,
-			Partitions: []int32{g.cfg.Slot},
+			Partitions: []int32{g.slot.Load()},
 			Start:      func(int32) int64 { return marker.Offset },
 		}, func(ctx context.Context, b kafka.Batch) error {
 			once.Do(func() { close(positioned) })
@@ -165,7 +174,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 			return nil
 		})
 		if err != nil {
-			errc <- fmt.Errorf("gateway: consume slot %d: %w", g.cfg.Slot, err)
+			errc <- fmt.Errorf("gateway: consume slot %d: %w", g.slot.Load(), err)
 		}
 	}()
 	select {
@@ -186,6 +195,13 @@ func (g *Gateway) Run(ctx context.Context) error {
 	}
 	wg.Add(1)
 	go func() { defer wg.Done(); g.heartbeatLoop(ctx) }()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := g.renewLoop(ctx); err != nil {
+			errc <- fmt.Errorf("gateway: %w", err)
+		}
+	}()
 
 	var listeners []net.Listener
 	if g.cfg.MQTTListen != "" {
@@ -232,7 +248,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	wg.Add(1)
 	go func() { defer wg.Done(); g.sysLoop(ctx, g.version) }()
 	g.ready.Store(true)
-	g.log.Info("gateway ready", "slot", g.cfg.Slot, "mqtt", g.Addr("mqtt"), "ws", g.Addr("ws"))
+	g.log.Info("gateway ready", "slot", g.slot.Load(), "mqtt", g.Addr("mqtt"), "ws", g.Addr("ws"))
 
 	var err error
 	select {
@@ -253,12 +269,12 @@ func (g *Gateway) Run(ctx context.Context) error {
 // and waits until Kafka has them.
 func (g *Gateway) heartbeat(ctx context.Context) error {
 	n := g.kl.Partitions(kafka.TopicSessions)
-	key := fmt.Appendf(nil, "\x00gw/%d", g.cfg.Slot) // no tenant/client key starts with NUL
+	key := fmt.Appendf(nil, "\x00gw/%d", g.slot.Load()) // no tenant/client key starts with NUL
 	env := &eventspb.Envelope{
 		Gateway:     g.cfg.ID,
 		TimestampUs: g.clock().UnixMicro(),
 		Event: &eventspb.Envelope_GatewayHeartbeat{GatewayHeartbeat: &eventspb.GatewayHeartbeat{
-			Slot: g.cfg.Slot, IntervalMs: g.cfg.Heartbeat.Milliseconds(), ConnectionBase: g.epoch << 24,
+			Slot: g.slot.Load(), IntervalMs: g.cfg.Heartbeat.Milliseconds(), ConnectionBase: g.epoch << 24,
 		}},
 	}
 	rs := make([]*kafka.Record, n)
@@ -280,7 +296,7 @@ func (g *Gateway) heartbeatLoop(ctx context.Context) {
 		case <-t.C:
 		}
 		if err := g.heartbeat(ctx); err != nil && ctx.Err() == nil {
-			g.log.Warn("write heartbeat", "slot", g.cfg.Slot, "err", err)
+			g.log.Warn("write heartbeat", "slot", g.slot.Load(), "err", err)
 		}
 	}
 }

@@ -193,7 +193,7 @@ func (c *conn) handleSubscribe(h packet.FixedHeader, body []byte) error {
 			Filter:     inner,
 			ShareGroup: group,
 			Options:    opts,
-			Route:      &eventspb.Route{Slot: g.cfg.Slot, Connection: c.id, Generation: c.generation},
+			Route:      &eventspb.Route{Slot: g.slot.Load(), Connection: c.id, Generation: c.generation},
 		})
 	}
 	if len(added) > 0 {
@@ -237,7 +237,7 @@ func (c *conn) handleUnsubscribe(h packet.FixedHeader, body []byte) error {
 			Op:         eventspb.SubscriptionChange_OP_REMOVE,
 			Filter:     inner,
 			ShareGroup: group,
-			Route:      &eventspb.Route{Slot: g.cfg.Slot, Connection: c.id, Generation: c.generation},
+			Route:      &eventspb.Route{Slot: g.slot.Load(), Connection: c.id, Generation: c.generation},
 		})
 	}
 	if len(removed) > 0 {
@@ -266,7 +266,7 @@ func (c *conn) rebind(ctx context.Context, subs []*eventspb.SessionSubscription)
 			Filter:     inner,
 			ShareGroup: group,
 			Options:    s.Options,
-			Route:      &eventspb.Route{Slot: g.cfg.Slot, Connection: c.id, Generation: c.generation},
+			Route:      &eventspb.Route{Slot: g.slot.Load(), Connection: c.id, Generation: c.generation},
 			Resume:     true,
 		})
 	}

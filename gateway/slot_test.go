@@ -1,0 +1,122 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeLeaser hands out one slot and records the calls.
+type fakeLeaser struct {
+	mu               sync.Mutex
+	slot             int32
+	acquired, renews int
+	released         bool
+	renewErr         error
+}
+
+func (f *fakeLeaser) AcquireSlot(_ context.Context, _ int32, _ string, _ time.Duration) (int32, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.acquired++
+	return f.slot, nil
+}
+
+func (f *fakeLeaser) RenewSlot(context.Context, int32, string, time.Duration) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.renews++
+	return f.renewErr
+}
+
+func (f *fakeLeaser) ReleaseSlot(context.Context, int32, string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.released = true
+	return nil
+}
+
+func (f *fakeLeaser) counts() (int, int, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.acquired, f.renews, f.released
+}
+
+// runLeased runs a gateway with slot -1 and leaser l until stop is called
+// or Run returns; done receives Run's result.
+func runLeased(t *testing.T, l SlotLeaser) (g *Gateway, stop func(), done chan error) {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.MQTTListen, cfg.WSListen, cfg.SysInterval = "127.0.0.1:0", "", 0
+	cfg.Slot, cfg.SlotLease = -1, time.Second
+	g, err := New(cfg, newFakeLog(), slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l != nil {
+		g.SetSlotLeaser(l)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done = make(chan error, 1)
+	go func() { done <- g.Run(ctx) }()
+	t.Cleanup(cancel)
+	return g, cancel, done
+}
+
+func TestSlotLeasedRenewedReleased(t *testing.T) {
+	l := &fakeLeaser{slot: 3}
+	g, stop, done := runLeased(t, l)
+	deadline := time.Now().Add(5 * time.Second)
+	for !g.Ready() {
+		if time.Now().After(deadline) {
+			t.Fatal("gateway not ready")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if g.Slot() != 3 {
+		t.Fatalf("slot %d, want the leased 3", g.Slot())
+	}
+	for _, renews, _ := l.counts(); renews < 2; _, renews, _ = l.counts() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d renewals in 5 s of a 1 s lease", renews)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if acquired, _, released := l.counts(); acquired != 1 || !released {
+		t.Fatalf("acquired %d times, released %v; want once and released", acquired, released)
+	}
+}
+
+func TestSlotLeaseLostStopsGateway(t *testing.T) {
+	l := &fakeLeaser{slot: 1, renewErr: errors.New("held by gateway-9")}
+	_, _, done := runLeased(t, l)
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "lease lost") {
+			t.Fatalf("Run returned %v, want a lost lease", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a gateway that cannot renew its 1 s lease still runs after 5 s")
+	}
+}
+
+func TestSlotLeaseNeedsLeaser(t *testing.T) {
+	_, _, done := runLeased(t, nil)
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "no lease store") {
+			t.Fatalf("Run returned %v, want the missing lease store named", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not fail")
+	}
+}

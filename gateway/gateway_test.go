@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
+	"github.com/shoal-mqtt/shoal/internal/tracectx"
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
@@ -273,4 +274,29 @@ func readAck(t *testing.T, nc net.Conn, rd *packet.Reader) *packet.Ack {
 		t.Fatalf("got %v, want an acknowledgement", p.Type())
 	}
 	return a
+}
+
+// TestPublishStartsTrace: every Publish record carries a traceparent; a
+// client's own (MQTT 5.0 user property "traceparent") is continued.
+func TestPublishStartsTrace(t *testing.T) {
+	fl := newFakeLog()
+	g := startGateway(t, fl)
+	nc, _ := dial(t, g)
+	const client = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	write(t, nc, &packet.Publish{QoS: 1, PacketID: 1, Topic: []byte("a"), Payload: []byte("1")})
+	p := &packet.Publish{QoS: 1, PacketID: 2, Topic: []byte("b"), Payload: []byte("2")}
+	p.Props.User = []packet.UserProperty{{Key: []byte("traceparent"), Value: []byte(client)}}
+	write(t, nc, p)
+	fl.waitProduced(t, 2)
+	fl.mu.Lock()
+	recs := []*kafka.Record{fl.held[0].rec, fl.held[1].rec}
+	fl.mu.Unlock()
+	own := kafka.Traceparent(recs[0])
+	if !tracectx.Valid([]byte(own)) || tracectx.TraceID([]byte(own)) == tracectx.TraceID([]byte(client)) {
+		t.Fatalf("first publish traceparent %q, want a new trace", own)
+	}
+	cont := kafka.Traceparent(recs[1])
+	if tracectx.TraceID([]byte(cont)) != tracectx.TraceID([]byte(client)) || cont == client {
+		t.Fatalf("second publish traceparent %q, want a child of the client's %q", cont, client)
+	}
 }

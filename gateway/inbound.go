@@ -6,6 +6,7 @@ import (
 
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
 	"github.com/shoal-mqtt/shoal/internal/mqtt/topic"
+	"github.com/shoal-mqtt/shoal/internal/tracectx"
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
@@ -87,6 +88,16 @@ func (c *conn) handlePublish(h packet.FixedHeader, body []byte) error {
 		Event:       &eventspb.Envelope_Publish{Publish: &eventspb.Publish{Message: m, Connection: c.id}},
 	})
 	m.Payload = nil // the record holds its own copy; do not keep the read buffer alive
+	// A trace per message, continuing the client's own when it sent one.
+	var parent []byte
+	for _, u := range m.UserProperties {
+		if u.Key == kafka.HeaderTraceparent {
+			parent = stringBytes(u.Value)
+		}
+	}
+	rec.Headers = append(rec.Headers, kafka.Header{
+		Key: kafka.HeaderTraceparent, Value: tracectx.AppendChild(make([]byte, 0, tracectx.Len), parent),
+	})
 	if p.QoS == 0 {
 		c.writing.Add(1)
 		g.kl.Produce(context.Background(), rec, func(_ *kafka.Record, err error) {

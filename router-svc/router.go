@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shoal-mqtt/shoal/internal/tracectx"
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
@@ -309,7 +310,9 @@ func (r *Router) handleMessages(ctx context.Context, b kafka.Batch) error {
 			r.log.Warn("skipping record", "partition", b.Partition, "offset", rec.Offset, "err", err)
 		}
 		// Marshal now: the deliveries refer to r.env, which the next
-		// record reuses.
+		// record reuses. Each record continues the publish's trace.
+		parent := headerValue(rec, kafka.HeaderTraceparent)
+		from := len(r.recs)
 		for _, d := range out.Deliveries[first:] {
 			if d.Inbox {
 				// QoS 1/2 targets to their sessions' inboxes; the QoS 0
@@ -325,6 +328,13 @@ func (r *Router) handleMessages(ctx context.Context, b kafka.Batch) error {
 			}
 			r.recs = append(r.recs, kafka.NewRecord(r.deliveries, nil, d.Slot, d.Envelope))
 		}
+		if parent != nil {
+			for _, out := range r.recs[from:] {
+				out.Headers = append(out.Headers, kafka.Header{
+					Key: kafka.HeaderTraceparent, Value: tracectx.AppendChild(make([]byte, 0, tracectx.Len), parent),
+				})
+			}
+		}
 	}
 	if s.Offset() == before && out.Mutations.Len() == 0 {
 		return nil
@@ -336,6 +346,16 @@ func (r *Router) handleMessages(ctx context.Context, b kafka.Batch) error {
 		}
 	}
 	return r.retry(ctx, "store shard", b.Partition, func() error { return r.store.ApplyShard(ctx, b.Partition, &out.Mutations) })
+}
+
+// headerValue returns the value of rec's header key, nil when it has none.
+func headerValue(rec *kafka.Record, key string) []byte {
+	for _, h := range rec.Headers {
+		if h.Key == key {
+			return h.Value
+		}
+	}
+	return nil
 }
 
 // retry calls f until it succeeds, backing off between attempts, or ctx

@@ -4,14 +4,17 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/shoal-mqtt/shoal/internal/store/pebblestore"
+	"github.com/shoal-mqtt/shoal/internal/tracectx"
 	"github.com/shoal-mqtt/shoal/kafka"
 	routersvc "github.com/shoal-mqtt/shoal/router-svc"
 	"github.com/shoal-mqtt/shoal/router-svc/storetest"
@@ -49,7 +52,11 @@ type backbone struct {
 	client *kafka.Client
 	db     *pebblestore.DB
 	parts  int32
+	traced atomic.Int64 // deliveries read that continue testTraceparent
 }
+
+// testTraceparent is the trace context of every publish the test writes.
+const testTraceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 func newBackbone(t *testing.T) *backbone {
 	dir := t.TempDir()
@@ -106,6 +113,9 @@ func (b *backbone) produce(last map[int32]int64, envs ...*eventspb.Envelope) {
 		}
 		for _, p := range parts {
 			rec := kafka.NewRecord(kafka.TopicMessages, key, p, env)
+			if env.GetPublish() != nil {
+				rec.Headers = append(rec.Headers, kafka.Header{Key: kafka.HeaderTraceparent, Value: []byte(testTraceparent)})
+			}
 			if err := b.client.ProduceSync(b.t.Context(), rec); err != nil {
 				b.t.Fatal(err)
 			}
@@ -194,6 +204,14 @@ func (b *backbone) deliveries(from map[int32]int64, n int, quiet time.Duration) 
 				d := env.GetDelivery()
 				if d == nil {
 					return errors.New("not a delivery")
+				}
+				// A delivery of a live publish continues its trace; a
+				// retained message sent for a subscription has none.
+				if tp := kafka.Traceparent(rec); tp != "" {
+					if tracectx.TraceID([]byte(tp)) != tracectx.TraceID([]byte(testTraceparent)) || tp[36:52] == testTraceparent[36:52] {
+						return fmt.Errorf("delivery traceparent %q does not continue %q", tp, testTraceparent)
+					}
+					b.traced.Add(1)
 				}
 				x := dlv{Slot: rec.Partition, Tenant: env.Tenant, Topic: d.Message.GetTopic(), Payload: string(d.Message.GetPayload())}
 				for _, tg := range d.Targets {
@@ -359,4 +377,7 @@ func TestRouterEndToEnd(t *testing.T) {
 	}, got)
 	b.waitStored(last)
 	stop()
+	if b.traced.Load() == 0 {
+		t.Error("no delivery carried the publishes' trace context")
+	}
 }

@@ -49,6 +49,7 @@ type output struct {
 	partition int32 // the slot for toDeliveries; a partition or byKey for the others
 	key       []byte
 	env       *eventspb.Envelope
+	trace     []byte // the traceparent of the record that caused it, if any
 }
 
 // machine turns the events of shoal.sessions into state changes and

@@ -934,3 +934,27 @@ func TestSilentGatewayAfterRestartGetsGrace(t *testing.T) {
 	got := h.batch(tickAt(testNow.Add(time.Minute + 11*time.Second)))
 	checkOutputs(t, got, outputs(wantPresence(run5, false, true, 1)))
 }
+
+// Every output of a record carries the record's trace context (the
+// service writes a child of it into the produced record's header).
+func TestOutputsCarryTheirRecordsTrace(t *testing.T) {
+	h := newHarness(t)
+	trace := []byte("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	recs := []record{{offset: h.next, env: connA.connect(false, 60, nil), trace: trace}}
+	h.next++
+	if err := h.p.process(t.Context(), recs, h.write); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, w := range h.writes {
+		for _, o := range w {
+			if string(o.trace) != string(trace) {
+				t.Fatalf("output %v without the connect's trace", o.env)
+			}
+			n++
+		}
+	}
+	if n == 0 {
+		t.Fatal("no outputs")
+	}
+}

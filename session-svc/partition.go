@@ -17,6 +17,9 @@ import (
 type record struct {
 	offset int64
 	env    *eventspb.Envelope
+	// trace is the record's traceparent header (a copy), nil without one:
+	// every output of the record continues its trace.
+	trace []byte
 }
 
 // writeFunc durably writes outputs (all of them or fail), keeping the order
@@ -206,6 +209,9 @@ func (p *partition) process(ctx context.Context, recs []record, write writeFunc)
 		outs, changed = p.m.apply(k, sess, r.env, outs[:0])
 		if changed {
 			dirty[k] = sess
+		}
+		for i := range outs {
+			outs[i].trace = r.trace
 		}
 		if err := emit(k, outs); err != nil {
 			return err

@@ -1,6 +1,7 @@
 package sessionsvc
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shoal-mqtt/shoal/internal/tracectx"
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
@@ -251,6 +253,11 @@ func (s *Service) handle(ctx context.Context, p *partition, b kafka.Batch) error
 			continue
 		}
 		recs[i].env = env
+		for _, h := range r.Headers {
+			if h.Key == kafka.HeaderTraceparent {
+				recs[i].trace = bytes.Clone(h.Value)
+			}
+		}
 	}
 	return p.process(ctx, recs, s.write)
 }
@@ -264,8 +271,19 @@ func (s *Service) write(ctx context.Context, outs []output) error {
 	return s.client.ProduceSync(ctx, rs...)
 }
 
-// record turns an output into a Kafka record.
+// record turns an output into a Kafka record, continuing the trace of the
+// record that caused it.
 func (s *Service) record(o output) *kafka.Record {
+	r := s.newRecord(o)
+	if o.trace != nil {
+		r.Headers = append(r.Headers, kafka.Header{
+			Key: kafka.HeaderTraceparent, Value: tracectx.AppendChild(make([]byte, 0, tracectx.Len), o.trace),
+		})
+	}
+	return r
+}
+
+func (s *Service) newRecord(o output) *kafka.Record {
 	switch o.dest {
 	case toDeliveries:
 		return kafka.NewRecord(kafka.TopicDeliveries, o.key, o.partition, o.env)

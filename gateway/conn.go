@@ -81,6 +81,9 @@ type conn struct {
 	// pendingInboxAcks are acknowledgements of inbox messages to report
 	// once c.mu is released.
 	pendingInboxAcks []inboxAck
+	// seen is, per partition of shoal.messages, the offset of the newest
+	// record a delivery to this connection was made for (see fresh).
+	seen []int64
 	aliasOut         map[string]uint16
 	subs             map[string]*eventspb.SubscriptionOptions // filter as subscribed → options
 	scratch          packet.Publish

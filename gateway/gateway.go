@@ -484,6 +484,9 @@ func (g *Gateway) deliver(tenant string, d *eventspb.Delivery) {
 			}
 			continue
 		}
+		if d.Source != nil && !c.fresh(d.Source) {
+			continue // a router's repeat after it took the partition over
+		}
 		c.deliver(d.Message, t, now)
 	}
 }

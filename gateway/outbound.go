@@ -18,6 +18,28 @@ const (
 	maxWindow        = 32767
 )
 
+// fresh reports whether a delivery made for src (a record of
+// shoal.messages) is new to this connection, and records it: deliveries
+// of one partition arrive in offset order, so one at or below the newest
+// offset seen is a repeat (a router replaying the records after its stored
+// offset when it takes a partition over).
+func (c *conn) fresh(src *eventspb.Source) bool {
+	p := int(src.GetPartition())
+	if p < 0 || p > 1<<16 {
+		return true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for len(c.seen) <= p {
+		c.seen = append(c.seen, -1)
+	}
+	if src.GetOffset() <= c.seen[p] {
+		return false
+	}
+	c.seen[p] = src.GetOffset()
+	return true
+}
+
 // deliver sends one message to this connection per its delivery target.
 // QoS 1 and 2 messages take a packet identifier while the client's receive
 // maximum allows, and wait in a bounded queue otherwise.

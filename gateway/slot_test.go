@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
 
 // fakeLeaser hands out one slot and records the calls.
@@ -118,5 +120,21 @@ func TestSlotLeaseNeedsLeaser(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Run did not fail")
+	}
+}
+
+func TestFreshDropsRepeatsPerPartition(t *testing.T) {
+	c := &conn{}
+	src := func(p int32, o int64) *eventspb.Source { return &eventspb.Source{Partition: p, Offset: o} }
+	for i, step := range []struct {
+		src  *eventspb.Source
+		want bool
+	}{
+		{src(2, 10), true}, {src(2, 10), false}, {src(2, 9), false}, {src(0, 0), true},
+		{src(2, 11), true}, {src(0, 0), false}, {src(-1, 5), true},
+	} {
+		if got := c.fresh(step.src); got != step.want {
+			t.Errorf("step %d: fresh(%v) = %v, want %v", i, step.src, got, step.want)
+		}
 	}
 }

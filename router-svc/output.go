@@ -52,6 +52,7 @@ type deliveryBuf struct {
 	env eventspb.Envelope
 	ev  eventspb.Envelope_Delivery
 	del eventspb.Delivery
+	src eventspb.Source
 }
 
 // NewOutput returns an empty Output.
@@ -79,6 +80,7 @@ func (o *Output) Reset() {
 		clear(b.del.Targets)
 		b.del.Targets = b.del.Targets[:0]
 		b.del.Message = nil
+		b.del.Source = nil
 		b.env.Tenant = ""
 		b.env.MessageId = nil
 		b.env.TimestampUs = 0
@@ -111,6 +113,15 @@ func (o *Output) delivery(slot int32, tenant string, id *eventspb.MessageID, tsU
 	b.del.Message = msg
 	o.Deliveries = append(o.Deliveries, Delivery{Slot: slot, Envelope: &b.env})
 	return &b.del
+}
+
+// SetSource marks the deliveries from index first on as made for the
+// record at offset of partition (Delivery.source).
+func (o *Output) SetSource(first int, partition int32, offset int64) {
+	for _, b := range o.used[first:] {
+		b.src.Partition, b.src.Offset = partition, offset
+		b.del.Source = &b.src
+	}
 }
 
 // target appends a new target for client at conn to d and returns it.

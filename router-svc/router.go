@@ -311,6 +311,7 @@ func (r *Router) handleMessages(ctx context.Context, b kafka.Batch) error {
 		}
 		// Marshal now: the deliveries refer to r.env, which the next
 		// record reuses. Each record continues the publish's trace.
+		out.SetSource(first, b.Partition, rec.Offset)
 		parent := headerValue(rec, kafka.HeaderTraceparent)
 		from := len(r.recs)
 		for _, d := range out.Deliveries[first:] {
@@ -404,6 +405,7 @@ func appendInbox(recs []*kafka.Record, env *eventspb.Envelope) []*kafka.Record {
 				Message: d.Message,
 				Target: &eventspb.Target{Qos: t.Qos, Retain: t.Retain, SubscriptionIds: t.SubscriptionIds,
 					Dup: t.Dup, ShareGroup: t.ShareGroup, ShareFilter: t.ShareFilter},
+				Source: d.Source,
 			}},
 		}))
 	}

@@ -205,6 +205,9 @@ func (b *backbone) deliveries(from map[int32]int64, n int, quiet time.Duration) 
 				if d == nil {
 					return errors.New("not a delivery")
 				}
+				if src := d.GetSource(); src == nil || src.Partition < 0 || src.Partition >= b.parts {
+					return fmt.Errorf("delivery without a valid source record: %v", src)
+				}
 				// A delivery of a live publish continues its trace; a
 				// retained message sent for a subscription has none.
 				if tp := kafka.Traceparent(rec); tp != "" {

@@ -215,6 +215,10 @@ func (m *machine) inbox(k clientKey, sess *Session, ia *eventspb.InboxAppend, ou
 			return append(outs, m.forward(k, sess, e, ia.GetTarget().GetDup(), now)), false
 		}
 		return outs, false
+	case ia.GetSource() != nil && !sess.noteSource(ia.GetSource()):
+		m.log.Debug("repeated inbox append dropped", "tenant", k.tenant, "client", k.client,
+			"partition", ia.GetSource().GetPartition(), "offset", ia.GetSource().GetOffset())
+		return outs, false
 	case len(sess.Inbox) >= m.maxInbox:
 		m.log.Warn("inbox full; message dropped", "tenant", k.tenant, "client", k.client,
 			"max_inbox", m.maxInbox, "topic", ia.GetMessage().GetTopic())

@@ -958,3 +958,23 @@ func TestOutputsCarryTheirRecordsTrace(t *testing.T) {
 		t.Fatal("no outputs")
 	}
 }
+
+func TestInboxDropsRoutersRepeats(t *testing.T) {
+	h := newHarness(t)
+	h.m.maxInbox = 10
+	h.batch(connA.connect(false, 60, nil))
+	from := func(topic string, partition int32, offset int64) *eventspb.Envelope {
+		env := inboxAppend(connA, topic)
+		env.GetInboxAppend().Source = &eventspb.Source{Partition: partition, Offset: offset}
+		return env
+	}
+	got := deliveries(t, connA, h.batch(from("a", 1, 5), from("b", 2, 3), from("a-again", 1, 5), from("c", 1, 6)))
+	checkSent(t, "first run", got, []sent{{"a", 1, 1, false, false}, {"b", 2, 2, false, false}, {"c", 3, 3, false, false}})
+	h.restart() // what was seen is stored with the session
+	got = deliveries(t, connA, h.batch(from("b-again", 2, 3), from("c-again", 1, 6), from("d", 2, 4)))
+	checkSent(t, "after a restart", got, []sent{{"d", 4, 4, false, false}})
+	// A message a gateway returns has no source and is never a repeat.
+	if got := deliveries(t, connA, h.batch(inboxAppend(connA, "bounced"))); len(got) != 1 {
+		t.Fatalf("returned message: %v", got)
+	}
+}

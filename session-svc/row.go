@@ -32,6 +32,7 @@ import (
 //	  uint32 inbox_dropped = 16;
 //	  uint64 inbox_seq = 17;
 //	  uint32 last_packet_id = 18;
+//	  repeated shoal.v1.Source sources = 19;
 //	}
 //
 // Fields are only added, never renumbered; unknown fields are skipped, so
@@ -55,6 +56,7 @@ const (
 	fieldInboxDropped     protowire.Number = 16
 	fieldInboxSeq         protowire.Number = 17
 	fieldLastPacketID     protowire.Number = 18
+	fieldSources          protowire.Number = 19
 )
 
 // vtMessage is what the eventspb messages kept in a session have.
@@ -88,6 +90,9 @@ func AppendSessionRow(b []byte, s *Session) []byte {
 	b = appendVarint(b, fieldInboxDropped, uint64(s.InboxDropped))
 	b = appendVarint(b, fieldInboxSeq, s.InboxSeq)
 	b = appendVarint(b, fieldLastPacketID, uint64(s.LastPacketID))
+	for _, src := range s.Sources {
+		b = appendMessage(b, fieldSources, src)
+	}
 	for _, sub := range s.Subscriptions {
 		b = appendMessage(b, fieldSubscriptions, sub)
 	}
@@ -188,7 +193,7 @@ func isVarintField(n protowire.Number) bool {
 
 func isBytesField(n protowire.Number) bool {
 	switch n {
-	case fieldRoute, fieldGateway, fieldUsername, fieldWill, fieldSubscriptions, fieldInbox:
+	case fieldRoute, fieldGateway, fieldUsername, fieldWill, fieldSubscriptions, fieldInbox, fieldSources:
 		return true
 	}
 	return false
@@ -255,6 +260,12 @@ func setBytes(s *Session, n protowire.Number, v []byte) error {
 			return err
 		}
 		s.Inbox = append(s.Inbox, m)
+	case fieldSources:
+		src := &eventspb.Source{}
+		if err := src.UnmarshalVT(v); err != nil {
+			return err
+		}
+		s.Sources = append(s.Sources, src)
 	case fieldSubscriptions:
 		sub := &eventspb.SessionSubscription{}
 		if err := sub.UnmarshalVT(v); err != nil {

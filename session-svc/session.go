@@ -72,6 +72,11 @@ type Session struct {
 	// LastPacketID is the packet identifier given to the newest inbox entry
 	// (1–MaxInboxPacketID, then around again, skipping those in use).
 	LastPacketID uint16
+	// Sources holds, per partition of shoal.messages, the offset of the
+	// newest record an InboxAppend of the client came from, sorted by
+	// partition: a router that takes a partition over repeats the appends
+	// after its stored offset, and those are dropped. Kept across sessions.
+	Sources []*eventspb.Source
 	// Subscriptions are the session's subscriptions (from
 	// SessionSubscriptions events), sorted by filter, one per filter.
 	Subscriptions []*eventspb.SessionSubscription
@@ -109,6 +114,12 @@ func (s *Session) Clone() *Session {
 			c.Inbox[i] = m.CloneVT()
 		}
 	}
+	if s.Sources != nil {
+		c.Sources = make([]*eventspb.Source, len(s.Sources))
+		for i, src := range s.Sources {
+			c.Sources[i] = src.CloneVT()
+		}
+	}
 	if s.Subscriptions != nil {
 		c.Subscriptions = make([]*eventspb.SessionSubscription, len(s.Subscriptions))
 		for i, sub := range s.Subscriptions {
@@ -133,7 +144,26 @@ func (s *Session) Equal(o *Session) bool {
 		s.WillDueAt.Equal(o.WillDueAt) &&
 		slices.EqualFunc(s.Inbox, o.Inbox, (*eventspb.InboxAppend).EqualVT) && s.InboxDropped == o.InboxDropped &&
 		s.InboxSeq == o.InboxSeq && s.LastPacketID == o.LastPacketID &&
+		slices.EqualFunc(s.Sources, o.Sources, (*eventspb.Source).EqualVT) &&
 		slices.EqualFunc(s.Subscriptions, o.Subscriptions, (*eventspb.SessionSubscription).EqualVT)
+}
+
+// noteSource records that an InboxAppend came from src and reports
+// whether it is new: false when an append of the same partition at src's
+// offset or later was seen already (a router's repeat).
+func (s *Session) noteSource(src *eventspb.Source) bool {
+	i, found := slices.BinarySearchFunc(s.Sources, src.GetPartition(), func(e *eventspb.Source, p int32) int {
+		return cmp.Compare(e.GetPartition(), p)
+	})
+	if !found {
+		s.Sources = slices.Insert(s.Sources, i, &eventspb.Source{Partition: src.GetPartition(), Offset: src.GetOffset()})
+		return true
+	}
+	if src.GetOffset() <= s.Sources[i].GetOffset() {
+		return false
+	}
+	s.Sources[i].Offset = src.GetOffset()
+	return true
 }
 
 // setSubscription adds sub, replacing the subscription with the same filter.

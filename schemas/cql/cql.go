@@ -130,15 +130,15 @@ func canonical(s string) string {
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		switch {
-		case c == '\'' || c == '"':
+		switch c {
+		case '\'', '"':
 			n, err := quoted(s[i:], c)
 			if err != nil {
 				n = len(s) - i
 			}
 			b.WriteString(s[i : i+n])
 			i += n - 1
-		case c == ' ':
+		case ' ':
 			prev := byte(0)
 			if b.Len() > 0 {
 				prev = b.String()[b.Len()-1]

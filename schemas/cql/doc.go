@@ -1,8 +1,8 @@
 // Package cqlschema holds the CQL schema of Shoal's views (ScyllaDB or
-// Apache Cassandra): bootstrap.cql, the tables that record applied
-// migrations, and the numbered migrations NNNN_name.cql, embedded with
-// go:embed. internal/store/cqlstore applies them at start; docs/cql.md
-// describes the tables.
+// Apache Cassandra), embedded in the binary: bootstrap.cql, the tables
+// that record applied migrations, and the numbered migrations
+// NNNN_name.cql. internal/store/cqlstore applies them at start;
+// docs/cql.md describes the tables.
 //
 // Rules for the files:
 //   - Every statement is idempotent (CREATE … IF NOT EXISTS, ALTER … IF

@@ -1548,9 +1548,12 @@ func (x *Target) GetRelease() bool {
 // (topic shoal.deliveries, the gateway's slot): fan-out to many clients on
 // one gateway costs one record.
 type Delivery struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Message       *Message               `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
-	Targets       []*Target              `protobuf:"bytes,2,rep,name=targets,proto3" json:"targets,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Message *Message               `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	Targets []*Target              `protobuf:"bytes,2,rep,name=targets,proto3" json:"targets,omitempty"`
+	// The record of shoal.messages the router made this delivery for; unset
+	// on deliveries the session service forwards from an inbox.
+	Source        *Source `protobuf:"bytes,3,opt,name=source,proto3" json:"source,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1599,6 +1602,70 @@ func (x *Delivery) GetTargets() []*Target {
 	return nil
 }
 
+func (x *Delivery) GetSource() *Source {
+	if x != nil {
+		return x.Source
+	}
+	return nil
+}
+
+// Source names the record of shoal.messages a router output was made for.
+// A router that takes a partition over re-applies the records after its
+// stored offset, so its outputs may repeat: a gateway connection and a
+// session's inbox drop what they already had from the same partition
+// (outputs of one partition arrive in offset order).
+type Source struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Partition     int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	Offset        int64                  `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Source) Reset() {
+	*x = Source{}
+	mi := &file_shoal_v1_events_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Source) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Source) ProtoMessage() {}
+
+func (x *Source) ProtoReflect() protoreflect.Message {
+	mi := &file_shoal_v1_events_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Source.ProtoReflect.Descriptor instead.
+func (*Source) Descriptor() ([]byte, []int) {
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *Source) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *Source) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
 // SessionSubscription is one subscription kept with a session.
 type SessionSubscription struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1610,7 +1677,7 @@ type SessionSubscription struct {
 
 func (x *SessionSubscription) Reset() {
 	*x = SessionSubscription{}
-	mi := &file_shoal_v1_events_proto_msgTypes[16]
+	mi := &file_shoal_v1_events_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1622,7 +1689,7 @@ func (x *SessionSubscription) String() string {
 func (*SessionSubscription) ProtoMessage() {}
 
 func (x *SessionSubscription) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[16]
+	mi := &file_shoal_v1_events_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1635,7 +1702,7 @@ func (x *SessionSubscription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionSubscription.ProtoReflect.Descriptor instead.
 func (*SessionSubscription) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{16}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SessionSubscription) GetFilter() string {
@@ -1665,7 +1732,7 @@ type SessionSubscriptions struct {
 
 func (x *SessionSubscriptions) Reset() {
 	*x = SessionSubscriptions{}
-	mi := &file_shoal_v1_events_proto_msgTypes[17]
+	mi := &file_shoal_v1_events_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1677,7 +1744,7 @@ func (x *SessionSubscriptions) String() string {
 func (*SessionSubscriptions) ProtoMessage() {}
 
 func (x *SessionSubscriptions) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[17]
+	mi := &file_shoal_v1_events_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1690,7 +1757,7 @@ func (x *SessionSubscriptions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionSubscriptions.ProtoReflect.Descriptor instead.
 func (*SessionSubscriptions) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{17}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SessionSubscriptions) GetAdded() []*SessionSubscription {
@@ -1735,7 +1802,7 @@ type GatewayHeartbeat struct {
 
 func (x *GatewayHeartbeat) Reset() {
 	*x = GatewayHeartbeat{}
-	mi := &file_shoal_v1_events_proto_msgTypes[18]
+	mi := &file_shoal_v1_events_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1747,7 +1814,7 @@ func (x *GatewayHeartbeat) String() string {
 func (*GatewayHeartbeat) ProtoMessage() {}
 
 func (x *GatewayHeartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[18]
+	mi := &file_shoal_v1_events_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1760,7 +1827,7 @@ func (x *GatewayHeartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GatewayHeartbeat.ProtoReflect.Descriptor instead.
 func (*GatewayHeartbeat) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{18}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GatewayHeartbeat) GetSlot() int32 {
@@ -1797,7 +1864,7 @@ type SessionTick struct {
 
 func (x *SessionTick) Reset() {
 	*x = SessionTick{}
-	mi := &file_shoal_v1_events_proto_msgTypes[19]
+	mi := &file_shoal_v1_events_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1809,7 +1876,7 @@ func (x *SessionTick) String() string {
 func (*SessionTick) ProtoMessage() {}
 
 func (x *SessionTick) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[19]
+	mi := &file_shoal_v1_events_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1822,7 +1889,7 @@ func (x *SessionTick) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionTick.ProtoReflect.Descriptor instead.
 func (*SessionTick) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{19}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{20}
 }
 
 // InboxAppend hands a QoS 1 or 2 message for a persistent session to the
@@ -1846,14 +1913,17 @@ type InboxAppend struct {
 	// Forwarded to a connection (a resend carries DUP).
 	Sent bool `protobuf:"varint,5,opt,name=sent,proto3" json:"sent,omitempty"`
 	// QoS 2: the client sent PUBREC; PUBREL is owed until PUBCOMP.
-	Received      bool `protobuf:"varint,6,opt,name=received,proto3" json:"received,omitempty"`
+	Received bool `protobuf:"varint,6,opt,name=received,proto3" json:"received,omitempty"`
+	// The record of shoal.messages the router appended it for; unset when a
+	// gateway returns an undeliverable message.
+	Source        *Source `protobuf:"bytes,7,opt,name=source,proto3" json:"source,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InboxAppend) Reset() {
 	*x = InboxAppend{}
-	mi := &file_shoal_v1_events_proto_msgTypes[20]
+	mi := &file_shoal_v1_events_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1865,7 +1935,7 @@ func (x *InboxAppend) String() string {
 func (*InboxAppend) ProtoMessage() {}
 
 func (x *InboxAppend) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[20]
+	mi := &file_shoal_v1_events_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1878,7 +1948,7 @@ func (x *InboxAppend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InboxAppend.ProtoReflect.Descriptor instead.
 func (*InboxAppend) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{20}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *InboxAppend) GetMessage() *Message {
@@ -1923,6 +1993,13 @@ func (x *InboxAppend) GetReceived() bool {
 	return false
 }
 
+func (x *InboxAppend) GetSource() *Source {
+	if x != nil {
+		return x.Source
+	}
+	return nil
+}
+
 // InboxAck reports a client's acknowledgement of an inbox message (topic
 // shoal.sessions, key tenant/client, written by the gateway): PUBACK or
 // PUBCOMP ends the entry, PUBREC marks it received.
@@ -1940,7 +2017,7 @@ type InboxAck struct {
 
 func (x *InboxAck) Reset() {
 	*x = InboxAck{}
-	mi := &file_shoal_v1_events_proto_msgTypes[21]
+	mi := &file_shoal_v1_events_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1952,7 +2029,7 @@ func (x *InboxAck) String() string {
 func (*InboxAck) ProtoMessage() {}
 
 func (x *InboxAck) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[21]
+	mi := &file_shoal_v1_events_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1965,7 +2042,7 @@ func (x *InboxAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InboxAck.ProtoReflect.Descriptor instead.
 func (*InboxAck) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{21}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *InboxAck) GetSeq() uint64 {
@@ -2006,7 +2083,7 @@ type SharedRedispatch struct {
 
 func (x *SharedRedispatch) Reset() {
 	*x = SharedRedispatch{}
-	mi := &file_shoal_v1_events_proto_msgTypes[22]
+	mi := &file_shoal_v1_events_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2018,7 +2095,7 @@ func (x *SharedRedispatch) String() string {
 func (*SharedRedispatch) ProtoMessage() {}
 
 func (x *SharedRedispatch) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[22]
+	mi := &file_shoal_v1_events_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2031,7 +2108,7 @@ func (x *SharedRedispatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SharedRedispatch.ProtoReflect.Descriptor instead.
 func (*SharedRedispatch) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{22}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SharedRedispatch) GetMessage() *Message {
@@ -2215,10 +2292,14 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"\tpacket_id\x18\t \x01(\rR\bpacketId\x12\x1b\n" +
 	"\tinbox_seq\x18\n" +
 	" \x01(\x04R\binboxSeq\x12\x18\n" +
-	"\arelease\x18\v \x01(\bR\arelease\"c\n" +
+	"\arelease\x18\v \x01(\bR\arelease\"\x8d\x01\n" +
 	"\bDelivery\x12+\n" +
 	"\amessage\x18\x01 \x01(\v2\x11.shoal.v1.MessageR\amessage\x12*\n" +
-	"\atargets\x18\x02 \x03(\v2\x10.shoal.v1.TargetR\atargets\"f\n" +
+	"\atargets\x18\x02 \x03(\v2\x10.shoal.v1.TargetR\atargets\x12(\n" +
+	"\x06source\x18\x03 \x01(\v2\x10.shoal.v1.SourceR\x06source\">\n" +
+	"\x06Source\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x16\n" +
+	"\x06offset\x18\x02 \x01(\x03R\x06offset\"f\n" +
 	"\x13SessionSubscription\x12\x16\n" +
 	"\x06filter\x18\x01 \x01(\tR\x06filter\x127\n" +
 	"\aoptions\x18\x02 \x01(\v2\x1d.shoal.v1.SubscriptionOptionsR\aoptions\"\x85\x01\n" +
@@ -2233,14 +2314,15 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"\vinterval_ms\x18\x02 \x01(\x03R\n" +
 	"intervalMs\x12'\n" +
 	"\x0fconnection_base\x18\x03 \x01(\x04R\x0econnectionBase\"\r\n" +
-	"\vSessionTick\"\xc3\x01\n" +
+	"\vSessionTick\"\xed\x01\n" +
 	"\vInboxAppend\x12+\n" +
 	"\amessage\x18\x01 \x01(\v2\x11.shoal.v1.MessageR\amessage\x12(\n" +
 	"\x06target\x18\x02 \x01(\v2\x10.shoal.v1.TargetR\x06target\x12\x10\n" +
 	"\x03seq\x18\x03 \x01(\x04R\x03seq\x12\x1b\n" +
 	"\tpacket_id\x18\x04 \x01(\rR\bpacketId\x12\x12\n" +
 	"\x04sent\x18\x05 \x01(\bR\x04sent\x12\x1a\n" +
-	"\breceived\x18\x06 \x01(\bR\breceived\"X\n" +
+	"\breceived\x18\x06 \x01(\bR\breceived\x12(\n" +
+	"\x06source\x18\a \x01(\v2\x10.shoal.v1.SourceR\x06source\"X\n" +
 	"\bInboxAck\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x1a\n" +
 	"\breceived\x18\x02 \x01(\bR\breceived\x12\x1e\n" +
@@ -2267,7 +2349,7 @@ func file_shoal_v1_events_proto_rawDescGZIP() []byte {
 }
 
 var file_shoal_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_shoal_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_shoal_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_shoal_v1_events_proto_goTypes = []any{
 	(SubscriptionChange_Op)(0),   // 0: shoal.v1.SubscriptionChange.Op
 	(*Envelope)(nil),             // 1: shoal.v1.Envelope
@@ -2286,13 +2368,14 @@ var file_shoal_v1_events_proto_goTypes = []any{
 	(*Kick)(nil),                 // 14: shoal.v1.Kick
 	(*Target)(nil),               // 15: shoal.v1.Target
 	(*Delivery)(nil),             // 16: shoal.v1.Delivery
-	(*SessionSubscription)(nil),  // 17: shoal.v1.SessionSubscription
-	(*SessionSubscriptions)(nil), // 18: shoal.v1.SessionSubscriptions
-	(*GatewayHeartbeat)(nil),     // 19: shoal.v1.GatewayHeartbeat
-	(*SessionTick)(nil),          // 20: shoal.v1.SessionTick
-	(*InboxAppend)(nil),          // 21: shoal.v1.InboxAppend
-	(*InboxAck)(nil),             // 22: shoal.v1.InboxAck
-	(*SharedRedispatch)(nil),     // 23: shoal.v1.SharedRedispatch
+	(*Source)(nil),               // 17: shoal.v1.Source
+	(*SessionSubscription)(nil),  // 18: shoal.v1.SessionSubscription
+	(*SessionSubscriptions)(nil), // 19: shoal.v1.SessionSubscriptions
+	(*GatewayHeartbeat)(nil),     // 20: shoal.v1.GatewayHeartbeat
+	(*SessionTick)(nil),          // 21: shoal.v1.SessionTick
+	(*InboxAppend)(nil),          // 22: shoal.v1.InboxAppend
+	(*InboxAck)(nil),             // 23: shoal.v1.InboxAck
+	(*SharedRedispatch)(nil),     // 24: shoal.v1.SharedRedispatch
 }
 var file_shoal_v1_events_proto_depIdxs = []int32{
 	2,  // 0: shoal.v1.Envelope.message_id:type_name -> shoal.v1.MessageID
@@ -2304,12 +2387,12 @@ var file_shoal_v1_events_proto_depIdxs = []int32{
 	13, // 6: shoal.v1.Envelope.disconnect:type_name -> shoal.v1.Disconnect
 	14, // 7: shoal.v1.Envelope.kick:type_name -> shoal.v1.Kick
 	16, // 8: shoal.v1.Envelope.delivery:type_name -> shoal.v1.Delivery
-	18, // 9: shoal.v1.Envelope.session_subscriptions:type_name -> shoal.v1.SessionSubscriptions
-	19, // 10: shoal.v1.Envelope.gateway_heartbeat:type_name -> shoal.v1.GatewayHeartbeat
-	20, // 11: shoal.v1.Envelope.session_tick:type_name -> shoal.v1.SessionTick
-	21, // 12: shoal.v1.Envelope.inbox_append:type_name -> shoal.v1.InboxAppend
-	23, // 13: shoal.v1.Envelope.shared_redispatch:type_name -> shoal.v1.SharedRedispatch
-	22, // 14: shoal.v1.Envelope.inbox_ack:type_name -> shoal.v1.InboxAck
+	19, // 9: shoal.v1.Envelope.session_subscriptions:type_name -> shoal.v1.SessionSubscriptions
+	20, // 10: shoal.v1.Envelope.gateway_heartbeat:type_name -> shoal.v1.GatewayHeartbeat
+	21, // 11: shoal.v1.Envelope.session_tick:type_name -> shoal.v1.SessionTick
+	22, // 12: shoal.v1.Envelope.inbox_append:type_name -> shoal.v1.InboxAppend
+	24, // 13: shoal.v1.Envelope.shared_redispatch:type_name -> shoal.v1.SharedRedispatch
+	23, // 14: shoal.v1.Envelope.inbox_ack:type_name -> shoal.v1.InboxAck
 	3,  // 15: shoal.v1.Message.user_properties:type_name -> shoal.v1.UserProperty
 	4,  // 16: shoal.v1.Publish.message:type_name -> shoal.v1.Message
 	0,  // 17: shoal.v1.SubscriptionChange.op:type_name -> shoal.v1.SubscriptionChange.Op
@@ -2318,20 +2401,22 @@ var file_shoal_v1_events_proto_depIdxs = []int32{
 	4,  // 20: shoal.v1.Will.message:type_name -> shoal.v1.Message
 	8,  // 21: shoal.v1.Connect.route:type_name -> shoal.v1.Route
 	9,  // 22: shoal.v1.Connect.will:type_name -> shoal.v1.Will
-	17, // 23: shoal.v1.ConnectResult.subscriptions:type_name -> shoal.v1.SessionSubscription
+	18, // 23: shoal.v1.ConnectResult.subscriptions:type_name -> shoal.v1.SessionSubscription
 	8,  // 24: shoal.v1.Presence.route:type_name -> shoal.v1.Route
 	4,  // 25: shoal.v1.Delivery.message:type_name -> shoal.v1.Message
 	15, // 26: shoal.v1.Delivery.targets:type_name -> shoal.v1.Target
-	6,  // 27: shoal.v1.SessionSubscription.options:type_name -> shoal.v1.SubscriptionOptions
-	17, // 28: shoal.v1.SessionSubscriptions.added:type_name -> shoal.v1.SessionSubscription
-	4,  // 29: shoal.v1.InboxAppend.message:type_name -> shoal.v1.Message
-	15, // 30: shoal.v1.InboxAppend.target:type_name -> shoal.v1.Target
-	4,  // 31: shoal.v1.SharedRedispatch.message:type_name -> shoal.v1.Message
-	32, // [32:32] is the sub-list for method output_type
-	32, // [32:32] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	17, // 27: shoal.v1.Delivery.source:type_name -> shoal.v1.Source
+	6,  // 28: shoal.v1.SessionSubscription.options:type_name -> shoal.v1.SubscriptionOptions
+	18, // 29: shoal.v1.SessionSubscriptions.added:type_name -> shoal.v1.SessionSubscription
+	4,  // 30: shoal.v1.InboxAppend.message:type_name -> shoal.v1.Message
+	15, // 31: shoal.v1.InboxAppend.target:type_name -> shoal.v1.Target
+	17, // 32: shoal.v1.InboxAppend.source:type_name -> shoal.v1.Source
+	4,  // 33: shoal.v1.SharedRedispatch.message:type_name -> shoal.v1.Message
+	34, // [34:34] is the sub-list for method output_type
+	34, // [34:34] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_shoal_v1_events_proto_init() }
@@ -2363,7 +2448,7 @@ func file_shoal_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shoal_v1_events_proto_rawDesc), len(file_shoal_v1_events_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   23,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -82,8 +82,17 @@ func full(tenant, client string, gen uint64) *sessionsvc.Session {
 		Inbox: []*eventspb.InboxAppend{{
 			Message: &eventspb.Message{Topic: "q/1", Payload: []byte("one"), Qos: 1},
 			Target:  &eventspb.Target{Qos: 1, SubscriptionIds: []uint32{3}},
+			Seq:     41, PacketId: 32767, Sent: true,
+			Source: &eventspb.Source{Partition: 0, Offset: 12},
+		}, {
+			Message: &eventspb.Message{Topic: "q/2", Payload: []byte("two"), Qos: 2},
+			Target:  &eventspb.Target{Qos: 2, ShareGroup: "g", ShareFilter: "q/+"},
+			Seq:     42, PacketId: 1, Sent: true, Received: true,
 		}},
 		InboxDropped: 2,
+		InboxSeq:     42,
+		LastPacketID: 1,
+		Sources:      []*eventspb.Source{{Partition: 0, Offset: 12}, {Partition: 5, Offset: 1 << 40}},
 		Subscriptions: []*eventspb.SessionSubscription{
 			{Filter: "$share/g/a/+", Options: &eventspb.SubscriptionOptions{Qos: 1, RetainHandling: 2}},
 			{Filter: "a/#", Options: &eventspb.SubscriptionOptions{Qos: 2, NoLocal: true, RetainAsPublished: true, SubscriptionId: 268435455}},

@@ -1,5 +1,8 @@
 // Package integration holds Shoal's integration suites (build tag
-// integration): the roles run against a real Apache Kafka, a real CQL
-// database and a real HAProxy, started as local processes by the project's
-// own scripts, or through testcontainers-go when a Docker engine answers.
+// integration): they run the roles against a real Apache Kafka (KRaft, one
+// node) and a real CQL database (Apache Cassandra 5, which speaks
+// ScyllaDB's protocol), both started as local processes on loopback ports
+// by internal/testutil/realkafka and internal/testutil/realcql from jars
+// fetched once from Maven Central into ~/.cache/shoal. `make integration`
+// (part of `make test`) runs them.
 package integration

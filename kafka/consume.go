@@ -33,13 +33,19 @@ type ConsumeConfig struct {
 	// Group, when set, makes Consume a member of this consumer group,
 	// which divides the topic's partitions among its members. Offsets are
 	// never committed to Kafka: services store the offsets they consumed
-	// with their views and return them from Start.
+	// with their views and return them from Start. A partition moves from
+	// one member to another only through OnRevoked on the old owner, then
+	// OnAssigned and Start on the new one, never overlapping, unless a
+	// member is expelled from the group while still handling (see the
+	// package documentation): with the offset stored before the handler
+	// returns, every record is handled once.
 	Group string
 	// Start returns the offset to start a partition at: the next offset to
 	// read (a stored offset + 1), StartAtEnd or StartAtBeginning. nil means
-	// StartAtBeginning for every partition. In group mode it is called each
-	// time a partition is assigned, right after OnAssigned (which can load
-	// what Start returns). An offset below the
+	// StartAtBeginning for every partition. It is called right after
+	// OnAssigned (which can load what Start returns): in group mode each
+	// time a partition is assigned, in explicit mode once per partition at
+	// the start. An offset below the
 	// log start (records removed by retention) starts at the log start;
 	// one past the log end (the broker lost records) starts at the log
 	// start too: reading again is safe, skipping is not.
@@ -133,6 +139,8 @@ func (c *Client) Consume(ctx context.Context, cfg ConsumeConfig, handle func(ctx
 		opts = append(opts,
 			kgo.ConsumerGroup(cfg.Group),
 			kgo.ConsumeTopics(cfg.Topic),
+			kgo.SessionTimeout(c.cfg.GroupSessionTimeout),
+			kgo.HeartbeatInterval(c.cfg.GroupSessionTimeout/10),
 			kgo.DisableAutoCommit(),
 			// Callbacks wait until the records handed out by a poll
 			// are handled (AllowRebalance), and polls wait for the
@@ -144,6 +152,9 @@ func (c *Client) Consume(ctx context.Context, cfg ConsumeConfig, handle func(ctx
 			kgo.AdjustFetchOffsetsFn(g.adjust),
 		)
 	} else {
+		if cfg.OnAssigned != nil {
+			cfg.OnAssigned(ctx, slices.Clone(cfg.Partitions))
+		}
 		parts := make(map[int32]kgo.Offset, len(cfg.Partitions))
 		for _, p := range cfg.Partitions {
 			parts[p] = startOffset(start(p))
@@ -151,11 +162,11 @@ func (c *Client) Consume(ctx context.Context, cfg ConsumeConfig, handle func(ctx
 		opts = append(opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{cfg.Topic: parts}))
 	}
 
-	if !group && cfg.OnAssigned != nil {
-		cfg.OnAssigned(ctx, slices.Clone(cfg.Partitions))
-	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
+		if !group && cfg.OnRevoked != nil {
+			cfg.OnRevoked(ctx, slices.Clone(cfg.Partitions))
+		}
 		return fmt.Errorf("consume %s: %w", cfg.Topic, err)
 	}
 	err = c.consumeLoop(ctx, cl, cfg, group, handle)
@@ -208,6 +219,45 @@ func (c *Client) consumeLoop(ctx context.Context, cl *kgo.Client, cfg ConsumeCon
 			cl.AllowRebalance()
 		}
 	}
+}
+
+// EndOffsets returns the next offset of every partition of topic: its high
+// watermark, the offset the next record written to the partition gets.
+// Every record below it is acknowledged (on every in-sync replica) and
+// readable, so a consumer whose next offset has reached it has caught up
+// with the log as it was when EndOffsets was called. It asks the
+// partitions' leaders (not a cache) and fails if the topic does not exist
+// or any partition's offset cannot be listed (a partition without a
+// leader while a broker restarts: franz-go retries that for its request
+// retry timeout, then the caller may try again).
+func (c *Client) EndOffsets(ctx context.Context, topic string) (map[int32]int64, error) {
+	listed, err := c.adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("end offsets of %s: %w", topic, err)
+	}
+	parts, ok := listed[topic]
+	if !ok {
+		return nil, fmt.Errorf("end offsets of %s: %w", topic, kerr.UnknownTopicOrPartition)
+	}
+	out := make(map[int32]int64, len(parts))
+	var errs []error
+	for p, o := range parts {
+		switch {
+		case o.Err != nil && p < 0: // kadm's entry for a topic-level error
+			errs = append(errs, fmt.Errorf("end offsets of %s: %w", topic, o.Err))
+		case o.Err != nil:
+			errs = append(errs, fmt.Errorf("end offset of %s partition %d: %w", topic, p, o.Err))
+		default:
+			out[p] = o.Offset
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("end offsets of %s: the broker listed no partitions", topic)
+	}
+	return out, nil
 }
 
 // fetchError returns err when retrying cannot help and logs it otherwise

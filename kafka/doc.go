@@ -32,6 +32,16 @@
 // ends. Linger is 0 by default: under load, batches form while earlier
 // requests are in flight.
 //
+// While a broker is down, records wait in the buffer and are retried; once
+// it is back they are written exactly once, in order (the idempotent
+// producer keeps its producer id across a broker restart, even after
+// SIGKILL). A ProduceSync that returns its context's error has therefore
+// not necessarily failed: its records stay buffered and are written later.
+// Failed requests are retried after 100ms doubling to 1s, and metadata is
+// refreshed at most every 500ms (franz-go's defaults, 5s each, delayed the
+// first write after a broker restart by up to 4.4s; now about 20ms). See
+// docs/kafka.md for what was measured against a real Kafka.
+//
 // # Consuming
 //
 // Client.Consume runs a consumer client of its own per call, on explicit
@@ -45,6 +55,24 @@
 // handler (BlockRebalanceOnPoll). Fetches wait at most 500ms for new
 // records (Kafka's default, not franz-go's 5s): franz-go can send a first
 // fetch covering only part of a new assignment, and the rest waits for it.
+//
+// Groups use Kafka's classic protocol with franz-go's cooperative-sticky
+// balancer: a partition moves only by OnRevoked on its old owner (after
+// the last batch it handed out was handled) and, in a later rebalance,
+// OnAssigned and Start on the new one. A service that stores each batch's
+// effects and its next offset before the handler returns, and returns that
+// offset from Start, handles every record exactly once across a member
+// joining, a member leaving and a broker restart (a member may lose its
+// partitions in a restart and get them back: Start runs again). Records are
+// handled twice only if a process dies between a batch's effects and its
+// stored offset, or if a member is expelled for missing heartbeats (45s
+// session timeout) or for a handler that blocks a rebalance beyond 60s
+// while it still handles: nothing is committed, so Kafka fences nothing.
+// A member that dies without leaving keeps its partitions until its
+// session times out.
+//
+// EndOffsets lists each partition's high watermark, for a service to know
+// when it has caught up with a topic.
 //
 // # Buffers
 //

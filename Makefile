@@ -23,7 +23,7 @@ run: build ## start Shoal (shoal all) on the embedded backbone
 	./bin/shoal all
 
 .PHONY: test
-test: deps vet proto-check lint unit ## everything CI runs: test deps, vet, schema checks, lint, unit tests with -race
+test: deps vet proto-check lint unit integration ## everything CI runs: test deps, vet, schema checks, lint, unit and integration tests with -race
 
 .PHONY: deps
 deps: ## install what the tests drive (mosquitto-clients) when missing
@@ -33,16 +33,23 @@ deps: ## install what the tests drive (mosquitto-clients) when missing
 vet: ## go vet, and a gofmt check
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags integration ./integration/... ./internal/testutil/...
 	cd bench/trie && $(GO) vet ./...
 
 .PHONY: lint
 lint: ## golangci-lint (installed into the tool cache when missing)
-	$(TOOLS)/golangci-lint run $(PKGS)
+	$(TOOLS)/golangci-lint run --build-tags integration $(PKGS)
 
 .PHONY: unit
 unit: ## unit tests with the race detector
 	$(GO) test -race -count=1 $(PKGS)
 	cd bench/trie && $(GO) test -race -count=1 ./...
+
+.PHONY: integration
+integration: ## integration suites against a real Kafka and a real Cassandra (jars fetched once into ~/.cache/shoal)
+	./scripts/fetch-kafka.sh >/dev/null
+	./scripts/fetch-cassandra.sh >/dev/null
+	$(GO) test -race -count=1 -tags integration -timeout 40m ./integration/...
 
 .PHONY: short
 short: ## unit tests with -short (skips the slow ones)

@@ -83,10 +83,12 @@ type conn struct {
 	pendingInboxAcks []inboxAck
 	// seen is, per partition of shoal.messages, the offset of the newest
 	// record a delivery to this connection was made for (see fresh).
-	seen     []int64
-	aliasOut map[string]uint16
-	subs     map[string]*eventspb.SubscriptionOptions // filter as subscribed → options
-	scratch  packet.Publish
+	seen []int64
+	// lastInboxSeq is the newest inbox entry forwarded to this connection.
+	lastInboxSeq uint64
+	aliasOut     map[string]uint16
+	subs         map[string]*eventspb.SubscriptionOptions // filter as subscribed → options
+	scratch      packet.Publish
 }
 
 // earlyDelivery is a delivery that arrived between the session service's

@@ -300,3 +300,38 @@ func TestPublishStartsTrace(t *testing.T) {
 		t.Fatalf("second publish traceparent %q, want a child of the client's %q", cont, client)
 	}
 }
+
+// TestRepeatedInboxForwardDropped: the session service may forward an
+// inbox entry twice (it re-applies records after a restart); the
+// connection sends it once.
+func TestRepeatedInboxForwardDropped(t *testing.T) {
+	fl := newFakeLog()
+	g := startGateway(t, fl)
+	nc, rd := dial(t, g)
+	g.mu.RLock()
+	c := g.clients[clientKey("t", "t-1")]
+	g.mu.RUnlock()
+	if c == nil {
+		t.Fatal("connection not registered")
+	}
+	fwd := func(seq uint64, id uint32, payload string) kafka.Batch {
+		env := &eventspb.Envelope{Tenant: "t", ClientId: "t-1", Event: &eventspb.Envelope_Delivery{Delivery: &eventspb.Delivery{
+			Message: &eventspb.Message{Topic: "a", Payload: []byte(payload), Qos: 1},
+			Targets: []*eventspb.Target{{ClientId: "t-1", Connection: c.id, Qos: 1, PacketId: id, InboxSeq: seq}},
+		}}}
+		return kafka.Batch{Records: []*kafka.Record{kafka.NewRecord(kafka.TopicDeliveries, nil, 0, env)}}
+	}
+	fl.slot <- fwd(1, 5, "one")
+	fl.slot <- fwd(1, 5, "one again")
+	fl.slot <- fwd(2, 6, "two")
+	for _, want := range []struct {
+		id      uint16
+		payload string
+	}{{5, "one"}, {6, "two"}} {
+		p, ok := read(t, nc, rd, 5*time.Second).(*packet.Publish)
+		if !ok || p.PacketID != want.id || string(p.Payload) != want.payload {
+			t.Fatalf("got %+v, want PUBLISH %d %q", p, want.id, want.payload)
+		}
+	}
+	expectSilence(t, nc, rd, 200*time.Millisecond)
+}

@@ -77,12 +77,21 @@ func (c *conn) deliver(m *eventspb.Message, t *eventspb.Target, now time.Time) {
 	}
 	om := newOutMsg(m, t)
 	if om.inboxSeq != 0 {
-		if prev := c.inflight[om.id]; prev != nil {
-			// The session service forwarded the entry again (it repeats
-			// outputs after a crash), or its identifier is still taken by
-			// an older entry: the first one goes on.
+		// The session service forwards a connection its inbox entries in
+		// sequence order; one at or below the newest seen is a repeat (the
+		// service re-applies records after its stored offset when it
+		// restarts or takes a partition over).
+		if om.inboxSeq <= c.lastInboxSeq {
 			c.mu.Unlock()
-			c.g.log.Debug("inbox message with an identifier in flight", "client", c.clientID, "packet", om.id,
+			c.g.log.Debug("repeated inbox message dropped", "client", c.clientID, "seq", om.inboxSeq)
+			return
+		}
+		c.lastInboxSeq = om.inboxSeq
+		if prev := c.inflight[om.id]; prev != nil {
+			// Its identifier is still taken by an older entry (which the
+			// session let go): the older one goes on.
+			c.mu.Unlock()
+			c.g.log.Warn("inbox message with an identifier in flight", "client", c.clientID, "packet", om.id,
 				"seq", om.inboxSeq, "in_flight_seq", prev.inboxSeq)
 			return
 		}

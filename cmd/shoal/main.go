@@ -38,9 +38,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		usage(stdout)
 		return 0
 	case "all":
-		return runAll(ctx, args, stderr)
-	case "gateway", "router", "session", "replay", "ctl":
-		fmt.Fprintf(stderr, "shoal: %q is not in this build yet: the distributed roles and operator tools come later; run \"shoal all\"\n", cmd)
+		return runRoles(ctx, "shoal all", broker.RolesAll, args, stderr)
+	case "gateway":
+		return runRoles(ctx, "shoal gateway", broker.RoleGateway, args, stderr)
+	case "router":
+		return runRoles(ctx, "shoal router", broker.RoleRouter, args, stderr)
+	case "session":
+		return runRoles(ctx, "shoal session", broker.RoleSession, args, stderr)
+	case "replay", "ctl":
+		fmt.Fprintf(stderr, "shoal: %q is not in this build yet: the operator tools come later\n", cmd)
 		return 2
 	}
 	fmt.Fprintf(stderr, "shoal: unknown command %q\n", cmd)
@@ -48,8 +54,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 2
 }
 
-func runAll(ctx context.Context, args []string, stderr io.Writer) int {
-	cfg, err := config.Load("shoal all", args, os.LookupEnv, stderr)
+func runRoles(ctx context.Context, name string, roles broker.Role, args []string, stderr io.Writer) int {
+	cfg, err := config.Load(name, args, os.LookupEnv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
@@ -58,7 +64,7 @@ func runAll(ctx context.Context, args []string, stderr io.Writer) int {
 		return 2
 	}
 	log := newLogger(cfg, stderr)
-	if err := broker.New(cfg, log, version).Run(ctx); err != nil {
+	if err := broker.NewRoles(cfg, roles, log, version).Run(ctx); err != nil {
 		log.Error("shoal stopped", "err", err)
 		return 1
 	}
@@ -79,7 +85,13 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `usage: shoal [command] [flags]
 
 commands:
-  all       every role in one process on the embedded backbone (default)
+  all       every role in one process (default): on the embedded backbone, or
+            on an external Kafka and CQL database (--kafka-brokers, --cql-hosts)
+  gateway   the MQTT listeners (needs --kafka-brokers; --cql-hosts to lease
+            its slot, or an explicit --gateway-slot)
+  router    matching and fan-out (needs --kafka-brokers and --cql-hosts)
+  session   sessions, takeover, wills, inboxes (needs --kafka-brokers and
+            --cql-hosts)
   version   print the version
   help      this text
 

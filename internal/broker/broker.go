@@ -15,15 +15,48 @@ import (
 
 	"github.com/shoal-mqtt/shoal/gateway"
 	"github.com/shoal-mqtt/shoal/internal/config"
+	"github.com/shoal-mqtt/shoal/internal/store/cqlstore"
 	"github.com/shoal-mqtt/shoal/internal/store/pebblestore"
 	"github.com/shoal-mqtt/shoal/kafka"
 	routersvc "github.com/shoal-mqtt/shoal/router-svc"
 	sessionsvc "github.com/shoal-mqtt/shoal/session-svc"
 )
 
-// Broker is `shoal all`: every role in one process.
+// Role is one of Shoal's roles; a Broker runs a set of them.
+type Role uint8
+
+// The roles.
+const (
+	RoleGateway Role = 1 << iota
+	RoleRouter
+	RoleSession
+	// RolesAll is `shoal all`.
+	RolesAll = RoleGateway | RoleRouter | RoleSession
+)
+
+// String names the roles of r, joined by "+": "gateway+router".
+func (r Role) String() string {
+	var names []string
+	for _, x := range []struct {
+		role Role
+		name string
+	}{{RoleGateway, "gateway"}, {RoleRouter, "router"}, {RoleSession, "session"}} {
+		if r&x.role != 0 {
+			names = append(names, x.name)
+		}
+	}
+	if r == RolesAll {
+		return "all"
+	}
+	return strings.Join(names, "+")
+}
+
+// Broker runs a set of roles in one process: `shoal all` (every role, on
+// the embedded backbone or an external one) or one role of a distributed
+// deployment (`shoal gateway`, `shoal router`, `shoal session`).
 type Broker struct {
 	cfg     config.Config
+	roles   Role
 	log     *slog.Logger
 	version string
 	clock   func() time.Time
@@ -36,9 +69,15 @@ type Broker struct {
 	started  chan struct{}
 }
 
-// New returns a broker for cfg (already validated by config.Load).
+// New returns a broker running every role for cfg (already validated by
+// config.Load).
 func New(cfg config.Config, log *slog.Logger, version string) *Broker {
-	return &Broker{cfg: cfg, log: log, version: version, clock: time.Now, started: make(chan struct{})}
+	return NewRoles(cfg, RolesAll, log, version)
+}
+
+// NewRoles returns a broker running roles for cfg.
+func NewRoles(cfg config.Config, roles Role, log *slog.Logger, version string) *Broker {
+	return &Broker{cfg: cfg, roles: roles, log: log, version: version, clock: time.Now, started: make(chan struct{})}
 }
 
 // Ready reports whether every role is ready.
@@ -48,13 +87,13 @@ func (b *Broker) notReady() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var not []string
-	if b.router == nil || !b.router.Ready() {
+	if b.roles&RoleRouter != 0 && (b.router == nil || !b.router.Ready()) {
 		not = append(not, "router")
 	}
-	if b.session == nil || !b.session.Ready() {
+	if b.roles&RoleSession != 0 && (b.session == nil || !b.session.Ready()) {
 		not = append(not, "session")
 	}
-	if b.gateway == nil || !b.gateway.Ready() {
+	if b.roles&RoleGateway != 0 && (b.gateway == nil || !b.gateway.Ready()) {
 		not = append(not, "gateway")
 	}
 	return strings.Join(not, ", ")
@@ -77,14 +116,36 @@ func (b *Broker) Addr(name string) net.Addr {
 	return b.gateway.Addr(name)
 }
 
-// Run runs the broker until ctx is done or a role fails.
-func (b *Broker) Run(ctx context.Context) (err error) {
+// checkRoles reports a configuration the roles cannot run with: a role of
+// a distributed deployment needs the external Kafka and, but for the
+// gateway with an explicit slot, the CQL database; the embedded backbone
+// is for `shoal all` alone.
+func (b *Broker) checkRoles() error {
 	cfg := b.cfg
-	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
-		return fmt.Errorf("data dir: %w", err)
+	if b.roles == RolesAll {
+		return nil
 	}
+	if len(cfg.Kafka.Brokers) == 0 {
+		return fmt.Errorf("kafka.brokers: `shoal %s` needs an external Kafka (--kafka-brokers); the embedded backbone is for `shoal all`", b.roles)
+	}
+	if b.roles&(RoleRouter|RoleSession) != 0 && len(cfg.CQL.Hosts) == 0 {
+		return fmt.Errorf("cql.hosts: `shoal %s` needs a CQL database for its views (--cql-hosts)", b.roles)
+	}
+	return nil
+}
 
+// Run runs the broker's roles until ctx is done or a role fails.
+func (b *Broker) Run(ctx context.Context) (err error) {
+	if err := b.checkRoles(); err != nil {
+		return err
+	}
+	cfg := b.cfg
 	brokers := cfg.Kafka.Brokers
+	if len(brokers) == 0 || len(cfg.CQL.Hosts) == 0 {
+		if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+			return fmt.Errorf("data dir: %w", err)
+		}
+	}
 	if len(brokers) == 0 {
 		emb, err := kafka.StartEmbedded(kafka.EmbeddedConfig{
 			Dir:  filepath.Join(cfg.DataDir, "kafka"),
@@ -104,7 +165,10 @@ func (b *Broker) Run(ctx context.Context) (err error) {
 	for _, t := range []*kafka.TopicSpec{&cat.Messages, &cat.Sessions, &cat.Presence, &cat.Deliveries} {
 		t.Partitions = cfg.Kafka.Partitions
 	}
-	client, err := kafka.NewClient(ctx, kafka.Config{Brokers: brokers, ClientID: "shoal-all", Catalogue: cat}, b.log)
+	client, err := kafka.NewClient(ctx, kafka.Config{
+		Brokers: brokers, ClientID: "shoal-" + strings.ReplaceAll(b.roles.String(), "+", "-"), Catalogue: cat,
+		GroupSessionTimeout: cfg.Kafka.GroupSessionTimeout,
+	}, b.log)
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
 	}
@@ -113,27 +177,44 @@ func (b *Broker) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("kafka topics: %w", err)
 	}
 
-	db, err := pebblestore.Open(filepath.Join(cfg.DataDir, "views"), b.log)
+	views, leaser, closeViews, err := b.openViews(ctx)
 	if err != nil {
-		return fmt.Errorf("view store: %w", err)
+		return err
 	}
 	defer func() {
-		if cerr := db.Close(); cerr != nil && err == nil {
+		if cerr := closeViews(); cerr != nil && err == nil {
 			err = fmt.Errorf("close view store: %w", cerr)
 		}
 	}()
 
-	router, err := routersvc.New(cfg.Router, client, db, b.log, b.clock)
-	if err != nil {
-		return err
+	var router *routersvc.Router
+	var session *sessionsvc.Service
+	var gw *gateway.Gateway
+	if b.roles&RoleRouter != 0 {
+		rcfg := cfg.Router
+		if b.roles != RolesAll && rcfg.Group == "" {
+			rcfg.Group = "shoal-router"
+		}
+		if router, err = routersvc.New(rcfg, client, views, b.log, b.clock); err != nil {
+			return err
+		}
 	}
-	session, err := sessionsvc.New(cfg.Session, client, db, b.log, b.clock)
-	if err != nil {
-		return err
+	if b.roles&RoleSession != 0 {
+		scfg := cfg.Session
+		if b.roles != RolesAll && scfg.Group == "" {
+			scfg.Group = "shoal-session"
+		}
+		if session, err = sessionsvc.New(scfg, client, views, b.log, b.clock); err != nil {
+			return err
+		}
 	}
-	gw, err := gateway.NewVersion(cfg.Gateway, client, b.log, b.clock, b.version)
-	if err != nil {
-		return err
+	if b.roles&RoleGateway != 0 {
+		if gw, err = gateway.NewVersion(cfg.Gateway, client, b.log, b.clock, b.version); err != nil {
+			return err
+		}
+		if leaser != nil {
+			gw.SetSlotLeaser(leaser)
+		}
 	}
 	b.mu.Lock()
 	b.router, b.session, b.gateway = router, session, gw
@@ -153,8 +234,12 @@ func (b *Broker) Run(ctx context.Context) (err error) {
 			}
 		}()
 	}
-	run("router", router.Run)
-	run("session", session.Run)
+	if router != nil {
+		run("router", router.Run)
+	}
+	if session != nil {
+		run("session", session.Run)
+	}
 
 	var srv *http.Server
 	if cfg.HTTPListen != "" {
@@ -178,7 +263,9 @@ func (b *Broker) Run(ctx context.Context) (err error) {
 	gwCtx, stopGW := context.WithCancel(ctx)
 	defer stopGW()
 	gwDone := make(chan error, 1)
-	go func() { gwDone <- gw.Run(gwCtx) }()
+	if gw != nil {
+		go func() { gwDone <- gw.Run(gwCtx) }()
+	}
 	close(b.started)
 
 	select {
@@ -192,8 +279,10 @@ func (b *Broker) Run(ctx context.Context) (err error) {
 		}
 	}
 	stopGW()
-	if gerr := <-gwDone; gerr != nil && err == nil {
-		err = fmt.Errorf("gateway: %w", gerr)
+	if gw != nil {
+		if gerr := <-gwDone; gerr != nil && err == nil {
+			err = fmt.Errorf("gateway: %w", gerr)
+		}
 	}
 	if srv != nil {
 		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -208,4 +297,31 @@ func (b *Broker) Run(ctx context.Context) (err error) {
 	stopBack()
 	back.Wait()
 	return err
+}
+
+// views is what the router and the session service store their views in.
+type views interface {
+	routersvc.Store
+	sessionsvc.Store
+}
+
+// openViews opens the view store: the CQL database when cql.hosts is set
+// (also the gateways' slot leases), else Pebble under data_dir.
+func (b *Broker) openViews(ctx context.Context) (views, gateway.SlotLeaser, func() error, error) {
+	cfg := b.cfg
+	if len(cfg.CQL.Hosts) > 0 {
+		st, err := cqlstore.Open(ctx, cfg.CQL, b.log)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("cql view store: %w", err)
+		}
+		return st, st, st.Close, nil
+	}
+	if b.roles&(RoleRouter|RoleSession) == 0 {
+		return nil, nil, func() error { return nil }, nil // a gateway with an explicit slot
+	}
+	db, err := pebblestore.Open(filepath.Join(cfg.DataDir, "views"), b.log)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("view store: %w", err)
+	}
+	return db, nil, db.Close, nil
 }

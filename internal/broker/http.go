@@ -44,16 +44,14 @@ var gatewayMetrics = [...]struct {
 }
 
 func (b *Broker) writeMetrics(w io.Writer) {
-	gw := b.gateway
-	if gw == nil {
-		return
-	}
-	for _, m := range gatewayMetrics {
-		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s %d\n", m.name, m.help, m.name, m.kind, m.name, gw.Stats.Load(m.counter))
-	}
 	b.mu.Lock()
-	sess := b.session
+	gw, sess := b.gateway, b.session
 	b.mu.Unlock()
+	if gw != nil {
+		for _, m := range gatewayMetrics {
+			fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s %d\n", m.name, m.help, m.name, m.kind, m.name, gw.Stats.Load(m.counter))
+		}
+	}
 	if sess != nil {
 		fmt.Fprintf(w, "# HELP shoal_session_inbox_dropped_total Messages dropped because an offline session's inbox was full.\n# TYPE shoal_session_inbox_dropped_total counter\nshoal_session_inbox_dropped_total %d\n", sess.InboxDropped())
 	}

@@ -9,10 +9,12 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/shoal-mqtt/shoal/gateway"
+	"github.com/shoal-mqtt/shoal/internal/store/cqlstore"
 	routersvc "github.com/shoal-mqtt/shoal/router-svc"
 	sessionsvc "github.com/shoal-mqtt/shoal/session-svc"
 )
@@ -26,11 +28,15 @@ type Config struct {
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `yaml:"log_level"`
 	// LogFormat is text or json.
-	LogFormat string            `yaml:"log_format"`
-	Kafka     Kafka             `yaml:"kafka"`
-	Gateway   gateway.Config    `yaml:"gateway"`
-	Router    routersvc.Config  `yaml:"router"`
-	Session   sessionsvc.Config `yaml:"session"`
+	LogFormat string `yaml:"log_format"`
+	Kafka     Kafka  `yaml:"kafka"`
+	// CQL is the view store on a CQL database (ScyllaDB, Apache
+	// Cassandra). Without hosts the views live in Pebble under data_dir,
+	// which only `shoal all` may use.
+	CQL     cqlstore.Config   `yaml:"cql"`
+	Gateway gateway.Config    `yaml:"gateway"`
+	Router  routersvc.Config  `yaml:"router"`
+	Session sessionsvc.Config `yaml:"session"`
 }
 
 // Kafka configures the log.
@@ -42,6 +48,9 @@ type Kafka struct {
 	// Partitions of each event topic (the deliveries topic has one per
 	// gateway slot).
 	Partitions int32 `yaml:"partitions"`
+	// GroupSessionTimeout is how soon the partitions of a router or session
+	// service that died move to the others (0: 10s).
+	GroupSessionTimeout time.Duration `yaml:"group_session_timeout"`
 }
 
 // Default returns the defaults.
@@ -52,6 +61,7 @@ func Default() Config {
 		LogLevel:   "info",
 		LogFormat:  "text",
 		Kafka:      Kafka{EmbeddedAddr: "127.0.0.1:0", Partitions: 16},
+		CQL:        cqlstore.DefaultConfig(),
 		Gateway:    gateway.DefaultConfig(),
 		Router:     routersvc.DefaultConfig(),
 		Session:    sessionsvc.DefaultConfig(),
@@ -76,6 +86,11 @@ func (c *Config) Validate() error {
 	}
 	if c.Kafka.Partitions < 1 {
 		errs = append(errs, errors.New("kafka.partitions: must be ≥ 1"))
+	}
+	if len(c.CQL.Hosts) > 0 {
+		if err := c.CQL.Validate(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	for _, err := range []error{c.Gateway.Validate(), c.Router.Validate(), c.Session.Validate()} {
 		if err != nil {
@@ -104,12 +119,21 @@ func options() []option {
 		{"log-level", "debug, info, warn or error (log_level)", str(func(c *Config) *string { return &c.LogLevel })},
 		{"log-format", "text or json (log_format)", str(func(c *Config) *string { return &c.LogFormat })},
 		{"kafka-brokers", "comma-separated brokers of an external Kafka; empty runs the embedded one (kafka.brokers)", func(c *Config, v string) error {
-			c.Kafka.Brokers = nil
-			for _, b := range strings.Split(v, ",") {
-				if b = strings.TrimSpace(b); b != "" {
-					c.Kafka.Brokers = append(c.Kafka.Brokers, b)
-				}
+			c.Kafka.Brokers = splitList(v)
+			return nil
+		}},
+		{"cql-hosts", "comma-separated host:port of a CQL database (ScyllaDB, Cassandra) for the views; empty keeps them in Pebble under data_dir (cql.hosts)", func(c *Config, v string) error {
+			c.CQL.Hosts = splitList(v)
+			return nil
+		}},
+		{"cql-keyspace", "CQL keyspace of the views, created when missing (cql.keyspace)", str(func(c *Config) *string { return &c.CQL.Keyspace })},
+		{"gateway-id", "name of this gateway instance in events and its slot lease (gateway.id)", str(func(c *Config) *string { return &c.Gateway.ID })},
+		{"gateway-slot", "partition of shoal.deliveries this gateway owns; -1 takes a free one by lease (gateway.slot)", func(c *Config, v string) error {
+			n, err := strconv.ParseInt(v, 10, 32)
+			if err != nil {
+				return fmt.Errorf("gateway.slot: %w", err)
 			}
+			c.Gateway.Slot = int32(n)
 			return nil
 		}},
 		{"kafka-partitions", "partitions of each event topic (kafka.partitions)", func(c *Config, v string) error {
@@ -121,6 +145,17 @@ func options() []option {
 			return nil
 		}},
 	}
+}
+
+// splitList splits a comma-separated list, dropping empty items.
+func splitList(v string) []string {
+	var out []string
+	for _, b := range strings.Split(v, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 // envName is the environment variable of a flag: SHOAL_MQTT_LISTEN.

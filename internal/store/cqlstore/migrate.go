@@ -1,0 +1,261 @@
+package cqlstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/gocql/gocql"
+
+	"github.com/shoal-mqtt/shoal/schemas/cql"
+)
+
+// Bounds of the migration lock.
+const (
+	// lockTTL frees the lock of a process that died while migrating.
+	lockTTL = 2 * time.Minute
+	// lockPoll is the pause between two looks at the lock and the
+	// applied migrations while another process holds the lock.
+	lockPoll = 250 * time.Millisecond
+	// lockWait bounds the wait for another process's migrations.
+	lockWait = 3 * time.Minute
+)
+
+// AppliedMigration is one row of schema_migrations.
+type AppliedMigration struct {
+	Version   int
+	Name      string
+	Checksum  string
+	AppliedAt time.Time
+}
+
+// migrate creates the keyspace and the bootstrap tables when they are
+// missing and applies the migrations not recorded in schema_migrations,
+// holding the migration lock meanwhile:
+//
+//  1. CREATE KEYSPACE IF NOT EXISTS, then bootstrap.cql (CREATE TABLE IF
+//     NOT EXISTS): harmless when several processes do it at once.
+//  2. Read schema_migrations; a recorded migration whose checksum differs
+//     from the embedded one is an error (an applied migration was edited).
+//     Nothing pending: done, without taking the lock.
+//  3. Take the lock (INSERT … IF NOT EXISTS USING TTL, a lightweight
+//     transaction). Taken by another process: wait for it, reading
+//     schema_migrations again, until nothing is pending or the lock is
+//     free (its holder finished or died and the TTL expired).
+//  4. Holding the lock, read schema_migrations again and apply what is
+//     still pending in version order, recording each migration after its
+//     statements succeeded (the driver waits for schema agreement after
+//     each schema change). Release the lock.
+//
+// Only one process changes the schema at a time, so concurrent schema
+// changes on different coordinators (which Cassandra before 5.1 can
+// resolve into two versions of a table) do not happen; and since every
+// statement is idempotent, a process that dies halfway is harmless: the
+// next one runs the unrecorded migration again.
+func (s *Store) migrate(ctx context.Context) error {
+	if err := s.exec(ctx, fmt.Sprintf(s.q.createKeyspace, s.cfg.ReplicationFactor)); err != nil {
+		return fmt.Errorf("create keyspace: %w", err)
+	}
+	boot, err := cqlschema.Bootstrap()
+	if err != nil {
+		return err
+	}
+	for _, stmt := range boot {
+		if err := s.exec(ctx, cqlschema.Render(stmt, s.cfg.Keyspace)); err != nil {
+			return fmt.Errorf("bootstrap: %w", err)
+		}
+	}
+	known, err := cqlschema.Migrations()
+	if err != nil {
+		return err
+	}
+	pending, err := s.pending(ctx, known)
+	if err != nil || len(pending) == 0 {
+		return err
+	}
+
+	owner, err := lockOwner()
+	if err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, lockWait)
+	defer cancel()
+	for {
+		took, holder, err := s.takeLock(wctx, owner)
+		if err != nil {
+			return fmt.Errorf("take the migration lock: %w", err)
+		}
+		if took {
+			break
+		}
+		s.log.Info("waiting for another process's schema migrations", "keyspace", s.cfg.Keyspace, "holder", holder)
+		if err := sleep(wctx, lockPoll); err != nil {
+			return fmt.Errorf("wait for the migrations of %s: %w", holder, err)
+		}
+		if pending, err = s.pending(wctx, known); err != nil || len(pending) == 0 {
+			return err
+		}
+	}
+	err = s.applyPending(ctx, known)
+	// Released even when ctx has ended: the lock would block others for
+	// its TTL.
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.Timeout)
+	defer rcancel()
+	return errors.Join(err, s.releaseLock(rctx, owner))
+}
+
+// applyPending applies the migrations still pending; the caller holds the
+// lock.
+func (s *Store) applyPending(ctx context.Context, known []cqlschema.Migration) error {
+	pending, err := s.pending(ctx, known)
+	if err != nil {
+		return err
+	}
+	for _, m := range pending {
+		began := time.Now()
+		for i, stmt := range m.Statements {
+			if err := s.exec(ctx, cqlschema.Render(stmt, s.cfg.Keyspace)); err != nil {
+				return fmt.Errorf("migration %s, statement %d: %w", m.Name, i+1, err)
+			}
+		}
+		err := s.session.Query(s.q.migrationInsert, m.Version, m.Name, m.Checksum, time.Now()).WithContext(ctx).Exec()
+		if err != nil {
+			return fmt.Errorf("migration %s: record it: %w", m.Name, err)
+		}
+		s.log.Info("schema migration applied", "keyspace", s.cfg.Keyspace, "migration", m.Name,
+			"took", time.Since(began).Round(time.Millisecond))
+	}
+	return nil
+}
+
+// pending returns the migrations of known not recorded as applied.
+func (s *Store) pending(ctx context.Context, known []cqlschema.Migration) ([]cqlschema.Migration, error) {
+	applied, err := s.AppliedMigrations(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return pendingMigrations(known, applied)
+}
+
+// pendingMigrations compares the embedded migrations with the recorded
+// ones: it returns those not applied, or an error if a recorded one was
+// changed since. Migrations recorded but unknown (written by a newer
+// version of Shoal) are left alone.
+func pendingMigrations(known []cqlschema.Migration, applied []AppliedMigration) ([]cqlschema.Migration, error) {
+	done := make(map[int]AppliedMigration, len(applied))
+	for _, a := range applied {
+		done[a.Version] = a
+	}
+	var pending []cqlschema.Migration
+	for _, m := range known {
+		a, ok := done[m.Version]
+		if !ok {
+			pending = append(pending, m)
+			continue
+		}
+		if a.Checksum != m.Checksum {
+			return nil, fmt.Errorf("migration %s was applied (as %s, %s) with checksum %.12s…, but its statements now have checksum %.12s…: an applied migration must not change; write a new one",
+				m.Name, a.Name, a.AppliedAt.UTC().Format(time.RFC3339), a.Checksum, m.Checksum)
+		}
+	}
+	return pending, nil
+}
+
+// AppliedMigrations returns the rows of schema_migrations in version
+// order.
+func (s *Store) AppliedMigrations(ctx context.Context) ([]AppliedMigration, error) {
+	iter := s.session.Query(s.q.migrationsSelect).WithContext(ctx).Iter()
+	var (
+		out []AppliedMigration
+		a   AppliedMigration
+	)
+	for iter.Scan(&a.Version, &a.Name, &a.Checksum, &a.AppliedAt) {
+		out = append(out, a)
+	}
+	if err := iter.Close(); err != nil {
+		return nil, fmt.Errorf("read schema_migrations: %w", err)
+	}
+	slices.SortFunc(out, func(a, b AppliedMigration) int { return a.Version - b.Version })
+	return out, nil
+}
+
+// takeLock tries to take the migration lock for owner. It reports whether
+// it did and, if not, who holds it.
+func (s *Store) takeLock(ctx context.Context, owner string) (bool, string, error) {
+	q := s.session.Query(s.q.lockTake, owner, int(lockTTL/time.Second)).WithContext(ctx)
+	m := make(map[string]any)
+	applied, err := q.MapScanCAS(m)
+	if err != nil {
+		// The outcome of a lightweight transaction that timed out is
+		// unknown: read the lock serially to learn it.
+		holder, rerr := s.lockHolder(ctx)
+		if rerr != nil {
+			return false, "", errors.Join(err, rerr)
+		}
+		return holder == owner, holder, nil
+	}
+	holder, _ := m["owner"].(string)
+	return applied, holder, nil
+}
+
+// lockHolder reads the lock's owner with SERIAL consistency ("" when free).
+func (s *Store) lockHolder(ctx context.Context) (string, error) {
+	var holder string
+	stmt := cqlschema.Render(`SELECT owner FROM ${keyspace}.schema_migration_lock WHERE name = 'migrations'`, s.cfg.Keyspace)
+	err := s.session.Query(stmt).Consistency(s.cfg.serial()).WithContext(ctx).Scan(&holder)
+	if errors.Is(err, gocql.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read the migration lock: %w", err)
+	}
+	return holder, nil
+}
+
+// releaseLock releases the lock if owner holds it.
+func (s *Store) releaseLock(ctx context.Context, owner string) error {
+	if _, err := s.session.Query(s.q.lockRelease, owner).WithContext(ctx).MapScanCAS(make(map[string]any)); err != nil {
+		return fmt.Errorf("release the migration lock (it expires in %s): %w", lockTTL, err)
+	}
+	return nil
+}
+
+// exec runs one statement (a schema change: the driver waits for schema
+// agreement after it).
+func (s *Store) exec(ctx context.Context, stmt string) error {
+	if err := s.session.Query(stmt).WithContext(ctx).Exec(); err != nil {
+		return fmt.Errorf("%.60s…: %w", stmt, err)
+	}
+	return nil
+}
+
+// lockOwner returns a name for this process in the migration lock: host,
+// pid and a random part (two stores of one process are two owners).
+func lockOwner() (string, error) {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "unknown-host"
+	}
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("lock owner: %w", err)
+	}
+	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b[:])), nil
+}
+
+// sleep waits for d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,540 @@
+//go:build unix
+
+package realcql
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Version is the Apache Cassandra release the node runs (the one
+// scripts/fetch-cassandra.sh fetches).
+const Version = "5.0.9"
+
+// Bounds of the waits.
+const (
+	// ReadyTimeout bounds the wait for a started node to answer CQL
+	// (8–20 s on a busy 2-core machine).
+	ReadyTimeout = 150 * time.Second
+	// StopTimeout is how long Stop waits after SIGTERM before SIGKILL (a
+	// test node drains in a few seconds).
+	StopTimeout = 60 * time.Second
+	// killTimeout bounds the wait for the process to exit after SIGKILL.
+	killTimeout = 30 * time.Second
+	// fetchTimeout bounds the download of the jars (about 70 MB, once).
+	fetchTimeout = 10 * time.Minute
+	// bindAttempts is how many times Start picks new ports when another
+	// process took a picked one before the node bound it.
+	bindAttempts = 3
+	// probeInterval is the pause between readiness probes.
+	probeInterval = 250 * time.Millisecond
+	// tailBytes is how much of the node's latest output errors quote.
+	tailBytes = 4 << 10
+)
+
+// jvm17Flags are the module flags of Cassandra 5.0's conf/jvm17-server.options
+// (the JVM otherwise refuses Cassandra's reflective access) and its Netty
+// settings.
+var jvm17Flags = [...]string{
+	"-Djdk.attach.allowAttachSelf=true",
+	"--add-exports", "java.base/jdk.internal.misc=ALL-UNNAMED",
+	"--add-exports", "java.management.rmi/com.sun.jmx.remote.internal.rmi=ALL-UNNAMED",
+	"--add-exports", "java.rmi/sun.rmi.registry=ALL-UNNAMED",
+	"--add-exports", "java.rmi/sun.rmi.server=ALL-UNNAMED",
+	"--add-exports", "java.sql/java.sql=ALL-UNNAMED",
+	"--add-exports", "java.base/java.lang.ref=ALL-UNNAMED",
+	"--add-exports", "jdk.unsupported/sun.misc=ALL-UNNAMED",
+	"--add-exports", "jdk.compiler/com.sun.tools.javac.file=ALL-UNNAMED",
+	"--add-exports", "jdk.attach/sun.tools.attach=ALL-UNNAMED",
+	"--add-opens", "java.base/java.lang.module=ALL-UNNAMED",
+	"--add-opens", "java.base/jdk.internal.loader=ALL-UNNAMED",
+	"--add-opens", "java.base/jdk.internal.ref=ALL-UNNAMED",
+	"--add-opens", "java.base/jdk.internal.reflect=ALL-UNNAMED",
+	"--add-opens", "java.base/jdk.internal.math=ALL-UNNAMED",
+	"--add-opens", "java.base/jdk.internal.module=ALL-UNNAMED",
+	"--add-opens", "java.base/jdk.internal.util.jar=ALL-UNNAMED",
+	"--add-opens", "jdk.management/com.sun.management.internal=ALL-UNNAMED",
+	"--add-opens", "java.base/sun.nio.ch=ALL-UNNAMED",
+	"--add-opens", "java.base/java.io=ALL-UNNAMED",
+	"--add-opens", "java.base/java.lang.reflect=ALL-UNNAMED",
+	"--add-opens", "jdk.compiler/com.sun.tools.javac=ALL-UNNAMED",
+	"--add-opens", "java.base/java.lang=ALL-UNNAMED",
+	"--add-opens", "java.base/java.util=ALL-UNNAMED",
+	"-Dio.netty.tryReflectionSetAccessible=true",
+	"-Dio.netty.allocator.useCacheForAllThreads=true",
+	"-Dio.netty.allocator.maxOrder=11",
+}
+
+// Node is one Cassandra node running as a local process, with its
+// configuration and data in a directory. Its methods are safe for
+// concurrent use.
+type Node struct {
+	dir     string
+	lib     string
+	out     *output
+	ports   ports
+	version string
+	began   time.Time
+	ready   time.Duration
+
+	mu   sync.Mutex
+	proc *process // nil once stopped or killed
+}
+
+// ports are the node's loopback ports.
+type ports struct {
+	native, storage, ssl int
+}
+
+// process is one run of the JVM.
+type process struct {
+	cmd  *exec.Cmd
+	done chan struct{} // closed when the process has exited
+	err  error         // cmd.Wait's result, set before done is closed
+}
+
+func (p *process) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Start starts a one-node Cassandra with its configuration, logs and data
+// under dir (created if missing) and returns once it answers a CQL query,
+// or fails within [ReadyTimeout]. The node's output goes to logw (nil:
+// only to output.log in dir). ctx bounds fetching the jars and the wait for
+// readiness; the node itself runs until Stop or Kill (or the end of the
+// test binary), whatever happens to ctx. On error no process is left
+// running.
+func Start(ctx context.Context, dir string, logw io.Writer) (*Node, error) {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("start cassandra: %w", err)
+	}
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("start cassandra: %w", err)
+	}
+	out, err := newOutput(filepath.Join(dir, "output.log"), logw)
+	if err != nil {
+		return nil, fmt.Errorf("start cassandra: %w", err)
+	}
+	lib, err := fetch(ctx, out)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("start cassandra: %w", err), out.close())
+	}
+	var errs []error
+	for attempt := 1; attempt <= bindAttempts; attempt++ {
+		p, err := freePorts(3)
+		if err != nil {
+			errs = append(errs, err)
+			break
+		}
+		n := &Node{dir: dir, lib: lib, out: out, ports: ports{native: p[0], storage: p[1], ssl: p[2]}}
+		err = n.run(ctx)
+		if err == nil {
+			return n, nil
+		}
+		errs = append(errs, fmt.Errorf("attempt %d: %w", attempt, err))
+		if !errors.Is(err, errPortTaken) || ctx.Err() != nil {
+			break
+		}
+	}
+	errs = append(errs, out.close())
+	return nil, fmt.Errorf("start cassandra in %s: %w", dir, errors.Join(errs...))
+}
+
+// Hosts returns the node's CQL address, "127.0.0.1:port".
+func (n *Node) Hosts() []string {
+	return []string{net.JoinHostPort("127.0.0.1", strconv.Itoa(n.ports.native))}
+}
+
+// Dir returns the node's directory.
+func (n *Node) Dir() string { return n.dir }
+
+// ReleaseVersion returns the release_version the node reported.
+func (n *Node) ReleaseVersion() string { return n.version }
+
+// StartupTime returns how long the node took from launch to answering CQL.
+func (n *Node) StartupTime() time.Duration { return n.ready }
+
+// Stop stops the node: SIGTERM (Cassandra drains: it flushes its memtables
+// and stops accepting requests), SIGKILL if it is still running after
+// [StopTimeout], and waits until it has exited. It returns an error if the
+// node had to be killed or had exited on its own before. Stopping a stopped
+// node does nothing.
+func (n *Node) Stop() error {
+	p := n.take()
+	if p == nil {
+		return nil
+	}
+	defer n.out.close() //nolint:errcheck // the log file is for people; its close error changes nothing
+	if p.exited() {
+		return fmt.Errorf("stop cassandra: it had exited on its own: %w%s", p.err, n.out.tailSuffix())
+	}
+	if err := signalGroup(p, syscall.SIGTERM); err != nil {
+		return errors.Join(fmt.Errorf("stop cassandra: %w", err), kill(p))
+	}
+	t := time.NewTimer(StopTimeout)
+	defer t.Stop()
+	select {
+	case <-p.done:
+		return nil
+	case <-t.C:
+	}
+	if err := kill(p); err != nil {
+		return fmt.Errorf("stop cassandra: still running %s after SIGTERM: %w", StopTimeout, err)
+	}
+	return fmt.Errorf("stop cassandra: still running %s after SIGTERM, killed", StopTimeout)
+}
+
+// Kill kills the node with SIGKILL, as a crash would, and waits until it
+// has exited. Killing a stopped node does nothing.
+func (n *Node) Kill() error {
+	p := n.take()
+	if p == nil {
+		return nil
+	}
+	defer n.out.close() //nolint:errcheck // the log file is for people; its close error changes nothing
+	if p.exited() {
+		return fmt.Errorf("kill cassandra: it had exited on its own: %w%s", p.err, n.out.tailSuffix())
+	}
+	if err := kill(p); err != nil {
+		return fmt.Errorf("kill cassandra: %w", err)
+	}
+	return nil
+}
+
+// take returns the running process and forgets it.
+func (n *Node) take() *process {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	p := n.proc
+	n.proc = nil
+	return p
+}
+
+func (n *Node) path(elem ...string) string {
+	return filepath.Join(append([]string{n.dir}, elem...)...)
+}
+
+// errPortTaken marks a start that failed because a picked port was taken.
+var errPortTaken = errors.New("a port is taken")
+
+// run writes the configuration, starts the JVM and waits until the node
+// answers CQL; on failure it kills the JVM and returns why.
+func (n *Node) run(ctx context.Context) error {
+	if err := n.writeConfig(); err != nil {
+		return err
+	}
+	java, err := javaPath()
+	if err != nil {
+		return err
+	}
+	argv, err := n.args()
+	if err != nil {
+		return err
+	}
+	// Not CommandContext: the node outlives ctx, which bounds only the
+	// wait for readiness.
+	cmd := exec.Command(java, argv...)
+	cmd.Dir = n.dir
+	cmd.Stdout = n.out
+	cmd.Stderr = n.out
+	cmd.SysProcAttr = sysProcAttr()
+	cmd.WaitDelay = killTimeout
+	n.out.mark()
+	n.began = time.Now()
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", java, err)
+	}
+	p := &process{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+
+	rctx, cancel := context.WithTimeout(ctx, ReadyTimeout)
+	defer cancel()
+	version, err := waitReady(rctx, n.Hosts()[0], p.done)
+	if err == nil {
+		n.version = version
+		n.ready = time.Since(n.began)
+		n.mu.Lock()
+		n.proc = p
+		n.mu.Unlock()
+		fmt.Fprintf(n.out, "realcql: cassandra %s at %s answers CQL after %s (pid %d)\n",
+			version, n.Hosts()[0], n.ready.Round(time.Millisecond), cmd.Process.Pid)
+		return nil
+	}
+	if p.exited() {
+		err = fmt.Errorf("cassandra exited while starting: %w", p.err)
+		if n.out.sinceMark("Address already in use", "Unable to bind", "BindException") {
+			err = fmt.Errorf("%w: %w", errPortTaken, err)
+		}
+	} else {
+		err = errors.Join(fmt.Errorf("cassandra not answering CQL after %s: %w", time.Since(n.began).Round(time.Millisecond), err), kill(p))
+	}
+	return fmt.Errorf("%w%s", err, n.out.tailSuffix())
+}
+
+// args returns the JVM's command line after the java binary.
+func (n *Node) args() ([]string, error) {
+	jamm, err := filepath.Glob(filepath.Join(n.lib, "jamm-*.jar"))
+	if err != nil {
+		return nil, fmt.Errorf("find the jamm agent in %s: %w", n.lib, err)
+	}
+	if len(jamm) != 1 {
+		return nil, fmt.Errorf("find the jamm agent in %s: %d jars match jamm-*.jar, want 1", n.lib, len(jamm))
+	}
+	tmp := n.path("tmp")
+	argv := []string{
+		"-Xmx1g", "-Xss256k", "-XX:+UseG1GC",
+		// C1 only: about twice as fast to start; enough for tests.
+		"-XX:TieredStopAtLevel=1",
+		"-XX:+PerfDisableSharedMem",
+		"-XX:+ExitOnOutOfMemoryError",
+		"-Djava.net.preferIPv4Stack=true",
+		"-javaagent:" + jamm[0],
+	}
+	argv = append(argv, jvm17Flags[:]...)
+	argv = append(argv,
+		"-Dcassandra-foreground=yes",
+		"-Dcassandra.config=file://"+n.path("cassandra.yaml"),
+		"-Dlogback.configurationFile="+n.path("logback.xml"),
+		"-Dcassandra.logdir="+n.path("logs"),
+		"-Dcassandra.storagedir="+n.path("data"),
+		"-Dcassandra.triggers_dir="+n.path("triggers"),
+		// One node: nothing to wait for.
+		"-Dcassandra.skip_wait_for_gossip_to_settle=0",
+		"-Dcassandra.ring_delay_ms=100",
+		"-Dcassandra.superuser_setup_delay_ms=0",
+		// Schema changes do not fsync the system tables: every test
+		// creates a keyspace.
+		"-Dcassandra.unsafesystem=true",
+		"-Djava.io.tmpdir="+tmp,
+		"-Djna.tmpdir="+tmp,
+		"-cp", filepath.Join(n.lib, "*"),
+		"org.apache.cassandra.service.CassandraDaemon",
+	)
+	return argv, nil
+}
+
+// writeConfig writes cassandra.yaml and logback.xml and creates the
+// directories they name.
+func (n *Node) writeConfig() error {
+	for _, d := range []string{"data", "commitlog", "hints", "saved_caches", "cdc_raw", "logs", "triggers", "tmp"} {
+		if err := os.MkdirAll(n.path(d), 0o750); err != nil {
+			return fmt.Errorf("write config: %w", err)
+		}
+	}
+	if err := os.WriteFile(n.path("cassandra.yaml"), n.yaml(), 0o600); err != nil {
+		return fmt.Errorf("write cassandra.yaml: %w", err)
+	}
+	if err := os.WriteFile(n.path("logback.xml"), []byte(logbackXML), 0o600); err != nil {
+		return fmt.Errorf("write logback.xml: %w", err)
+	}
+	return nil
+}
+
+// yaml returns the node's cassandra.yaml (see the package documentation).
+func (n *Node) yaml() []byte {
+	q := strconv.Quote // a Go-quoted path is a valid YAML double-quoted scalar
+	var b bytes.Buffer
+	fmt.Fprintf(&b, `# Written by internal/testutil/realcql: one node on loopback for tests.
+cluster_name: shoal-test
+num_tokens: 1
+initial_token: 0
+partitioner: org.apache.cassandra.dht.Murmur3Partitioner
+endpoint_snitch: SimpleSnitch
+seed_provider:
+  - class_name: org.apache.cassandra.locator.SimpleSeedProvider
+    parameters:
+      - seeds: "127.0.0.1:%d"
+listen_address: 127.0.0.1
+rpc_address: 127.0.0.1
+storage_port: %d
+ssl_storage_port: %d
+native_transport_port: %d
+start_native_transport: true
+data_file_directories:
+  - %s
+commitlog_directory: %s
+hints_directory: %s
+saved_caches_directory: %s
+cdc_raw_directory: %s
+cdc_enabled: false
+commitlog_sync: periodic
+commitlog_sync_period: 10000ms
+auto_snapshot: false
+authenticator: AllowAllAuthenticator
+authorizer: AllowAllAuthorizer
+role_manager: CassandraRoleManager
+network_authorizer: AllowAllNetworkAuthorizer
+`, n.ports.storage, n.ports.storage, n.ports.ssl, n.ports.native,
+		q(n.path("data")), q(n.path("commitlog")), q(n.path("hints")), q(n.path("saved_caches")), q(n.path("cdc_raw")))
+	return b.Bytes()
+}
+
+// logbackXML sends INFO and above to stdout, which Start copies to its
+// writer.
+const logbackXML = `<configuration scan="false">
+  <!-- Written by internal/testutil/realcql. -->
+  <appender name="STDOUT" class="ch.qos.logback.core.ConsoleAppender">
+    <encoder><pattern>%-5level %date{HH:mm:ss.SSS} [%thread] %logger{0}:%line - %msg%n</pattern></encoder>
+  </appender>
+  <root level="INFO"><appender-ref ref="STDOUT"/></root>
+</configuration>
+`
+
+// waitReady probes addr until a probe succeeds, ctx ends or exited is
+// closed (the node died), and returns the node's release_version.
+func waitReady(ctx context.Context, addr string, exited <-chan struct{}) (string, error) {
+	for attempt := 1; ; attempt++ {
+		version, err := probe(ctx, addr)
+		if err == nil {
+			return version, nil
+		}
+		t := time.NewTimer(probeInterval)
+		select {
+		case <-exited:
+			t.Stop()
+			return "", fmt.Errorf("probe %d: %w", attempt, err)
+		case <-ctx.Done():
+			t.Stop()
+			return "", fmt.Errorf("probe %d: %w", attempt, errors.Join(ctx.Err(), err))
+		case <-t.C:
+		}
+	}
+}
+
+// signalGroup sends sig to the process group of p.
+func signalGroup(p *process, sig syscall.Signal) error {
+	if err := syscall.Kill(-p.cmd.Process.Pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("signal %v to process group %d: %w", sig, p.cmd.Process.Pid, err)
+	}
+	return nil
+}
+
+// kill sends SIGKILL to p's process group and waits until p has exited.
+func kill(p *process) error {
+	if err := signalGroup(p, syscall.SIGKILL); err != nil {
+		return err
+	}
+	t := time.NewTimer(killTimeout)
+	defer t.Stop()
+	select {
+	case <-p.done:
+		return nil
+	case <-t.C:
+		return fmt.Errorf("pid %d still running %s after SIGKILL", p.cmd.Process.Pid, killTimeout)
+	}
+}
+
+// freePorts returns n distinct loopback ports that were free a moment ago.
+func freePorts(n int) ([]int, error) {
+	ls := make([]net.Listener, 0, n)
+	defer func() {
+		for _, l := range ls {
+			_ = l.Close() // only held to keep the ports distinct
+		}
+	}()
+	ps := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("pick a free port: %w", err)
+		}
+		ls = append(ls, l)
+		addr, ok := l.Addr().(*net.TCPAddr)
+		if !ok {
+			return nil, fmt.Errorf("pick a free port: listener address %v", l.Addr())
+		}
+		ps = append(ps, addr.Port)
+	}
+	return ps, nil
+}
+
+// javaPath finds java: $JAVA_HOME/bin/java, else the PATH's.
+func javaPath() (string, error) {
+	if home := os.Getenv("JAVA_HOME"); home != "" {
+		p := filepath.Join(home, "bin", "java")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	p, err := exec.LookPath("java")
+	if err != nil {
+		return "", fmt.Errorf("find java (Cassandra 5 needs Java 17; Debian: apt-get install openjdk-17-jre-headless): %w", err)
+	}
+	return p, nil
+}
+
+// fetch returns the directory of Cassandra's jars: $SHOAL_CASSANDRA_LIB, or
+// what scripts/fetch-cassandra.sh prints (it downloads the jars unless they
+// are cached, which it checks in a few milliseconds).
+func fetch(ctx context.Context, out io.Writer) (string, error) {
+	if lib := os.Getenv("SHOAL_CASSANDRA_LIB"); lib != "" {
+		if _, err := os.Stat(filepath.Join(lib, "cassandra-all-"+Version+".jar")); err != nil {
+			return "", fmt.Errorf("SHOAL_CASSANDRA_LIB: %w", err)
+		}
+		return lib, nil
+	}
+	script, err := findScript("scripts/fetch-cassandra.sh")
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(ctx, fetchTimeout)
+	defer cancel()
+	var stdout bytes.Buffer
+	cmd := exec.CommandContext(ctx, script)
+	cmd.Stdout = &stdout
+	cmd.Stderr = out
+	cmd.Env = append(os.Environ(), "CASSANDRA_VERSION="+Version)
+	cmd.WaitDelay = killTimeout
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("fetch cassandra jars with %s: %w", script, err)
+	}
+	lib := strings.TrimSpace(stdout.String())
+	if _, err := os.Stat(filepath.Join(lib, "cassandra-all-"+Version+".jar")); err != nil {
+		return "", fmt.Errorf("fetch cassandra jars with %s: printed %q: %w", script, lib, err)
+	}
+	return lib, nil
+}
+
+// findScript finds rel in the module root, the first directory above the
+// working directory (a test runs in its package's directory) that holds
+// go.mod and rel.
+func findScript(rel string) (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("find %s: %w", rel, err)
+	}
+	for d := wd; ; {
+		p := filepath.Join(d, rel)
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			if _, err := os.Stat(p); err == nil {
+				return p, nil
+			}
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			return "", fmt.Errorf("find %s: not in any directory above %s", rel, wd)
+		}
+		d = parent
+	}
+}

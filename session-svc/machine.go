@@ -390,6 +390,15 @@ func (m *machine) disconnect(k clientKey, sess *Session, d *eventspb.Disconnect,
 func (m *machine) gatewayGone(k clientKey, sess *Session, outs []output) ([]output, bool) {
 	m.log.Info("connection ended with its gateway", "tenant", k.tenant, "client", k.client,
 		"slot", sess.Route.GetSlot(), "connection", sess.Route.GetConnection())
+	// Should the gateway be alive after all (cut off from the log for a
+	// while), it closes the connection, so that the client reconnects and
+	// resumes instead of waiting on a connection its session left.
+	kick := m.envelope(k, sess.Gateway, m.now())
+	kick.Event = &eventspb.Envelope_Kick{Kick: &eventspb.Kick{
+		Connection: sess.Route.GetConnection(),
+		ReasonCode: uint32(packet.CodeUnspecifiedError),
+	}}
+	outs = append(outs, output{stage: stageTakeover, dest: toDeliveries, partition: sess.Route.GetSlot(), key: k.recordKey(), env: kick})
 	return m.disconnect(k, sess, &eventspb.Disconnect{
 		Connection:  sess.Route.GetConnection(),
 		Generation:  sess.Generation,

@@ -899,7 +899,7 @@ func TestGatewayRestartEndsOlderConnections(t *testing.T) {
 	// Run 6 on slot 1: run 5's connections are gone, uncleanly.
 	got := h.batch(heartbeat(1, 6<<24, testNow.Add(2*time.Second)), run6.connect(true, 0, nil))
 	// (One round, stage by stage: presences, then the will and the answer.)
-	checkOutputs(t, got, outputs(wantPresence(run5, false, true, 1), wantPresence(run6, true, false, 1),
+	checkOutputs(t, got, outputs(wantGoneKick(run5), wantPresence(run5, false, true, 1), wantPresence(run6, true, false, 1),
 		wantWill(run5, testWill(), 1), wantResult(run6, 1)))
 	if s := h.session(run5); s.Online || !s.Active {
 		t.Fatalf("after its gateway restarted: online %v active %v, want an offline persistent session", s.Online, s.Active)
@@ -909,30 +909,72 @@ func TestGatewayRestartEndsOlderConnections(t *testing.T) {
 	}
 }
 
+// wantGoneKick is the kick of c's connection when its gateway is judged
+// gone (in case it is alive after all).
+func wantGoneKick(c conn) output {
+	o := wantKick(c)
+	o.env.GetKick().ReasonCode = 0x80
+	return o
+}
+
+// ticks processes one SessionTick per second from testNow+from to
+// testNow+to (seconds) and returns the second at which outputs came, with
+// them (-1 and nil when none came).
+func (h *harness) ticks(from, to int) (int, []output) {
+	h.t.Helper()
+	for sec := from; sec <= to; sec++ {
+		if got := h.batch(tickAt(testNow.Add(time.Duration(sec) * time.Second))); len(got) > 0 {
+			return sec, got
+		}
+	}
+	return -1, nil
+}
+
 func TestSilentGatewayEndsConnections(t *testing.T) {
 	h := newHarness(t)
 	h.batch(heartbeat(1, 5<<24, testNow), run5.connect(false, 60, testWill()))
-	if got := h.batch(tickAt(testNow.Add(9 * time.Second))); len(got) != 0 {
-		t.Fatalf("within the gateway timeout: %d outputs", len(got))
+	// The first tick starts the clock (grace from it); silent for more
+	// than the 10 s timeout after it, the gateway's connections end.
+	at, got := h.ticks(1, 20)
+	if at != 12 {
+		t.Fatalf("connections ended at +%ds, want +12s (10 s after the first tick at +1s)", at)
 	}
-	got := h.batch(tickAt(testNow.Add(11 * time.Second)))
-	checkOutputs(t, got, outputs(wantPresence(run5, false, true, 1), wantWill(run5, testWill(), 1)))
+	checkOutputs(t, got, outputs(wantGoneKick(run5), wantPresence(run5, false, true, 1), wantWill(run5, testWill(), 1)))
 	// A heartbeat keeps a gateway alive.
-	h.batch(run5.connect(false, 60, nil), heartbeat(1, 5<<24, testNow.Add(20*time.Second)))
-	if got := h.batch(tickAt(testNow.Add(25 * time.Second))); len(got) != 0 {
-		t.Fatalf("a live gateway's clients: %d outputs", len(got))
+	h.batch(run5.connect(false, 60, nil))
+	for sec := 21; sec <= 40; sec++ {
+		h.batch(heartbeat(1, 5<<24, testNow.Add(time.Duration(sec)*time.Second)))
+		if got := h.batch(tickAt(testNow.Add(time.Duration(sec) * time.Second))); len(got) != 0 {
+			t.Fatalf("a live gateway's clients at +%ds: %d outputs", sec, len(got))
+		}
 	}
+}
+
+func TestSilentLogGivesGrace(t *testing.T) {
+	h := newHarness(t)
+	h.batch(heartbeat(1, 5<<24, testNow), run5.connect(false, 3600, nil), tickAt(testNow.Add(time.Second)))
+	// Kafka was down for a minute: no heartbeats, and no ticks either. The
+	// gap between ticks gives every gateway a new grace period.
+	if at, _ := h.ticks(61, 70); at != -1 {
+		t.Fatalf("connections ended at +%ds, right after the log came back", at)
+	}
+	// The gateway stays silent: its connections end 10 s after the grace began.
+	at, got := h.ticks(71, 80)
+	if at != 72 {
+		t.Fatalf("connections ended at +%ds, want +72s", at)
+	}
+	checkOutputs(t, got, outputs(wantGoneKick(run5), wantPresence(run5, false, true, 1)))
 }
 
 func TestSilentGatewayAfterRestartGetsGrace(t *testing.T) {
 	h := newHarness(t)
 	h.batch(heartbeat(1, 5<<24, testNow), run5.connect(false, 3600, nil))
 	h.restart() // liveness is not stored
-	if got := h.batch(tickAt(testNow.Add(time.Minute))); len(got) != 0 {
-		t.Fatalf("first tick after a restart: %d outputs, want a grace period", len(got))
+	at, got := h.ticks(60, 80)
+	if at != 71 {
+		t.Fatalf("connections ended at +%ds, want +71s (grace from the first tick after the restart)", at)
 	}
-	got := h.batch(tickAt(testNow.Add(time.Minute + 11*time.Second)))
-	checkOutputs(t, got, outputs(wantPresence(run5, false, true, 1)))
+	checkOutputs(t, got, outputs(wantGoneKick(run5), wantPresence(run5, false, true, 1)))
 }
 
 // Every output of a record carries the record's trace context (the

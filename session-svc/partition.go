@@ -43,6 +43,9 @@ type partition struct {
 	// clients and no heartbeat gets one gateway_timeout of grace from the
 	// first tick.
 	live map[int32]*slotLiveness
+	// lastTickUs is the timestamp of the partition's previous SessionTick
+	// (0 before the first since the load).
+	lastTickUs int64
 }
 
 // slotLiveness is the newest heartbeat of a slot's gateway.
@@ -167,6 +170,15 @@ func (p *partition) process(ctx context.Context, recs []record, write writeFunc)
 			// silent and the sessions expired at the tick's time (from
 			// the log, so a replay decides the same).
 			now := time.UnixMicro(r.env.GetTimestampUs())
+			if gap := now.UnixMicro() - p.lastTickUs; p.lastTickUs == 0 || gap > p.m.gatewayTimeout.Microseconds()/2 {
+				// The log itself was silent (Kafka down, the service
+				// stopped): nobody could write heartbeats, so every
+				// gateway gets a new grace period.
+				for _, e := range p.live {
+					e.lastUs = max(e.lastUs, now.UnixMicro())
+				}
+			}
+			p.lastTickUs = max(p.lastTickUs, now.UnixMicro())
 			dead := p.silentGateways(now.UnixMicro())
 			for _, k := range p.keys(dirty) {
 				sess, ok := dirty[k]

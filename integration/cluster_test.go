@@ -1,0 +1,576 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/eclipse/paho.golang/paho"
+
+	"github.com/shoal-mqtt/shoal/internal/testutil/realkafka"
+)
+
+// The cluster tests run the real shoal binary as separate processes (two
+// gateways, two routers, one session service) on a real Kafka and a real
+// Cassandra, and talk MQTT to them with Eclipse Paho.
+
+// clusterWait bounds each wait of the cluster tests: role start-up,
+// failover, a stream's delivery.
+const clusterWait = 90 * time.Second
+
+// shoalBuild is the shoal binary of this test binary, built once.
+var shoalBuild struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// shoalBinary builds cmd/shoal once per test binary.
+func shoalBinary(t *testing.T) string {
+	t.Helper()
+	shoalBuild.once.Do(func() {
+		dir, err := os.MkdirTemp("", "shoal-it-bin-")
+		if err != nil {
+			shoalBuild.err = err
+			return
+		}
+		atExit(func() { _ = os.RemoveAll(dir) })
+		path := filepath.Join(dir, "shoal")
+		out, err := exec.Command("go", "build", "-o", path, "github.com/shoal-mqtt/shoal/cmd/shoal").CombinedOutput()
+		if err != nil {
+			shoalBuild.err = fmt.Errorf("go build: %w\n%s", err, out)
+			return
+		}
+		shoalBuild.path = path
+	})
+	if shoalBuild.err != nil {
+		t.Fatal(shoalBuild.err)
+	}
+	return shoalBuild.path
+}
+
+// cluster is a distributed Shoal: its processes share one configuration
+// file, one Kafka and one keyspace.
+type cluster struct {
+	t       *testing.T
+	bin     string
+	dir     string
+	cfgPath string
+	kafka   *realkafka.Cluster
+}
+
+// newCluster starts its own Kafka (fresh topics and groups) and writes the
+// configuration every role reads, with short timers so failures are
+// noticed within seconds.
+func newCluster(t *testing.T) *cluster {
+	t.Helper()
+	c := &cluster{t: t, bin: shoalBinary(t), dir: t.TempDir()}
+	cql := cqlConfig(t)
+	c.kafka = ownKafka(t)
+	c.cfgPath = filepath.Join(c.dir, "shoal.yaml")
+	cfg := fmt.Sprintf(`log_level: info
+kafka:
+  partitions: 4
+  group_session_timeout: 6s
+cql:
+  hosts: [%s]
+  keyspace: %s
+  replication_factor: 1
+  timeout: 20s
+gateway:
+  heartbeat: 500ms
+  slot_lease: 6s
+  sys_interval: 0s
+session:
+  expiry_check: 1s
+  gateway_timeout: 4s
+`, strings.Join(cql.Hosts, ", "), cql.Keyspace)
+	if err := os.WriteFile(c.cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// proc is one shoal process of the cluster.
+type proc struct {
+	c          *cluster
+	name, role string
+	args       []string
+	mqtt, http string
+	cmd        *exec.Cmd
+	done       chan struct{}
+	waitErr    error
+	log        string
+}
+
+// start starts a role; gateways get an MQTT listener and lease a free slot
+// under their name.
+func (c *cluster) start(role, name string) *proc {
+	c.t.Helper()
+	p := &proc{c: c, name: name, role: role, http: freeAddr(c.t)}
+	p.args = []string{role, "--config", c.cfgPath, "--kafka-brokers", strings.Join(c.kafka.Brokers(), ","),
+		"--http-listen", p.http}
+	if role == "gateway" {
+		p.mqtt = freeAddr(c.t)
+		p.args = append(p.args, "--mqtt-listen", p.mqtt, "--ws-listen", "", "--gateway-id", name, "--gateway-slot", "-1")
+	}
+	p.launch()
+	return p
+}
+
+// launch starts the process with p's arguments.
+func (p *proc) launch() {
+	t := p.c.t
+	t.Helper()
+	p.log = filepath.Join(p.c.dir, fmt.Sprintf("%s-%d.log", p.name, time.Now().UnixNano()))
+	f, err := os.Create(p.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd = exec.Command(p.c.bin, p.args...)
+	p.cmd.Stdout, p.cmd.Stderr = f, f
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Close()
+	p.done = make(chan struct{})
+	cmd, done := p.cmd, p.done
+	go func() { p.waitErr = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+	})
+	dumpOnFailure(t, p.log)
+}
+
+// waitReady polls /readyz until it answers 200.
+func (p *proc) waitReady() {
+	t := p.c.t
+	t.Helper()
+	deadline := time.Now().Add(clusterWait)
+	for {
+		resp, err := http.Get("http://" + p.http + "/readyz")
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("%s exited before it was ready: %v", p.name, p.waitErr)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not ready after %v", p.name, clusterWait)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// kill ends the process with SIGKILL.
+func (p *proc) kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+// restart starts the process again with the same arguments.
+func (p *proc) restart() {
+	p.c.t.Helper()
+	p.launch()
+	p.waitReady()
+}
+
+// dumpOnFailure logs a process's log when the test fails.
+func dumpOnFailure(t *testing.T, path string) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		b, _ := os.ReadFile(path)
+		if len(b) > 64<<10 {
+			b = b[len(b)-64<<10:]
+		}
+		t.Logf("%s (last 64 KiB):\n%s", filepath.Base(path), b)
+	})
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// mqttClient is a Paho 5.0 client that collects what it receives.
+type mqttClient struct {
+	*paho.Client
+	t    *testing.T
+	id   string
+	msgs chan *paho.Publish
+	gone chan *paho.Disconnect // the server's DISCONNECT
+}
+
+// dialMQTT connects id to addr; expiry > 0 keeps its session.
+func dialMQTT(t *testing.T, addr, id string, clean bool, expiry uint32) (*mqttClient, *paho.Connack) {
+	t.Helper()
+	nc, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &mqttClient{t: t, id: id, msgs: make(chan *paho.Publish, 100_000), gone: make(chan *paho.Disconnect, 1)}
+	c.Client = paho.NewClient(paho.ClientConfig{
+		Conn: nc, OnClientError: func(error) {},
+		OnServerDisconnect: func(d *paho.Disconnect) {
+			select {
+			case c.gone <- d:
+			default:
+			}
+		},
+		OnPublishReceived: []func(paho.PublishReceived) (bool, error){func(pr paho.PublishReceived) (bool, error) {
+			c.msgs <- pr.Packet
+			return true, nil
+		}},
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), clusterWait)
+	defer cancel()
+	ca, err := c.Connect(ctx, &paho.Connect{ClientID: id, CleanStart: clean, KeepAlive: 30,
+		Properties: &paho.ConnectProperties{SessionExpiryInterval: &expiry}})
+	if err != nil {
+		t.Fatalf("connect %s to %s: %v", id, addr, err)
+	}
+	t.Cleanup(func() { _ = c.Disconnect(&paho.Disconnect{}) })
+	return c, ca
+}
+
+func (c *mqttClient) subscribe(filter string, qos byte) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(c.t.Context(), clusterWait)
+	defer cancel()
+	if _, err := c.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: filter, QoS: qos}}}); err != nil {
+		c.t.Fatalf("%s subscribe %s: %v", c.id, filter, err)
+	}
+}
+
+func (c *mqttClient) publish(topic, payload string, qos byte, retain bool) error {
+	ctx, cancel := context.WithTimeout(c.t.Context(), clusterWait)
+	defer cancel()
+	_, err := c.Publish(ctx, &paho.Publish{Topic: topic, QoS: qos, Retain: retain, Payload: []byte(payload)})
+	return err
+}
+
+// tally counts what a subscriber received of a numbered stream.
+type tally struct {
+	first   map[string]bool // payloads seen
+	repeats int             // seen again, with DUP
+	bad     []string        // seen again without DUP
+	order   []string
+}
+
+// collect reads c's messages on topic until want distinct payloads came (or
+// clusterWait passed), then a little longer for repeats.
+func (c *mqttClient) collect(topic string, want int) *tally {
+	c.t.Helper()
+	tl := &tally{first: map[string]bool{}}
+	deadline := time.After(clusterWait)
+	quiet := (<-chan time.Time)(nil)
+	for {
+		select {
+		case m := <-c.msgs:
+			if m.Topic != topic {
+				continue
+			}
+			p := string(m.Payload)
+			switch {
+			case !tl.first[p]:
+				tl.first[p] = true
+				tl.order = append(tl.order, p)
+			case m.Duplicate():
+				tl.repeats++
+			default:
+				tl.bad = append(tl.bad, p)
+			}
+			if len(tl.first) == want && quiet == nil {
+				quiet = time.After(500 * time.Millisecond)
+			}
+		case <-quiet:
+			return tl
+		case <-deadline:
+			return tl
+		}
+	}
+}
+
+// drain returns the payloads on topic already received, reading until the
+// client has been quiet for a second.
+func (c *mqttClient) drain(topic string) map[string]bool {
+	got := map[string]bool{}
+	for {
+		select {
+		case m := <-c.msgs:
+			if m.Topic == topic {
+				got[string(m.Payload)] = true
+			}
+		case <-time.After(time.Second):
+			return got
+		}
+	}
+}
+
+// check fails unless every one of want payloads arrived, and repeats
+// carried DUP.
+func (tl *tally) check(t *testing.T, what string, want int) {
+	t.Helper()
+	if len(tl.first) != want || len(tl.bad) > 0 {
+		var missing []string
+		for i := range want {
+			if p := fmt.Sprintf("m%04d", i); !tl.first[p] {
+				missing = append(missing, p)
+			}
+		}
+		t.Fatalf("%s: %d of %d messages arrived (missing %v), %d repeats with DUP, repeats without DUP %v",
+			what, len(tl.first), want, missing, tl.repeats, tl.bad)
+	}
+	t.Logf("%s: all %d messages arrived; %d repeats, all with DUP", what, want, tl.repeats)
+}
+
+// stream publishes n numbered QoS 1 messages on topic, one at a time (each
+// after the previous PUBACK), calling at(i) before message i; it returns
+// when all are acknowledged. A failed publish is retried on a new
+// connection.
+func stream(t *testing.T, addr, id, topic string, n int, at func(i int)) {
+	t.Helper()
+	pub, _ := dialMQTT(t, addr, id, true, 0)
+	for i := range n {
+		if at != nil {
+			at(i)
+		}
+		payload := fmt.Sprintf("m%04d", i)
+		for attempt := 1; ; attempt++ {
+			err := pub.publish(topic, payload, 1, false)
+			if err == nil {
+				break
+			}
+			if attempt == 5 {
+				t.Fatalf("publish %s: %v (after %d attempts)", payload, err, attempt)
+			}
+			t.Logf("publish %s: %v; reconnecting", payload, err)
+			pub, _ = dialMQTT(t, addr, id, true, 0)
+		}
+	}
+}
+
+// TestCluster runs two gateways, two routers and one session service as
+// separate processes on a real Kafka and Cassandra, and checks message
+// flow across gateways, sessions moving between gateways, and that a QoS 1
+// stream loses nothing when any process is killed or Kafka restarts.
+func TestCluster(t *testing.T) {
+	began := time.Now()
+	c := newCluster(t)
+	sess := c.start("session", "session")
+	r1, r2 := c.start("router", "router-1"), c.start("router", "router-2")
+	ga, gb := c.start("gateway", "gw-a"), c.start("gateway", "gw-b")
+	for _, p := range []*proc{sess, r1, r2, ga, gb} {
+		p.waitReady()
+	}
+	t.Logf("cluster ready in %s", time.Since(began).Round(time.Millisecond))
+
+	t.Run("QoS012AcrossGateways", func(t *testing.T) {
+		const n = 100
+		sub, _ := dialMQTT(t, gb.mqtt, "it-q-sub", true, 0)
+		for q := range 3 {
+			sub.subscribe(fmt.Sprintf("q/%d", q), 2)
+		}
+		pub, _ := dialMQTT(t, ga.mqtt, "it-q-pub", true, 0)
+		for q := range 3 {
+			for i := range n {
+				if err := pub.publish(fmt.Sprintf("q/%d", q), fmt.Sprintf("m%04d", i), byte(q), false); err != nil {
+					t.Fatal(err)
+				}
+			}
+			tl := sub.collect(fmt.Sprintf("q/%d", q), n)
+			tl.check(t, fmt.Sprintf("QoS %d", q), n)
+			if tl.repeats > 0 {
+				t.Fatalf("QoS %d: %d repeats without any failure", q, tl.repeats)
+			}
+		}
+	})
+
+	t.Run("RetainedAndWildcardsAcrossGateways", func(t *testing.T) {
+		pub, _ := dialMQTT(t, ga.mqtt, "it-r-pub", true, 0)
+		for _, topic := range []string{"r/1", "r/2"} {
+			if err := pub.publish(topic, "kept "+topic, 1, true); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sub, _ := dialMQTT(t, gb.mqtt, "it-r-sub", true, 0)
+		sub.subscribe("r/+", 1)
+		sub.subscribe("w/#", 1)
+		got := map[string]bool{}
+		for range 2 {
+			select {
+			case m := <-sub.msgs:
+				if !m.Retain || string(m.Payload) != "kept "+m.Topic {
+					t.Fatalf("retained %q on %s (retain %v)", m.Payload, m.Topic, m.Retain)
+				}
+				got[m.Topic] = true
+			case <-time.After(clusterWait):
+				t.Fatalf("retained messages: got %v", got)
+			}
+		}
+		if err := pub.publish("w/a/b", "deep", 1, false); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case m := <-sub.msgs:
+			if m.Topic != "w/a/b" || string(m.Payload) != "deep" {
+				t.Fatalf("wildcard: %q on %s", m.Payload, m.Topic)
+			}
+		case <-time.After(clusterWait):
+			t.Fatal("no message through w/#")
+		}
+	})
+
+	t.Run("TakeoverAcrossGateways", func(t *testing.T) {
+		first, _ := dialMQTT(t, ga.mqtt, "it-take", true, 0)
+		second, _ := dialMQTT(t, gb.mqtt, "it-take", true, 0)
+		select {
+		case d := <-first.gone:
+			if d.ReasonCode != 0x8E {
+				t.Fatalf("the first connection was closed with %#x, want 0x8E (session taken over)", d.ReasonCode)
+			}
+		case <-time.After(clusterWait):
+			t.Fatal("the first connection was not closed")
+		}
+		second.subscribe("take/t", 1)
+		pub, _ := dialMQTT(t, ga.mqtt, "it-take-pub", true, 0)
+		if err := pub.publish("take/t", "to the new one", 1, false); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case m := <-second.msgs:
+			if string(m.Payload) != "to the new one" {
+				t.Fatalf("got %q", m.Payload)
+			}
+		case <-time.After(clusterWait):
+			t.Fatal("the connection that took over gets nothing")
+		}
+	})
+
+	t.Run("PersistentSessionMovesGateways", func(t *testing.T) {
+		const n = 50
+		sub, _ := dialMQTT(t, ga.mqtt, "it-p-sub", true, 3600)
+		sub.subscribe("p/t", 1)
+		if err := sub.Disconnect(&paho.Disconnect{}); err != nil {
+			t.Fatal(err)
+		}
+		stream(t, ga.mqtt, "it-p-pub", "p/t", n, nil)
+		sub, ca := dialMQTT(t, gb.mqtt, "it-p-sub", false, 3600)
+		if !ca.SessionPresent {
+			t.Fatal("the session did not follow the client to the other gateway")
+		}
+		tl := sub.collect("p/t", n)
+		tl.check(t, "queued while offline, resumed on the other gateway", n)
+		for i, p := range tl.order {
+			if want := fmt.Sprintf("m%04d", i); p != want {
+				t.Fatalf("message %d is %s, want %s: order lost", i, p, want)
+			}
+		}
+	})
+
+	// killDuring streams n QoS 1 messages from gateway A to a persistent
+	// subscriber on gateway B, calling fail after a third of them and
+	// recover after two thirds, and checks that every message arrives
+	// (repeats only with DUP).
+	killDuring := func(t *testing.T, name string, n int, fail, recover func()) {
+		topic := "k/" + name
+		sub, _ := dialMQTT(t, gb.mqtt, "it-k-sub-"+name, true, 3600)
+		sub.subscribe(topic, 1)
+		stream(t, ga.mqtt, "it-k-pub-"+name, topic, n, func(i int) {
+			switch i {
+			case n / 3:
+				fail()
+			case 2 * n / 3:
+				recover()
+			}
+		})
+		sub.collect(topic, n).check(t, name, n)
+	}
+	t.Run("KillRouter", func(t *testing.T) {
+		killDuring(t, "router", 300, func() {
+			r1.kill()
+			t.Log("router-1 killed")
+		}, func() {
+			r1.restart()
+			t.Log("router-1 restarted")
+		})
+	})
+	t.Run("KillSessionService", func(t *testing.T) {
+		killDuring(t, "session", 300, func() {
+			sess.kill()
+			t.Log("session service killed")
+		}, func() {
+			sess.restart()
+			t.Log("session service restarted")
+		})
+	})
+	t.Run("KillSubscribersGateway", func(t *testing.T) {
+		const n = 300
+		topic := "k/gateway"
+		sub, _ := dialMQTT(t, gb.mqtt, "it-k-sub-gw", true, 3600)
+		sub.subscribe(topic, 1)
+		var moved *mqttClient
+		stream(t, ga.mqtt, "it-k-pub-gw", topic, n, func(i int) {
+			if i == n/3 {
+				gb.kill()
+				t.Log("gateway B killed; the subscriber reconnects to gateway A")
+				moved, _ = dialMQTT(t, ga.mqtt, "it-k-sub-gw", false, 3600)
+			}
+		})
+		// What the first connection got, then what the second gets.
+		before := sub.drain(topic)
+		rest := moved.collect(topic, n)
+		for p := range before {
+			rest.first[p] = true
+		}
+		rest.check(t, "gateway killed, subscriber moved", n)
+		gb.restart()
+	})
+	t.Run("KafkaRestartUnderLoad", func(t *testing.T) {
+		restarted := make(chan struct{})
+		killDuring(t, "kafka", 300, func() {
+			go func() {
+				defer close(restarted)
+				if err := c.kafka.Stop(); err != nil {
+					t.Errorf("stop kafka: %v", err)
+					return
+				}
+				t.Log("kafka stopped")
+				ctx, cancel := context.WithTimeout(context.Background(), clusterWait)
+				defer cancel()
+				if err := c.kafka.Restart(ctx); err != nil {
+					t.Errorf("restart kafka: %v", err)
+					return
+				}
+				t.Log("kafka restarted")
+			}()
+		}, func() {})
+		<-restarted
+	})
+	t.Logf("cluster test took %s", time.Since(began).Round(time.Millisecond))
+}

@@ -1,0 +1,125 @@
+package load
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
+)
+
+// Config is one run of the generator.
+type Config struct {
+	Addr     string         // broker address, host:port
+	Scenario string         // pairs, fanout, connections, wildcards, latency
+	Version  packet.Version // V5 (default) or V311
+	QoS      packet.QoS
+	Payload  int // bytes, at least StampSize
+	// Clients is the number of pairs (pairs, latency), of fan-out
+	// subscribers, of idle connections, or of wildcard subscribers.
+	Clients int
+	// Publishers is the number of wildcard publishers.
+	Publishers int
+	// Rate is the total publish rate in messages/s, split evenly over the
+	// publishers; 0 publishes as fast as flow control allows.
+	Rate float64
+	// Inflight bounds a QoS 1/2 publisher's unacknowledged messages (also
+	// capped by the broker's receive maximum).
+	Inflight int
+	// Window bounds, per publisher, the messages sent but not yet received
+	// by any of its subscribers (end-to-end, any QoS); 0 = no bound.
+	Window   int
+	Warmup   time.Duration
+	Duration time.Duration // measured window
+	// Drain is the longest wait after the last publish for deliveries
+	// still on their way; it ends early when everything arrived or
+	// nothing arrived for a second.
+	Drain time.Duration
+	// SetupTimeout bounds connecting and subscribing every client.
+	SetupTimeout time.Duration
+	// ConnectConcurrency is the number of connections opened at once.
+	ConnectConcurrency int
+	KeepAlive          time.Duration
+	// Prefix starts every client identifier (prefix-p-3, prefix-s-3,
+	// prefix-c-3) and topic (prefix/pairs/3). Shoal takes a client's tenant
+	// from its identifier up to the first '-'.
+	Prefix    string
+	BrokerPID int // 0: do not sample the broker's CPU and RSS
+
+	Name, Label string // copied into the result
+	Round       int
+}
+
+// DefaultConfig returns the defaults the command's flags start from.
+func DefaultConfig() Config {
+	return Config{
+		Addr:               "127.0.0.1:1883",
+		Scenario:           ScenarioPairs,
+		Version:            packet.V5,
+		Payload:            64,
+		Clients:            50,
+		Publishers:         50,
+		Inflight:           64,
+		Warmup:             2 * time.Second,
+		Duration:           10 * time.Second,
+		Drain:              5 * time.Second,
+		SetupTimeout:       60 * time.Second,
+		ConnectConcurrency: 64,
+		KeepAlive:          60 * time.Second,
+		Prefix:             "bench",
+	}
+}
+
+// DefaultLatencyRate is the latency scenario's total rate when none is
+// given.
+const DefaultLatencyRate = 10000
+
+// Validate names the first bad setting.
+func (c *Config) Validate() error {
+	switch {
+	case c.Addr == "":
+		return errors.New("addr: empty")
+	case c.Version != packet.V5 && c.Version != packet.V311:
+		return fmt.Errorf("protocol: %s not supported (5 or 3.1.1)", c.Version)
+	case c.QoS > 2:
+		return fmt.Errorf("qos: %d (want 0, 1 or 2)", c.QoS)
+	case c.Payload < StampSize:
+		return fmt.Errorf("payload: %d bytes, the stamp needs at least %d", c.Payload, StampSize)
+	case c.Payload > 1<<20:
+		return fmt.Errorf("payload: %d bytes, at most 1 MiB", c.Payload)
+	case c.Clients < 1:
+		return fmt.Errorf("clients: %d (want ≥ 1)", c.Clients)
+	case c.Scenario == ScenarioWildcards && c.Publishers < 1:
+		return fmt.Errorf("publishers: %d (want ≥ 1)", c.Publishers)
+	case c.Rate < 0:
+		return fmt.Errorf("rate: %g (want ≥ 0)", c.Rate)
+	case c.Inflight < 1 || c.Inflight > 65000:
+		return fmt.Errorf("inflight: %d (want 1–65000)", c.Inflight)
+	case c.Window < 0:
+		return fmt.Errorf("window: %d (want ≥ 0)", c.Window)
+	case c.Warmup < 0:
+		return fmt.Errorf("warmup: %s (want ≥ 0)", c.Warmup)
+	case c.Duration <= 0:
+		return fmt.Errorf("duration: %s (want > 0)", c.Duration)
+	case c.Drain < 0:
+		return fmt.Errorf("drain: %s (want ≥ 0)", c.Drain)
+	case c.SetupTimeout <= 0:
+		return fmt.Errorf("setup-timeout: %s (want > 0)", c.SetupTimeout)
+	case c.ConnectConcurrency < 1:
+		return fmt.Errorf("connect-concurrency: %d (want ≥ 1)", c.ConnectConcurrency)
+	case c.KeepAlive < 0 || c.KeepAlive > 65535*time.Second:
+		return fmt.Errorf("keepalive: %s (want 0–65535s)", c.KeepAlive)
+	case c.Prefix == "":
+		return errors.New("prefix: empty")
+	}
+	if _, err := newPlan(c.Scenario, c.Prefix, c.Clients, c.Publishers); err != nil {
+		return fmt.Errorf("scenario: %w", err)
+	}
+	return nil
+}
+
+// Deadline is the longest a run of c may take: set-up, warm-up, the
+// measured window, the drain, and a margin for closing.
+func (c *Config) Deadline() time.Duration {
+	return c.SetupTimeout + c.Warmup + c.Duration + c.Drain + 10*time.Second
+}

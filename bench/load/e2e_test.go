@@ -1,0 +1,129 @@
+package load_test
+
+import (
+	"context"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/shoal-mqtt/shoal/bench/load"
+	"github.com/shoal-mqtt/shoal/internal/broker"
+	"github.com/shoal-mqtt/shoal/internal/config"
+	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
+	"github.com/shoal-mqtt/shoal/internal/testutil/testlog"
+)
+
+// startShoal runs `shoal all` in this process on loopback ports and stops
+// it when the test ends.
+func startShoal(t *testing.T) string {
+	t.Helper()
+	cfg := config.Default()
+	cfg.DataDir = t.TempDir()
+	cfg.HTTPListen = "127.0.0.1:0"
+	cfg.Gateway.MQTTListen = "127.0.0.1:0"
+	cfg.Gateway.WSListen = ""
+	cfg.Kafka.Partitions = 4
+	cfg.Gateway.SysInterval = 0
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	b := broker.New(cfg, testlog.New(t), "test")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for !b.Ready() {
+		select {
+		case err := <-done:
+			cancel()
+			t.Fatalf("broker stopped before ready: %v", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatal("broker not ready after 30s")
+		}
+	}
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("broker run: %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Error("broker did not stop within 20s")
+		}
+	})
+	return b.Addr("mqtt").String()
+}
+
+// TestRunAgainstShoal drives each kind of scenario briefly against an
+// in-process Shoal and checks that every message is accounted for.
+func TestRunAgainstShoal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a broker: skipped with -short")
+	}
+	addr := startShoal(t)
+	base := load.DefaultConfig()
+	base.Addr = addr
+	base.Warmup = 200 * time.Millisecond
+	base.Duration = 800 * time.Millisecond
+	base.Drain = 5 * time.Second
+	base.SetupTimeout = 20 * time.Second
+	base.BrokerPID = 0
+
+	cases := []struct {
+		name string
+		mut  func(*load.Config)
+	}{
+		{"pairs QoS 1 at a fixed rate", func(c *load.Config) {
+			c.Scenario, c.Clients, c.QoS, c.Rate = load.ScenarioPairs, 3, 1, 300
+		}},
+		{"pairs QoS 2, 3.1.1, windowed", func(c *load.Config) {
+			c.Scenario, c.Clients, c.QoS, c.Window, c.Version = load.ScenarioPairs, 2, 2, 20, packet.V311
+		}},
+		{"fan-out QoS 0", func(c *load.Config) {
+			c.Scenario, c.Clients, c.Rate = load.ScenarioFanout, 5, 100
+		}},
+		{"wildcards QoS 0", func(c *load.Config) {
+			c.Scenario, c.Clients, c.Publishers, c.Rate = load.ScenarioWildcards, 10, 5, 200
+		}},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := base
+			cfg.Prefix = "e2e" + string(rune('a'+i)) // fresh clients and topics per case
+			c.mut(&cfg)
+			res, err := load.Run(context.Background(), cfg, io.Discard)
+			if err != nil {
+				t.Fatalf("run: %v (errors %v)", err, res.Errors)
+			}
+			if res.Sent == 0 || res.Expected == 0 {
+				t.Fatalf("nothing sent: %+v", res)
+			}
+			if res.Unique != res.Expected || res.Lost != 0 || res.Tail != 0 || res.Foreign != 0 || res.Malformed != 0 {
+				t.Errorf("sent %d, expected %d deliveries: unique %d, lost %d, tail %d, foreign %d, malformed %d (errors %v)",
+					res.Sent, res.Expected, res.Unique, res.Lost, res.Tail, res.Foreign, res.Malformed, res.Errors)
+			}
+			if res.Latency == nil || res.Latency.Count == 0 || res.Measured.Deliveries == 0 {
+				t.Errorf("no measured deliveries: %+v", res.Measured)
+			}
+			if len(res.Series) == 0 {
+				t.Error("no throughput series")
+			}
+		})
+	}
+	t.Run("connections", func(t *testing.T) {
+		cfg := base
+		cfg.Prefix = "e2ec"
+		cfg.Scenario, cfg.Clients = load.ScenarioConnections, 30
+		res, err := load.Run(context.Background(), cfg, io.Discard)
+		if err != nil {
+			t.Fatalf("run: %v (errors %v)", err, res.Errors)
+		}
+		if c := res.Connect; c == nil || c.Connected != 30 || c.AliveAtEnd != 30 || c.Latency == nil || c.PerSec <= 0 {
+			t.Errorf("connect stats %+v", res.Connect)
+		}
+	})
+}

@@ -1,0 +1,243 @@
+#!/usr/bin/env bash
+# Runs the load generator's scenarios against Mosquitto and Shoal, one
+# broker after the other in the same run, for several rounds, and writes
+# every JSON result, a markdown table and the plots into OUT.
+#
+#   scripts/bench-compare.sh                       # every scenario, 3 rounds
+#   SCENARIOS=pairs-qos0 ROUNDS=1 scripts/bench-compare.sh
+#
+# Environment:
+#   SCENARIOS  space- or comma-separated names (default: all of them, below)
+#   ROUNDS     rounds of each scenario (default 3); the brokers alternate
+#              within a round and swap who goes first every round
+#   WARMUP     warm-up before each measured window (default 3s)
+#   DURATION   measured window (default 10s)
+#   OUT        results directory (default bench/results/<UTC date>);
+#              results already there are kept and reported with the new ones
+#   PLOT       0 to skip the plots
+#   PIN        1 to run the broker on CPU 0 and the generator on CPU 1
+#              (taskset), so that neither takes the other's core
+#
+# Each broker is fresh for each run: Mosquitto with its own configuration
+# (persistence off, queue limits high enough not to drop), Shoal as `shoal
+# all` on the embedded backbone with a new data directory. Both listen on
+# free loopback ports. Needs root or sudo once, to install mosquitto.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+all_scenarios="pairs-qos0 pairs-qos1 pairs-qos1-window pairs-qos2 fanout-qos0 latency-qos0 latency-qos1 wildcards-qos0 connections"
+scenarios=${SCENARIOS:-$all_scenarios}
+scenarios=${scenarios//,/ }
+rounds=${ROUNDS:-3}
+pin_broker=() pin_gen=()
+if [ "${PIN:-0}" = 1 ]; then
+  pin_broker=(taskset -c 0) pin_gen=(taskset -c 1)
+fi
+warmup=${WARMUP:-3s}
+duration=${DURATION:-10s}
+out=${OUT:-bench/results/$(date -u +%F)}
+case $out in /*) ;; *) out=$root/$out ;; esac
+
+# The scenarios: load generator flags. The numbers are those the targets
+# of the benchmark issue are stated for.
+scenario_flags() {
+  case $1 in
+  pairs-qos0) echo "-scenario pairs -clients 50 -qos 0 -payload 64 -window 100" ;;
+  pairs-qos1) echo "-scenario pairs -clients 50 -qos 1 -payload 64 -inflight 64" ;;
+  pairs-qos1-window) echo "-scenario pairs -clients 50 -qos 1 -payload 64 -inflight 64 -window 100" ;;
+  pairs-qos2) echo "-scenario pairs -clients 50 -qos 2 -payload 64 -inflight 64" ;;
+  fanout-qos0) echo "-scenario fanout -clients 1000 -qos 0 -payload 64 -rate 20" ;;
+  latency-qos0) echo "-scenario latency -clients 50 -qos 0 -payload 64 -rate 10000" ;;
+  latency-qos1) echo "-scenario latency -clients 50 -qos 1 -payload 64 -rate 10000 -inflight 64" ;;
+  wildcards-qos0) echo "-scenario wildcards -clients 50 -publishers 50 -qos 0 -payload 64 -rate 2000" ;;
+  connections) echo "-scenario connections -clients 10000 -connect-concurrency 64" ;;
+  *)
+    echo "bench-compare: unknown scenario $1 (known: $all_scenarios)" >&2
+    return 1
+    ;;
+  esac
+}
+for s in $scenarios; do scenario_flags "$s" >/dev/null; done
+case $rounds in '' | *[!0-9]* | 0)
+  echo "bench-compare: ROUNDS must be a positive integer, got '$rounds'" >&2
+  exit 2
+  ;;
+esac
+
+log() { echo "bench-compare: $*" >&2; }
+
+# Mosquitto from Debian, when missing.
+mosquitto=$(command -v mosquitto || true)
+[ -n "$mosquitto" ] || [ ! -x /usr/sbin/mosquitto ] || mosquitto=/usr/sbin/mosquitto
+if [ -z "$mosquitto" ]; then
+  log "installing mosquitto"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get install -y -qq --no-install-recommends mosquitto >/dev/null ||
+    { $sudo apt-get update -qq >/dev/null && $sudo apt-get install -y -qq --no-install-recommends mosquitto >/dev/null; }
+  mosquitto=$(command -v mosquitto || echo /usr/sbin/mosquitto)
+fi
+
+log "building bin/shoal and bin/shoal-bench"
+go build -o bin/shoal ./cmd/shoal
+go build -o bin/shoal-bench ./bench/cmd/shoal-bench
+
+# 10,000 connections need as many descriptors in the generator and in the
+# broker (both inherit this limit).
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+log "open files limit $(ulimit -n)"
+
+mkdir -p "$out"
+tmp=$(mktemp -d)
+broker_pid=""
+stop_broker() {
+  [ -n "$broker_pid" ] || return 0
+  kill -TERM "$broker_pid" 2>/dev/null || true
+  for _ in $(seq 100); do
+    kill -0 "$broker_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -KILL "$broker_pid" 2>/dev/null || true
+  wait "$broker_pid" 2>/dev/null || true
+  broker_pid=""
+}
+cleanup() {
+  stop_broker
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# free_port prints a loopback port nothing uses, below the ephemeral range:
+# the generator's closed client sockets linger in TIME_WAIT on ephemeral
+# ports, and a listener cannot bind a port they hold.
+free_port() {
+  local p lo
+  lo=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+  [ "$lo" -gt 12000 ] || lo=32768
+  for _ in $(seq 200); do
+    p=$((10000 + RANDOM % (lo - 10000)))
+    if [ -z "$(ss -Htan "sport = :$p" 2>/dev/null)" ]; then
+      echo "$p"
+      return 0
+    fi
+  done
+  log "no free port found"
+  return 1
+}
+
+# wait_mqtt waits (30 s at most) until the port accepts TCP connections
+# while the broker process lives.
+wait_mqtt() {
+  local port=$1
+  for _ in $(seq 300); do
+    kill -0 "$broker_pid" 2>/dev/null || return 1
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then return 0; fi
+    sleep 0.1
+  done
+  return 1
+}
+
+start_mosquitto() { # dir port
+  local dir=$1 port=$2
+  chmod 0777 "$dir" # mosquitto started as root runs as user mosquitto and writes its log here
+  cat >"$dir/mosquitto.conf" <<EOF
+listener $port 127.0.0.1
+allow_anonymous true
+persistence false
+max_queued_messages 1000000
+max_queued_bytes 0
+max_inflight_messages 0
+set_tcp_nodelay true
+log_dest file $dir/broker.log
+log_type error
+log_type warning
+EOF
+  "${pin_broker[@]}" "$mosquitto" -c "$dir/mosquitto.conf" >"$dir/stdout.log" 2>&1 &
+  broker_pid=$!
+  wait_mqtt "$port"
+}
+
+start_shoal() { # dir port
+  local dir=$1 port=$2 http
+  http=$(free_port)
+  "${pin_broker[@]}" bin/shoal all --data-dir "$dir/data" --mqtt-listen "127.0.0.1:$port" --http-listen "127.0.0.1:$http" \
+    --ws-listen '' >"$dir/broker.log" 2>&1 &
+  broker_pid=$!
+  wait_mqtt "$port" || return 1
+  for _ in $(seq 300); do # the listener opens before every role is ready
+    curl -sf "http://127.0.0.1:$http/readyz" >/dev/null 2>&1 && return 0
+    kill -0 "$broker_pid" 2>/dev/null || return 1
+    sleep 0.1
+  done
+  return 1
+}
+
+failures=0
+run_one() { # scenario label round
+  local name=$1 label=$2 round=$3 dir port rc=0
+  dir=$tmp/$name-$label-r$round
+  mkdir -p "$dir"
+  port=$(free_port)
+  if ! "start_$label" "$dir" "$port"; then
+    log "$label did not start; its log:"
+    cat "$dir"/*.log 2>/dev/null | tail -20 >&2 || true
+    cat "$dir"/*.log >"$out/$name-$label-r$round.log" 2>/dev/null || true
+    stop_broker
+    failures=$((failures + 1))
+    return 0
+  fi
+  # shellcheck disable=SC2046 # the flags are words
+  "${pin_gen[@]}" bin/shoal-bench -addr "127.0.0.1:$port" $(scenario_flags "$name") -warmup "$warmup" -duration "$duration" \
+    -broker-pid "$broker_pid" -name "$name" -label "$label" -round "$round" -prefix bench \
+    -out "$out/$name-$label-r$round.json" || rc=$?
+  if ! kill -0 "$broker_pid" 2>/dev/null; then
+    log "$label exited during $name round $round"
+    [ "$rc" -ne 0 ] || rc=1
+  fi
+  stop_broker
+  # Both brokers log little at these levels: keep every log with its run.
+  cat "$dir"/*.log >"$out/$name-$label-r$round.log" 2>/dev/null || true
+  if [ -d "$dir/data" ]; then du -sh "$dir/data" >>"$out/$name-$label-r$round.log" 2>/dev/null || true; fi
+  if [ "$rc" -ne 0 ]; then
+    log "$name on $label, round $round: shoal-bench exited $rc (log kept in $out)"
+    failures=$((failures + 1))
+  fi
+}
+
+start=$(date +%s)
+for round in $(seq "$rounds"); do
+  for name in $scenarios; do
+    if [ $((round % 2)) -eq 1 ]; then order="mosquitto shoal"; else order="shoal mosquitto"; fi
+    for label in $order; do
+      log "round $round/$rounds: $name on $label"
+      run_one "$name" "$label" "$round"
+    done
+  done
+done
+log "runs done in $(($(date +%s) - start))s, $failures failed"
+
+{
+  echo "# Shoal vs Mosquitto"
+  echo
+  echo "Generated by \`scripts/bench-compare.sh\` ($(date -u +%FT%TZ)); machine: $(nproc) cores, $(uname -r),"
+  echo "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), Go $(go env GOVERSION), $("$mosquitto" -h 2>/dev/null | head -1 || true)."
+  echo
+} >"$out/README.md"
+bin/shoal-bench report -dir "$out" -a shoal -b mosquitto -md "$tmp/tables.md"
+cat "$tmp/tables.md" >>"$out/README.md"
+if [ "${PLOT:-1}" != 0 ]; then
+  (cd bench/plot && go run . -dir "$out" -a shoal -b mosquitto) || log "plots failed"
+  {
+    echo
+    for f in "$out"/*.png; do
+      [ -e "$f" ] || continue
+      b=$(basename "$f")
+      echo "![$b]($b)"
+    done
+  } >>"$out/README.md"
+fi
+log "results in $out"
+[ "$failures" -eq 0 ]

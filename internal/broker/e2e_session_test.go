@@ -15,6 +15,7 @@ import (
 	"github.com/eclipse/paho.golang/paho"
 	mqtt3 "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/shoal-mqtt/shoal/internal/broker"
 	"github.com/shoal-mqtt/shoal/internal/config"
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
 )
@@ -339,14 +340,7 @@ func TestCrossTenantProbes(t *testing.T) {
 // DUP, when the session resumes.
 func TestUnacknowledgedResentWithDup(t *testing.T) {
 	b := startBroker(t)
-	connect := func(clean bool) *rawClient {
-		r := dialRaw(t, mqttAddr(b), packet.V5)
-		cp := &packet.Connect{ClientID: []byte("dup-sub"), CleanStart: clean, KeepAlive: 30}
-		cp.Props.SessionExpiry = 300
-		cp.Props.Set(packet.PropSessionExpiry)
-		r.connect(cp)
-		return r
-	}
+	connect := func(clean bool) *rawClient { return dialPersistent(t, b, "dup-sub", clean) }
 	r := connect(true)
 	r.subscribeOne("dup/t", 1)
 	pub, _ := dialV5(t, mqttAddr(b), "dup-pub")
@@ -379,14 +373,7 @@ func TestUnacknowledgedResentWithDup(t *testing.T) {
 // packet identifier, not the message (MQTT-4.4.0-1, exactly once).
 func TestQoS2PubrelResumed(t *testing.T) {
 	b := startBroker(t)
-	connect := func(clean bool) *rawClient {
-		r := dialRaw(t, mqttAddr(b), packet.V5)
-		cp := &packet.Connect{ClientID: []byte("rel-sub"), CleanStart: clean, KeepAlive: 30}
-		cp.Props.SessionExpiry = 300
-		cp.Props.Set(packet.PropSessionExpiry)
-		r.connect(cp)
-		return r
-	}
+	connect := func(clean bool) *rawClient { return dialPersistent(t, b, "rel-sub", clean) }
 	r := connect(true)
 	r.subscribeOne("rel/t", 2)
 	pub, _ := dialV5(t, mqttAddr(b), "rel-pub")
@@ -420,14 +407,7 @@ func TestQoS2PubrelResumed(t *testing.T) {
 // (with DUP), those queued meanwhile, then the live ones.
 func TestInboxOrderAcrossReconnect(t *testing.T) {
 	b := startBroker(t)
-	connect := func(clean bool) *rawClient {
-		r := dialRaw(t, mqttAddr(b), packet.V5)
-		cp := &packet.Connect{ClientID: []byte("ord-sub"), CleanStart: clean, KeepAlive: 30}
-		cp.Props.SessionExpiry = 300
-		cp.Props.Set(packet.PropSessionExpiry)
-		r.connect(cp)
-		return r
-	}
+	connect := func(clean bool) *rawClient { return dialPersistent(t, b, "ord-sub", clean) }
 	const total, before = 60, 15
 	r := connect(true)
 	r.subscribeOne("ord/t", 1)
@@ -562,4 +542,16 @@ func TestInboxBound(t *testing.T) {
 	if !strings.Contains(string(body), "shoal_session_inbox_dropped_total 2") {
 		t.Fatalf("metrics do not count the dropped messages:\n%s", body)
 	}
+}
+
+// dialPersistent connects id as a 5.0 raw client with a session that
+// outlives the connection (expiry 300 s).
+func dialPersistent(t *testing.T, b *broker.Broker, id string, clean bool) *rawClient {
+	t.Helper()
+	r := dialRaw(t, mqttAddr(b), packet.V5)
+	cp := &packet.Connect{ClientID: []byte(id), CleanStart: clean, KeepAlive: 30}
+	cp.Props.SessionExpiry = 300
+	cp.Props.Set(packet.PropSessionExpiry)
+	r.connect(cp)
+	return r
 }

@@ -55,6 +55,12 @@ type Config struct {
 	WriteTimeout time.Duration `yaml:"write_timeout"`
 	// SysInterval is the period of the $SYS/broker topics; 0 disables them.
 	SysInterval time.Duration `yaml:"sys_interval"`
+	// ProduceLinger is how long a record the gateway produces (a PUBLISH
+	// above all) may wait for others to share its Kafka request. Many
+	// clients publishing a little each make many tiny requests; a short
+	// linger makes them few, at the price of that much latency (see
+	// bench/README.md). 0 sends every record at once.
+	ProduceLinger time.Duration `yaml:"produce_linger"`
 	// Heartbeat is the period of the GatewayHeartbeat written to each
 	// partition of shoal.sessions; the session service ends the
 	// connections of a gateway silent for session.gateway_timeout.
@@ -78,6 +84,7 @@ func DefaultConfig() Config {
 		WriteTimeout:      30 * time.Second,
 		SysInterval:       10 * time.Second,
 		Heartbeat:         time.Second,
+		ProduceLinger:     time.Millisecond,
 		SlotLease:         15 * time.Second,
 	}
 }
@@ -127,6 +134,9 @@ func (c *Config) Validate() error {
 	}
 	if c.SysInterval < 0 {
 		bad("sys_interval", "must be ≥ 0")
+	}
+	if c.ProduceLinger < 0 || c.ProduceLinger > time.Second {
+		bad("produce_linger", "must be between 0 and 1s")
 	}
 	return errors.Join(errs...)
 }

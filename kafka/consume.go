@@ -108,6 +108,24 @@ type Batch struct {
 // transactions). Partitions of a catalogue topic are checked against its
 // partition count.
 func (c *Client) Consume(ctx context.Context, cfg ConsumeConfig, handle func(ctx context.Context, b Batch) error) error {
+	return c.ConsumePolls(ctx, cfg, func(ctx context.Context, bs []Batch) error {
+		for _, b := range bs {
+			if err := handle(ctx, b); err != nil {
+				return fmt.Errorf("partition %d at offset %d: %w", b.Partition, b.Records[0].Offset, err)
+			}
+		}
+		return nil
+	})
+}
+
+// ConsumePolls is Consume with one handler call per poll: bs holds a batch
+// for each partition that had records in it (each partition at most once,
+// never empty, in no particular order of partitions). A handler that
+// writes something per batch can write once per poll instead: under load a
+// poll carries many partitions' records, which is how the services amortise
+// their produce round trips and store commits. bs belongs to the handler
+// only until it returns (the records themselves it may keep).
+func (c *Client) ConsumePolls(ctx context.Context, cfg ConsumeConfig, handle func(ctx context.Context, bs []Batch) error) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("consume %s: %w", cfg.Topic, err)
 	}
@@ -182,7 +200,8 @@ func (c *Client) Consume(ctx context.Context, cfg ConsumeConfig, handle func(ctx
 	return err
 }
 
-func (c *Client) consumeLoop(ctx context.Context, cl *kgo.Client, cfg ConsumeConfig, group bool, handle func(context.Context, Batch) error) error {
+func (c *Client) consumeLoop(ctx context.Context, cl *kgo.Client, cfg ConsumeConfig, group bool, handle func(context.Context, []Batch) error) error {
+	var bs []Batch
 	for {
 		fetches := cl.PollFetches(ctx)
 		select {
@@ -199,16 +218,19 @@ func (c *Client) consumeLoop(ctx context.Context, cl *kgo.Client, cfg ConsumeCon
 		if fatal != nil {
 			return fmt.Errorf("consume %s: %w", cfg.Topic, fatal)
 		}
-		var herr error
+		clear(bs)
+		bs = bs[:0]
 		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
-			if herr != nil || len(fp.Records) == 0 {
-				return
-			}
-			b := toBatch(fp)
-			if err := handle(ctx, b); err != nil {
-				herr = fmt.Errorf("consume %s partition %d at offset %d: %w", b.Topic, b.Partition, b.Records[0].Offset, err)
+			if len(fp.Records) > 0 {
+				bs = appendBatch(bs, toBatch(fp))
 			}
 		})
+		var herr error
+		if len(bs) > 0 {
+			if err := handle(ctx, bs); err != nil {
+				herr = fmt.Errorf("consume %s: %w", cfg.Topic, err)
+			}
+		}
 		if herr != nil {
 			if ctx.Err() != nil && errors.Is(herr, ctx.Err()) {
 				return nil
@@ -352,6 +374,19 @@ func (g *groupStarts) adjust(_ context.Context, offsets map[string]map[int32]kgo
 		offsets[g.topic][p] = startOffset(at)
 	}
 	return offsets, nil
+}
+
+// appendBatch appends b to bs, or its records to the batch of the same
+// partition already in bs (a poll can return two fetches of a partition,
+// the older first).
+func appendBatch(bs []Batch, b Batch) []Batch {
+	for i := range bs {
+		if bs[i].Partition == b.Partition && bs[i].Topic == b.Topic {
+			bs[i].Records = append(bs[i].Records, b.Records...)
+			return bs
+		}
+	}
+	return append(bs, b)
 }
 
 // toBatch converts a partition's fetched records: one allocation for the

@@ -600,6 +600,64 @@ func TestConsumeGroupStartOffsets(t *testing.T) {
 	}
 }
 
+// TestConsumePolls checks that a poll's batches come in one call, each
+// partition at most once and in offset order, and that every record
+// arrives exactly once.
+func TestConsumePolls(t *testing.T) {
+	e := startEmbedded(t, t.TempDir())
+	c := newTestClient(t, e, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	const perPartition = 50
+	parts := []int32{0, 1, 2, 3}
+	var recs []*Record
+	for i := range perPartition {
+		for _, p := range parts {
+			recs = append(recs, &Record{Topic: TopicDeliveries, Partition: p, Value: []byte{byte(i)}})
+		}
+	}
+	if err := c.ProduceSync(ctx, recs...); err != nil {
+		t.Fatal(err)
+	}
+	cctx, stop := context.WithCancel(ctx)
+	defer stop()
+	next := map[int32]int64{}
+	got, multi := 0, false
+	err := c.ConsumePolls(cctx, ConsumeConfig{Topic: TopicDeliveries, Partitions: parts}, func(_ context.Context, bs []Batch) error {
+		seen := map[int32]bool{}
+		for _, b := range bs {
+			if seen[b.Partition] {
+				return fmt.Errorf("partition %d twice in one poll", b.Partition)
+			}
+			seen[b.Partition] = true
+			if len(b.Records) == 0 {
+				return fmt.Errorf("empty batch of partition %d", b.Partition)
+			}
+			for _, r := range b.Records {
+				if r.Offset != next[b.Partition] {
+					return fmt.Errorf("partition %d: offset %d, want %d", b.Partition, r.Offset, next[b.Partition])
+				}
+				next[b.Partition]++
+				got++
+			}
+		}
+		multi = multi || len(bs) > 1
+		if got == len(recs) {
+			stop()
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != len(recs) {
+		t.Fatalf("consumed %d records, want %d", got, len(recs))
+	}
+	if !multi {
+		t.Error("no poll carried more than one partition: records already in the log should come together")
+	}
+}
+
 func TestConsumeHandlerError(t *testing.T) {
 	e := startEmbedded(t, t.TempDir())
 	c := newTestClient(t, e, Config{})
@@ -616,7 +674,7 @@ func TestConsumeHandlerError(t *testing.T) {
 		OnAssigned: func(_ context.Context, ps []int32) { assigned = ps },
 		OnRevoked:  func(_ context.Context, ps []int32) { revoked = ps },
 	}, func(context.Context, Batch) error { return boom })
-	if !errors.Is(err, boom) || !strings.Contains(err.Error(), "consume shoal.deliveries partition 3 at offset 0") {
+	if !errors.Is(err, boom) || !strings.Contains(err.Error(), "consume shoal.deliveries: partition 3 at offset 0") {
 		t.Fatalf("Consume = %v, want boom wrapped with where", err)
 	}
 	if !slices.Equal(assigned, []int32{3, 1}) || !slices.Equal(revoked, []int32{3, 1}) {

@@ -39,9 +39,10 @@ type Router struct {
 	lastPresence  atomic.Int64  // time.Now().UnixNano() of the last presence batch
 
 	// Used by the messages handler only (Consume calls it one at a time).
-	out  *Output
-	env  *eventspb.Envelope
-	recs []*kafka.Record
+	outs   map[int32]*Output // per partition, reused from poll to poll
+	env    *eventspb.Envelope
+	recs   []*kafka.Record
+	writes []ShardMutations
 
 	// Used by the presence handler only.
 	penv *eventspb.Envelope
@@ -71,7 +72,7 @@ func New(cfg Config, client *kafka.Client, store Store, log *slog.Logger, clock 
 		deliveryParts: cat.Deliveries.Partitions,
 		shards:        make(map[int32]*Shard),
 		presenceRead:  make(chan struct{}),
-		out:           NewOutput(),
+		outs:          make(map[int32]*Output),
 		env:           &eventspb.Envelope{},
 		penv:          &eventspb.Envelope{},
 	}
@@ -223,7 +224,7 @@ func (r *Router) runMessages(ctx context.Context) error {
 		return nil
 	case <-r.presenceRead:
 	}
-	if err := r.client.Consume(ctx, cc, r.handleMessages); err != nil {
+	if err := r.client.ConsumePolls(ctx, cc, r.handleMessages); err != nil {
 		return fmt.Errorf("messages: %w", err)
 	}
 	return nil
@@ -280,20 +281,61 @@ func (r *Router) revoked(_ context.Context, partitions []int32) {
 	r.log.Info("shards revoked", "partitions", partitions)
 }
 
-// handleMessages applies a batch of one partition, produces its deliveries
-// and waits until they are durable, then stores the shard's mutations and
-// offset in one atomic write. A failing produce or store is retried: the
-// shard's memory is ahead of the store until the write succeeds, and a
-// crash meanwhile replays the batch (deliveries at least once).
-func (r *Router) handleMessages(ctx context.Context, b kafka.Batch) error {
-	s := r.shard(b.Partition)
-	if s == nil {
-		return fmt.Errorf("partition %d is not loaded", b.Partition)
-	}
-	out := r.out
-	out.Reset()
+// handleMessages applies a poll's batches (one per partition) to their
+// shards, produces every delivery they made at once and waits until all
+// are durable, then stores each changed shard's mutations and offset in one
+// atomic write (all shards in one commit where the store can). One produce
+// round trip and one store commit per poll, not per partition, is what
+// keeps the latency and the cost per message low when many partitions
+// carry a few records each. A failing produce or store is retried: the
+// shards' memory is ahead of the store until the write succeeds, and a
+// crash meanwhile replays the poll (deliveries at least once).
+func (r *Router) handleMessages(ctx context.Context, bs []kafka.Batch) error {
 	clear(r.recs)
 	r.recs = r.recs[:0]
+	clear(r.writes)
+	r.writes = r.writes[:0]
+	for _, b := range bs {
+		s := r.shard(b.Partition)
+		if s == nil {
+			return fmt.Errorf("partition %d is not loaded", b.Partition)
+		}
+		out := r.outs[b.Partition]
+		if out == nil {
+			out = NewOutput()
+			r.outs[b.Partition] = out
+		}
+		out.Reset()
+		if r.apply(s, out, b) {
+			r.writes = append(r.writes, ShardMutations{Partition: b.Partition, Mutations: &out.Mutations})
+		}
+	}
+	if len(r.recs) > 0 {
+		err := r.retry(ctx, "produce deliveries", bs[0].Partition, func() error { return r.client.ProduceSync(ctx, r.recs...) })
+		if err != nil {
+			return err
+		}
+	}
+	if len(r.writes) == 0 {
+		return nil
+	}
+	return r.retry(ctx, "store shards", r.writes[0].Partition, func() error {
+		if sa, ok := r.store.(ShardsApplier); ok {
+			return sa.ApplyShards(ctx, r.writes)
+		}
+		for _, w := range r.writes {
+			if err := r.store.ApplyShard(ctx, w.Partition, w.Mutations); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// apply applies b to s, collecting the shard's deliveries and mutations in
+// out and the records to produce in r.recs. It reports whether the shard
+// changed (its offset or its state), that is, whether it must be stored.
+func (r *Router) apply(s *Shard, out *Output, b kafka.Batch) bool {
 	s.ExpireRetained(out)
 	before := s.Offset()
 	for _, rec := range b.Records {
@@ -337,16 +379,7 @@ func (r *Router) handleMessages(ctx context.Context, b kafka.Batch) error {
 			}
 		}
 	}
-	if s.Offset() == before && out.Mutations.Len() == 0 {
-		return nil
-	}
-	if len(r.recs) > 0 {
-		err := r.retry(ctx, "produce deliveries", b.Partition, func() error { return r.client.ProduceSync(ctx, r.recs...) })
-		if err != nil {
-			return err
-		}
-	}
-	return r.retry(ctx, "store shard", b.Partition, func() error { return r.store.ApplyShard(ctx, b.Partition, &out.Mutations) })
+	return s.Offset() != before || out.Mutations.Len() > 0
 }
 
 // headerValue returns the value of rec's header key, nil when it has none.

@@ -27,6 +27,21 @@ type Store interface {
 	ApplyShard(ctx context.Context, partition int32, m *Mutations) error
 }
 
+// ShardsApplier is implemented by stores that can write the mutations of
+// several shards together (one commit for a whole poll of the router). Each
+// shard's writes must be atomic, as with ApplyShard; the shards need not be
+// atomic together: after an error the router retries them all, and writing
+// a shard's mutations twice is harmless (they hold final states).
+type ShardsApplier interface {
+	ApplyShards(ctx context.Context, ms []ShardMutations) error
+}
+
+// ShardMutations are the mutations of one shard for [ShardsApplier].
+type ShardMutations struct {
+	Partition int32
+	Mutations *Mutations
+}
+
 // ShardLoader receives a shard's stored state from [Store.LoadShard].
 // [*Shard] implements it.
 type ShardLoader interface {

@@ -148,8 +148,9 @@ func (b *Broker) Run(ctx context.Context) (err error) {
 	}
 	if len(brokers) == 0 {
 		emb, err := kafka.StartEmbedded(kafka.EmbeddedConfig{
-			Dir:  filepath.Join(cfg.DataDir, "kafka"),
-			Addr: cfg.Kafka.EmbeddedAddr,
+			Dir:        filepath.Join(cfg.DataDir, "kafka"),
+			Addr:       cfg.Kafka.EmbeddedAddr,
+			SyncWrites: cfg.DataSync,
 		}, b.log)
 		if err != nil {
 			return fmt.Errorf("embedded kafka: %w", err)
@@ -165,14 +166,30 @@ func (b *Broker) Run(ctx context.Context) (err error) {
 	for _, t := range []*kafka.TopicSpec{&cat.Messages, &cat.Sessions, &cat.Presence, &cat.Deliveries} {
 		t.Partitions = cfg.Kafka.Partitions
 	}
-	client, err := kafka.NewClient(ctx, kafka.Config{
+	kcfg := kafka.Config{
 		Brokers: brokers, ClientID: "shoal-" + strings.ReplaceAll(b.roles.String(), "+", "-"), Catalogue: cat,
 		GroupSessionTimeout: cfg.Kafka.GroupSessionTimeout,
-	}, b.log)
+	}
+	if b.roles == RoleGateway {
+		kcfg.Linger = cfg.Gateway.ProduceLinger
+	}
+	client, err := kafka.NewClient(ctx, kcfg, b.log)
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
 	}
 	defer client.Close()
+	// The gateway's records linger (gateway.produce_linger) to share
+	// requests; the router's and the session service's are sent at once,
+	// so next to other roles the gateway has a producer of its own.
+	gwClient := client
+	if b.roles&RoleGateway != 0 && b.roles != RoleGateway && cfg.Gateway.ProduceLinger > 0 {
+		gcfg := kcfg
+		gcfg.ClientID, gcfg.Linger = "shoal-gateway", cfg.Gateway.ProduceLinger
+		if gwClient, err = kafka.NewClient(ctx, gcfg, b.log); err != nil {
+			return fmt.Errorf("kafka client of the gateway: %w", err)
+		}
+		defer gwClient.Close()
+	}
 	if err := client.EnsureTopics(ctx); err != nil {
 		return fmt.Errorf("kafka topics: %w", err)
 	}
@@ -209,7 +226,7 @@ func (b *Broker) Run(ctx context.Context) (err error) {
 		}
 	}
 	if b.roles&RoleGateway != 0 {
-		if gw, err = gateway.NewVersion(cfg.Gateway, client, b.log, b.clock, b.version); err != nil {
+		if gw, err = gateway.NewVersion(cfg.Gateway, gwClient, b.log, b.clock, b.version); err != nil {
 			return err
 		}
 		if leaser != nil {
@@ -319,7 +336,7 @@ func (b *Broker) openViews(ctx context.Context) (views, gateway.SlotLeaser, func
 	if b.roles&(RoleRouter|RoleSession) == 0 {
 		return nil, nil, func() error { return nil }, nil // a gateway with an explicit slot
 	}
-	db, err := pebblestore.Open(filepath.Join(cfg.DataDir, "views"), b.log)
+	db, err := pebblestore.OpenWith(filepath.Join(cfg.DataDir, "views"), pebblestore.Options{NoSync: !cfg.DataSync}, b.log)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("view store: %w", err)
 	}

@@ -4,14 +4,23 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/pprof"
 
 	"github.com/shoal-mqtt/shoal/gateway"
 )
 
 // httpHandler serves /healthz (the process is up), /readyz (every role is
-// ready) and /metrics (Prometheus text format).
+// ready), /metrics (Prometheus text format) and, when the pprof setting is
+// on, Go's profiles under /debug/pprof/.
 func (b *Broker) httpHandler() http.Handler {
 	mux := http.NewServeMux()
+	if b.cfg.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "ok\n")
 	})

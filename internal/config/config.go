@@ -23,13 +23,21 @@ import (
 type Config struct {
 	// DataDir holds the embedded backbone's log and view store.
 	DataDir string `yaml:"data_dir"`
+	// DataSync makes the embedded backbone fsync every produced batch and
+	// the Pebble view store every commit. Off, both are in the operating
+	// system's page cache when acknowledged: they survive a crash of the
+	// process (kill -9) but not of the machine.
+	DataSync bool `yaml:"data_sync"`
 	// HTTPListen serves /metrics, /healthz and /readyz ("" disables).
 	HTTPListen string `yaml:"http_listen"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `yaml:"log_level"`
 	// LogFormat is text or json.
 	LogFormat string `yaml:"log_format"`
-	Kafka     Kafka  `yaml:"kafka"`
+	// Pprof serves Go's profiles under /debug/pprof/ on HTTPListen. Off by
+	// default: profiles reveal internals and cost CPU while taken.
+	Pprof bool  `yaml:"pprof"`
+	Kafka Kafka `yaml:"kafka"`
 	// CQL is the view store on a CQL database (ScyllaDB, Apache
 	// Cassandra). Without hosts the views live in Pebble under data_dir,
 	// which only `shoal all` may use.
@@ -115,9 +123,25 @@ func options() []option {
 		{"ws-listen", "MQTT over WebSocket listen address, path /mqtt (gateway.ws_listen)", str(func(c *Config) *string { return &c.Gateway.WSListen })},
 		{"http-listen", "HTTP address of /metrics, /healthz, /readyz (http_listen)", str(func(c *Config) *string { return &c.HTTPListen })},
 		{"data-dir", "directory of the embedded backbone (data_dir)", str(func(c *Config) *string { return &c.DataDir })},
+		{"data-sync", "true fsyncs the embedded log and view store on every write (data_sync)", func(c *Config, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("data_sync: %w", err)
+			}
+			c.DataSync = b
+			return nil
+		}},
 		{"tenant-separator", "client-id tenant separator; empty switches tenancy off (gateway.tenant_separator)", str(func(c *Config) *string { return &c.Gateway.TenantSeparator })},
 		{"log-level", "debug, info, warn or error (log_level)", str(func(c *Config) *string { return &c.LogLevel })},
 		{"log-format", "text or json (log_format)", str(func(c *Config) *string { return &c.LogFormat })},
+		{"pprof", "true serves Go's profiles under /debug/pprof/ on the HTTP address (pprof)", func(c *Config, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("pprof: %w", err)
+			}
+			c.Pprof = b
+			return nil
+		}},
 		{"kafka-brokers", "comma-separated brokers of an external Kafka; empty runs the embedded one (kafka.brokers)", func(c *Config, v string) error {
 			c.Kafka.Brokers = splitList(v)
 			return nil

@@ -65,3 +65,30 @@ func TestLoadNamesBadKeys(t *testing.T) {
 		t.Fatalf("no listener: err = %v, want gateway.mqtt_listen named", err)
 	}
 }
+
+func TestLoadSwitches(t *testing.T) {
+	c, err := Load("shoal", []string{"--pprof", "true"}, env(map[string]string{"SHOAL_DATA_SYNC": "1"}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Pprof || !c.DataSync {
+		t.Errorf("pprof %v, data_sync %v: want both on", c.Pprof, c.DataSync)
+	}
+	d := Default()
+	if d.Pprof || d.DataSync {
+		t.Errorf("defaults: pprof %v, data_sync %v: want both off", d.Pprof, d.DataSync)
+	}
+	_, err = Load("shoal", []string{"--data-sync", "maybe"}, env(nil), io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "data_sync") {
+		t.Fatalf("bad data_sync: err = %v, want data_sync named", err)
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "linger.yaml")
+	if err := os.WriteFile(file, []byte("gateway:\n  produce_linger: 2s\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Load("shoal", []string{"--config", file}, env(nil), io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "gateway.produce_linger") {
+		t.Fatalf("produce_linger 2s: err = %v, want gateway.produce_linger named", err)
+	}
+}

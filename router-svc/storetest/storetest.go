@@ -34,6 +34,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("KeysDoNotCollide", func(t *testing.T) { testKeys(t, h) })
 	t.Run("PartitionsAreIndependent", func(t *testing.T) { testPartitions(t, h) })
 	t.Run("BadBatchWritesNothing", func(t *testing.T) { testAtomic(t, h) })
+	t.Run("SeveralShardsAtOnce", func(t *testing.T) { testApplyShards(t, h) })
 	t.Run("Idempotent", func(t *testing.T) { testIdempotent(t, h) })
 	t.Run("LargeBatch", func(t *testing.T) { testLarge(t, h) })
 	t.Run("LoaderErrorStopsLoad", func(t *testing.T) { testLoaderError(t, h) })
@@ -318,6 +319,46 @@ func testPartitions(t *testing.T, h Harness) {
 	}
 	want(t, mustLoad(t, s, 256), 256, nil, nil)
 	want(t, mustLoad(t, s, 65536), 65536, nil, nil)
+}
+
+// testApplyShards writes several shards with one ApplyShards call, when
+// the store offers it, then once more (a retry), and reads each back.
+func testApplyShards(t *testing.T, h Harness) {
+	s := h.Open(t)
+	sa, ok := s.(routersvc.ShardsApplier)
+	if !ok {
+		t.Skip("the store does not implement routersvc.ShardsApplier")
+	}
+	parts := []int32{0, 5, 9}
+	var ms []routersvc.ShardMutations
+	for i, p := range parts {
+		m := &routersvc.Mutations{Offset: int64(10 * (i + 1))}
+		putSubs(m, Sub("t", "c", "", fmt.Sprintf("f%d", p), 1, uint64(i)))
+		putRets(m, Retained("t", fmt.Sprintf("r%d", p), "v"))
+		ms = append(ms, routersvc.ShardMutations{Partition: p, Mutations: m})
+	}
+	ctx := context.Background()
+	for range 2 {
+		if err := sa.ApplyShards(ctx, ms); err != nil {
+			t.Fatalf("ApplyShards: %v", err)
+		}
+	}
+	for i, p := range parts {
+		want(t, mustLoad(t, s, p), int64(10*(i+1)),
+			[]routersvc.Subscription{Sub("t", "c", "", fmt.Sprintf("f%d", p), 1, uint64(i))},
+			[]*eventspb.Envelope{Retained("t", fmt.Sprintf("r%d", p), "v")})
+	}
+	want(t, mustLoad(t, s, 1), -1, nil, nil)
+	// A bad shard among good ones: the call fails and the bad shard
+	// writes nothing.
+	bad := &routersvc.Mutations{Offset: 99}
+	bad.Subscriptions = append(bad.Subscriptions, routersvc.SubscriptionMutation{Subscription: routersvc.Subscription{
+		SubscriptionKey: routersvc.SubscriptionKey{Tenant: "t", Client: "c", Filter: "x"},
+	}})
+	if err := sa.ApplyShards(ctx, []routersvc.ShardMutations{{Partition: 3, Mutations: bad}}); err == nil {
+		t.Fatal("ApplyShards of a subscription without options or route succeeded")
+	}
+	want(t, mustLoad(t, s, 3), -1, nil, nil)
 }
 
 func testAtomic(t *testing.T, h Harness) {

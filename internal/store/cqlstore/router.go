@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/gocql/gocql"
@@ -189,6 +190,23 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// ApplyShards implements routersvc.ShardsApplier: each shard's writes as
+// ApplyShard makes them (atomic per shard, one CQL partition each), the
+// shards concurrently, so a poll of many shards costs about one round trip.
+// It returns every shard's error, joined.
+func (s *Store) ApplyShards(ctx context.Context, ms []routersvc.ShardMutations) error {
+	if len(ms) == 1 {
+		return s.ApplyShard(ctx, ms[0].Partition, ms[0].Mutations)
+	}
+	errs := make([]error, len(ms))
+	var wg sync.WaitGroup
+	for i, sm := range ms {
+		wg.Go(func() { errs[i] = s.ApplyShard(ctx, sm.Partition, sm.Mutations) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // ApplyShard implements routersvc.Store. The shard's rows and its offset

@@ -29,8 +29,13 @@
 // # Durability and atomicity
 //
 // [DB.ApplyShard] writes every mutation of a batch of records and the new
-// offset in one pebble.Batch committed with pebble.Sync: after a crash the
-// shard is either wholly before or wholly after the batch. Mutations are
+// offset in one pebble.Batch ([DB.ApplyShards]: the batches of several
+// shards in one): after a crash the shard is either wholly before or wholly
+// after the batch. Commits wait for an fdatasync of the write-ahead log
+// unless the DB was opened with [Options.NoSync] (as `shoal all` does when
+// its embedded log does not sync either): a commit then survives a crash of
+// the process, and after a crash of the machine a view may be behind the
+// log, which the services replay from the view's stored offset. Mutations are
 // validated before anything is written. [DB.LoadShard] reads through one
 // Pebble snapshot, so the offset and the rows it returns are consistent.
 package pebblestore

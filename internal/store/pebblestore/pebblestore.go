@@ -12,16 +12,35 @@ import (
 // DB is an open Pebble view store. It is safe for concurrent use; each
 // router shard is written by one goroutine.
 type DB struct {
-	db  *pebble.DB
-	dir string
-	log *slog.Logger
+	db        *pebble.DB
+	dir       string
+	log       *slog.Logger
+	writeOpts *pebble.WriteOptions
 
 	closeOnce sync.Once
 	closeErr  error
 }
 
-// Open opens (creating if needed) the Pebble database in dir.
+// Options tune a DB.
+type Options struct {
+	// NoSync commits without waiting for the write-ahead log to reach the
+	// disk (fdatasync). A commit is then in the operating system's page
+	// cache within moments, so it survives a crash of the process but not
+	// of the machine, like the embedded backbone's log without its
+	// SyncWrites. Losing the newest commits is safe for every view: each
+	// stores the log offset it reflects, and the service replays the log
+	// from there (DESIGN.md §3). Without NoSync every commit syncs.
+	NoSync bool
+}
+
+// Open opens (creating if needed) the Pebble database in dir, syncing
+// every commit.
 func Open(dir string, log *slog.Logger) (*DB, error) {
+	return OpenWith(dir, Options{}, log)
+}
+
+// OpenWith opens (creating if needed) the Pebble database in dir with o.
+func OpenWith(dir string, o Options, log *slog.Logger) (*DB, error) {
 	opts := &pebble.Options{
 		Logger:             pebbleLogger{log: log},
 		FormatMajorVersion: pebble.FormatNewest,
@@ -30,8 +49,12 @@ func Open(dir string, log *slog.Logger) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open pebble store %s: %w", dir, err)
 	}
-	log.Info("pebble store open", "dir", dir)
-	return &DB{db: db, dir: dir, log: log}, nil
+	log.Info("pebble store open", "dir", dir, "sync", !o.NoSync)
+	w := pebble.Sync
+	if o.NoSync {
+		w = pebble.NoSync
+	}
+	return &DB{db: db, dir: dir, log: log, writeOpts: w}, nil
 }
 
 // Close closes the database. Later calls return the first call's result.

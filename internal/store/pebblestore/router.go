@@ -142,19 +142,42 @@ func scan(ctx context.Context, snap *pebble.Snapshot, prefix []byte, fn func(*ev
 	return nil
 }
 
-// ApplyShard implements routersvc.Store: one batch, committed with
-// pebble.Sync.
+// ApplyShard implements routersvc.Store: one batch, committed with the
+// store's write options (see Options.NoSync).
 func (d *DB) ApplyShard(ctx context.Context, partition int32, m *routersvc.Mutations) error {
+	return d.ApplyShards(ctx, []routersvc.ShardMutations{{Partition: partition, Mutations: m}})
+}
+
+// ApplyShards implements routersvc.ShardsApplier: the mutations of every
+// shard in one batch, so one commit (and at most one WAL sync) stores a
+// whole poll of the router.
+func (d *DB) ApplyShards(ctx context.Context, ms []routersvc.ShardMutations) error {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("apply shard %d: %w", partition, err)
+		return fmt.Errorf("apply shards: %w", err)
 	}
-	if err := m.Validate(); err != nil {
-		return fmt.Errorf("apply shard %d: %w", partition, err)
+	for _, sm := range ms {
+		if err := sm.Mutations.Validate(); err != nil {
+			return fmt.Errorf("apply shard %d: %w", sm.Partition, err)
+		}
 	}
 	b := d.db.NewBatch()
 	defer b.Close() //nolint:errcheck // Close only recycles the batch's memory
-
 	var key []byte
+	for _, sm := range ms {
+		var err error
+		if key, err = addShard(b, key, sm.Partition, sm.Mutations); err != nil {
+			return fmt.Errorf("apply shard %d: %w", sm.Partition, err)
+		}
+	}
+	if err := b.Commit(d.writeOpts); err != nil {
+		return fmt.Errorf("apply shards: commit: %w", err)
+	}
+	return nil
+}
+
+// addShard adds the writes of m to b; key is scratch space, returned for
+// reuse.
+func addShard(b *pebble.Batch, key []byte, partition int32, m *routersvc.Mutations) ([]byte, error) {
 	var env eventspb.Envelope
 	var ev eventspb.Envelope_SubscriptionChange
 	var ch eventspb.SubscriptionChange
@@ -166,14 +189,14 @@ func (d *DB) ApplyShard(ctx context.Context, partition int32, m *routersvc.Mutat
 		key = subKey(key[:0], partition, &s.SubscriptionKey)
 		if s.Delete {
 			if err := b.Delete(key, nil); err != nil {
-				return fmt.Errorf("apply shard %d: %w", partition, err)
+				return key, err
 			}
 			continue
 		}
 		env.Tenant, env.ClientId = s.Tenant, s.Client
 		ch.Filter, ch.ShareGroup, ch.Options, ch.Route = s.Filter, s.ShareGroup, s.Options, s.Route
 		if err := set(b, key, &env); err != nil {
-			return fmt.Errorf("apply shard %d: subscription %q: %w", partition, s.Filter, err)
+			return key, fmt.Errorf("subscription %q: %w", s.Filter, err)
 		}
 	}
 	for i := range m.Retained {
@@ -181,22 +204,19 @@ func (d *DB) ApplyShard(ctx context.Context, partition int32, m *routersvc.Mutat
 		key = retainedKey(key[:0], partition, &r.Key)
 		if r.Publish == nil {
 			if err := b.Delete(key, nil); err != nil {
-				return fmt.Errorf("apply shard %d: %w", partition, err)
+				return key, err
 			}
 			continue
 		}
 		if err := set(b, key, r.Publish); err != nil {
-			return fmt.Errorf("apply shard %d: retained %q: %w", partition, r.Key.Topic, err)
+			return key, fmt.Errorf("retained %q: %w", r.Key.Topic, err)
 		}
 	}
 	key = offsetKey(key[:0], partition)
 	if err := b.Set(key, binary.BigEndian.AppendUint64(nil, uint64(m.Offset)), nil); err != nil {
-		return fmt.Errorf("apply shard %d: offset: %w", partition, err)
+		return key, fmt.Errorf("offset: %w", err)
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
-		return fmt.Errorf("apply shard %d: commit: %w", partition, err)
-	}
-	return nil
+	return key, nil
 }
 
 // set marshals env straight into the batch.

@@ -120,8 +120,8 @@ func (d *DB) LoadSessions(ctx context.Context, partition int32, fn func(*session
 	return offset, nil
 }
 
-// CommitSessions implements sessionsvc.Store: one batch, committed with
-// pebble.Sync.
+// CommitSessions implements sessionsvc.Store: one batch, committed with the
+// store's write options (see Options.NoSync).
 func (d *DB) CommitSessions(ctx context.Context, partition int32, offset int64, sessions []*sessionsvc.Session) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("commit sessions of partition %d: %w", partition, err)
@@ -141,7 +141,7 @@ func (d *DB) CommitSessions(ctx context.Context, partition int32, offset int64, 
 	if err := b.Set(key, binary.BigEndian.AppendUint64(nil, uint64(offset)), nil); err != nil {
 		return fmt.Errorf("commit sessions of partition %d: offset: %w", partition, err)
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
+	if err := b.Commit(d.writeOpts); err != nil {
 		return fmt.Errorf("commit sessions of partition %d: %w", partition, err)
 	}
 	return nil

@@ -224,18 +224,41 @@ func (s *Service) runOnce(ctx context.Context) error {
 		// A member may be assigned nothing: it serves once it consumes.
 		s.ready.Store(true)
 	}
-	err := s.client.Consume(ctx, cc, func(ctx context.Context, b kafka.Batch) error {
+	err := s.client.ConsumePolls(ctx, cc, s.handlePoll)
+	return err // the errors name the topic, partition and offset
+}
+
+// handlePoll processes a poll's batches, each partition on a goroutine of
+// its own: partitions share no state, and each waits for its produce round
+// trips and its store commit, which then overlap instead of adding up (a
+// burst of connects spread over the partitions costs about one partition's
+// time). It returns every partition's error, joined.
+func (s *Service) handlePoll(ctx context.Context, bs []kafka.Batch) error {
+	errs := make([]error, len(bs))
+	var wg sync.WaitGroup
+	for i, b := range bs {
 		p := s.part(b.Partition)
 		if p == nil {
-			return fmt.Errorf("batch of partition %d, which is not loaded", b.Partition)
+			errs[i] = fmt.Errorf("batch of partition %d, which is not loaded", b.Partition)
+			continue
 		}
-		if err := s.handle(ctx, p, b); err != nil {
-			return err
+		run := func() {
+			if err := s.handle(ctx, p, b); err != nil {
+				errs[i] = fmt.Errorf("partition %d at offset %d: %w", b.Partition, b.Records[0].Offset, err)
+			}
 		}
-		s.progress.Store(true)
-		return nil
-	})
-	return err // Consume's errors name the topic, partition and offset
+		if len(bs) == 1 {
+			run()
+			break
+		}
+		wg.Go(run)
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	s.progress.Store(true)
+	return nil
 }
 
 // handle decodes a batch and processes it.

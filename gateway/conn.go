@@ -56,6 +56,7 @@ type conn struct {
 	ts              *Stats // the tenant's counters
 
 	// Reader goroutine only.
+	qos0Done    func(*kafka.Record, error) // c.qos0Produced, bound at the first QoS 0 PUBLISH
 	pub         packet.Publish
 	sub         packet.Subscribe
 	unsub       packet.Unsubscribe

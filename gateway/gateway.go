@@ -38,6 +38,9 @@ type Gateway struct {
 	reqSeq   atomic.Uint64 // connect request ids
 	msgParts int32         // partitions of shoal.messages
 
+	recs    kafka.RecordPool // records of publishes, back when produced
+	scratch sync.Pool        // *publishScratch
+
 	leaser SlotLeaser   // nil: the slot is Config.Slot, not leased
 	slot   atomic.Int32 // the owned slot, set by Run before anything uses it
 

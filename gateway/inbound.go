@@ -6,7 +6,6 @@ import (
 
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
 	"github.com/shoal-mqtt/shoal/internal/mqtt/topic"
-	"github.com/shoal-mqtt/shoal/internal/tracectx"
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
@@ -70,24 +69,25 @@ func (c *conn) handlePublish(h packet.FixedHeader, body []byte) error {
 	}
 
 	now := g.clock()
-	m := &eventspb.Message{
-		Topic:   string(name),
-		Payload: p.Payload, // copied into the record by NewRecord
-		Qos:     uint32(p.QoS),
-		Retain:  p.Retain,
-	}
+	// The event is built in pooled scratch structs and marshalled into a
+	// pooled record at once: nothing of it outlives this call but the
+	// record.
+	ps := g.getScratch()
+	m := &ps.msg
+	m.Topic = string(name)
+	m.Payload = p.Payload
+	m.Qos = uint32(p.QoS)
+	m.Retain = p.Retain
 	if c.version == packet.V5 {
 		setMessageProps(m, &p.Props, now)
 	}
-	rec := kafka.NewRecord(kafka.TopicMessages, recordKey(c.tenant, m.Topic), -1, &eventspb.Envelope{
-		Tenant:      c.tenant,
-		ClientId:    c.clientID,
-		Gateway:     g.cfg.ID,
-		TimestampUs: now.UnixMicro(),
-		MessageId:   g.nextMessageID(),
-		Event:       &eventspb.Envelope_Publish{Publish: &eventspb.Publish{Message: m, Connection: c.id}},
-	})
-	m.Payload = nil // the record holds its own copy; do not keep the read buffer alive
+	ps.id.GatewayEpoch, ps.id.Seq = g.epoch, g.seq.Add(1)
+	ps.pub.Connection = c.id
+	ps.env.Tenant, ps.env.ClientId, ps.env.Gateway = c.tenant, c.clientID, g.cfg.ID
+	ps.env.TimestampUs = now.UnixMicro()
+	rec := g.recs.Get()
+	rec.Fill(kafka.TopicMessages, nil, kafka.PartitionByKey, &ps.env)
+	rec.SetJoinedKey(c.tenant, m.Topic)
 	// A trace per message, continuing the client's own when it sent one.
 	var parent []byte
 	for _, u := range m.UserProperties {
@@ -95,17 +95,14 @@ func (c *conn) handlePublish(h packet.FixedHeader, body []byte) error {
 			parent = stringBytes(u.Value)
 		}
 	}
-	rec.Headers = append(rec.Headers, kafka.Header{
-		Key: kafka.HeaderTraceparent, Value: tracectx.AppendChild(make([]byte, 0, tracectx.Len), parent),
-	})
+	rec.AddTraceChild(parent)
+	g.putScratch(ps)
 	if p.QoS == 0 {
+		if c.qos0Done == nil {
+			c.qos0Done = c.qos0Produced
+		}
 		c.writing.Add(1)
-		g.kl.Produce(context.Background(), rec, func(_ *kafka.Record, err error) {
-			defer c.writing.Done()
-			if err != nil {
-				g.log.Error("publish QoS 0", "client", c.clientID, "err", err)
-			}
-		})
+		g.kl.Produce(context.Background(), rec, c.qos0Done)
 		return nil
 	}
 	pa := &pendingAck{kind: packet.PUBACK, id: p.PacketID}
@@ -119,8 +116,57 @@ func (c *conn) handlePublish(h packet.FixedHeader, body []byte) error {
 	pa.remaining.Store(1)
 	c.queueAck(pa)
 	c.writing.Add(1)
-	g.kl.Produce(context.Background(), rec, func(_ *kafka.Record, err error) { c.ackDone(pa, err) })
+	g.kl.Produce(context.Background(), rec, func(r *kafka.Record, err error) {
+		c.ackDone(pa, err)
+		g.recs.Put(r)
+	})
 	return nil
+}
+
+// publishScratch is the Publish event built for a PUBLISH, pooled by the
+// gateway (Gateway.getScratch) and reused from message to message.
+type publishScratch struct {
+	env eventspb.Envelope
+	ev  eventspb.Envelope_Publish
+	pub eventspb.Publish
+	msg eventspb.Message
+	id  eventspb.MessageID
+}
+
+// reset empties the scratch event and links its parts again.
+func (ps *publishScratch) reset() {
+	ps.msg.Reset()
+	ps.pub = eventspb.Publish{Message: &ps.msg}
+	ps.ev.Publish = &ps.pub
+	ps.id = eventspb.MessageID{}
+	ps.env = eventspb.Envelope{MessageId: &ps.id, Event: &ps.ev}
+}
+
+// getScratch returns an empty publishScratch.
+func (g *Gateway) getScratch() *publishScratch {
+	if ps, ok := g.scratch.Get().(*publishScratch); ok {
+		return ps
+	}
+	ps := new(publishScratch)
+	ps.reset()
+	return ps
+}
+
+// putScratch empties ps, dropping its references to the read buffer and
+// to strings, and gives it back.
+func (g *Gateway) putScratch(ps *publishScratch) {
+	ps.reset()
+	g.scratch.Put(ps)
+}
+
+// qos0Produced is the done callback of a QoS 0 publish's record (bound
+// once per connection as c.qos0Done, so a publish allocates no closure).
+func (c *conn) qos0Produced(r *kafka.Record, err error) {
+	defer c.writing.Done()
+	if err != nil {
+		c.g.log.Error("publish QoS 0", "client", c.clientID, "err", err)
+	}
+	c.g.recs.Put(r)
 }
 
 // refusePublish returns the reason a PUBLISH is refused, or 0.

@@ -188,6 +188,8 @@ type Record struct {
 	// st is the franz-go record and bookkeeping Produce uses, allocated
 	// once per Record (with it, by NewRecord) and reused.
 	st *produceState
+	// fs is what Fill reuses.
+	fs *fillState
 }
 
 // produceState is what a Record carries through franz-go. kr.Context points
@@ -197,6 +199,13 @@ type produceState struct {
 	kr    kgo.Record
 	pc    produceCtx
 	khdrs [2]kgo.RecordHeader
+}
+
+// fillState is what Record.Fill reuses: the record's headers (the type and
+// a traceparent) and the buffer of its value, header values and key.
+type fillState struct {
+	hdrs [2]Header
+	buf  []byte
 }
 
 // produceCtx is the kgo.Record's Context while it is produced. As a

@@ -2,6 +2,9 @@ package kafka
 
 import (
 	"fmt"
+	"sync"
+
+	"github.com/shoal-mqtt/shoal/internal/tracectx"
 
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
@@ -69,14 +72,22 @@ func EnvelopeType(env *eventspb.Envelope) string {
 	return ""
 }
 
-// newRecord is a Record allocated together with its produce state and room
-// for two headers (the type and a traceparent), so that NewRecord costs two
-// allocations: this and the value.
+// newRecord is a Record allocated together with its produce state, so
+// that NewRecord costs two allocations: this and the buffer.
 type newRecord struct {
-	r    Record
-	st   produceState
-	hdrs [2]Header
+	r  Record
+	st produceState
+	fs fillState
 }
+
+// recordSlack is the room a record's buffer keeps after the value and the
+// type header, for a key and a traceparent (SetJoinedKey, AddTraceChild)
+// written into the same buffer.
+const recordSlack = 64 + tracectx.Len
+
+// maxPooledBuffer is the largest record buffer a RecordPool keeps: a record
+// that carried a large payload gives its buffer back to the collector.
+const maxPooledBuffer = 16 << 10
 
 // NewRecord returns a record for topic carrying env: the value is env
 // marshalled with vtprotobuf and the HeaderType header names its event.
@@ -87,25 +98,95 @@ type newRecord struct {
 func NewRecord(topic string, key []byte, partition int32, env *eventspb.Envelope) *Record {
 	nr := &newRecord{}
 	r := &nr.r
-	r.st = &nr.st
-	r.Topic, r.Key, r.Partition = topic, key, partition
-	// One buffer holds the value and, after it, the type header's value.
+	r.st, r.fs = &nr.st, &nr.fs
+	r.Fill(topic, key, partition, env)
+	return r
+}
+
+// Fill makes r a record for topic carrying env, as NewRecord makes a new
+// one, reusing r's buffer and produce state when it has them (a record from
+// a RecordPool, or one whose done callback has run): in steady state it
+// allocates nothing. Every other field of r is cleared. r must not be in
+// flight.
+func (r *Record) Fill(topic string, key []byte, partition int32, env *eventspb.Envelope) {
+	if r.fs == nil {
+		r.fs = new(fillState)
+	}
+	st := r.fs
+	*r = Record{Topic: topic, Key: key, Partition: partition, st: r.st, fs: st}
+	// One buffer holds the value, the type header's value, and room for a
+	// key and a traceparent.
 	t := EnvelopeType(env)
 	size := env.SizeVT()
-	buf := make([]byte, size+len(t))
-	n, err := env.MarshalToSizedBufferVT(buf[:size])
+	buf := st.buf
+	if need := size + len(t) + recordSlack; cap(buf) < need {
+		buf = make([]byte, 0, need)
+	}
+	buf = buf[:size]
+	n, err := env.MarshalToSizedBufferVT(buf)
 	if err != nil || n != size {
 		// vtprotobuf's marshalling of a sized buffer fails only on a
 		// bug in the generated code: nothing a caller can handle.
 		panic(fmt.Sprintf("kafka: marshal envelope: wrote %d of %d bytes: %v", n, size, err))
 	}
 	r.Value = buf[:size:size]
-	r.Headers = nr.hdrs[:0]
+	r.Headers = st.hdrs[:0]
 	if t != "" {
-		copy(buf[size:], t)
-		r.Headers = append(r.Headers, Header{Key: HeaderType, Value: buf[size:]})
+		buf = append(buf, t...)
+		r.Headers = append(r.Headers, Header{Key: HeaderType, Value: buf[size:len(buf):len(buf)]})
 	}
-	return r
+	st.buf = buf
+}
+
+// SetJoinedKey sets r's key to a + "/" + b (tenant/topic, tenant/client),
+// written into r's own buffer. Call it after Fill.
+func (r *Record) SetJoinedKey(a, b string) {
+	st := r.fs
+	from := len(st.buf)
+	st.buf = append(append(append(st.buf, a...), '/'), b...)
+	r.Key = st.buf[from:len(st.buf):len(st.buf)]
+}
+
+// AddTraceChild adds a traceparent header to r: a child of parent (a W3C
+// traceparent), or a new trace when parent is not a valid one, written into
+// r's own buffer. Call it after Fill.
+func (r *Record) AddTraceChild(parent []byte) {
+	st := r.fs
+	from := len(st.buf)
+	st.buf = tracectx.AppendChild(st.buf, parent)
+	r.Headers = append(r.Headers, Header{Key: HeaderTraceparent, Value: st.buf[from:len(st.buf):len(st.buf)]})
+}
+
+// RecordPool recycles records filled with Fill. It is safe for concurrent
+// use. A record may be put back only when nothing refers to it or to its
+// bytes any more: after its done callback has run (Produce), or after
+// ProduceSync returned nil.
+type RecordPool struct {
+	p sync.Pool
+}
+
+// Get returns a record to Fill.
+func (p *RecordPool) Get() *Record {
+	if r, ok := p.p.Get().(*Record); ok {
+		return r
+	}
+	nr := &newRecord{}
+	nr.r.st, nr.r.fs = &nr.st, &nr.fs
+	return &nr.r
+}
+
+// Put gives r back. Its buffer is kept unless it grew large.
+func (p *RecordPool) Put(r *Record) {
+	fs := r.fs
+	if fs == nil || r.st == nil {
+		return // not made by NewRecord or Get
+	}
+	if cap(fs.buf) > maxPooledBuffer {
+		fs.buf = nil
+	}
+	clear(fs.hdrs[:])
+	*r = Record{st: r.st, fs: fs}
+	p.p.Put(r)
 }
 
 // WithTraceparent sets r's traceparent header to tp (W3C trace context),

@@ -211,3 +211,55 @@ func TestEnvelopeAllocs(t *testing.T) {
 		t.Errorf("EventType: %.0f allocations, want 0", n)
 	}
 }
+
+// TestFillReusesRecords checks that a refilled pooled record carries
+// exactly what a new one does, with its key and traceparent in its own
+// buffer, and that refilling allocates nothing.
+func TestFillReusesRecords(t *testing.T) {
+	envs := testEnvelopes()
+	var pool RecordPool
+	parent := []byte("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	for _, typ := range []string{EventPublish, EventDelivery, EventConnect, EventPublish} {
+		env := envs[typ]
+		r := pool.Get()
+		r.Fill(TopicMessages, nil, PartitionByKey, env)
+		r.SetJoinedKey("acme", "sensors/1/temp")
+		r.AddTraceChild(parent)
+		want := NewRecord(TopicMessages, []byte("acme/sensors/1/temp"), PartitionByKey, env)
+		if !bytes.Equal(r.Value, want.Value) || string(r.Key) != "acme/sensors/1/temp" || r.Partition != PartitionByKey || r.Topic != TopicMessages {
+			t.Fatalf("%s: filled record %q key %q differs from NewRecord's %q", typ, r.Value, r.Key, want.Value)
+		}
+		if EventType(r) != typ {
+			t.Errorf("%s: type header %q", typ, EventType(r))
+		}
+		tp := Traceparent(r)
+		if len(tp) != 55 || tp[3:35] != string(parent[3:35]) || tp[36:52] == string(parent[36:52]) {
+			t.Errorf("%s: traceparent %q is not a child of %q", typ, tp, parent)
+		}
+		if len(r.Headers) != 2 {
+			t.Errorf("%s: %d headers, want type and traceparent", typ, len(r.Headers))
+		}
+		var got eventspb.Envelope
+		if err := DecodeEnvelope(r, &got); err != nil || EnvelopeType(&got) != typ {
+			t.Fatalf("%s: decode filled record: %v", typ, err)
+		}
+		pool.Put(r)
+	}
+	r := pool.Get()
+	env := envs[EventPublish]
+	r.Fill(TopicMessages, nil, PartitionByKey, env)
+	if n := testing.AllocsPerRun(200, func() {
+		r.Fill(TopicMessages, nil, PartitionByKey, env)
+		r.SetJoinedKey("acme", "sensors/1/temp")
+		r.AddTraceChild(parent)
+	}); n != 0 {
+		t.Errorf("refilling a record allocates %.1f times, want 0", n)
+	}
+	// A record whose buffer grew large gives it up when put back.
+	big := &eventspb.Envelope{Event: &eventspb.Envelope_Publish{Publish: &eventspb.Publish{Message: &eventspb.Message{Payload: make([]byte, 2*maxPooledBuffer)}}}}
+	r.Fill(TopicMessages, []byte("k"), PartitionByKey, big)
+	pool.Put(r)
+	if r.fs.buf != nil || r.Value != nil || r.Headers != nil {
+		t.Error("a record put back keeps its large buffer or its fields")
+	}
+}

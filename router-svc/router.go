@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/shoal-mqtt/shoal/internal/tracectx"
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
@@ -41,7 +40,8 @@ type Router struct {
 	// Used by the messages handler only (Consume calls it one at a time).
 	outs   map[int32]*Output // per partition, reused from poll to poll
 	env    *eventspb.Envelope
-	recs   []*kafka.Record
+	recs   []*kafka.Record  // to produce for the poll
+	pool   kafka.RecordPool // records of earlier polls, acknowledged
 	writes []ShardMutations
 
 	// Used by the presence handler only.
@@ -313,7 +313,10 @@ func (r *Router) handleMessages(ctx context.Context, bs []kafka.Batch) error {
 	if len(r.recs) > 0 {
 		err := r.retry(ctx, "produce deliveries", bs[0].Partition, func() error { return r.client.ProduceSync(ctx, r.recs...) })
 		if err != nil {
-			return err
+			return err // the records may still be in flight: not pooled
+		}
+		for _, rec := range r.recs {
+			r.pool.Put(rec)
 		}
 	}
 	if len(r.writes) == 0 {
@@ -369,13 +372,13 @@ func (r *Router) apply(s *Shard, out *Output, b kafka.Batch) bool {
 				r.log.Warn("dropping delivery to a slot outside shoal.deliveries", "partition", b.Partition, "offset", rec.Offset, "slot", d.Slot, "slots", r.deliveryParts)
 				continue
 			}
-			r.recs = append(r.recs, kafka.NewRecord(r.deliveries, nil, d.Slot, d.Envelope))
+			rec := r.pool.Get()
+			rec.Fill(r.deliveries, nil, d.Slot, d.Envelope)
+			r.recs = append(r.recs, rec)
 		}
 		if parent != nil {
 			for _, out := range r.recs[from:] {
-				out.Headers = append(out.Headers, kafka.Header{
-					Key: kafka.HeaderTraceparent, Value: tracectx.AppendChild(make([]byte, 0, tracectx.Len), parent),
-				})
+				out.AddTraceChild(parent)
 			}
 		}
 	}

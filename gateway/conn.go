@@ -67,6 +67,10 @@ type conn struct {
 	inInflight  atomic.Int32   // QoS 1/2 publishes from the client not yet completed
 	writing     sync.WaitGroup // log writes of this connection not yet completed
 
+	// The connection's writer (who set flushing) only.
+	nb      nonBlockingWriter // nil: writes block (flushLoop)
+	nbKnown bool
+
 	mu       sync.Mutex
 	ready    bool            // CONNACK queued: deliveries may be written
 	early    []earlyDelivery // deliveries that arrived before CONNACK
@@ -336,7 +340,7 @@ func (c *conn) handshake(ctx context.Context) bool {
 	// Deliveries that came before CONNACK follow it, in their order.
 	now := g.clock()
 	for _, e := range early {
-		c.deliver(e.m, e.t, now)
+		c.deliver(nil, e.m, e.t, now) // owned copies; fresh when they arrived
 	}
 	c.kickFlush()
 	accepted = true
@@ -636,9 +640,10 @@ func (c *conn) finish(ctx context.Context, clean bool, reason packet.ReasonCode,
 	}
 }
 
-// newOutMsg is the outbound state of a delivery target.
+// newOutMsg is the outbound state of a delivery target. It keeps m and
+// copies what it needs of t (whose Target may be reused).
 func newOutMsg(m *eventspb.Message, t *eventspb.Target) *outMsg {
-	om := &outMsg{msg: m, qos: byte(min(t.Qos, 2)), retain: t.Retain, dup: t.Dup, subIDs: t.SubscriptionIds,
+	om := &outMsg{msg: m, qos: byte(min(t.Qos, 2)), retain: t.Retain, dup: t.Dup, subIDs: slices.Clone(t.SubscriptionIds),
 		shareGroup: t.ShareGroup, shareFilter: t.ShareFilter}
 	if t.InboxSeq != 0 && t.PacketId != 0 && t.PacketId <= maxInboxPacketID {
 		om.inboxSeq, om.id = t.InboxSeq, uint16(t.PacketId)
@@ -668,47 +673,63 @@ func (c *conn) writeNow(b []byte) {
 	c.add(BytesSent, int64(n))
 }
 
-// kickFlush starts the flusher if output is waiting and none runs.
+// kickFlush queues the connection for a writer if it has bytes to write
+// and none is on it already.
 func (c *conn) kickFlush() {
 	c.mu.Lock()
-	start := !c.flushing && !c.closed && c.out.len() > 0
-	if start {
-		c.flushing = true
-	}
+	start := c.startFlushLocked()
 	c.mu.Unlock()
 	if start {
-		go c.flushLoop()
+		c.g.writes.push(c)
 	}
 }
 
-// flushLoop writes the out buffer until it is empty. Writers append under
-// mu while a write is in progress; the buffers are swapped, not copied.
-func (c *conn) flushLoop() {
+// startFlushLocked marks the connection flushing and reports whether the
+// caller must queue it (writeQueue.push): it has bytes to write, and no
+// writer has it yet. Holds c.mu.
+func (c *conn) startFlushLocked() bool {
+	if c.flushing || c.closed || c.out.len() == 0 {
+		return false
+	}
+	c.flushing = true
+	return true
+}
+
+// flushLoop is the blocking path of a flushing connection: it writes the
+// rest of w (rest, the part of w a non-blocking write left, or all of w
+// when rest is nil) with the write timeout, then the out buffer until it
+// is empty. Writers append under mu while a write is in progress; the
+// buffers are swapped, not copied.
+func (c *conn) flushLoop(w outBuf, rest net.Buffers) {
 	for {
+		_ = c.nc.SetWriteDeadline(c.g.clock().Add(c.g.cfg.WriteTimeout))
+		var n int64
+		var err error
+		if rest != nil {
+			n, err = rest.WriteTo(c.nc)
+			rest = nil
+		} else {
+			n, err = w.writeTo(c.nc)
+		}
+		c.add(BytesSent, n)
+		w.reset()
 		c.mu.Lock()
+		c.spare = w
+		if err != nil {
+			c.flushing = false
+			c.mu.Unlock()
+			c.g.log.Debug("write", "client", c.clientID, "err", err)
+			_ = c.nc.Close()
+			return
+		}
 		if c.out.len() == 0 || c.closed {
 			c.flushing = false
 			c.mu.Unlock()
 			return
 		}
-		w := c.out
+		w = c.out
 		c.out, c.spare = c.spare, outBuf{}
 		c.mu.Unlock()
-		_ = c.nc.SetWriteDeadline(c.g.clock().Add(c.g.cfg.WriteTimeout))
-		n, err := w.writeTo(c.nc)
-		c.add(BytesSent, n)
-		w.reset()
-		c.mu.Lock()
-		c.spare = w
-		c.mu.Unlock()
-		if err != nil {
-			c.g.log.Debug("write", "client", c.clientID, "err", err)
-			_ = c.nc.Close()
-			c.mu.Lock()
-			c.flushing = false
-			c.mu.Unlock()
-			return
-		}
 	}
 }
 

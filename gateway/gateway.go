@@ -38,8 +38,11 @@ type Gateway struct {
 	reqSeq   atomic.Uint64 // connect request ids
 	msgParts int32         // partitions of shoal.messages
 
-	recs    kafka.RecordPool // records of publishes, back when produced
-	scratch sync.Pool        // *publishScratch
+	writes   *writeQueue                    // connections waiting for a writer
+	dispatch struct{ conns, flush []*conn } // scratch of deliver (slot consumer only)
+	slotDec  slotDecoder                    // slot consumer only
+	recs     kafka.RecordPool               // records of publishes, back when produced
+	scratch  sync.Pool                      // *publishScratch
 
 	leaser SlotLeaser   // nil: the slot is Config.Slot, not leased
 	slot   atomic.Int32 // the owned slot, set by Run before anything uses it
@@ -121,6 +124,7 @@ func NewVersion(cfg Config, kl Log, log *slog.Logger, clock func() time.Time, ve
 		tenants:  make(map[string]*Stats),
 		addrs:    make(map[string]net.Addr),
 		version:  version,
+		writes:   newWriteQueue(),
 	}
 	// Connection ids must not repeat across restarts of this gateway: the
 	// log still names connections of the previous run (routes, kicks).
@@ -372,16 +376,18 @@ func recordKey(tenant, s string) []byte {
 
 // handleDeliveries dispatches the records of our slot.
 func (g *Gateway) handleDeliveries(b kafka.Batch) {
-	var env eventspb.Envelope
+	dec := &g.slotDec
 	for _, r := range b.Records {
-		env.Reset()
-		if err := kafka.DecodeEnvelope(r, &env); err != nil {
+		env, err := dec.decode(r)
+		if err != nil {
 			g.log.Error("decode delivery record", "offset", r.Offset, "err", err)
 			continue
 		}
 		switch ev := env.Event.(type) {
 		case *eventspb.Envelope_Delivery:
-			g.deliver(env.Tenant, ev.Delivery)
+			if g.deliver(env.Tenant, ev.Delivery) {
+				dec.keepMessage()
+			}
 		case *eventspb.Envelope_ConnectResult:
 			res := ev.ConnectResult
 			g.mu.Lock()
@@ -465,21 +471,36 @@ func (g *Gateway) bounce(tenant string, m *eventspb.Message, t *eventspb.Target)
 	})
 }
 
-// deliver hands one delivery to its targets on this gateway.
-func (g *Gateway) deliver(tenant string, d *eventspb.Delivery) {
+// deliver hands a delivery's message to each target connected here. The
+// targets' connections are looked up under one read lock, the message is
+// written into each one's out buffer, and the connections that need a
+// writer are queued together. It reports whether a connection kept d's
+// Message (see conn.deliver). Slot consumer goroutine only.
+func (g *Gateway) deliver(tenant string, d *eventspb.Delivery) (kept bool) {
 	now := g.clock()
+	conns := g.dispatch.conns[:0]
+	g.mu.RLock()
 	for _, t := range d.Targets {
-		g.mu.RLock()
-		c := g.clients[clientKey(tenant, t.ClientId)]
-		g.mu.RUnlock()
-		if c == nil || c.id != t.Connection {
+		c := g.byID[t.Connection]
+		if c != nil && (c.clientID != t.ClientId || c.tenant != tenant) {
+			c = nil
+		}
+		conns = append(conns, c)
+	}
+	g.mu.RUnlock()
+	flush := g.dispatch.flush[:0]
+	var sent int64
+	var counted *conn
+	for i, t := range d.Targets {
+		c := conns[i]
+		if c == nil {
 			// Gone, or another connection of the client. A QoS 1/2 message
 			// goes back to the client's session, which queues it (offline
 			// persistent session), forwards it (a newer connection) or
 			// drops it (no session): the router may not have read the
 			// client's newest presence yet.
 			g.log.Debug("delivery target not connected here", "tenant", tenant, "client", t.ClientId,
-				"connection", t.Connection, "found", c != nil)
+				"connection", t.Connection)
 			if t.Qos > 0 && t.InboxSeq == 0 {
 				// (An inbox message stays with its session, which sends
 				// it to the client's newest connection.)
@@ -487,9 +508,22 @@ func (g *Gateway) deliver(tenant string, d *eventspb.Delivery) {
 			}
 			continue
 		}
-		if d.Source != nil && !c.fresh(d.Source) {
-			continue // a router's repeat after it took the partition over
+		k, f, s := c.deliverCounted(d.Source, d.Message, t, now)
+		kept = kept || k
+		if f {
+			flush = append(flush, c)
 		}
-		c.deliver(d.Message, t, now)
+		if s {
+			sent++
+			counted = c
+		}
 	}
+	if counted != nil {
+		counted.add(MessagesSent, sent) // the targets are all of one tenant
+	}
+	g.writes.push(flush...)
+	clear(conns)
+	clear(flush)
+	g.dispatch.conns, g.dispatch.flush = conns[:0], flush[:0]
+	return kept
 }

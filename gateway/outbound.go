@@ -18,18 +18,16 @@ const (
 	maxWindow        = 32767
 )
 
-// fresh reports whether a delivery made for src (a record of
+// freshLocked reports whether a delivery made for src (a record of
 // shoal.messages) is new to this connection, and records it: deliveries
 // of one partition arrive in offset order, so one at or below the newest
 // offset seen is a repeat (a router replaying the records after its stored
-// offset when it takes a partition over).
-func (c *conn) fresh(src *eventspb.Source) bool {
+// offset when it takes a partition over). Holds c.mu.
+func (c *conn) freshLocked(src *eventspb.Source) bool {
 	p := int(src.GetPartition())
 	if p < 0 || p > 1<<16 {
 		return true
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	for len(c.seen) <= p {
 		c.seen = append(c.seen, -1)
 	}
@@ -40,40 +38,68 @@ func (c *conn) fresh(src *eventspb.Source) bool {
 	return true
 }
 
-// deliver sends one message to this connection per its delivery target.
-// QoS 1 and 2 messages take a packet identifier while the client's receive
-// maximum allows, and wait in a bounded queue otherwise.
-func (c *conn) deliver(m *eventspb.Message, t *eventspb.Target, now time.Time) {
+// deliver sends one message to this connection per its delivery target;
+// src, when not nil, is the record the router made the delivery for (a
+// repeat of an older one is dropped). QoS 1 and 2 messages take a packet
+// identifier while the client's receive maximum allows, and wait in a
+// bounded queue otherwise. The connection is queued for a writer.
+//
+// It reports whether the connection still refers to m afterwards (a QoS 1
+// or 2 message in flight or queued, a delivery held until CONNACK), so that
+// the caller must not reuse it; t is never kept (what is needed of it is
+// copied).
+func (c *conn) deliver(src *eventspb.Source, m *eventspb.Message, t *eventspb.Target, now time.Time) (kept bool) {
+	kept, flush, sent := c.deliverCounted(src, m, t, now)
+	if sent {
+		c.add(MessagesSent, 1)
+	}
+	if flush {
+		c.g.writes.push(c)
+	}
+	return kept
+}
+
+// deliverCounted is deliver for a fan-out: a QoS 0 message written is not
+// counted in MessagesSent but reported (sent), and the connection is not
+// queued for a writer, but flush reports that the caller must queue it
+// (writeQueue.push), so that a fan-out counts once and queues all its
+// connections at once.
+func (c *conn) deliverCounted(src *eventspb.Source, m *eventspb.Message, t *eventspb.Target, now time.Time) (kept, flush, sent bool) {
+	qos := byte(min(t.Qos, 2))
+	c.mu.Lock()
+	if src != nil && !c.freshLocked(src) {
+		c.mu.Unlock()
+		return false, false, false // a router's repeat after it took the partition over
+	}
 	if m.HasExpiry && m.ExpiresAtMs <= now.UnixMilli() && !t.Release {
+		c.mu.Unlock()
 		if t.InboxSeq != 0 {
 			c.inboxAck(t.InboxSeq, false) // expired: the inbox lets it go
 		}
-		return
+		return false, false, false
 	}
-	qos := byte(min(t.Qos, 2))
-	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		if qos > 0 && t.InboxSeq == 0 {
 			c.g.returnUndelivered(c.tenant, m, t) // the connection ended meanwhile
 		}
-		return
+		return false, false, false
 	}
 	if !c.ready {
-		c.early = append(c.early, earlyDelivery{m, t})
+		c.early = append(c.early, earlyDelivery{m, t.CloneVT()})
 		c.mu.Unlock()
-		return
+		return true, false, false
 	}
 	if qos == 0 {
 		if c.out.len() > c.g.cfg.MaxOutBuffer {
 			c.mu.Unlock()
 			c.add(Dropped, 1)
-			return
+			return false, false, false
 		}
-		c.writePublish(m, 0, t.Retain, t.SubscriptionIds, 0, false, now)
+		sent = c.writePublish(m, 0, t.Retain, t.SubscriptionIds, 0, false, now)
+		flush = c.startFlushLocked()
 		c.mu.Unlock()
-		c.kickFlush()
-		return
+		return false, flush, sent
 	}
 	om := newOutMsg(m, t)
 	if om.inboxSeq != 0 {
@@ -84,7 +110,7 @@ func (c *conn) deliver(m *eventspb.Message, t *eventspb.Target, now time.Time) {
 		if om.inboxSeq <= c.lastInboxSeq {
 			c.mu.Unlock()
 			c.g.log.Debug("repeated inbox message dropped", "client", c.clientID, "seq", om.inboxSeq)
-			return
+			return false, false, false
 		}
 		c.lastInboxSeq = om.inboxSeq
 		if prev := c.inflight[om.id]; prev != nil {
@@ -93,7 +119,7 @@ func (c *conn) deliver(m *eventspb.Message, t *eventspb.Target, now time.Time) {
 			c.mu.Unlock()
 			c.g.log.Warn("inbox message with an identifier in flight", "client", c.clientID, "packet", om.id,
 				"seq", om.inboxSeq, "in_flight_seq", prev.inboxSeq)
-			return
+			return false, false, false
 		}
 	}
 	switch {
@@ -111,10 +137,11 @@ func (c *conn) deliver(m *eventspb.Message, t *eventspb.Target, now time.Time) {
 		c.g.log.Warn("client queue full; disconnecting", "client", c.clientID, "tenant", c.tenant,
 			"queued", c.g.cfg.MaxQueued)
 		go c.kick(packet.CodeQuotaExceeded)
-		return
+		return false, false, false
 	}
+	flush = c.startFlushLocked()
 	c.mu.Unlock()
-	c.kickFlush()
+	return true, flush, false
 }
 
 // sendInflight gives om a packet identifier (an inbox message has its
@@ -147,7 +174,9 @@ func (c *conn) sendInflight(om *outMsg, now time.Time) {
 		c.out.b = rel.Append(c.out.b, c.version)
 		return
 	}
-	c.writePublish(om.msg, om.qos, om.retain, om.subIDs, om.id, om.dup, now)
+	if c.writePublish(om.msg, om.qos, om.retain, om.subIDs, om.id, om.dup, now) {
+		c.add(MessagesSent, 1)
+	}
 }
 
 // pump moves queued messages into free inflight slots. Holds c.mu.
@@ -171,8 +200,9 @@ func (c *conn) pump(now time.Time) {
 }
 
 // writePublish encodes a PUBLISH into the out buffer; payloads from
-// borrowThreshold bytes are written by reference. Holds c.mu.
-func (c *conn) writePublish(m *eventspb.Message, qos byte, retain bool, subIDs []uint32, id uint16, dup bool, now time.Time) {
+// borrowThreshold bytes are written by reference. It reports whether it
+// wrote the packet; the caller counts it (MessagesSent). Holds c.mu.
+func (c *conn) writePublish(m *eventspb.Message, qos byte, retain bool, subIDs []uint32, id uint16, dup bool, now time.Time) bool {
 	p := &c.scratch
 	*p = packet.Publish{Props: p.Props}
 	p.Props.Has = 0
@@ -218,7 +248,7 @@ func (c *conn) writePublish(m *eventspb.Message, qos byte, retain bool, subIDs [
 		if id != 0 {
 			delete(c.inflight, id)
 		}
-		return
+		return false
 	}
 	if len(p.Payload) >= borrowThreshold {
 		c.out.b = p.AppendHeader(c.out.b, c.version)
@@ -226,7 +256,7 @@ func (c *conn) writePublish(m *eventspb.Message, qos byte, retain bool, subIDs [
 	} else {
 		c.out.b = p.Append(c.out.b, c.version)
 	}
-	c.add(MessagesSent, 1)
+	return true
 }
 
 // applyAlias uses or assigns an outbound topic alias. Holds c.mu.

@@ -38,11 +38,12 @@ func (o *outBuf) borrow(p []byte) {
 	o.borrowed += len(p)
 }
 
-// writeTo writes everything to w.
-func (o *outBuf) writeTo(w io.Writer) (int64, error) {
+// vectors returns everything to write, in order, as slices of o and of
+// the borrowed payloads (valid until reset; writing may consume them).
+func (o *outBuf) vectors() [][]byte {
 	if len(o.segs) == 0 {
-		n, err := w.Write(o.b)
-		return int64(n), err
+		o.iov = append(o.iov[:0], o.b)
+		return o.iov
 	}
 	if len(o.b) > o.sealed {
 		o.segs = append(o.segs, segment{start: o.sealed, end: len(o.b)})
@@ -56,7 +57,16 @@ func (o *outBuf) writeTo(w io.Writer) (int64, error) {
 			o.iov = append(o.iov, o.b[s.start:s.end])
 		}
 	}
-	iov := o.iov
+	return o.iov
+}
+
+// writeTo writes everything to w.
+func (o *outBuf) writeTo(w io.Writer) (int64, error) {
+	if len(o.segs) == 0 {
+		n, err := w.Write(o.b)
+		return int64(n), err
+	}
+	iov := net.Buffers(o.vectors())
 	return iov.WriteTo(w)
 }
 

@@ -133,7 +133,7 @@ func TestFreshDropsRepeatsPerPartition(t *testing.T) {
 		{src(2, 10), true}, {src(2, 10), false}, {src(2, 9), false}, {src(0, 0), true},
 		{src(2, 11), true}, {src(0, 0), false}, {src(-1, 5), true},
 	} {
-		if got := c.fresh(step.src); got != step.want {
+		if got := c.freshLocked(step.src); got != step.want {
 			t.Errorf("step %d: fresh(%v) = %v, want %v", i, step.src, got, step.want)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	proto "google.golang.org/protobuf/proto"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	io "io"
+	sync "sync"
 	unsafe "unsafe"
 )
 
@@ -467,7 +468,7 @@ func (m *Target) CloneVT() *Target {
 	if m == nil {
 		return (*Target)(nil)
 	}
-	r := new(Target)
+	r := TargetFromVTPool()
 	r.ClientId = m.ClientId
 	r.Connection = m.Connection
 	r.Qos = m.Qos
@@ -498,7 +499,7 @@ func (m *Delivery) CloneVT() *Delivery {
 	if m == nil {
 		return (*Delivery)(nil)
 	}
-	r := new(Delivery)
+	r := DeliveryFromVTPool()
 	r.Message = m.Message.CloneVT()
 	r.Source = m.Source.CloneVT()
 	if rhs := m.Targets; rhs != nil {
@@ -523,7 +524,7 @@ func (m *Source) CloneVT() *Source {
 	if m == nil {
 		return (*Source)(nil)
 	}
-	r := new(Source)
+	r := SourceFromVTPool()
 	r.Partition = m.Partition
 	r.Offset = m.Offset
 	if len(m.unknownFields) > 0 {
@@ -3639,6 +3640,76 @@ func (m *SharedRedispatch) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 	return len(dAtA) - i, nil
 }
 
+var vtprotoPool_Target = sync.Pool{
+	New: func() interface{} {
+		return &Target{}
+	},
+}
+
+func (m *Target) ResetVT() {
+	if m != nil {
+		f0 := m.SubscriptionIds[:0]
+		m.Reset()
+		m.SubscriptionIds = f0
+	}
+}
+func (m *Target) ReturnToVTPool() {
+	if m != nil {
+		m.ResetVT()
+		vtprotoPool_Target.Put(m)
+	}
+}
+func TargetFromVTPool() *Target {
+	return vtprotoPool_Target.Get().(*Target)
+}
+
+var vtprotoPool_Delivery = sync.Pool{
+	New: func() interface{} {
+		return &Delivery{}
+	},
+}
+
+func (m *Delivery) ResetVT() {
+	if m != nil {
+		for _, mm := range m.Targets {
+			mm.ResetVT()
+		}
+		f0 := m.Targets[:0]
+		m.Source.ReturnToVTPool()
+		m.Reset()
+		m.Targets = f0
+	}
+}
+func (m *Delivery) ReturnToVTPool() {
+	if m != nil {
+		m.ResetVT()
+		vtprotoPool_Delivery.Put(m)
+	}
+}
+func DeliveryFromVTPool() *Delivery {
+	return vtprotoPool_Delivery.Get().(*Delivery)
+}
+
+var vtprotoPool_Source = sync.Pool{
+	New: func() interface{} {
+		return &Source{}
+	},
+}
+
+func (m *Source) ResetVT() {
+	if m != nil {
+		m.Reset()
+	}
+}
+func (m *Source) ReturnToVTPool() {
+	if m != nil {
+		m.ResetVT()
+		vtprotoPool_Source.Put(m)
+	}
+}
+func SourceFromVTPool() *Source {
+	return vtprotoPool_Source.Get().(*Source)
+}
 func (m *Envelope) SizeVT() (n int) {
 	if m == nil {
 		return 0
@@ -7437,7 +7508,7 @@ func (m *Target) UnmarshalVT(dAtA []byte) error {
 					}
 				}
 				elementCount = count
-				if elementCount != 0 && len(m.SubscriptionIds) == 0 {
+				if elementCount != 0 && len(m.SubscriptionIds) == 0 && cap(m.SubscriptionIds) < elementCount {
 					m.SubscriptionIds = make([]uint32, 0, elementCount)
 				}
 				for iNdEx < postIndex {
@@ -7719,7 +7790,14 @@ func (m *Delivery) UnmarshalVT(dAtA []byte) error {
 			if postIndex > l {
 				return io.ErrUnexpectedEOF
 			}
-			m.Targets = append(m.Targets, &Target{})
+			if len(m.Targets) == cap(m.Targets) {
+				m.Targets = append(m.Targets, &Target{})
+			} else {
+				m.Targets = m.Targets[:len(m.Targets)+1]
+				if m.Targets[len(m.Targets)-1] == nil {
+					m.Targets[len(m.Targets)-1] = &Target{}
+				}
+			}
 			if err := m.Targets[len(m.Targets)-1].UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
@@ -7754,7 +7832,7 @@ func (m *Delivery) UnmarshalVT(dAtA []byte) error {
 				return io.ErrUnexpectedEOF
 			}
 			if m.Source == nil {
-				m.Source = &Source{}
+				m.Source = SourceFromVTPool()
 			}
 			if err := m.Source.UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
@@ -11883,7 +11961,7 @@ func (m *Target) UnmarshalVTUnsafe(dAtA []byte) error {
 					}
 				}
 				elementCount = count
-				if elementCount != 0 && len(m.SubscriptionIds) == 0 {
+				if elementCount != 0 && len(m.SubscriptionIds) == 0 && cap(m.SubscriptionIds) < elementCount {
 					m.SubscriptionIds = make([]uint32, 0, elementCount)
 				}
 				for iNdEx < postIndex {
@@ -12173,7 +12251,14 @@ func (m *Delivery) UnmarshalVTUnsafe(dAtA []byte) error {
 			if postIndex > l {
 				return io.ErrUnexpectedEOF
 			}
-			m.Targets = append(m.Targets, &Target{})
+			if len(m.Targets) == cap(m.Targets) {
+				m.Targets = append(m.Targets, &Target{})
+			} else {
+				m.Targets = m.Targets[:len(m.Targets)+1]
+				if m.Targets[len(m.Targets)-1] == nil {
+					m.Targets[len(m.Targets)-1] = &Target{}
+				}
+			}
 			if err := m.Targets[len(m.Targets)-1].UnmarshalVTUnsafe(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
@@ -12208,7 +12293,7 @@ func (m *Delivery) UnmarshalVTUnsafe(dAtA []byte) error {
 				return io.ErrUnexpectedEOF
 			}
 			if m.Source == nil {
-				m.Source = &Source{}
+				m.Source = SourceFromVTPool()
 			}
 			if err := m.Source.UnmarshalVTUnsafe(dAtA[iNdEx:postIndex]); err != nil {
 				return err

@@ -1,0 +1,63 @@
+package gateway
+
+import (
+	"fmt"
+
+	"github.com/shoal-mqtt/shoal/kafka"
+	"github.com/shoal-mqtt/shoal/schemas/eventspb"
+)
+
+// slotDecoder decodes the records of the gateway's slot into structs it
+// reuses from record to record, so that a delivery, whatever its number of
+// targets, costs no allocation in steady state: the envelope, its Delivery
+// (whose Targets keep their elements: vtprotobuf's pool feature, see
+// schemas/buf.gen.yaml) and the Message. Strings and bytes alias the record
+// (UnmarshalVTUnsafe), which is never reused.
+//
+// Ownership: what decode returns is valid until the next decode. A
+// connection that keeps the Message (a QoS 1/2 message in flight, a
+// delivery held until CONNACK) makes the caller call keepMessage, and the
+// next record is decoded into a new Message. Targets are never kept (the
+// connection copies what it needs). Slot consumer goroutine only.
+type slotDecoder struct {
+	env eventspb.Envelope
+	ev  eventspb.Envelope_Delivery
+	del eventspb.Delivery
+	id  eventspb.MessageID
+	msg *eventspb.Message
+}
+
+// decode decodes r's envelope. A delivery record is decoded into the
+// reused structs; other events are decoded as usual.
+func (d *slotDecoder) decode(r *kafka.Record) (*eventspb.Envelope, error) {
+	// Empty the delivery, keeping its Targets for the decoder to fill again
+	// (ResetVT would too, through each message's Reset, which costs an
+	// atomic store per target).
+	for _, t := range d.del.Targets {
+		ids := t.SubscriptionIds[:0]
+		*t = eventspb.Target{}
+		t.SubscriptionIds = ids
+	}
+	d.del.Source.ReturnToVTPool()
+	d.del = eventspb.Delivery{Targets: d.del.Targets[:0]}
+	if d.msg == nil {
+		d.msg = new(eventspb.Message)
+	} else {
+		d.msg.Reset()
+	}
+	d.del.Message = d.msg
+	d.ev.Delivery = &d.del
+	d.id = eventspb.MessageID{}
+	d.env = eventspb.Envelope{MessageId: &d.id, Event: &d.ev}
+	if err := d.env.UnmarshalVTUnsafe(r.Value); err != nil {
+		return nil, fmt.Errorf("decode envelope of %s/%d at offset %d: %w", r.Topic, r.Partition, r.Offset, err)
+	}
+	return &d.env, nil
+}
+
+// keepMessage gives the last decoded Message away: the next record is
+// decoded into a new one.
+func (d *slotDecoder) keepMessage() {
+	d.del.Message = nil
+	d.msg = nil
+}

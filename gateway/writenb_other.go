@@ -1,0 +1,14 @@
+//go:build !linux
+
+package gateway
+
+import "net"
+
+// newNonBlockingWriter returns nc's own non-blocking writer, if it has one:
+// elsewhere than on Linux every connection writes on the blocking path.
+func newNonBlockingWriter(nc net.Conn) nonBlockingWriter {
+	if nb, ok := nc.(nonBlockingWriter); ok {
+		return nb
+	}
+	return nil
+}

@@ -1,0 +1,168 @@
+package gateway
+
+import (
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+)
+
+// Writing to clients. A connection with bytes in its out buffer is queued
+// once (conn.flushing) on the gateway's writeQueue; a few writer goroutines
+// take connections off the queue and write each one's buffer without
+// blocking. A socket that cannot take everything at once (a slow client,
+// a full send buffer) gets a goroutine of its own that writes the rest with
+// the write timeout and keeps the connection until its buffer is empty, as
+// every connection had before; the writers go on with the others. So a
+// fan-out to a thousand subscribers costs a queue push per subscriber, not
+// a goroutine per subscriber, and one slow client never holds up the rest.
+//
+// Connections whose net.Conn cannot write without blocking (WebSocket)
+// always take the blocking path.
+
+// nonBlockingWriter writes what it can of bufs at once and never waits: it
+// reports how many bytes it wrote and whether the rest would have blocked.
+// *net.TCPConn connections get one (writeNB_linux.go); test connections may
+// implement it themselves.
+type nonBlockingWriter interface {
+	writeNB(bufs [][]byte) (n int, blocked bool, err error)
+}
+
+// writeQueue holds the connections waiting for a writer.
+type writeQueue struct {
+	mu      sync.Mutex
+	conns   []*conn // conns[head:] are waiting
+	head    int
+	running int // writer goroutines running
+	max     int
+
+	blocked atomic.Int64 // writes handed to the blocking path (slow clients)
+}
+
+func newWriteQueue() *writeQueue {
+	return &writeQueue{max: max(2, runtime.GOMAXPROCS(0))}
+}
+
+// push queues connections that have just been marked flushing, and starts
+// writers while there are fewer than max and more connections waiting
+// than writers.
+func (q *writeQueue) push(cs ...*conn) {
+	if len(cs) == 0 {
+		return
+	}
+	q.mu.Lock()
+	q.conns = append(q.conns, cs...)
+	start := 0
+	for q.running < q.max && q.running < len(q.conns)-q.head {
+		q.running++
+		start++
+	}
+	q.mu.Unlock()
+	for range start {
+		go q.work()
+	}
+}
+
+// writerBatch is how many connections a writer takes off the queue at once.
+const writerBatch = 32
+
+// work writes queued connections until the queue is empty.
+func (q *writeQueue) work() {
+	var batch [writerBatch]*conn
+	for {
+		q.mu.Lock()
+		n := copy(batch[:], q.conns[q.head:])
+		clear(q.conns[q.head : q.head+n])
+		q.head += n
+		if q.head == len(q.conns) {
+			q.conns, q.head = q.conns[:0], 0
+			if cap(q.conns) > 64<<10 {
+				q.conns = nil // do not keep a burst's queue forever
+			}
+		}
+		if n == 0 {
+			q.running--
+			q.mu.Unlock()
+			return
+		}
+		q.mu.Unlock()
+		var bytes int64
+		var g *Gateway
+		for i, c := range batch[:n] {
+			batch[i] = nil
+			more, written := c.writeOnce()
+			bytes += written
+			g = c.g
+			if more {
+				q.push(c) // more came meanwhile: behind the others
+			}
+		}
+		// The gateway-wide count once per batch: every writer adding to
+		// one counter per write would make its cache line bounce.
+		g.Stats.c[BytesSent].Add(bytes)
+	}
+}
+
+// writeOnce writes c's out buffer once, without blocking. It reports
+// whether more bytes arrived meanwhile (c stays flushing and must be queued
+// again); otherwise c is no longer flushing, or a blocking goroutine has
+// taken it over. It counts the bytes written in the tenant's BytesSent and
+// returns them for the gateway-wide count.
+func (c *conn) writeOnce() (more bool, written int64) {
+	c.mu.Lock()
+	if c.out.len() == 0 || c.closed {
+		c.flushing = false
+		c.mu.Unlock()
+		return false, 0
+	}
+	w := c.out
+	c.out, c.spare = c.spare, outBuf{}
+	c.mu.Unlock()
+
+	if !c.nbKnown { // only the connection's writer gets here
+		c.nb, c.nbKnown = newNonBlockingWriter(c.nc), true
+	}
+	if c.nb == nil {
+		go c.flushLoop(w, nil)
+		return false, 0
+	}
+	bufs := w.vectors()
+	n, blocked, err := c.nb.writeNB(bufs)
+	written = int64(n)
+	if c.ts != nil {
+		c.ts.c[BytesSent].Add(written)
+	}
+	if err == nil && blocked {
+		c.g.writes.blocked.Add(1)
+		go c.flushLoop(w, consumed(bufs, n))
+		return false, written
+	}
+	w.reset()
+	c.mu.Lock()
+	c.spare = w
+	if err != nil {
+		c.flushing = false
+		c.mu.Unlock()
+		c.g.log.Debug("write", "client", c.clientID, "err", err)
+		_ = c.nc.Close()
+		return false, written
+	}
+	more = c.out.len() > 0 && !c.closed
+	if !more {
+		c.flushing = false
+	}
+	c.mu.Unlock()
+	return more, written
+}
+
+// consumed returns bufs without its first n bytes.
+func consumed(bufs [][]byte, n int) net.Buffers {
+	for len(bufs) > 0 && n >= len(bufs[0]) {
+		n -= len(bufs[0])
+		bufs = bufs[1:]
+	}
+	if len(bufs) > 0 {
+		bufs[0] = bufs[0][n:]
+	}
+	return bufs
+}

@@ -25,6 +25,10 @@ type slotDecoder struct {
 	del eventspb.Delivery
 	id  eventspb.MessageID
 	msg *eventspb.Message
+	// targets backs del.Targets' elements in one array once a delivery
+	// has grown them, so that decoding a large fan-out walks contiguous
+	// memory.
+	targets []eventspb.Target
 }
 
 // decode decodes r's envelope. A delivery record is decoded into the
@@ -37,6 +41,19 @@ func (d *slotDecoder) decode(r *kafka.Record) (*eventspb.Envelope, error) {
 		ids := t.SubscriptionIds[:0]
 		*t = eventspb.Target{}
 		t.SubscriptionIds = ids
+	}
+	if n := len(d.del.Targets); n > len(d.targets) {
+		// The last delivery had more targets than the array holds (the
+		// decoder allocated the extra ones): a larger array, for them all.
+		d.targets = make([]eventspb.Target, n+n/4)
+		ts := d.del.Targets[:cap(d.del.Targets)]
+		for i := range ts {
+			if i < len(d.targets) {
+				ts[i] = &d.targets[i]
+			} else {
+				ts[i] = nil
+			}
+		}
 	}
 	d.del.Source.ReturnToVTPool()
 	d.del = eventspb.Delivery{Targets: d.del.Targets[:0]}

@@ -38,11 +38,14 @@ type Gateway struct {
 	reqSeq   atomic.Uint64 // connect request ids
 	msgParts int32         // partitions of shoal.messages
 
-	writes   *writeQueue                    // connections waiting for a writer
-	dispatch struct{ conns, flush []*conn } // scratch of deliver (slot consumer only)
-	slotDec  slotDecoder                    // slot consumer only
-	recs     kafka.RecordPool               // records of publishes, back when produced
-	scratch  sync.Pool                      // *publishScratch
+	writes   *writeQueue // connections waiting for a writer
+	dispatch struct {    // scratch of deliver (slot consumer only)
+		conns, flush []*conn
+		cache        publishCache
+	}
+	slotDec slotDecoder      // slot consumer only
+	recs    kafka.RecordPool // records of publishes, back when produced
+	scratch sync.Pool        // *publishScratch
 
 	leaser SlotLeaser   // nil: the slot is Config.Slot, not leased
 	slot   atomic.Int32 // the owned slot, set by Run before anything uses it
@@ -489,6 +492,8 @@ func (g *Gateway) deliver(tenant string, d *eventspb.Delivery) (kept bool) {
 	}
 	g.mu.RUnlock()
 	flush := g.dispatch.flush[:0]
+	pc := &g.dispatch.cache
+	pc.reset(d.Message, now)
 	var sent int64
 	var counted *conn
 	for i, t := range d.Targets {
@@ -508,7 +513,7 @@ func (g *Gateway) deliver(tenant string, d *eventspb.Delivery) (kept bool) {
 			}
 			continue
 		}
-		k, f, s := c.deliverCounted(d.Source, d.Message, t, now)
+		k, f, s := c.deliverCounted(d.Source, d.Message, t, now, pc)
 		kept = kept || k
 		if f {
 			flush = append(flush, c)
@@ -525,5 +530,6 @@ func (g *Gateway) deliver(tenant string, d *eventspb.Delivery) (kept bool) {
 	clear(conns)
 	clear(flush)
 	g.dispatch.conns, g.dispatch.flush = conns[:0], flush[:0]
+	pc.reset(nil, time.Time{}) // drop the reference to the message
 	return kept
 }

@@ -49,7 +49,7 @@ func (c *conn) freshLocked(src *eventspb.Source) bool {
 // the caller must not reuse it; t is never kept (what is needed of it is
 // copied).
 func (c *conn) deliver(src *eventspb.Source, m *eventspb.Message, t *eventspb.Target, now time.Time) (kept bool) {
-	kept, flush, sent := c.deliverCounted(src, m, t, now)
+	kept, flush, sent := c.deliverCounted(src, m, t, now, nil)
 	if sent {
 		c.add(MessagesSent, 1)
 	}
@@ -64,7 +64,10 @@ func (c *conn) deliver(src *eventspb.Source, m *eventspb.Message, t *eventspb.Ta
 // queued for a writer, but flush reports that the caller must queue it
 // (writeQueue.push), so that a fan-out counts once and queues all its
 // connections at once.
-func (c *conn) deliverCounted(src *eventspb.Source, m *eventspb.Message, t *eventspb.Target, now time.Time) (kept, flush, sent bool) {
+//
+// pc, when not nil, is the fan-out's PUBLISH cache: a QoS 0 message is
+// encoded once for all the targets it can serve.
+func (c *conn) deliverCounted(src *eventspb.Source, m *eventspb.Message, t *eventspb.Target, now time.Time, pc *publishCache) (kept, flush, sent bool) {
 	qos := byte(min(t.Qos, 2))
 	c.mu.Lock()
 	if src != nil && !c.freshLocked(src) {
@@ -96,7 +99,11 @@ func (c *conn) deliverCounted(src *eventspb.Source, m *eventspb.Message, t *even
 			c.add(Dropped, 1)
 			return false, false, false
 		}
-		sent = c.writePublish(m, 0, t.Retain, t.SubscriptionIds, 0, false, now)
+		if pc != nil && len(t.SubscriptionIds) == 0 && (c.version != packet.V5 || c.clientAliasMax == 0) {
+			sent = c.writeCached(pc, t.Retain)
+		} else {
+			sent = c.writePublish(m, 0, t.Retain, t.SubscriptionIds, 0, false, now)
+		}
 		flush = c.startFlushLocked()
 		c.mu.Unlock()
 		return false, flush, sent
@@ -199,6 +206,39 @@ func (c *conn) pump(now time.Time) {
 	}
 }
 
+// setPublishProps sets the 5.0 properties a PUBLISH carries from m: payload
+// format, the expiry left at now, content type, response topic,
+// correlation data and user properties. The byte slices alias m's strings.
+func setPublishProps(pr *packet.Properties, m *eventspb.Message, now time.Time) {
+	pr.Has = 0
+	pr.User = pr.User[:0]
+	pr.SubscriptionIDs = pr.SubscriptionIDs[:0]
+	if m.PayloadUtf8 {
+		pr.PayloadFormat = 1
+		pr.Set(packet.PropPayloadFormat)
+	}
+	if m.HasExpiry {
+		left := (m.ExpiresAtMs - now.UnixMilli() + 999) / 1000
+		pr.MessageExpiry = uint32(max(left, 1))
+		pr.Set(packet.PropMessageExpiry)
+	}
+	if m.ContentType != "" {
+		pr.ContentType = stringBytes(m.ContentType)
+		pr.Set(packet.PropContentType)
+	}
+	if m.ResponseTopic != "" {
+		pr.ResponseTopic = stringBytes(m.ResponseTopic)
+		pr.Set(packet.PropResponseTopic)
+	}
+	if m.CorrelationData != nil {
+		pr.CorrelationData = m.CorrelationData
+		pr.Set(packet.PropCorrelationData)
+	}
+	for _, u := range m.UserProperties {
+		pr.User = append(pr.User, packet.UserProperty{Key: stringBytes(u.Key), Value: stringBytes(u.Value)})
+	}
+}
+
 // writePublish encodes a PUBLISH into the out buffer; payloads from
 // borrowThreshold bytes are written by reference. It reports whether it
 // wrote the packet; the caller counts it (MessagesSent). Holds c.mu.
@@ -213,30 +253,7 @@ func (c *conn) writePublish(m *eventspb.Message, qos byte, retain bool, subIDs [
 	p.Payload = m.Payload
 	if c.version == packet.V5 {
 		pr := &p.Props
-		if m.PayloadUtf8 {
-			pr.PayloadFormat = 1
-			pr.Set(packet.PropPayloadFormat)
-		}
-		if m.HasExpiry {
-			left := (m.ExpiresAtMs - now.UnixMilli() + 999) / 1000
-			pr.MessageExpiry = uint32(max(left, 1))
-			pr.Set(packet.PropMessageExpiry)
-		}
-		if m.ContentType != "" {
-			pr.ContentType = stringBytes(m.ContentType)
-			pr.Set(packet.PropContentType)
-		}
-		if m.ResponseTopic != "" {
-			pr.ResponseTopic = stringBytes(m.ResponseTopic)
-			pr.Set(packet.PropResponseTopic)
-		}
-		if m.CorrelationData != nil {
-			pr.CorrelationData = m.CorrelationData
-			pr.Set(packet.PropCorrelationData)
-		}
-		for _, u := range m.UserProperties {
-			pr.User = append(pr.User, packet.UserProperty{Key: stringBytes(u.Key), Value: stringBytes(u.Value)})
-		}
+		setPublishProps(pr, m, now)
 		pr.SubscriptionIDs = append(pr.SubscriptionIDs, subIDs...)
 		if c.clientAliasMax > 0 {
 			c.applyAlias(p)
@@ -255,6 +272,84 @@ func (c *conn) writePublish(m *eventspb.Message, qos byte, retain bool, subIDs [
 		c.out.borrow(p.Payload)
 	} else {
 		c.out.b = p.Append(c.out.b, c.version)
+	}
+	return true
+}
+
+// publishCache is a fan-out's QoS 0 PUBLISH, encoded once per protocol
+// version and retain flag: for targets without subscription identifiers
+// (and, in 5.0, without topic aliases) the packet's bytes are the same for
+// every subscriber. A payload from borrowThreshold bytes is not copied: the
+// cache holds the packet's header, and each connection borrows the
+// payload. Slot consumer goroutine only.
+type publishCache struct {
+	m     *eventspb.Message
+	now   time.Time
+	enc   [2][2][]byte // [5.0][retain]: the packet, or its header
+	done  [2][2]bool
+	buf   []byte
+	p     packet.Publish
+	props bool // p.Props hold the message's 5.0 properties
+}
+
+// reset makes pc the cache of m, delivered at now.
+func (pc *publishCache) reset(m *eventspb.Message, now time.Time) {
+	pc.m, pc.now = m, now
+	pc.done = [2][2]bool{}
+	pc.enc = [2][2][]byte{}
+	pc.buf = pc.buf[:0]
+	pc.props = false
+}
+
+// get returns the encoding of the cached message for version, with retain.
+func (pc *publishCache) get(version packet.Version, retain bool) []byte {
+	v, r := 0, 0
+	if version == packet.V5 {
+		v = 1
+	}
+	if retain {
+		r = 1
+	}
+	if pc.done[v][r] {
+		return pc.enc[v][r]
+	}
+	m, p := pc.m, &pc.p
+	if version == packet.V5 && !pc.props {
+		*p = packet.Publish{Props: p.Props}
+		setPublishProps(&p.Props, m, pc.now)
+		pc.props = true
+	}
+	p.QoS, p.Retain, p.PacketID, p.Dup = 0, retain, 0, false
+	p.Topic, p.Payload = stringBytes(m.Topic), m.Payload
+	start := len(pc.buf)
+	if len(m.Payload) >= borrowThreshold {
+		pc.buf = p.AppendHeader(pc.buf, version)
+	} else {
+		pc.buf = p.Append(pc.buf, version)
+	}
+	// Earlier encodings stay valid if pc.buf grows: they keep the array
+	// they were written into.
+	pc.enc[v][r], pc.done[v][r] = pc.buf[start:len(pc.buf):len(pc.buf)], true
+	return pc.enc[v][r]
+}
+
+// writeCached writes the fan-out's cached PUBLISH into the out buffer, as
+// writePublish would encode it. Holds c.mu.
+func (c *conn) writeCached(pc *publishCache, retain bool) bool {
+	b := pc.get(c.version, retain)
+	payload := pc.m.Payload
+	borrowed := len(payload) >= borrowThreshold
+	size := len(b)
+	if borrowed {
+		size += len(payload)
+	}
+	if uint32(size) > c.clientMaxPacket {
+		c.add(Dropped, 1) // [MQTT-3.1.2-25]
+		return false
+	}
+	c.out.b = append(c.out.b, b...)
+	if borrowed {
+		c.out.borrow(payload)
 	}
 	return true
 }

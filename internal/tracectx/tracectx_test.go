@@ -54,3 +54,19 @@ func TestAppendAllocations(t *testing.T) {
 		t.Fatalf("AppendChild into a buffer with room: %v allocs", n)
 	}
 }
+
+// BenchmarkAppendChild continues a different random parent each time, as
+// the router does (one parent per publish).
+func BenchmarkAppendChild(b *testing.B) {
+	parents := make([][]byte, 1024)
+	for i := range parents {
+		parents[i] = AppendNew(nil)
+	}
+	dst := make([]byte, 0, Len)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		dst = AppendChild(dst[:0], parents[i%len(parents)])
+		i++
+	}
+}

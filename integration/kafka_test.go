@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"os"
@@ -24,6 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/shoal-mqtt/shoal/internal/config"
 	"github.com/shoal-mqtt/shoal/internal/testutil/realkafka"
 	"github.com/shoal-mqtt/shoal/internal/testutil/testlog"
 	"github.com/shoal-mqtt/shoal/kafka"
@@ -155,6 +157,15 @@ func testCatalogue(t *testing.T, partitions int32) kafka.Catalogue {
 	return cat
 }
 
+// renameTopics gives cat's topics names of t's own, as testCatalogue
+// does, keeping everything else.
+func renameTopics(t *testing.T, cat kafka.Catalogue) kafka.Catalogue {
+	names := testCatalogue(t, 1)
+	cat.Messages.Name, cat.Sessions.Name = names.Messages.Name, names.Sessions.Name
+	cat.Presence.Name, cat.Deliveries.Name = names.Presence.Name, names.Deliveries.Name
+	return cat
+}
+
 // newKafkaClient connects a Shoal client to kc; it is closed when t ends.
 func newKafkaClient(t *testing.T, kc *realkafka.Cluster, cfg kafka.Config, log *slog.Logger) *kafka.Client {
 	t.Helper()
@@ -249,8 +260,9 @@ func describeTopics(t *testing.T, ctx context.Context, adm *kadm.Client, names .
 // logCapture is a slog handler that keeps the messages logged, with the
 // value of their "topic" attribute.
 type logCapture struct {
-	mu   sync.Mutex
-	msgs []string // "message topic"
+	mu    sync.Mutex
+	msgs  []string // "message topic"
+	lines []string // "LEVEL message key=value …"
 }
 
 func (h *logCapture) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
@@ -258,16 +270,36 @@ func (h *logCapture) WithAttrs([]slog.Attr) slog.Handler           { return h }
 func (h *logCapture) WithGroup(string) slog.Handler                { return h }
 func (h *logCapture) Handle(_ context.Context, r slog.Record) error {
 	topic := ""
+	line := r.Level.String() + " " + r.Message
 	r.Attrs(func(a slog.Attr) bool {
 		if a.Key == "topic" {
 			topic = a.Value.String()
 		}
+		line += " " + a.String()
 		return true
 	})
 	h.mu.Lock()
 	h.msgs = append(h.msgs, r.Message+" "+topic)
+	h.lines = append(h.lines, line)
 	h.mu.Unlock()
 	return nil
+}
+
+// find returns the captured lines that contain every one of subs.
+func (h *logCapture) find(subs ...string) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for _, l := range h.lines {
+		all := true
+		for _, s := range subs {
+			all = all && strings.Contains(l, s)
+		}
+		if all {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 func (h *logCapture) count(msg string) int {
@@ -379,12 +411,70 @@ func TestKafkaEnsureTopics(t *testing.T) {
 		}
 	}
 
+	// The configuration keys kafka.replication_factor and kafka.retention
+	// (here as flags) reach the topics: the brokers' default replication
+	// (1 on this one-node cluster) and the retention on the event topics,
+	// the compacted topic without a time limit.
+	cfg, err := config.Load("shoal", []string{"--kafka-partitions", "2", "--kafka-replication-factor", "-1", "--kafka-retention", "36h"},
+		func(string) (string, bool) { return "", false }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat := renameTopics(t, cfg.Kafka.Catalogue())
+	logs := &logCapture{}
+	if err := newKafkaClient(t, kc, kafka.Config{Catalogue: cat}, slog.New(logs)).EnsureTopics(ctx); err != nil {
+		t.Fatalf("EnsureTopics with the configured catalogue: %v", err)
+	}
+	names := []string{cat.Messages.Name, cat.Sessions.Name, cat.Presence.Name, cat.Deliveries.Name}
+	facts := describeTopics(t, ctx, adm, names...)
+	for _, n := range names {
+		f := facts[n]
+		wantPolicy, wantRetention := "delete", "129600000"
+		if n == cat.Presence.Name {
+			wantPolicy, wantRetention = "compact", "-1"
+		}
+		if f.partitions != 2 || f.policy != wantPolicy || f.retentionMS != wantRetention || !slices.Equal(f.replication, []int{1, 1}) {
+			t.Errorf("configured %s: %d partitions, replicas %v, cleanup.policy %q, retention.ms %q; want 2, [1 1], %q, %q",
+				n, f.partitions, f.replication, f.policy, f.retentionMS, wantPolicy, wantRetention)
+		}
+	}
+	// Started again with another retention: the topics are kept as they
+	// are, and each event topic's difference is a warning naming the
+	// topic and both values.
+	cfg.Kafka.Retention = 48 * time.Hour
+	other := cfg.Kafka.Catalogue()
+	for _, p := range [][2]*kafka.TopicSpec{{&other.Messages, &cat.Messages}, {&other.Sessions, &cat.Sessions}, {&other.Presence, &cat.Presence}, {&other.Deliveries, &cat.Deliveries}} {
+		p[0].Name = p[1].Name
+	}
+	logs = &logCapture{}
+	if err := newKafkaClient(t, kc, kafka.Config{Catalogue: other}, slog.New(logs)).EnsureTopics(ctx); err != nil {
+		t.Fatalf("EnsureTopics with another retention: %v", err)
+	}
+	for _, n := range names {
+		all := logs.find("kafka topic retention differs", "topic="+n+" ")
+		if n == cat.Presence.Name {
+			if len(all) != 0 {
+				t.Errorf("%s (compacted): retention warnings %q, want none", n, all)
+			}
+			continue
+		}
+		got := logs.find("WARN kafka topic retention differs", "topic="+n+" ", "retention_ms=129600000", "configured_ms=172800000")
+		if len(got) != 1 || len(all) != 1 {
+			t.Errorf("%s: retention messages %q, want one warning naming 129600000 and 172800000", n, all)
+		}
+	}
+	if again := describeTopics(t, ctx, adm, names...); !maps.EqualFunc(again, facts, func(a, b topicFacts) bool {
+		return a.id == b.id && a.retentionMS == b.retentionMS && a.policy == b.policy
+	}) {
+		t.Errorf("EnsureTopics with another retention changed the topics:\nbefore %+v\nafter  %+v", facts, again)
+	}
+
 	// A replication factor the cluster cannot give is refused, naming
 	// the topic.
-	cat := testCatalogue(t, 2)
+	cat = testCatalogue(t, 2)
 	cat.Sessions.Replication = 3
 	c := newKafkaClient(t, kc, kafka.Config{Catalogue: cat}, nil)
-	err := c.EnsureTopics(ctx)
+	err = c.EnsureTopics(ctx)
 	if !errors.Is(err, kerr.InvalidReplicationFactor) || !strings.Contains(err.Error(), "ensure topic "+cat.Sessions.Name) {
 		t.Errorf("EnsureTopics with replication 3 on one broker: %v, want INVALID_REPLICATION_FACTOR naming %s", err, cat.Sessions.Name)
 	}

@@ -1020,3 +1020,76 @@ func TestInboxDropsRoutersRepeats(t *testing.T) {
 		t.Fatalf("returned message: %v", got)
 	}
 }
+
+func (c conn) abandon() *eventspb.Envelope {
+	return c.env(&eventspb.Envelope{Event: &eventspb.Envelope_Disconnect{Disconnect: &eventspb.Disconnect{
+		Connection: c.connection, ReasonCode: 0x88, Abandoned: true,
+	}}})
+}
+
+// A gateway that gave up waiting for a Connect's answer writes an abandoned
+// Disconnect right after it: the connection ends without its will, as if
+// the client had sent DISCONNECT, and only while it is the client's current
+// connection.
+func TestAbandonedConnect(t *testing.T) {
+	t.Run("non-persistent, in the Connect's batch", func(t *testing.T) {
+		h := newHarness(t)
+		got := h.batch(connA.connect(true, 0, testWill()), connA.abandon())
+		checkOutputs(t, got, outputs(
+			wantPresence(connA, true, false, 1),
+			wantResult(connA, 1),
+			wantRemoveAll(connA, 1),
+			wantPresence(connA, false, false, 1),
+		)) // no will
+		if s := h.session(connA); s.Online || s.Active || s.Will != nil || s.Generation != 1 {
+			t.Errorf("session after the abandoned connect: %+v", s)
+		}
+	})
+	t.Run("persistent, in a later batch", func(t *testing.T) {
+		h := newHarness(t)
+		w := testWill()
+		w.DelayIntervalS = 30
+		h.batch(connA.connect(false, 3600, w))
+		checkOutputs(t, h.batch(connA.abandon()), outputs(wantPresence(connA, false, true, 1)))
+		s := h.session(connA)
+		if s.Online || !s.Active || s.Will != nil || !s.WillDueAt.IsZero() || s.ExpiryS != 3600 {
+			t.Errorf("persistent session after the abandoned connect: %+v", s)
+		}
+		// Nothing is due later either.
+		if _, outs := h.ticks(1, 120); len(outs) != 0 {
+			t.Errorf("ticks after the abandoned connect: outputs %v, want none", outs)
+		}
+		// The client's next connection resumes the session.
+		res := h.batch(connA2.connect(false, 3600, nil))
+		if len(res) == 0 || !res[len(res)-1].env.GetConnectResult().GetSessionPresent() {
+			t.Errorf("reconnect after the abandoned connect: %v, want the session present", res)
+		}
+	})
+	t.Run("a newer connection is never affected", func(t *testing.T) {
+		h := newHarness(t)
+		h.batch(connA.connect(true, 0, testWill()))
+		h.batch(connA2.connect(false, 3600, testWill())) // takes over
+		before := h.session(connA2)
+		if got := h.batch(connA.abandon()); len(got) != 0 {
+			t.Errorf("abandoned connect of a connection taken over: outputs %v, want none", got)
+		}
+		if after := h.session(connA2); !after.Equal(before) {
+			t.Errorf("the newer connection's session changed:\n got %+v\nwant %+v", after, before)
+		}
+	})
+	t.Run("a Connect never written or refused", func(t *testing.T) {
+		h := newHarness(t)
+		if got := h.batch(connA.abandon()); len(got) != 0 {
+			t.Errorf("abandoned connect of an unknown client: outputs %v, want none", got)
+		}
+		h.batch(connA.connect(false, 3600, nil))
+		h.batch(connA.disconnect(1, false, nil))
+		before := h.session(connA)
+		if got := h.batch(connA.abandon()); len(got) != 0 {
+			t.Errorf("abandoned connect of an offline session: outputs %v, want none", got)
+		}
+		if after := h.session(connA); !after.Equal(before) {
+			t.Errorf("the offline session changed:\n got %+v\nwant %+v", after, before)
+		}
+	})
+}

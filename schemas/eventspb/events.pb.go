@@ -1280,8 +1280,14 @@ type Disconnect struct {
 	PublishWill bool `protobuf:"varint,4,opt,name=publish_will,json=publishWill,proto3" json:"publish_will,omitempty"`
 	// A new Session Expiry Interval sent with DISCONNECT, when present.
 	SessionExpiryS *uint32 `protobuf:"varint,5,opt,name=session_expiry_s,json=sessionExpiryS,proto3,oneof" json:"session_expiry_s,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The gateway gave up waiting for the answer to the Connect that opened
+	// this connection (written right after it, same key): the client never
+	// got CONNACK. The session service ends the connection if it is still
+	// the client's current one, matched by connection id alone (the gateway
+	// never learned its generation), and never publishes its will.
+	Abandoned     bool `protobuf:"varint,6,opt,name=abandoned,proto3" json:"abandoned,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Disconnect) Reset() {
@@ -1347,6 +1353,13 @@ func (x *Disconnect) GetSessionExpiryS() uint32 {
 		return *x.SessionExpiryS
 	}
 	return 0
+}
+
+func (x *Disconnect) GetAbandoned() bool {
+	if x != nil {
+		return x.Abandoned
+	}
+	return false
 }
 
 // Kick tells a gateway to close a connection whose session was taken over
@@ -2257,7 +2270,7 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"\x05route\x18\x02 \x01(\v2\x0f.shoal.v1.RouteR\x05route\x12\x1e\n" +
 	"\n" +
 	"persistent\x18\x03 \x01(\bR\n" +
-	"persistent\"\xd4\x01\n" +
+	"persistent\"\xf2\x01\n" +
 	"\n" +
 	"Disconnect\x12\x1e\n" +
 	"\n" +
@@ -2269,7 +2282,8 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"\vreason_code\x18\x03 \x01(\rR\n" +
 	"reasonCode\x12!\n" +
 	"\fpublish_will\x18\x04 \x01(\bR\vpublishWill\x12-\n" +
-	"\x10session_expiry_s\x18\x05 \x01(\rH\x00R\x0esessionExpiryS\x88\x01\x01B\x13\n" +
+	"\x10session_expiry_s\x18\x05 \x01(\rH\x00R\x0esessionExpiryS\x88\x01\x01\x12\x1c\n" +
+	"\tabandoned\x18\x06 \x01(\bR\tabandonedB\x13\n" +
 	"\x11_session_expiry_s\"G\n" +
 	"\x04Kick\x12\x1e\n" +
 	"\n" +

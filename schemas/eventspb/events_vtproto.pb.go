@@ -430,6 +430,7 @@ func (m *Disconnect) CloneVT() *Disconnect {
 	r.Generation = m.Generation
 	r.ReasonCode = m.ReasonCode
 	r.PublishWill = m.PublishWill
+	r.Abandoned = m.Abandoned
 	if rhs := m.SessionExpiryS; rhs != nil {
 		tmpVal := *rhs
 		r.SessionExpiryS = &tmpVal
@@ -1451,6 +1452,9 @@ func (this *Disconnect) EqualVT(that *Disconnect) bool {
 		return false
 	}
 	if p, q := this.SessionExpiryS, that.SessionExpiryS; (p == nil && q != nil) || (p != nil && (q == nil || *p != *q)) {
+		return false
+	}
+	if this.Abandoned != that.Abandoned {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
@@ -2931,6 +2935,16 @@ func (m *Disconnect) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.Abandoned {
+		i--
+		if m.Abandoned {
+			dAtA[i] = 1
+		} else {
+			dAtA[i] = 0
+		}
+		i--
+		dAtA[i] = 0x30
+	}
 	if m.SessionExpiryS != nil {
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(*m.SessionExpiryS))
 		i--
@@ -4148,6 +4162,9 @@ func (m *Disconnect) SizeVT() (n int) {
 	}
 	if m.SessionExpiryS != nil {
 		n += 1 + protohelpers.SizeOfVarint(uint64(*m.SessionExpiryS))
+	}
+	if m.Abandoned {
+		n += 2
 	}
 	n += len(m.unknownFields)
 	return n
@@ -7155,6 +7172,26 @@ func (m *Disconnect) UnmarshalVT(dAtA []byte) error {
 				}
 			}
 			m.SessionExpiryS = &v
+		case 6:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Abandoned", wireType)
+			}
+			var v int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.Abandoned = bool(v != 0)
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
@@ -11597,6 +11634,26 @@ func (m *Disconnect) UnmarshalVTUnsafe(dAtA []byte) error {
 				}
 			}
 			m.SessionExpiryS = &v
+		case 6:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Abandoned", wireType)
+			}
+			var v int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.Abandoned = bool(v != 0)
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])

@@ -54,7 +54,8 @@ func newBackboneClient(t *testing.T, addrs []string) *kafka.Client {
 type gatewayRun struct {
 	g      *Gateway
 	cancel context.CancelFunc
-	done   chan error // Run's result
+	done   chan error    // Run's result
+	ended  chan struct{} // closed when Run returned
 }
 
 // runOnBackbone runs a gateway with cfg (a loopback MQTT listener, no
@@ -71,12 +72,12 @@ func runOnBackbone(t *testing.T, kl Log, cfg Config, l SlotLeaser) *gatewayRun {
 		g.SetSlotLeaser(l)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &gatewayRun{g: g, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- g.Run(ctx) }()
+	r := &gatewayRun{g: g, cancel: cancel, done: make(chan error, 1), ended: make(chan struct{})}
+	go func() { r.done <- g.Run(ctx); close(r.ended) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
-		case <-r.done:
+		case <-r.ended:
 		case <-time.After(testTimeout):
 			t.Error("gateway did not stop")
 		}

@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -118,15 +120,48 @@ type proc struct {
 // under their name.
 func (c *cluster) start(role, name string) *proc {
 	c.t.Helper()
+	return c.startSlot(role, name, -1)
+}
+
+// startSlot starts a role; a gateway leases slot (-1: a free one).
+func (c *cluster) startSlot(role, name string, slot int) *proc {
+	c.t.Helper()
 	p := &proc{c: c, name: name, role: role, http: freeAddr(c.t)}
 	p.args = []string{role, "--config", c.cfgPath, "--kafka-brokers", strings.Join(c.kafka.Brokers(), ","),
 		"--http-listen", p.http}
 	if role == "gateway" {
 		p.mqtt = freeAddr(c.t)
-		p.args = append(p.args, "--mqtt-listen", p.mqtt, "--ws-listen", "", "--gateway-id", name, "--gateway-slot", "-1")
+		p.args = append(p.args, "--mqtt-listen", p.mqtt, "--ws-listen", "", "--gateway-id", name, "--gateway-slot", strconv.Itoa(slot))
 	}
 	p.launch()
 	return p
+}
+
+// slot returns the slot a gateway leased, from its log.
+func (p *proc) slot() int {
+	t := p.c.t
+	t.Helper()
+	b, err := os.ReadFile(p.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`msg="slot leased".* slot=(\d+)`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("%s: no \"slot leased\" in its log", p.name)
+	}
+	n, err := strconv.Atoi(string(m[1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// signal sends sig to the process.
+func (p *proc) signal(sig syscall.Signal) {
+	p.c.t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		p.c.t.Fatalf("%s: %v", p.name, err)
+	}
 }
 
 // launch starts the process with p's arguments.
@@ -571,6 +606,58 @@ func TestCluster(t *testing.T) {
 			}()
 		}, func() {})
 		<-restarted
+	})
+	t.Run("PausedGatewayFenced", func(t *testing.T) {
+		// Gateway B stops (SIGSTOP) past its lease; C takes its slot;
+		// B resumes and must stop at once, while C keeps serving the slot.
+		const topic = "fence/t"
+		slot := gb.slot()
+		paused := time.Now()
+		gb.signal(syscall.SIGSTOP)
+		t.Logf("gateway B (slot %d) stopped with SIGSTOP", slot)
+		gc := c.startSlot("gateway", "gw-c", slot)
+		gc.waitReady() // once B's lease expired
+		t.Logf("gateway C took slot %d %s after the pause", slot, time.Since(paused).Round(time.Millisecond))
+		sub, _ := dialMQTT(t, gc.mqtt, "it-fence-sub", true, 0)
+		sub.subscribe(topic, 1)
+		pub, _ := dialMQTT(t, ga.mqtt, "it-fence-pub", true, 0)
+		send := func(payload string) {
+			t.Helper()
+			if err := pub.publish(topic, payload, 1, false); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case m := <-sub.msgs:
+				if string(m.Payload) != payload {
+					t.Fatalf("got %q on %s, want %q", m.Payload, m.Topic, payload)
+				}
+			case <-time.After(clusterWait):
+				t.Fatalf("%q did not reach the subscriber on gateway C", payload)
+			}
+		}
+		send("while B is paused")
+
+		resumed := time.Now()
+		gb.signal(syscall.SIGCONT)
+		select {
+		case <-gb.done:
+		case <-time.After(15 * time.Second):
+			t.Fatal("gateway B still runs 15 s after it resumed past its lease")
+		}
+		t.Logf("gateway B exited %s after it resumed: %v", time.Since(resumed).Round(time.Millisecond), gb.waitErr)
+		if gb.waitErr == nil {
+			t.Error("gateway B exited with status 0, want a failure")
+		}
+		out, _ := os.ReadFile(gb.log)
+		if !strings.Contains(string(out), "taken over") && !strings.Contains(string(out), "lease lost") {
+			t.Errorf("gateway B's log says neither \"taken over\" nor \"lease lost\"")
+		}
+		send("after B resumed")
+		select {
+		case <-gc.done:
+			t.Fatalf("gateway C exited: %v", gc.waitErr)
+		default:
+		}
 	})
 	t.Logf("cluster test took %s", time.Since(began).Round(time.Millisecond))
 }

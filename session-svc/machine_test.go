@@ -1093,3 +1093,48 @@ func TestAbandonedConnect(t *testing.T) {
 		}
 	})
 }
+
+// heartbeatAt is the heartbeat of a gateway run (connection base) whose
+// marker is at marker in its slot of shoal.deliveries.
+func heartbeatAt(slot int32, base uint64, marker int64, at time.Time) *eventspb.Envelope {
+	env := heartbeat(slot, base, at)
+	env.GetGatewayHeartbeat().MarkerOffset = marker
+	return env
+}
+
+// A run of a slot's gateway that lost the slot (paused past its lease while
+// another run took the slot) may write heartbeats before it notices: they
+// are not a restart (the newer run's connections stay) and do not keep the
+// slot alive.
+func TestHeartbeatOfEarlierRunIgnored(t *testing.T) {
+	h := newHarness(t)
+	h.batch(heartbeatAt(1, 5<<24, 10, testNow), run5.connect(false, 60, testWill()))
+	got := h.batch(heartbeatAt(1, 6<<24, 20, testNow.Add(time.Second)), run6.connect(true, 0, nil))
+	if len(got) == 0 || h.session(run5).Online {
+		t.Fatalf("the newer run (marker 20) did not end the older run's connection: %v", got)
+	}
+	if got := h.batch(heartbeatAt(1, 5<<24, 10, testNow.Add(2*time.Second))); len(got) != 0 {
+		t.Fatalf("heartbeat of the earlier run: outputs %v, want none", got)
+	}
+	if !h.session(run6).Online {
+		t.Fatal("the earlier run's heartbeat ended the newer run's connection")
+	}
+	// Only the earlier run keeps writing: the slot is silent for the newer
+	// one, whose connection ends after the gateway timeout (10 s, counted
+	// from the first tick).
+	for sec := 3; sec <= 20; sec++ {
+		at := testNow.Add(time.Duration(sec) * time.Second)
+		got := h.batch(heartbeatAt(1, 5<<24, 10, at), tickAt(at))
+		if len(got) == 0 {
+			continue
+		}
+		if sec < 13 {
+			t.Fatalf("second %d: outputs %v before the gateway timeout", sec, got)
+		}
+		if h.session(run6).Online {
+			t.Fatalf("second %d: outputs %v, but the newer run's connection is still online", sec, got)
+		}
+		return
+	}
+	t.Fatal("the newer run's connection outlived its silent gateway")
+}

@@ -1809,8 +1809,14 @@ type GatewayHeartbeat struct {
 	// base on the same slot means the gateway restarted: connections of
 	// other runs on that slot are gone.
 	ConnectionBase uint64 `protobuf:"varint,3,opt,name=connection_base,json=connectionBase,proto3" json:"connection_base,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The offset of this run's marker in its slot of shoal.deliveries (the
+	// GatewayHeartbeat it wrote there at start, without this field). Runs of
+	// one slot are ordered by it: a heartbeat whose marker is older than the
+	// current run's comes from a run that lost the slot (paused past its
+	// lease) and is ignored.
+	MarkerOffset  int64 `protobuf:"varint,4,opt,name=marker_offset,json=markerOffset,proto3" json:"marker_offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GatewayHeartbeat) Reset() {
@@ -1860,6 +1866,13 @@ func (x *GatewayHeartbeat) GetIntervalMs() int64 {
 func (x *GatewayHeartbeat) GetConnectionBase() uint64 {
 	if x != nil {
 		return x.ConnectionBase
+	}
+	return 0
+}
+
+func (x *GatewayHeartbeat) GetMarkerOffset() int64 {
+	if x != nil {
+		return x.MarkerOffset
 	}
 	return 0
 }
@@ -2322,12 +2335,13 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"\aremoved\x18\x02 \x03(\tR\aremoved\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x03 \x01(\x04R\n" +
-	"generation\"p\n" +
+	"generation\"\x95\x01\n" +
 	"\x10GatewayHeartbeat\x12\x12\n" +
 	"\x04slot\x18\x01 \x01(\x05R\x04slot\x12\x1f\n" +
 	"\vinterval_ms\x18\x02 \x01(\x03R\n" +
 	"intervalMs\x12'\n" +
-	"\x0fconnection_base\x18\x03 \x01(\x04R\x0econnectionBase\"\r\n" +
+	"\x0fconnection_base\x18\x03 \x01(\x04R\x0econnectionBase\x12#\n" +
+	"\rmarker_offset\x18\x04 \x01(\x03R\fmarkerOffset\"\r\n" +
 	"\vSessionTick\"\xed\x01\n" +
 	"\vInboxAppend\x12+\n" +
 	"\amessage\x18\x01 \x01(\v2\x11.shoal.v1.MessageR\amessage\x12(\n" +

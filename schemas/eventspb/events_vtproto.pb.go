@@ -593,6 +593,7 @@ func (m *GatewayHeartbeat) CloneVT() *GatewayHeartbeat {
 	r.Slot = m.Slot
 	r.IntervalMs = m.IntervalMs
 	r.ConnectionBase = m.ConnectionBase
+	r.MarkerOffset = m.MarkerOffset
 	if len(m.unknownFields) > 0 {
 		r.unknownFields = make([]byte, len(m.unknownFields))
 		copy(r.unknownFields, m.unknownFields)
@@ -1685,6 +1686,9 @@ func (this *GatewayHeartbeat) EqualVT(that *GatewayHeartbeat) bool {
 		return false
 	}
 	if this.ConnectionBase != that.ConnectionBase {
+		return false
+	}
+	if this.MarkerOffset != that.MarkerOffset {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
@@ -3392,6 +3396,11 @@ func (m *GatewayHeartbeat) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.MarkerOffset != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.MarkerOffset))
+		i--
+		dAtA[i] = 0x20
+	}
 	if m.ConnectionBase != 0 {
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.ConnectionBase))
 		i--
@@ -4333,6 +4342,9 @@ func (m *GatewayHeartbeat) SizeVT() (n int) {
 	}
 	if m.ConnectionBase != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.ConnectionBase))
+	}
+	if m.MarkerOffset != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.MarkerOffset))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -8245,6 +8257,25 @@ func (m *GatewayHeartbeat) UnmarshalVT(dAtA []byte) error {
 				b := dAtA[iNdEx]
 				iNdEx++
 				m.ConnectionBase |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 4:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field MarkerOffset", wireType)
+			}
+			m.MarkerOffset = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.MarkerOffset |= int64(b&0x7F) << shift
 				if b < 0x80 {
 					break
 				}
@@ -12727,6 +12758,25 @@ func (m *GatewayHeartbeat) UnmarshalVTUnsafe(dAtA []byte) error {
 				b := dAtA[iNdEx]
 				iNdEx++
 				m.ConnectionBase |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 4:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field MarkerOffset", wireType)
+			}
+			m.MarkerOffset = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.MarkerOffset |= int64(b&0x7F) << shift
 				if b < 0x80 {
 					break
 				}

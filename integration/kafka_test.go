@@ -25,6 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/shoal-mqtt/shoal/integration/servers"
 	"github.com/shoal-mqtt/shoal/internal/config"
 	"github.com/shoal-mqtt/shoal/internal/testutil/realkafka"
 	"github.com/shoal-mqtt/shoal/internal/testutil/testlog"
@@ -46,25 +47,34 @@ const (
 	kafkaTestTimeout = 2 * time.Minute
 )
 
+// kafkaServer is a running one-node Kafka: a local process
+// (*realkafka.Cluster, which the restart scenarios also stop, kill and
+// restart) or a container (*servers.KafkaContainer).
+type kafkaServer interface {
+	Brokers() []string
+	Stop() error
+}
+
 // sharedKafka is the broker the tests of this binary share, started on
 // first use and stopped after the last test (atExit).
 var sharedKafka struct {
 	once sync.Once
-	c    *realkafka.Cluster
+	c    kafkaServer
 	log  string
 	err  error
 }
 
 // kafkaCluster returns the shared broker, starting it on first use.
-func kafkaCluster(t *testing.T) *realkafka.Cluster {
+func kafkaCluster(t *testing.T) kafkaServer {
 	t.Helper()
+	mode := serverMode(t)
 	sharedKafka.once.Do(func() {
 		dir, err := os.MkdirTemp("", "shoal-it-kafka-")
 		if err != nil {
 			sharedKafka.err = err
 			return
 		}
-		c, logPath, stop, err := startKafka(dir)
+		c, logPath, stop, err := startKafka(dir, mode)
 		if err != nil {
 			sharedKafka.err = errors.Join(err, os.RemoveAll(dir))
 			return
@@ -83,30 +93,40 @@ func kafkaCluster(t *testing.T) *realkafka.Cluster {
 	return sharedKafka.c
 }
 
-// startKafka starts a broker in dir, its log in dir/kafka.log. stop stops
-// it and closes the log; dir is the caller's to remove.
-func startKafka(dir string) (c *realkafka.Cluster, logPath string, stop func() error, err error) {
+// startKafka starts a broker: a local process in dir, its log in
+// dir/kafka.log, or a container (no log path). stop stops it and closes
+// the log; dir is the caller's to remove.
+func startKafka(dir string, mode servers.Mode) (c kafkaServer, logPath string, stop func() error, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), kafkaStartTimeout)
+	defer cancel()
+	began := time.Now()
+	if mode == servers.Containers {
+		image := imageFrom("SHOAL_IT_KAFKA_IMAGE", servers.KafkaImage)
+		kc, err := servers.StartKafka(ctx, image)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		fmt.Fprintf(os.Stderr, "kafka container %s started on %v in %s\n", image, kc.Brokers(), time.Since(began).Round(time.Millisecond))
+		return kc, "", kc.Stop, nil
+	}
 	logPath = filepath.Join(dir, "kafka.log")
 	f, err := os.Create(logPath)
 	if err != nil {
 		return nil, "", nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), kafkaStartTimeout)
-	defer cancel()
-	began := time.Now()
-	c, err = realkafka.Start(ctx, filepath.Join(dir, "cluster"), f)
+	rc, err := realkafka.Start(ctx, filepath.Join(dir, "cluster"), f)
 	if err != nil {
 		return nil, "", nil, errors.Join(err, f.Close())
 	}
-	fmt.Fprintf(os.Stderr, "kafka %s started on %v in %s (log %s)\n", realkafka.Version, c.Brokers(), time.Since(began).Round(time.Millisecond), logPath)
-	return c, logPath, func() error { return errors.Join(c.Stop(), f.Close()) }, nil
+	fmt.Fprintf(os.Stderr, "kafka %s started on %v in %s (log %s)\n", realkafka.Version, rc.Brokers(), time.Since(began).Round(time.Millisecond), logPath)
+	return rc, logPath, func() error { return errors.Join(rc.Stop(), f.Close()) }, nil
 }
 
 // ownKafka starts a broker for t alone, stopped and removed when t ends.
-func ownKafka(t *testing.T) *realkafka.Cluster {
+func ownKafka(t *testing.T) kafkaServer {
 	t.Helper()
 	dir := t.TempDir()
-	c, logPath, stop, err := startKafka(dir)
+	c, logPath, stop, err := startKafka(dir, serverMode(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,11 +139,22 @@ func ownKafka(t *testing.T) *realkafka.Cluster {
 	return c
 }
 
+// restartable returns kc as the local Kafka process the restart scenarios
+// stop, kill and restart (skipWithContainers comes first).
+func restartable(t *testing.T, kc kafkaServer) *realkafka.Cluster {
+	t.Helper()
+	rc, ok := kc.(*realkafka.Cluster)
+	if !ok {
+		t.Fatalf("kafka %T cannot be restarted", kc)
+	}
+	return rc
+}
+
 // logKafkaWarningsOnFailure logs the broker's latest warnings and errors
 // when t fails.
 func logKafkaWarningsOnFailure(t *testing.T, logPath string) {
 	t.Cleanup(func() {
-		if !t.Failed() {
+		if !t.Failed() || logPath == "" {
 			return
 		}
 		data, err := os.ReadFile(logPath)
@@ -167,7 +198,7 @@ func renameTopics(t *testing.T, cat kafka.Catalogue) kafka.Catalogue {
 }
 
 // newKafkaClient connects a Shoal client to kc; it is closed when t ends.
-func newKafkaClient(t *testing.T, kc *realkafka.Cluster, cfg kafka.Config, log *slog.Logger) *kafka.Client {
+func newKafkaClient(t *testing.T, kc kafkaServer, cfg kafka.Config, log *slog.Logger) *kafka.Client {
 	t.Helper()
 	cfg.Brokers = kc.Brokers()
 	if log == nil {
@@ -185,7 +216,7 @@ func newKafkaClient(t *testing.T, kc *realkafka.Cluster, cfg kafka.Config, log *
 
 // newAdmin returns a plain franz-go client and its admin client, to check
 // what the broker says independently of the code under test.
-func newAdmin(t *testing.T, kc *realkafka.Cluster, opts ...kgo.Opt) (*kgo.Client, *kadm.Client) {
+func newAdmin(t *testing.T, kc kafkaServer, opts ...kgo.Opt) (*kgo.Client, *kadm.Client) {
 	t.Helper()
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(kc.Brokers()...)}, opts...)...)
 	if err != nil {
@@ -708,7 +739,7 @@ func consumeAll(t *testing.T, ctx context.Context, c *kafka.Client, cfg kafka.Co
 // readLog reads topic from the start up to its end offsets with a plain
 // franz-go consumer, independent of the code under test. ends nil means
 // the end offsets now.
-func readLog(t *testing.T, ctx context.Context, kc *realkafka.Cluster, topic string, ends map[int32]int64) []*kgo.Record {
+func readLog(t *testing.T, ctx context.Context, kc kafkaServer, topic string, ends map[int32]int64) []*kgo.Record {
 	t.Helper()
 	_, adm := newAdmin(t, kc)
 	if ends == nil {
@@ -1134,7 +1165,8 @@ func TestKafkaEndOffsets(t *testing.T) {
 // and is not in the log; no record is without an outcome; and both
 // consumers handled every record once.
 func TestKafkaBrokerRestart(t *testing.T) {
-	kc := ownKafka(t)
+	skipWithContainers(t)
+	kc := restartable(t, ownKafka(t))
 	for _, how := range []string{"stop", "kill"} {
 		t.Run(how, func(t *testing.T) {
 			restartUnderLoad(t, kc, how)

@@ -33,13 +33,15 @@ deps: ## install what the tests drive (mosquitto-clients) when missing
 vet: ## go vet, and a gofmt check
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
-	$(GO) vet -tags integration ./integration/... ./internal/testutil/...
+	$(GO) vet -tags integration ./internal/testutil/...
+	cd integration && $(GO) vet -tags integration ./...
 	cd bench/trie && $(GO) vet ./...
 	cd bench/plot && $(GO) vet ./...
 
 .PHONY: lint
-lint: ## golangci-lint (installed into the tool cache when missing)
+lint: ## golangci-lint (installed into the tool cache when missing), the main module and the integration module
 	$(TOOLS)/golangci-lint run --build-tags integration $(PKGS)
+	cd integration && $(TOOLS)/golangci-lint run --config ../.golangci.yml --build-tags integration ./...
 
 .PHONY: unit
 unit: ## unit tests with the race detector
@@ -48,10 +50,10 @@ unit: ## unit tests with the race detector
 	cd bench/plot && $(GO) test -race -count=1 ./...
 
 .PHONY: integration
-integration: ## integration suites against a real Kafka and a real Cassandra (jars fetched once into ~/.cache/shoal)
+integration: ## integration suites (own module, integration/) against a real Kafka and CQL database: containers with a Docker engine, else local processes (jars fetched once into ~/.cache/shoal)
 	./scripts/fetch-kafka.sh >/dev/null
 	./scripts/fetch-cassandra.sh >/dev/null
-	$(GO) test -race -count=1 -tags integration -timeout 40m ./integration/...
+	cd integration && $(GO) test -race -count=1 -tags integration -timeout 40m ./...
 
 .PHONY: short
 short: ## unit tests with -short (skips the slow ones)

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -286,11 +287,13 @@ func (c *conn) handshake(ctx context.Context) bool {
 		return false
 	}
 	// Accepted: the slot consumer registered the connection. From here a
-	// failure must also unregister it and report its end.
+	// failure must also unregister it and report its end, as clean: the
+	// client gets no CONNACK, so it never had a connection whose loss its
+	// will would announce.
 	accepted := false
 	defer func() {
 		if !accepted {
-			c.finish(ctx, false, packet.CodeServerUnavailable, nil)
+			c.finish(ctx, true, packet.CodeServerUnavailable, nil)
 		}
 	}()
 	c.subs = make(map[string]*eventspb.SubscriptionOptions, len(res.Subscriptions))
@@ -347,17 +350,22 @@ func (c *conn) handshake(ctx context.Context) bool {
 	return true
 }
 
-// askSession sends the Connect request and waits for its result.
+// askSession sends the Connect request and waits for its result, at most
+// Config.SessionTimeout.
+//
+// When it gives up (the write or the answer took too long, or the gateway
+// stops), the Connect may still be written and accepted later: a failed
+// ProduceSync does not mean "not written". So it ends the connection in
+// the session service too: if the answer came after all (the slot consumer
+// registered the connection), with the connection's own Disconnect;
+// otherwise with an abandoned Disconnect, written after the Connect with
+// the same key, so the idempotent producer puts it after the Connect in
+// the same partition, whichever of them is written.
 func (g *Gateway) askSession(ctx context.Context, c *conn, req *eventspb.Connect) (*eventspb.ConnectResult, error) {
 	ch := make(chan *eventspb.ConnectResult, 1)
 	g.mu.Lock()
 	g.waiting[req.RequestId] = waiter{c: c, ch: ch}
 	g.mu.Unlock()
-	defer func() {
-		g.mu.Lock()
-		delete(g.waiting, req.RequestId)
-		g.mu.Unlock()
-	}()
 	rec := kafka.NewRecord(kafka.TopicSessions, c.rkey, kafka.PartitionByKey, &eventspb.Envelope{
 		Tenant:      c.tenant,
 		ClientId:    c.clientID,
@@ -367,15 +375,54 @@ func (g *Gateway) askSession(ctx context.Context, c *conn, req *eventspb.Connect
 	})
 	tctx, cancel := context.WithTimeout(ctx, g.cfg.SessionTimeout)
 	defer cancel()
-	if err := g.kl.ProduceSync(tctx, rec); err != nil {
-		return nil, err
+	err := g.kl.ProduceSync(tctx, rec)
+	if err == nil {
+		select {
+		case r := <-ch:
+			return r, nil // the slot consumer removed the waiter
+		case <-tctx.Done():
+			err = fmt.Errorf("wait for the session service's answer: %w", tctx.Err())
+		}
+	} else {
+		err = fmt.Errorf("write connect: %w", err)
 	}
-	select {
-	case r := <-ch:
-		return r, nil
-	case <-tctx.Done():
-		return nil, tctx.Err()
+	g.mu.Lock()
+	delete(g.waiting, req.RequestId)
+	registered := g.byID[c.id] == c
+	g.mu.Unlock()
+	if registered {
+		// Accepted between the timeout and now.
+		c.finish(ctx, true, packet.CodeServerUnavailable, nil)
+	} else {
+		g.abandonConnect(ctx, c)
 	}
+	return nil, err
+}
+
+// abandonConnect writes the abandoned Disconnect of a connection whose
+// Connect the gateway gave up on (see askSession). It waits for room in
+// the producer's buffer at most Config.SessionTimeout, also when the
+// gateway stops; a failure is logged (the client's next connection ends
+// the abandoned one anyway, by takeover).
+func (g *Gateway) abandonConnect(ctx context.Context, c *conn) {
+	rec := kafka.NewRecord(kafka.TopicSessions, c.rkey, kafka.PartitionByKey, &eventspb.Envelope{
+		Tenant:      c.tenant,
+		ClientId:    c.clientID,
+		Gateway:     g.cfg.ID,
+		TimestampUs: g.clock().UnixMicro(),
+		Event: &eventspb.Envelope_Disconnect{Disconnect: &eventspb.Disconnect{
+			Connection: c.id,
+			ReasonCode: uint32(packet.CodeServerUnavailable),
+			Abandoned:  true,
+		}},
+	})
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.SessionTimeout)
+	defer cancel()
+	g.kl.Produce(pctx, rec, func(_ *kafka.Record, err error) {
+		if err != nil {
+			g.log.Warn("write abandoned connect", "client", c.clientID, "tenant", c.tenant, "connection", c.id, "err", err)
+		}
+	})
 }
 
 // willMessage builds the will as a message event.

@@ -104,7 +104,9 @@ func newFanOut(tb testing.TB, n int, qos uint32, version packet.Version) *fanOut
 func (f *fanOut) round() {
 	f.offset++
 	binary.PutUvarint(f.batch.Records[0].Value[f.offsetAt:f.offsetAt+8], f.offset)
-	f.g.handleDeliveries(f.batch)
+	if err := f.g.handleDeliveries(f.batch); err != nil {
+		panic(err) // a delivery record never stops the consumer
+	}
 }
 
 // BenchmarkFanOut is the gateway's part of a fan-out: one delivery record

@@ -49,6 +49,9 @@ type Gateway struct {
 
 	leaser SlotLeaser   // nil: the slot is Config.Slot, not leased
 	slot   atomic.Int32 // the owned slot, set by Run before anything uses it
+	// markerOffset is the offset of this run's marker in its slot, set by
+	// Run before the first heartbeat (which carries it).
+	markerOffset int64
 
 	mu      sync.RWMutex
 	clients map[string]*conn // tenant + "\x00" + client id → connection
@@ -150,7 +153,8 @@ func (g *Gateway) Addr(name string) net.Addr {
 func (g *Gateway) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if err := g.leaseSlot(ctx); err != nil {
+	leasedAt, err := g.leaseSlot(ctx)
+	if err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -158,15 +162,20 @@ func (g *Gateway) Run(ctx context.Context) error {
 	}
 
 	// Position the slot consumer: a marker record written to our own slot
-	// gives an offset at which every later answer to us is found.
+	// gives an offset at which every later answer to us is found. The
+	// marker names this run, and fences off an earlier run that still
+	// reads the slot (handleDeliveries).
 	marker := kafka.NewRecord(kafka.TopicDeliveries, nil, g.slot.Load(), &eventspb.Envelope{
 		Gateway:     g.cfg.ID,
 		TimestampUs: g.clock().UnixMicro(),
-		Event:       &eventspb.Envelope_GatewayHeartbeat{GatewayHeartbeat: &eventspb.GatewayHeartbeat{Slot: g.slot.Load()}},
+		Event: &eventspb.Envelope_GatewayHeartbeat{GatewayHeartbeat: &eventspb.GatewayHeartbeat{
+			Slot: g.slot.Load(), ConnectionBase: g.connBase(),
+		}},
 	})
 	if err := g.kl.ProduceSync(ctx, marker); err != nil {
 		return fmt.Errorf("gateway: write slot marker: %w", err)
 	}
+	g.markerOffset = marker.Offset
 	positioned := make(chan struct{})
 	var once sync.Once
 	errc := make(chan error, 4)
@@ -180,10 +189,15 @@ func (g *Gateway) Run(ctx context.Context) error {
 			Start:      func(int32) int64 { return marker.Offset },
 		}, func(ctx context.Context, b kafka.Batch) error {
 			once.Do(func() { close(positioned) })
-			g.handleDeliveries(b)
-			return nil
+			return g.handleDeliveries(b)
 		})
-		if err != nil {
+		var taken *SlotTakenError
+		switch {
+		case errors.As(err, &taken):
+			g.log.Error("slot taken over by another gateway run; stopping", "slot", taken.Slot,
+				"by", taken.Gateway, "run", fmt.Sprintf("%#x", taken.Run), "offset", taken.Offset)
+			errc <- fmt.Errorf("gateway: %w", taken)
+		case err != nil:
 			errc <- fmt.Errorf("gateway: consume slot %d: %w", g.slot.Load(), err)
 		}
 	}()
@@ -208,7 +222,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		if err := g.renewLoop(ctx); err != nil {
+		if err := g.renewLoop(ctx, leasedAt); err != nil {
 			errc <- fmt.Errorf("gateway: %w", err)
 		}
 	}()
@@ -260,7 +274,6 @@ func (g *Gateway) Run(ctx context.Context) error {
 	g.ready.Store(true)
 	g.log.Info("gateway ready", "slot", g.slot.Load(), "mqtt", g.Addr("mqtt"), "ws", g.Addr("ws"))
 
-	var err error
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
@@ -275,6 +288,35 @@ func (g *Gateway) Run(ctx context.Context) error {
 	return err
 }
 
+// connBase is the first connection id of this run: connection ids of one
+// run share their upper 40 bits with it. It names the run in heartbeats and
+// in the slot marker.
+func (g *Gateway) connBase() uint64 { return g.epoch << 24 }
+
+// ErrSlotTaken is what a SlotTakenError matches with errors.Is.
+var ErrSlotTaken = errors.New("slot taken over by another gateway run")
+
+// SlotTakenError is returned by Run (wrapped) when the gateway read, on its
+// slot, the marker of another run: another gateway, or this one restarted,
+// owns the slot now (this run was paused past its lease, or two gateways
+// were given one slot). The gateway handled nothing of the slot after that
+// marker and closed its listeners and connections.
+type SlotTakenError struct {
+	Slot    int32
+	Gateway string // the gateway.id in the marker
+	Run     uint64 // the marker's connection base
+	Offset  int64  // the marker's offset in shoal.deliveries
+	Own     uint64 // this run's connection base
+}
+
+func (e *SlotTakenError) Error() string {
+	return fmt.Sprintf("slot %d taken over by gateway %q (run %#x, marker at offset %d); this run (%#x) stops",
+		e.Slot, e.Gateway, e.Run, e.Offset, e.Own)
+}
+
+// Is makes errors.Is(err, ErrSlotTaken) hold.
+func (e *SlotTakenError) Is(target error) bool { return target == ErrSlotTaken }
+
 // heartbeat writes a GatewayHeartbeat to every partition of shoal.sessions
 // and waits until Kafka has them.
 func (g *Gateway) heartbeat(ctx context.Context) error {
@@ -284,7 +326,8 @@ func (g *Gateway) heartbeat(ctx context.Context) error {
 		Gateway:     g.cfg.ID,
 		TimestampUs: g.clock().UnixMicro(),
 		Event: &eventspb.Envelope_GatewayHeartbeat{GatewayHeartbeat: &eventspb.GatewayHeartbeat{
-			Slot: g.slot.Load(), IntervalMs: g.cfg.Heartbeat.Milliseconds(), ConnectionBase: g.epoch << 24,
+			Slot: g.slot.Load(), IntervalMs: g.cfg.Heartbeat.Milliseconds(), ConnectionBase: g.connBase(),
+			MarkerOffset: g.markerOffset,
 		}},
 	}
 	rs := make([]*kafka.Record, n)
@@ -377,8 +420,11 @@ func recordKey(tenant, s string) []byte {
 	return append(k, s...)
 }
 
-// handleDeliveries dispatches the records of our slot.
-func (g *Gateway) handleDeliveries(b kafka.Batch) {
+// handleDeliveries dispatches the records of our slot. The marker of
+// another run (a GatewayHeartbeat with another gateway id or connection
+// base) means that run owns the slot now: it returns a SlotTakenError at
+// once, handling nothing after the marker, and the consumer stops.
+func (g *Gateway) handleDeliveries(b kafka.Batch) error {
 	dec := &g.slotDec
 	for _, r := range b.Records {
 		env, err := dec.decode(r)
@@ -418,11 +464,16 @@ func (g *Gateway) handleDeliveries(b kafka.Batch) {
 				go c.kick(ReasonCodeOf(ev.Kick.ReasonCode))
 			}
 		case *eventspb.Envelope_GatewayHeartbeat:
+			hb := ev.GatewayHeartbeat
+			if env.Gateway != g.cfg.ID || hb.ConnectionBase != g.connBase() || hb.Slot != g.slot.Load() {
+				return &SlotTakenError{Slot: g.slot.Load(), Gateway: env.Gateway, Run: hb.ConnectionBase, Offset: r.Offset, Own: g.connBase()}
+			}
 			// our own position marker
 		default:
 			g.log.Warn("unexpected event on slot", "type", kafka.EventType(r), "offset", r.Offset)
 		}
 	}
+	return nil
 }
 
 // returnUndelivered hands back a QoS 1/2 message whose client is not

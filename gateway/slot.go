@@ -30,27 +30,30 @@ func (g *Gateway) SetSlotLeaser(l SlotLeaser) { g.leaser = l }
 // Slot returns the gateway's slot (known once Run has leased it).
 func (g *Gateway) Slot() int32 { return g.slot.Load() }
 
-// leaseSlot takes the gateway's slot. With an explicit slot it retries
-// while another owner holds it, until ctx ends: a gateway replacing a dead
-// one waits for the old lease to expire.
-func (g *Gateway) leaseSlot(ctx context.Context) error {
+// leaseSlot takes the gateway's slot and returns when the successful
+// acquire or renewal was sent, the start of the lease. With an explicit
+// slot it retries while another owner holds it, until ctx ends: a gateway
+// replacing a dead one waits for the old lease to expire. Without a leaser
+// (a fixed slot, no lease) it returns the zero time.
+func (g *Gateway) leaseSlot(ctx context.Context) (time.Time, error) {
 	slots := g.kl.Partitions(kafka.TopicDeliveries)
 	if g.leaser == nil {
 		if g.cfg.Slot < 0 {
-			return errors.New("gateway.slot is -1 (lease a free slot) but no lease store is configured (cql.hosts)")
+			return time.Time{}, errors.New("gateway.slot is -1 (lease a free slot) but no lease store is configured (cql.hosts)")
 		}
 		if g.cfg.Slot >= slots {
-			return fmt.Errorf("gateway.slot %d: shoal.deliveries has %d partitions", g.cfg.Slot, slots)
+			return time.Time{}, fmt.Errorf("gateway.slot %d: shoal.deliveries has %d partitions", g.cfg.Slot, slots)
 		}
 		g.slot.Store(g.cfg.Slot)
-		return nil
+		return time.Time{}, nil
 	}
 	if g.cfg.Slot >= slots {
-		return fmt.Errorf("gateway.slot %d: shoal.deliveries has %d partitions", g.cfg.Slot, slots)
+		return time.Time{}, fmt.Errorf("gateway.slot %d: shoal.deliveries has %d partitions", g.cfg.Slot, slots)
 	}
 	for {
 		var slot int32
 		var err error
+		sent := g.clock()
 		if g.cfg.Slot < 0 {
 			slot, err = g.leaser.AcquireSlot(ctx, slots, g.cfg.ID, g.cfg.SlotLease)
 		} else {
@@ -60,33 +63,47 @@ func (g *Gateway) leaseSlot(ctx context.Context) error {
 		if err == nil {
 			g.slot.Store(slot)
 			g.log.Info("slot leased", "slot", slot, "owner", g.cfg.ID, "ttl", g.cfg.SlotLease)
-			return nil
+			return sent, nil
 		}
 		g.log.Warn("lease slot; retrying", "slot", g.cfg.Slot, "owner", g.cfg.ID, "err", err)
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("lease slot: %w", err)
+			return time.Time{}, fmt.Errorf("lease slot: %w", err)
 		case <-time.After(g.cfg.SlotLease / 3):
 		}
 	}
 }
 
+// leaseValidity is how long after a successful acquire or renewal was sent
+// the gateway may act as the slot's owner: the lease's time-to-live less
+// the database's one-second expiry granularity (docs/cql.md), but at least
+// three quarters of it.
+func leaseValidity(ttl time.Duration) time.Duration { return ttl - min(time.Second, ttl/4) }
+
 // renewLoop renews the slot lease every third of its time-to-live until
-// ctx ends, then releases it. It returns an error when the lease is lost
-// or could not be renewed before it expired: another gateway may own the
-// slot, so this one must stop.
-func (g *Gateway) renewLoop(ctx context.Context) error {
+// ctx ends, then releases it. leasedAt is when the lease's acquire was
+// sent. It returns an error when the lease is lost: another gateway may
+// own the slot, so this one must stop. The lease is lost when a renewal
+// fails while the last good one is two thirds of the lease old, when
+// another owner holds it, and when, measured on the gateway's own clock
+// (time.Now's monotonic reading), the lease ran out before a renewal was
+// confirmed: after a pause of the process (GC, SIGSTOP, a stalled VM)
+// another gateway may have taken the slot and released it meanwhile, so a
+// late renewal that succeeds does not undo the gap.
+func (g *Gateway) renewLoop(ctx context.Context, leasedAt time.Time) error {
 	if g.leaser == nil {
 		return nil
 	}
 	slot := g.slot.Load()
-	last := time.Now()
-	t := time.NewTicker(g.cfg.SlotLease / 3)
+	ttl := g.cfg.SlotLease
+	valid := leaseValidity(ttl)
+	last := leasedAt // when the last successful acquire or renewal was sent
+	t := time.NewTicker(ttl / 3)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.SlotLease/3)
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ttl/3)
 			defer cancel()
 			if err := g.leaser.ReleaseSlot(rctx, slot, g.cfg.ID); err != nil {
 				g.log.Warn("release slot", "slot", slot, "err", err)
@@ -94,15 +111,22 @@ func (g *Gateway) renewLoop(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
-		rctx, cancel := context.WithTimeout(ctx, g.cfg.SlotLease/3)
-		err := g.leaser.RenewSlot(rctx, slot, g.cfg.ID, g.cfg.SlotLease)
+		sent := g.clock()
+		if gap := sent.Sub(last); gap >= valid {
+			return fmt.Errorf("slot %d lease lost: the last renewal was sent %s ago, the lease lasts %s", slot, gap.Round(time.Millisecond), ttl)
+		}
+		rctx, cancel := context.WithTimeout(ctx, ttl/3)
+		err := g.leaser.RenewSlot(rctx, slot, g.cfg.ID, ttl)
 		cancel()
+		gap := g.clock().Sub(last)
 		switch {
-		case err == nil:
-			last = time.Now()
 		case ctx.Err() != nil:
-		case time.Since(last) >= g.cfg.SlotLease*2/3:
-			return fmt.Errorf("slot %d lease lost (not renewed for %s): %w", slot, time.Since(last).Round(time.Millisecond), err)
+		case err == nil && gap >= valid:
+			return fmt.Errorf("slot %d lease lost: renewed %s after the previous renewal, past the lease's %s", slot, gap.Round(time.Millisecond), ttl)
+		case err == nil:
+			last = sent
+		case gap >= ttl*2/3:
+			return fmt.Errorf("slot %d lease lost (not renewed for %s): %w", slot, gap.Round(time.Millisecond), err)
 		default:
 			g.log.Warn("renew slot lease; retrying", "slot", slot, "err", err)
 		}

@@ -49,14 +49,19 @@ func (f *fakeLeaser) counts() (int, int, bool) {
 	return f.acquired, f.renews, f.released
 }
 
-// runLeased runs a gateway with slot -1 and leaser l until stop is called
-// or Run returns; done receives Run's result.
-func runLeased(t *testing.T, l SlotLeaser) (g *Gateway, stop func(), done chan error) {
+// runLeased runs a gateway with slot -1, a lease of ttl and leaser l until
+// stop is called or Run returns; done receives Run's result.
+func runLeased(t *testing.T, l SlotLeaser, ttl time.Duration) (g *Gateway, stop func(), done chan error) {
+	return runLeasedClock(t, l, ttl, nil)
+}
+
+// runLeasedClock is runLeased with the gateway's clock.
+func runLeasedClock(t *testing.T, l SlotLeaser, ttl time.Duration, clock func() time.Time) (g *Gateway, stop func(), done chan error) {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.MQTTListen, cfg.WSListen, cfg.SysInterval = "127.0.0.1:0", "", 0
-	cfg.Slot, cfg.SlotLease = -1, time.Second
-	g, err := New(cfg, newFakeLog(), slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	cfg.Slot, cfg.SlotLease = -1, ttl
+	g, err := New(cfg, newFakeLog(), slog.New(slog.NewTextHandler(io.Discard, nil)), clock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +77,7 @@ func runLeased(t *testing.T, l SlotLeaser) (g *Gateway, stop func(), done chan e
 
 func TestSlotLeasedRenewedReleased(t *testing.T) {
 	l := &fakeLeaser{slot: 3}
-	g, stop, done := runLeased(t, l)
+	g, stop, done := runLeased(t, l, 3*time.Second)
 	deadline := time.Now().Add(5 * time.Second)
 	for !g.Ready() {
 		if time.Now().After(deadline) {
@@ -85,7 +90,7 @@ func TestSlotLeasedRenewedReleased(t *testing.T) {
 	}
 	for _, renews, _ := l.counts(); renews < 2; _, renews, _ = l.counts() {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d renewals in 5 s of a 1 s lease", renews)
+			t.Fatalf("%d renewals in 5 s of a 3 s lease", renews)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -100,7 +105,7 @@ func TestSlotLeasedRenewedReleased(t *testing.T) {
 
 func TestSlotLeaseLostStopsGateway(t *testing.T) {
 	l := &fakeLeaser{slot: 1, renewErr: errors.New("held by gateway-9")}
-	_, _, done := runLeased(t, l)
+	_, _, done := runLeased(t, l, time.Second)
 	select {
 	case err := <-done:
 		if err == nil || !strings.Contains(err.Error(), "lease lost") {
@@ -112,7 +117,7 @@ func TestSlotLeaseLostStopsGateway(t *testing.T) {
 }
 
 func TestSlotLeaseNeedsLeaser(t *testing.T) {
-	_, _, done := runLeased(t, nil)
+	_, _, done := runLeased(t, nil, time.Second)
 	select {
 	case err := <-done:
 		if err == nil || !strings.Contains(err.Error(), "no lease store") {

@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,8 +19,6 @@ import (
 	"time"
 
 	"github.com/eclipse/paho.golang/paho"
-
-	"github.com/shoal-mqtt/shoal/internal/testutil/realkafka"
 )
 
 // The cluster tests run the real shoal binary as separate processes (two
@@ -47,7 +47,17 @@ func shoalBinary(t *testing.T) string {
 		}
 		atExit(func() { _ = os.RemoveAll(dir) })
 		path := filepath.Join(dir, "shoal")
-		out, err := exec.Command("go", "build", "-o", path, "github.com/shoal-mqtt/shoal/cmd/shoal").CombinedOutput()
+		// Built in the main module (the parent directory), with its own
+		// go.mod: this module's requirements (testcontainers-go's) may
+		// select newer versions of shared dependencies.
+		root, err := filepath.Abs("..")
+		if err != nil {
+			shoalBuild.err = err
+			return
+		}
+		build := exec.Command("go", "build", "-o", path, "./cmd/shoal")
+		build.Dir = root
+		out, err := build.CombinedOutput()
 		if err != nil {
 			shoalBuild.err = fmt.Errorf("go build: %w\n%s", err, out)
 			return
@@ -67,7 +77,7 @@ type cluster struct {
 	bin     string
 	dir     string
 	cfgPath string
-	kafka   *realkafka.Cluster
+	kafka   kafkaServer
 }
 
 // newCluster starts its own Kafka (fresh topics and groups) and writes the
@@ -118,15 +128,48 @@ type proc struct {
 // under their name.
 func (c *cluster) start(role, name string) *proc {
 	c.t.Helper()
+	return c.startSlot(role, name, -1)
+}
+
+// startSlot starts a role; a gateway leases slot (-1: a free one).
+func (c *cluster) startSlot(role, name string, slot int) *proc {
+	c.t.Helper()
 	p := &proc{c: c, name: name, role: role, http: freeAddr(c.t)}
 	p.args = []string{role, "--config", c.cfgPath, "--kafka-brokers", strings.Join(c.kafka.Brokers(), ","),
 		"--http-listen", p.http}
 	if role == "gateway" {
 		p.mqtt = freeAddr(c.t)
-		p.args = append(p.args, "--mqtt-listen", p.mqtt, "--ws-listen", "", "--gateway-id", name, "--gateway-slot", "-1")
+		p.args = append(p.args, "--mqtt-listen", p.mqtt, "--ws-listen", "", "--gateway-id", name, "--gateway-slot", strconv.Itoa(slot))
 	}
 	p.launch()
 	return p
+}
+
+// slot returns the slot a gateway leased, from its log.
+func (p *proc) slot() int {
+	t := p.c.t
+	t.Helper()
+	b, err := os.ReadFile(p.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`msg="slot leased".* slot=(\d+)`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("%s: no \"slot leased\" in its log", p.name)
+	}
+	n, err := strconv.Atoi(string(m[1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// signal sends sig to the process.
+func (p *proc) signal(sig syscall.Signal) {
+	p.c.t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		p.c.t.Fatalf("%s: %v", p.name, err)
+	}
 }
 
 // launch starts the process with p's arguments.
@@ -286,7 +329,21 @@ type tally struct {
 // clusterWait passed), then a little longer for repeats.
 func (c *mqttClient) collect(topic string, want int) *tally {
 	c.t.Helper()
+	return c.collectMore(topic, want, nil)
+}
+
+// collectMore is collect for a client that takes over from another, which
+// received known already: payloads in known are skipped (neither counted
+// as repeats nor checked for DUP) and count towards want; they are in the
+// tally's first set at the end.
+func (c *mqttClient) collectMore(topic string, want int, known map[string]bool) *tally {
+	c.t.Helper()
 	tl := &tally{first: map[string]bool{}}
+	defer func() {
+		for p := range known {
+			tl.first[p] = true
+		}
+	}()
 	deadline := time.After(clusterWait)
 	quiet := (<-chan time.Time)(nil)
 	for {
@@ -297,6 +354,7 @@ func (c *mqttClient) collect(topic string, want int) *tally {
 			}
 			p := string(m.Payload)
 			switch {
+			case known[p]:
 			case !tl.first[p]:
 				tl.first[p] = true
 				tl.order = append(tl.order, p)
@@ -305,7 +363,7 @@ func (c *mqttClient) collect(topic string, want int) *tally {
 			default:
 				tl.bad = append(tl.bad, p)
 			}
-			if len(tl.first) == want && quiet == nil {
+			if len(tl.first)+len(known) == want && quiet == nil {
 				quiet = time.After(500 * time.Millisecond)
 			}
 		case <-quiet:
@@ -544,26 +602,25 @@ func TestCluster(t *testing.T) {
 		})
 		// What the first connection got, then what the second gets.
 		before := sub.drain(topic)
-		rest := moved.collect(topic, n)
-		for p := range before {
-			rest.first[p] = true
-		}
+		rest := moved.collectMore(topic, n, before)
 		rest.check(t, "gateway killed, subscriber moved", n)
 		gb.restart()
 	})
 	t.Run("KafkaRestartUnderLoad", func(t *testing.T) {
+		skipWithContainers(t)
+		rk := restartable(t, c.kafka)
 		restarted := make(chan struct{})
 		killDuring(t, "kafka", 300, func() {
 			go func() {
 				defer close(restarted)
-				if err := c.kafka.Stop(); err != nil {
+				if err := rk.Stop(); err != nil {
 					t.Errorf("stop kafka: %v", err)
 					return
 				}
 				t.Log("kafka stopped")
 				ctx, cancel := context.WithTimeout(context.Background(), clusterWait)
 				defer cancel()
-				if err := c.kafka.Restart(ctx); err != nil {
+				if err := rk.Restart(ctx); err != nil {
 					t.Errorf("restart kafka: %v", err)
 					return
 				}
@@ -571,6 +628,58 @@ func TestCluster(t *testing.T) {
 			}()
 		}, func() {})
 		<-restarted
+	})
+	t.Run("PausedGatewayFenced", func(t *testing.T) {
+		// Gateway B stops (SIGSTOP) past its lease; C takes its slot;
+		// B resumes and must stop at once, while C keeps serving the slot.
+		const topic = "fence/t"
+		slot := gb.slot()
+		paused := time.Now()
+		gb.signal(syscall.SIGSTOP)
+		t.Logf("gateway B (slot %d) stopped with SIGSTOP", slot)
+		gc := c.startSlot("gateway", "gw-c", slot)
+		gc.waitReady() // once B's lease expired
+		t.Logf("gateway C took slot %d %s after the pause", slot, time.Since(paused).Round(time.Millisecond))
+		sub, _ := dialMQTT(t, gc.mqtt, "it-fence-sub", true, 0)
+		sub.subscribe(topic, 1)
+		pub, _ := dialMQTT(t, ga.mqtt, "it-fence-pub", true, 0)
+		send := func(payload string) {
+			t.Helper()
+			if err := pub.publish(topic, payload, 1, false); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case m := <-sub.msgs:
+				if string(m.Payload) != payload {
+					t.Fatalf("got %q on %s, want %q", m.Payload, m.Topic, payload)
+				}
+			case <-time.After(clusterWait):
+				t.Fatalf("%q did not reach the subscriber on gateway C", payload)
+			}
+		}
+		send("while B is paused")
+
+		resumed := time.Now()
+		gb.signal(syscall.SIGCONT)
+		select {
+		case <-gb.done:
+		case <-time.After(15 * time.Second):
+			t.Fatal("gateway B still runs 15 s after it resumed past its lease")
+		}
+		t.Logf("gateway B exited %s after it resumed: %v", time.Since(resumed).Round(time.Millisecond), gb.waitErr)
+		if gb.waitErr == nil {
+			t.Error("gateway B exited with status 0, want a failure")
+		}
+		out, _ := os.ReadFile(gb.log)
+		if !strings.Contains(string(out), "taken over") && !strings.Contains(string(out), "lease lost") {
+			t.Errorf("gateway B's log says neither \"taken over\" nor \"lease lost\"")
+		}
+		send("after B resumed")
+		select {
+		case <-gc.done:
+			t.Fatalf("gateway C exited: %v", gc.waitErr)
+		default:
+		}
 	})
 	t.Logf("cluster test took %s", time.Since(began).Round(time.Millisecond))
 }

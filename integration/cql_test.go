@@ -17,6 +17,7 @@ import (
 	"unicode"
 
 	"github.com/shoal-mqtt/shoal/gateway"
+	"github.com/shoal-mqtt/shoal/integration/servers"
 	"github.com/shoal-mqtt/shoal/internal/store/cqlstore"
 	"github.com/shoal-mqtt/shoal/internal/testutil/realcql"
 	"github.com/shoal-mqtt/shoal/internal/testutil/testlog"
@@ -47,20 +48,49 @@ const (
 	cqlSplitBytes = 64 << 10
 )
 
+// cqlServer is a running one-node CQL database: Cassandra as a local
+// process (*realcql.Node) or ScyllaDB in a container
+// (*servers.ScyllaContainer).
+type cqlServer interface {
+	Hosts() []string
+	Stop() error
+}
+
 // sharedCQL is the node the tests of this binary share, started on first
 // use and stopped after the last test (atExit).
 var sharedCQL struct {
 	once sync.Once
-	node *realcql.Node
+	node cqlServer
 	err  error
 	// keyspaces numbers the tests' keyspaces.
 	keyspaces atomic.Int64
 }
 
 // cqlNode returns the shared node, starting it on first use.
-func cqlNode(t *testing.T) *realcql.Node {
+func cqlNode(t *testing.T) cqlServer {
 	t.Helper()
+	mode := serverMode(t)
 	sharedCQL.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), cqlStartTimeout)
+		defer cancel()
+		if mode == servers.Containers {
+			image := imageFrom("SHOAL_IT_SCYLLA_IMAGE", servers.ScyllaImage)
+			began := time.Now()
+			node, err := servers.StartScylla(ctx, image)
+			if err != nil {
+				sharedCQL.err = err
+				return
+			}
+			fmt.Fprintf(os.Stderr, "integration: scylladb container %s at %v answered CQL after %s\n",
+				image, node.Hosts(), time.Since(began).Round(time.Millisecond))
+			sharedCQL.node = node
+			atExit(func() {
+				if err := node.Stop(); err != nil {
+					fmt.Fprintf(os.Stderr, "stop the shared scylladb: %v\n", err)
+				}
+			})
+			return
+		}
 		dir, err := os.MkdirTemp("", "shoal-it-cql-")
 		if err != nil {
 			sharedCQL.err = err
@@ -70,8 +100,6 @@ func cqlNode(t *testing.T) *realcql.Node {
 		if os.Getenv("SHOAL_TEST_DEBUG") != "" {
 			logw = os.Stderr // … unless asked for
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), cqlStartTimeout)
-		defer cancel()
 		node, err := realcql.Start(ctx, dir, logw)
 		if err != nil {
 			sharedCQL.err = errors.Join(err, os.RemoveAll(dir))
@@ -87,7 +115,7 @@ func cqlNode(t *testing.T) *realcql.Node {
 		})
 	})
 	if sharedCQL.err != nil {
-		t.Fatalf("start the shared cassandra: %v", sharedCQL.err)
+		t.Fatalf("start the shared cql database: %v", sharedCQL.err)
 	}
 	return sharedCQL.node
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"os"
@@ -24,6 +25,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/shoal-mqtt/shoal/integration/servers"
+	"github.com/shoal-mqtt/shoal/internal/config"
 	"github.com/shoal-mqtt/shoal/internal/testutil/realkafka"
 	"github.com/shoal-mqtt/shoal/internal/testutil/testlog"
 	"github.com/shoal-mqtt/shoal/kafka"
@@ -44,25 +47,34 @@ const (
 	kafkaTestTimeout = 2 * time.Minute
 )
 
+// kafkaServer is a running one-node Kafka: a local process
+// (*realkafka.Cluster, which the restart scenarios also stop, kill and
+// restart) or a container (*servers.KafkaContainer).
+type kafkaServer interface {
+	Brokers() []string
+	Stop() error
+}
+
 // sharedKafka is the broker the tests of this binary share, started on
 // first use and stopped after the last test (atExit).
 var sharedKafka struct {
 	once sync.Once
-	c    *realkafka.Cluster
+	c    kafkaServer
 	log  string
 	err  error
 }
 
 // kafkaCluster returns the shared broker, starting it on first use.
-func kafkaCluster(t *testing.T) *realkafka.Cluster {
+func kafkaCluster(t *testing.T) kafkaServer {
 	t.Helper()
+	mode := serverMode(t)
 	sharedKafka.once.Do(func() {
 		dir, err := os.MkdirTemp("", "shoal-it-kafka-")
 		if err != nil {
 			sharedKafka.err = err
 			return
 		}
-		c, logPath, stop, err := startKafka(dir)
+		c, logPath, stop, err := startKafka(dir, mode)
 		if err != nil {
 			sharedKafka.err = errors.Join(err, os.RemoveAll(dir))
 			return
@@ -81,30 +93,40 @@ func kafkaCluster(t *testing.T) *realkafka.Cluster {
 	return sharedKafka.c
 }
 
-// startKafka starts a broker in dir, its log in dir/kafka.log. stop stops
-// it and closes the log; dir is the caller's to remove.
-func startKafka(dir string) (c *realkafka.Cluster, logPath string, stop func() error, err error) {
+// startKafka starts a broker: a local process in dir, its log in
+// dir/kafka.log, or a container (no log path). stop stops it and closes
+// the log; dir is the caller's to remove.
+func startKafka(dir string, mode servers.Mode) (c kafkaServer, logPath string, stop func() error, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), kafkaStartTimeout)
+	defer cancel()
+	began := time.Now()
+	if mode == servers.Containers {
+		image := imageFrom("SHOAL_IT_KAFKA_IMAGE", servers.KafkaImage)
+		kc, err := servers.StartKafka(ctx, image)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		fmt.Fprintf(os.Stderr, "kafka container %s started on %v in %s\n", image, kc.Brokers(), time.Since(began).Round(time.Millisecond))
+		return kc, "", kc.Stop, nil
+	}
 	logPath = filepath.Join(dir, "kafka.log")
 	f, err := os.Create(logPath)
 	if err != nil {
 		return nil, "", nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), kafkaStartTimeout)
-	defer cancel()
-	began := time.Now()
-	c, err = realkafka.Start(ctx, filepath.Join(dir, "cluster"), f)
+	rc, err := realkafka.Start(ctx, filepath.Join(dir, "cluster"), f)
 	if err != nil {
 		return nil, "", nil, errors.Join(err, f.Close())
 	}
-	fmt.Fprintf(os.Stderr, "kafka %s started on %v in %s (log %s)\n", realkafka.Version, c.Brokers(), time.Since(began).Round(time.Millisecond), logPath)
-	return c, logPath, func() error { return errors.Join(c.Stop(), f.Close()) }, nil
+	fmt.Fprintf(os.Stderr, "kafka %s started on %v in %s (log %s)\n", realkafka.Version, rc.Brokers(), time.Since(began).Round(time.Millisecond), logPath)
+	return rc, logPath, func() error { return errors.Join(rc.Stop(), f.Close()) }, nil
 }
 
 // ownKafka starts a broker for t alone, stopped and removed when t ends.
-func ownKafka(t *testing.T) *realkafka.Cluster {
+func ownKafka(t *testing.T) kafkaServer {
 	t.Helper()
 	dir := t.TempDir()
-	c, logPath, stop, err := startKafka(dir)
+	c, logPath, stop, err := startKafka(dir, serverMode(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,11 +139,22 @@ func ownKafka(t *testing.T) *realkafka.Cluster {
 	return c
 }
 
+// restartable returns kc as the local Kafka process the restart scenarios
+// stop, kill and restart (skipWithContainers comes first).
+func restartable(t *testing.T, kc kafkaServer) *realkafka.Cluster {
+	t.Helper()
+	rc, ok := kc.(*realkafka.Cluster)
+	if !ok {
+		t.Fatalf("kafka %T cannot be restarted", kc)
+	}
+	return rc
+}
+
 // logKafkaWarningsOnFailure logs the broker's latest warnings and errors
 // when t fails.
 func logKafkaWarningsOnFailure(t *testing.T, logPath string) {
 	t.Cleanup(func() {
-		if !t.Failed() {
+		if !t.Failed() || logPath == "" {
 			return
 		}
 		data, err := os.ReadFile(logPath)
@@ -155,8 +188,17 @@ func testCatalogue(t *testing.T, partitions int32) kafka.Catalogue {
 	return cat
 }
 
+// renameTopics gives cat's topics names of t's own, as testCatalogue
+// does, keeping everything else.
+func renameTopics(t *testing.T, cat kafka.Catalogue) kafka.Catalogue {
+	names := testCatalogue(t, 1)
+	cat.Messages.Name, cat.Sessions.Name = names.Messages.Name, names.Sessions.Name
+	cat.Presence.Name, cat.Deliveries.Name = names.Presence.Name, names.Deliveries.Name
+	return cat
+}
+
 // newKafkaClient connects a Shoal client to kc; it is closed when t ends.
-func newKafkaClient(t *testing.T, kc *realkafka.Cluster, cfg kafka.Config, log *slog.Logger) *kafka.Client {
+func newKafkaClient(t *testing.T, kc kafkaServer, cfg kafka.Config, log *slog.Logger) *kafka.Client {
 	t.Helper()
 	cfg.Brokers = kc.Brokers()
 	if log == nil {
@@ -174,7 +216,7 @@ func newKafkaClient(t *testing.T, kc *realkafka.Cluster, cfg kafka.Config, log *
 
 // newAdmin returns a plain franz-go client and its admin client, to check
 // what the broker says independently of the code under test.
-func newAdmin(t *testing.T, kc *realkafka.Cluster, opts ...kgo.Opt) (*kgo.Client, *kadm.Client) {
+func newAdmin(t *testing.T, kc kafkaServer, opts ...kgo.Opt) (*kgo.Client, *kadm.Client) {
 	t.Helper()
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(kc.Brokers()...)}, opts...)...)
 	if err != nil {
@@ -249,8 +291,9 @@ func describeTopics(t *testing.T, ctx context.Context, adm *kadm.Client, names .
 // logCapture is a slog handler that keeps the messages logged, with the
 // value of their "topic" attribute.
 type logCapture struct {
-	mu   sync.Mutex
-	msgs []string // "message topic"
+	mu    sync.Mutex
+	msgs  []string // "message topic"
+	lines []string // "LEVEL message key=value …"
 }
 
 func (h *logCapture) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
@@ -258,16 +301,36 @@ func (h *logCapture) WithAttrs([]slog.Attr) slog.Handler           { return h }
 func (h *logCapture) WithGroup(string) slog.Handler                { return h }
 func (h *logCapture) Handle(_ context.Context, r slog.Record) error {
 	topic := ""
+	line := r.Level.String() + " " + r.Message
 	r.Attrs(func(a slog.Attr) bool {
 		if a.Key == "topic" {
 			topic = a.Value.String()
 		}
+		line += " " + a.String()
 		return true
 	})
 	h.mu.Lock()
 	h.msgs = append(h.msgs, r.Message+" "+topic)
+	h.lines = append(h.lines, line)
 	h.mu.Unlock()
 	return nil
+}
+
+// find returns the captured lines that contain every one of subs.
+func (h *logCapture) find(subs ...string) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for _, l := range h.lines {
+		all := true
+		for _, s := range subs {
+			all = all && strings.Contains(l, s)
+		}
+		if all {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 func (h *logCapture) count(msg string) int {
@@ -379,12 +442,70 @@ func TestKafkaEnsureTopics(t *testing.T) {
 		}
 	}
 
+	// The configuration keys kafka.replication_factor and kafka.retention
+	// (here as flags) reach the topics: the brokers' default replication
+	// (1 on this one-node cluster) and the retention on the event topics,
+	// the compacted topic without a time limit.
+	cfg, err := config.Load("shoal", []string{"--kafka-partitions", "2", "--kafka-replication-factor", "-1", "--kafka-retention", "36h"},
+		func(string) (string, bool) { return "", false }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat := renameTopics(t, cfg.Kafka.Catalogue())
+	logs := &logCapture{}
+	if err := newKafkaClient(t, kc, kafka.Config{Catalogue: cat}, slog.New(logs)).EnsureTopics(ctx); err != nil {
+		t.Fatalf("EnsureTopics with the configured catalogue: %v", err)
+	}
+	names := []string{cat.Messages.Name, cat.Sessions.Name, cat.Presence.Name, cat.Deliveries.Name}
+	facts := describeTopics(t, ctx, adm, names...)
+	for _, n := range names {
+		f := facts[n]
+		wantPolicy, wantRetention := "delete", "129600000"
+		if n == cat.Presence.Name {
+			wantPolicy, wantRetention = "compact", "-1"
+		}
+		if f.partitions != 2 || f.policy != wantPolicy || f.retentionMS != wantRetention || !slices.Equal(f.replication, []int{1, 1}) {
+			t.Errorf("configured %s: %d partitions, replicas %v, cleanup.policy %q, retention.ms %q; want 2, [1 1], %q, %q",
+				n, f.partitions, f.replication, f.policy, f.retentionMS, wantPolicy, wantRetention)
+		}
+	}
+	// Started again with another retention: the topics are kept as they
+	// are, and each event topic's difference is a warning naming the
+	// topic and both values.
+	cfg.Kafka.Retention = 48 * time.Hour
+	other := cfg.Kafka.Catalogue()
+	for _, p := range [][2]*kafka.TopicSpec{{&other.Messages, &cat.Messages}, {&other.Sessions, &cat.Sessions}, {&other.Presence, &cat.Presence}, {&other.Deliveries, &cat.Deliveries}} {
+		p[0].Name = p[1].Name
+	}
+	logs = &logCapture{}
+	if err := newKafkaClient(t, kc, kafka.Config{Catalogue: other}, slog.New(logs)).EnsureTopics(ctx); err != nil {
+		t.Fatalf("EnsureTopics with another retention: %v", err)
+	}
+	for _, n := range names {
+		all := logs.find("kafka topic retention differs", "topic="+n+" ")
+		if n == cat.Presence.Name {
+			if len(all) != 0 {
+				t.Errorf("%s (compacted): retention warnings %q, want none", n, all)
+			}
+			continue
+		}
+		got := logs.find("WARN kafka topic retention differs", "topic="+n+" ", "retention_ms=129600000", "configured_ms=172800000")
+		if len(got) != 1 || len(all) != 1 {
+			t.Errorf("%s: retention messages %q, want one warning naming 129600000 and 172800000", n, all)
+		}
+	}
+	if again := describeTopics(t, ctx, adm, names...); !maps.EqualFunc(again, facts, func(a, b topicFacts) bool {
+		return a.id == b.id && a.retentionMS == b.retentionMS && a.policy == b.policy
+	}) {
+		t.Errorf("EnsureTopics with another retention changed the topics:\nbefore %+v\nafter  %+v", facts, again)
+	}
+
 	// A replication factor the cluster cannot give is refused, naming
 	// the topic.
-	cat := testCatalogue(t, 2)
+	cat = testCatalogue(t, 2)
 	cat.Sessions.Replication = 3
 	c := newKafkaClient(t, kc, kafka.Config{Catalogue: cat}, nil)
-	err := c.EnsureTopics(ctx)
+	err = c.EnsureTopics(ctx)
 	if !errors.Is(err, kerr.InvalidReplicationFactor) || !strings.Contains(err.Error(), "ensure topic "+cat.Sessions.Name) {
 		t.Errorf("EnsureTopics with replication 3 on one broker: %v, want INVALID_REPLICATION_FACTOR naming %s", err, cat.Sessions.Name)
 	}
@@ -618,7 +739,7 @@ func consumeAll(t *testing.T, ctx context.Context, c *kafka.Client, cfg kafka.Co
 // readLog reads topic from the start up to its end offsets with a plain
 // franz-go consumer, independent of the code under test. ends nil means
 // the end offsets now.
-func readLog(t *testing.T, ctx context.Context, kc *realkafka.Cluster, topic string, ends map[int32]int64) []*kgo.Record {
+func readLog(t *testing.T, ctx context.Context, kc kafkaServer, topic string, ends map[int32]int64) []*kgo.Record {
 	t.Helper()
 	_, adm := newAdmin(t, kc)
 	if ends == nil {
@@ -1044,7 +1165,8 @@ func TestKafkaEndOffsets(t *testing.T) {
 // and is not in the log; no record is without an outcome; and both
 // consumers handled every record once.
 func TestKafkaBrokerRestart(t *testing.T) {
-	kc := ownKafka(t)
+	skipWithContainers(t)
+	kc := restartable(t, ownKafka(t))
 	for _, how := range []string{"stop", "kill"} {
 		t.Run(how, func(t *testing.T) {
 			restartUnderLoad(t, kc, how)

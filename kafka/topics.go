@@ -41,15 +41,19 @@ func (s TopicSpec) topicConfigs() map[string]*string {
 // at once. An existing topic fails the check when it has fewer partitions
 // than the catalogue says (records would go to partitions that do not
 // exist), when a keyed topic has more (PartitionForKey would disagree with
-// the producer), or when its cleanup.policy differs; a different retention
-// or replication is only logged, since operators may tune them.
+// the producer), or when its cleanup.policy differs. A different retention,
+// replication, or more partitions on an unkeyed topic are logged as
+// warnings naming the topic and both values, and left as they are:
+// operators may have tuned them (kafka-configs --alter changes them).
+// With Replication -1 the brokers choose; a topic that got fewer than 3
+// replicas on a cluster of 3 or more brokers is warned about.
 func (c *Client) EnsureTopics(ctx context.Context) error {
 	specs := c.cfg.Catalogue.All()
 	names := make([]string, len(specs))
 	for i, s := range specs {
 		names[i] = s.Name
 	}
-	existing, err := c.describeTopics(ctx, names)
+	existing, _, err := c.describeTopics(ctx, names)
 	if err != nil {
 		return fmt.Errorf("ensure topics: %w", err)
 	}
@@ -87,8 +91,8 @@ type topicDetail struct {
 }
 
 // describeTopics asks a broker (not franz-go's metadata cache, which may be
-// seconds old) about topics.
-func (c *Client) describeTopics(ctx context.Context, names []string) (map[string]topicDetail, error) {
+// seconds old) about topics; it also returns the number of brokers.
+func (c *Client) describeTopics(ctx context.Context, names []string) (map[string]topicDetail, int, error) {
 	req := kmsg.NewPtrMetadataRequest()
 	for _, n := range names {
 		rt := kmsg.NewMetadataRequestTopic()
@@ -97,7 +101,7 @@ func (c *Client) describeTopics(ctx context.Context, names []string) (map[string
 	}
 	resp, err := req.RequestWith(ctx, c.cl)
 	if err != nil {
-		return nil, fmt.Errorf("describe topics: %w", err)
+		return nil, 0, fmt.Errorf("describe topics: %w", err)
 	}
 	out := make(map[string]topicDetail, len(names))
 	for _, n := range names {
@@ -113,16 +117,17 @@ func (c *Client) describeTopics(ctx context.Context, names []string) (map[string
 		}
 		out[*t.Topic] = d
 	}
-	return out, nil
+	return out, len(resp.Brokers), nil
 }
 
 // checkTopics waits until the topics are visible (a created topic takes a
 // moment to reach every broker) and compares them with their specs.
 func (c *Client) checkTopics(ctx context.Context, specs []TopicSpec, names []string) error {
 	var details map[string]topicDetail
+	var brokers int
 	for backoff := 20 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
 		var err error
-		if details, err = c.describeTopics(ctx, names); err != nil {
+		if details, brokers, err = c.describeTopics(ctx, names); err != nil {
 			return fmt.Errorf("ensure topics: %w", err)
 		}
 		missing := false
@@ -160,16 +165,19 @@ func (c *Client) checkTopics(ctx context.Context, specs []TopicSpec, names []str
 			errs = append(errs, fmt.Errorf("ensure topic %s: it has %d partitions, the catalogue says %d: keys would map to other partitions than PartitionForKey computes; set the catalogue's count to %d",
 				s.Name, n, s.Partitions, n))
 		case n > s.Partitions:
-			c.log.Warn("kafka topic has more partitions than the catalogue; the extra ones are unused",
-				"topic", s.Name, "partitions", n, "catalogue", s.Partitions)
+			c.log.Warn("kafka topic has more partitions than configured; the extra ones are unused",
+				"topic", s.Name, "partitions", n, "configured", s.Partitions)
 		}
-		if s.Replication > 0 {
-			for p, rf := range d.replicas {
-				if rf != int(s.Replication) {
-					c.log.Warn("kafka topic replication differs from the catalogue",
-						"topic", s.Name, "partition", p, "replicas", rf, "catalogue", s.Replication)
-					break
-				}
+		for p, rf := range d.replicas {
+			if s.Replication > 0 && rf != int(s.Replication) {
+				c.log.Warn("kafka topic replication differs from the configured one; left as it is",
+					"topic", s.Name, "partition", p, "replicas", rf, "configured", s.Replication)
+				break
+			}
+			if s.Replication < 0 && rf < 3 && brokers >= 3 {
+				c.log.Warn("kafka topic has fewer than 3 replicas on a cluster of 3 or more brokers (the brokers' default.replication.factor); set kafka.replication_factor",
+					"topic", s.Name, "partition", p, "replicas", rf, "brokers", brokers)
+				break
 			}
 		}
 		rc, err := configs.On(s.Name, nil)
@@ -189,8 +197,8 @@ func (c *Client) checkTopics(ctx context.Context, specs []TopicSpec, names []str
 				}
 			case "retention.ms":
 				if got := cfg.MaybeValue(); got != *want["retention.ms"] {
-					c.log.Info("kafka topic retention differs from the catalogue",
-						"topic", s.Name, "retention_ms", got, "catalogue_ms", *want["retention.ms"])
+					c.log.Warn("kafka topic retention differs from the configured one; left as it is",
+						"topic", s.Name, "retention_ms", got, "configured_ms", *want["retention.ms"])
 				}
 			}
 		}

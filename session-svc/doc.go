@@ -44,6 +44,12 @@
 //     published as a Publish on shoal.messages (key tenant/topic); the
 //     inbox entries a shared subscription gave the client, not yet
 //     received, go back to their group (SharedRedispatch).
+//   - Disconnect marked abandoned (a gateway gave up waiting for the
+//     answer to the connection's Connect; the client got no CONNACK):
+//     matched by connection id alone, since the gateway never learned the
+//     generation, and handled as a normal DISCONNECT without the will.
+//     Connection ids are unique per gateway run, so a newer connection of
+//     the client is never ended by it.
 //   - SessionSubscriptions of the current generation are kept with the
 //     session, for resumption.
 //   - SessionTick (written by the service itself to each partition it owns,

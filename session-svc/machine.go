@@ -343,7 +343,25 @@ func (m *machine) expire(k clientKey, sess *Session, now time.Time, outs []outpu
 
 // disconnect ends the client's current connection; a Disconnect of any
 // other connection (stale: taken over, or a duplicate) is ignored.
+//
+// An abandoned Disconnect comes from a gateway that gave up waiting for the
+// answer to the connection's Connect: the client got no CONNACK (it got
+// 0x88 Server Unavailable, or nothing). It carries no generation (the
+// gateway never learned it), so it matches the current connection by id
+// alone, which a newer connection of the client never shares; it ends the
+// connection as a normal DISCONNECT would, without the will: the client
+// never had a connection whose loss the will could announce.
 func (m *machine) disconnect(k clientKey, sess *Session, d *eventspb.Disconnect, outs []output) ([]output, bool) {
+	if d.GetAbandoned() {
+		if !sess.Online || sess.Route.GetConnection() != d.GetConnection() {
+			m.log.Debug("stale abandoned connect ignored", "tenant", k.tenant, "client", k.client,
+				"connection", d.GetConnection(), "current", sess.Route.GetConnection())
+			return outs, false
+		}
+		m.log.Info("connection ended: its gateway gave up on the connect", "tenant", k.tenant, "client", k.client,
+			"connection", d.GetConnection(), "generation", sess.Generation)
+		d = &eventspb.Disconnect{Connection: d.GetConnection(), Generation: sess.Generation, ReasonCode: d.GetReasonCode()}
+	}
 	if !sess.Online || sess.Route.GetConnection() != d.GetConnection() || sess.Generation != d.GetGeneration() {
 		m.log.Debug("stale disconnect ignored", "tenant", k.tenant, "client", k.client,
 			"connection", d.GetConnection(), "generation", d.GetGeneration(), "current", sess.Generation)

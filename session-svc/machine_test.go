@@ -1020,3 +1020,121 @@ func TestInboxDropsRoutersRepeats(t *testing.T) {
 		t.Fatalf("returned message: %v", got)
 	}
 }
+
+func (c conn) abandon() *eventspb.Envelope {
+	return c.env(&eventspb.Envelope{Event: &eventspb.Envelope_Disconnect{Disconnect: &eventspb.Disconnect{
+		Connection: c.connection, ReasonCode: 0x88, Abandoned: true,
+	}}})
+}
+
+// A gateway that gave up waiting for a Connect's answer writes an abandoned
+// Disconnect right after it: the connection ends without its will, as if
+// the client had sent DISCONNECT, and only while it is the client's current
+// connection.
+func TestAbandonedConnect(t *testing.T) {
+	t.Run("non-persistent, in the Connect's batch", func(t *testing.T) {
+		h := newHarness(t)
+		got := h.batch(connA.connect(true, 0, testWill()), connA.abandon())
+		checkOutputs(t, got, outputs(
+			wantPresence(connA, true, false, 1),
+			wantResult(connA, 1),
+			wantRemoveAll(connA, 1),
+			wantPresence(connA, false, false, 1),
+		)) // no will
+		if s := h.session(connA); s.Online || s.Active || s.Will != nil || s.Generation != 1 {
+			t.Errorf("session after the abandoned connect: %+v", s)
+		}
+	})
+	t.Run("persistent, in a later batch", func(t *testing.T) {
+		h := newHarness(t)
+		w := testWill()
+		w.DelayIntervalS = 30
+		h.batch(connA.connect(false, 3600, w))
+		checkOutputs(t, h.batch(connA.abandon()), outputs(wantPresence(connA, false, true, 1)))
+		s := h.session(connA)
+		if s.Online || !s.Active || s.Will != nil || !s.WillDueAt.IsZero() || s.ExpiryS != 3600 {
+			t.Errorf("persistent session after the abandoned connect: %+v", s)
+		}
+		// Nothing is due later either.
+		if _, outs := h.ticks(1, 120); len(outs) != 0 {
+			t.Errorf("ticks after the abandoned connect: outputs %v, want none", outs)
+		}
+		// The client's next connection resumes the session.
+		res := h.batch(connA2.connect(false, 3600, nil))
+		if len(res) == 0 || !res[len(res)-1].env.GetConnectResult().GetSessionPresent() {
+			t.Errorf("reconnect after the abandoned connect: %v, want the session present", res)
+		}
+	})
+	t.Run("a newer connection is never affected", func(t *testing.T) {
+		h := newHarness(t)
+		h.batch(connA.connect(true, 0, testWill()))
+		h.batch(connA2.connect(false, 3600, testWill())) // takes over
+		before := h.session(connA2)
+		if got := h.batch(connA.abandon()); len(got) != 0 {
+			t.Errorf("abandoned connect of a connection taken over: outputs %v, want none", got)
+		}
+		if after := h.session(connA2); !after.Equal(before) {
+			t.Errorf("the newer connection's session changed:\n got %+v\nwant %+v", after, before)
+		}
+	})
+	t.Run("a Connect never written or refused", func(t *testing.T) {
+		h := newHarness(t)
+		if got := h.batch(connA.abandon()); len(got) != 0 {
+			t.Errorf("abandoned connect of an unknown client: outputs %v, want none", got)
+		}
+		h.batch(connA.connect(false, 3600, nil))
+		h.batch(connA.disconnect(1, false, nil))
+		before := h.session(connA)
+		if got := h.batch(connA.abandon()); len(got) != 0 {
+			t.Errorf("abandoned connect of an offline session: outputs %v, want none", got)
+		}
+		if after := h.session(connA); !after.Equal(before) {
+			t.Errorf("the offline session changed:\n got %+v\nwant %+v", after, before)
+		}
+	})
+}
+
+// heartbeatAt is the heartbeat of a gateway run (connection base) whose
+// marker is at marker in its slot of shoal.deliveries.
+func heartbeatAt(slot int32, base uint64, marker int64, at time.Time) *eventspb.Envelope {
+	env := heartbeat(slot, base, at)
+	env.GetGatewayHeartbeat().MarkerOffset = marker
+	return env
+}
+
+// A run of a slot's gateway that lost the slot (paused past its lease while
+// another run took the slot) may write heartbeats before it notices: they
+// are not a restart (the newer run's connections stay) and do not keep the
+// slot alive.
+func TestHeartbeatOfEarlierRunIgnored(t *testing.T) {
+	h := newHarness(t)
+	h.batch(heartbeatAt(1, 5<<24, 10, testNow), run5.connect(false, 60, testWill()))
+	got := h.batch(heartbeatAt(1, 6<<24, 20, testNow.Add(time.Second)), run6.connect(true, 0, nil))
+	if len(got) == 0 || h.session(run5).Online {
+		t.Fatalf("the newer run (marker 20) did not end the older run's connection: %v", got)
+	}
+	if got := h.batch(heartbeatAt(1, 5<<24, 10, testNow.Add(2*time.Second))); len(got) != 0 {
+		t.Fatalf("heartbeat of the earlier run: outputs %v, want none", got)
+	}
+	if !h.session(run6).Online {
+		t.Fatal("the earlier run's heartbeat ended the newer run's connection")
+	}
+	// Only the earlier run keeps writing: the slot is silent for the newer
+	// one, whose connection ends after the gateway timeout (10 s, counted
+	// from the first tick).
+	for sec := 3; sec <= 20; sec++ {
+		at := testNow.Add(time.Duration(sec) * time.Second)
+		got := h.batch(heartbeatAt(1, 5<<24, 10, at), tickAt(at))
+		if len(got) == 0 {
+			continue
+		}
+		if sec < 13 {
+			t.Fatalf("second %d: outputs %v before the gateway timeout", sec, got)
+		}
+		if h.session(run6).Online {
+			t.Fatalf("second %d: outputs %v, but the newer run's connection is still online", sec, got)
+		}
+		return
+	}
+	t.Fatal("the newer run's connection outlived its silent gateway")
+}

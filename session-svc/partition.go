@@ -51,6 +51,7 @@ type partition struct {
 // slotLiveness is the newest heartbeat of a slot's gateway.
 type slotLiveness struct {
 	base   uint64 // the run's connection base; 0 when not heard from yet
+	marker int64  // the run's marker offset in its slot of shoal.deliveries
 	lastUs int64  // timestamp of the newest heartbeat (or of the grace's start)
 }
 
@@ -156,7 +157,14 @@ func (p *partition) process(ctx context.Context, recs []record, write writeFunc)
 				e.lastUs = max(e.lastUs, ts)
 				continue
 			}
-			p.live[hb.GetSlot()] = &slotLiveness{base: base, lastUs: ts}
+			if e != nil && hb.GetMarkerOffset() < e.marker {
+				// An earlier run that lost the slot (it was paused past
+				// its lease) and has not noticed yet: not a restart.
+				p.m.log.Warn("heartbeat of a gateway run that lost its slot ignored", "partition", p.id,
+					"slot", hb.GetSlot(), "gateway", r.env.GetGateway(), "marker", hb.GetMarkerOffset(), "current_marker", e.marker)
+				continue
+			}
+			p.live[hb.GetSlot()] = &slotLiveness{base: base, marker: hb.GetMarkerOffset(), lastUs: ts}
 			gone := func(sess *Session) bool {
 				return sess.Route.GetSlot() == hb.GetSlot() && !sameRun(sess.Route.GetConnection(), base)
 			}

@@ -162,12 +162,8 @@ func (b *Broker) Run(ctx context.Context) (err error) {
 		}()
 		brokers = emb.Addrs()
 	}
-	cat := kafka.DefaultCatalogue()
-	for _, t := range []*kafka.TopicSpec{&cat.Messages, &cat.Sessions, &cat.Presence, &cat.Deliveries} {
-		t.Partitions = cfg.Kafka.Partitions
-	}
 	kcfg := kafka.Config{
-		Brokers: brokers, ClientID: "shoal-" + strings.ReplaceAll(b.roles.String(), "+", "-"), Catalogue: cat,
+		Brokers: brokers, ClientID: "shoal-" + strings.ReplaceAll(b.roles.String(), "+", "-"), Catalogue: cfg.Kafka.Catalogue(),
 		GroupSessionTimeout: cfg.Kafka.GroupSessionTimeout,
 	}
 	if b.roles == RoleGateway {

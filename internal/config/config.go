@@ -15,6 +15,7 @@ import (
 
 	"github.com/shoal-mqtt/shoal/gateway"
 	"github.com/shoal-mqtt/shoal/internal/store/cqlstore"
+	"github.com/shoal-mqtt/shoal/kafka"
 	routersvc "github.com/shoal-mqtt/shoal/router-svc"
 	sessionsvc "github.com/shoal-mqtt/shoal/session-svc"
 )
@@ -56,6 +57,16 @@ type Kafka struct {
 	// Partitions of each event topic (the deliveries topic has one per
 	// gateway slot).
 	Partitions int32 `yaml:"partitions"`
+	// ReplicationFactor of the topics Shoal creates: -1 (the default)
+	// leaves it to the brokers' default.replication.factor (KIP-464; the
+	// embedded backbone has one broker, so 1). An explicit factor of 3 or
+	// more also sets min.insync.replicas=2 on the topics.
+	ReplicationFactor int16 `yaml:"replication_factor"`
+	// Retention of the event topics Shoal creates (messages, sessions,
+	// deliveries: retention.ms), the window `shoal replay` can read; 0
+	// keeps records without a time limit. The compacted presence topic
+	// keeps each key's newest record whatever this says.
+	Retention time.Duration `yaml:"retention"`
 	// GroupSessionTimeout is how soon the partitions of a router or session
 	// service that died move to the others (0: 10s).
 	GroupSessionTimeout time.Duration `yaml:"group_session_timeout"`
@@ -68,11 +79,14 @@ func Default() Config {
 		HTTPListen: ":9090",
 		LogLevel:   "info",
 		LogFormat:  "text",
-		Kafka:      Kafka{EmbeddedAddr: "127.0.0.1:0", Partitions: 16},
-		CQL:        cqlstore.DefaultConfig(),
-		Gateway:    gateway.DefaultConfig(),
-		Router:     routersvc.DefaultConfig(),
-		Session:    sessionsvc.DefaultConfig(),
+		Kafka: Kafka{
+			EmbeddedAddr: "127.0.0.1:0", Partitions: 16,
+			ReplicationFactor: -1, Retention: kafka.DefaultRetention,
+		},
+		CQL:     cqlstore.DefaultConfig(),
+		Gateway: gateway.DefaultConfig(),
+		Router:  routersvc.DefaultConfig(),
+		Session: sessionsvc.DefaultConfig(),
 	}
 }
 
@@ -95,6 +109,12 @@ func (c *Config) Validate() error {
 	if c.Kafka.Partitions < 1 {
 		errs = append(errs, errors.New("kafka.partitions: must be ≥ 1"))
 	}
+	if rf := c.Kafka.ReplicationFactor; rf < 1 && rf != -1 {
+		errs = append(errs, fmt.Errorf("kafka.replication_factor: must be ≥ 1, or -1 for the brokers' default.replication.factor; is %d", rf))
+	}
+	if r := c.Kafka.Retention; r < 0 || (r > 0 && r < time.Millisecond) {
+		errs = append(errs, fmt.Errorf("kafka.retention: must be 0 (no time limit) or at least 1ms; is %s", r))
+	}
 	if len(c.CQL.Hosts) > 0 {
 		if err := c.CQL.Validate(); err != nil {
 			errs = append(errs, err)
@@ -106,6 +126,21 @@ func (c *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Catalogue returns the topic catalogue of this configuration: Kafka's
+// partitions and replication factor for every topic, its retention for the
+// event topics (the compacted presence topic keeps its policy).
+func (k Kafka) Catalogue() kafka.Catalogue {
+	cat := kafka.DefaultCatalogue()
+	for _, t := range []*kafka.TopicSpec{&cat.Messages, &cat.Sessions, &cat.Presence, &cat.Deliveries} {
+		t.Partitions = k.Partitions
+		t.Replication = k.ReplicationFactor
+		if !t.Compacted {
+			t.Retention = k.Retention
+		}
+	}
+	return cat
 }
 
 // option is one setting reachable by flag and environment variable.
@@ -166,6 +201,22 @@ func options() []option {
 				return fmt.Errorf("kafka.partitions: %w", err)
 			}
 			c.Kafka.Partitions = int32(n)
+			return nil
+		}},
+		{"kafka-replication-factor", "replication factor of the topics Shoal creates; -1 for the brokers' default.replication.factor (kafka.replication_factor)", func(c *Config, v string) error {
+			n, err := strconv.ParseInt(v, 10, 16)
+			if err != nil {
+				return fmt.Errorf("kafka.replication_factor: %w", err)
+			}
+			c.Kafka.ReplicationFactor = int16(n)
+			return nil
+		}},
+		{"kafka-retention", "retention of the event topics Shoal creates, e.g. 168h; 0 keeps records without a time limit (kafka.retention)", func(c *Config, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return fmt.Errorf("kafka.retention: %w", err)
+			}
+			c.Kafka.Retention = d
 			return nil
 		}},
 	}

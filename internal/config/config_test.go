@@ -92,3 +92,93 @@ func TestLoadSwitches(t *testing.T) {
 		t.Fatalf("produce_linger 2s: err = %v, want gateway.produce_linger named", err)
 	}
 }
+
+func TestKafkaTopicKeys(t *testing.T) {
+	c, err := Load("shoal", nil, env(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Kafka.ReplicationFactor != -1 || c.Kafka.Retention != 7*24*time.Hour {
+		t.Errorf("defaults: replication_factor %d, retention %s; want -1 and 168h", c.Kafka.ReplicationFactor, c.Kafka.Retention)
+	}
+
+	dir := t.TempDir()
+	file := filepath.Join(dir, "shoal.yaml")
+	if err := os.WriteFile(file, []byte("kafka:\n  partitions: 6\n  replication_factor: 2\n  retention: 36h\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err = Load("shoal", []string{"--config", file}, env(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Kafka.ReplicationFactor != 2 || c.Kafka.Retention != 36*time.Hour {
+		t.Errorf("YAML: replication_factor %d, retention %s; want 2 and 36h", c.Kafka.ReplicationFactor, c.Kafka.Retention)
+	}
+	c, err = Load("shoal", []string{"--config", file, "--kafka-replication-factor", "3"},
+		env(map[string]string{"SHOAL_KAFKA_REPLICATION_FACTOR": "5", "SHOAL_KAFKA_RETENTION": "48h"}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Kafka.ReplicationFactor != 3 || c.Kafka.Retention != 48*time.Hour {
+		t.Errorf("flag over env over YAML: replication_factor %d, retention %s; want 3 (flag) and 48h (env)", c.Kafka.ReplicationFactor, c.Kafka.Retention)
+	}
+
+	// The catalogue the roles run with.
+	cat := c.Kafka.Catalogue()
+	for _, s := range cat.All() {
+		wantRetention := 48 * time.Hour
+		if s.Compacted {
+			wantRetention = 0
+		}
+		if s.Partitions != 6 || s.Replication != 3 || s.Retention != wantRetention {
+			t.Errorf("catalogue %s: %d partitions, replication %d, retention %s; want 6, 3, %s",
+				s.Name, s.Partitions, s.Replication, s.Retention, wantRetention)
+		}
+	}
+	if !cat.Presence.Compacted {
+		t.Error("the presence topic lost its compaction")
+	}
+	if err := cat.Validate(); err != nil {
+		t.Errorf("catalogue of a valid configuration: %v", err)
+	}
+	c, err = Load("shoal", []string{"--kafka-replication-factor", "-1", "--kafka-retention", "0"}, env(nil), io.Discard)
+	if err != nil {
+		t.Fatalf("replication -1, retention 0: %v", err)
+	}
+	if cat := c.Kafka.Catalogue(); cat.Messages.Replication != -1 || cat.Messages.Retention != 0 || cat.Validate() != nil {
+		t.Errorf("catalogue with the brokers' replication and no time limit: %+v, %v", cat.Messages, cat.Validate())
+	}
+}
+
+func TestKafkaTopicKeysRefused(t *testing.T) {
+	dir := t.TempDir()
+	yaml := func(body string) string {
+		f := filepath.Join(dir, strings.ReplaceAll(body, "\n", "_")+".yaml")
+		if err := os.WriteFile(f, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want []string // in the error
+	}{
+		{args: []string{"--kafka-replication-factor", "0"}, want: []string{"kafka.replication_factor", "is 0"}},
+		{args: []string{"--kafka-replication-factor", "-2"}, want: []string{"kafka.replication_factor", "is -2"}},
+		{args: []string{"--kafka-replication-factor", "40000"}, want: []string{"--kafka-replication-factor", "kafka.replication_factor", "out of range"}},
+		{env: map[string]string{"SHOAL_KAFKA_REPLICATION_FACTOR": "three"}, want: []string{"SHOAL_KAFKA_REPLICATION_FACTOR", "kafka.replication_factor"}},
+		{args: []string{"--kafka-retention", "-1h"}, want: []string{"kafka.retention", "is -1h0m0s"}},
+		{args: []string{"--kafka-retention", "1us"}, want: []string{"kafka.retention", "at least 1ms"}},
+		{env: map[string]string{"SHOAL_KAFKA_RETENTION": "a week"}, want: []string{"SHOAL_KAFKA_RETENTION", "kafka.retention"}},
+		{args: []string{"--config", yaml("kafka:\n  replication_factor: 0\n")}, want: []string{"kafka.replication_factor", "is 0"}},
+		{args: []string{"--config", yaml("kafka:\n  retention: -5m\n")}, want: []string{"kafka.retention", "is -5m0s"}},
+	} {
+		_, err := Load("shoal", tc.args, env(tc.env), io.Discard)
+		for _, w := range tc.want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("Load(%q, env %v): err = %v, want it to contain %q", tc.args, tc.env, err, w)
+			}
+		}
+	}
+}

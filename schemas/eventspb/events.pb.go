@@ -1280,8 +1280,14 @@ type Disconnect struct {
 	PublishWill bool `protobuf:"varint,4,opt,name=publish_will,json=publishWill,proto3" json:"publish_will,omitempty"`
 	// A new Session Expiry Interval sent with DISCONNECT, when present.
 	SessionExpiryS *uint32 `protobuf:"varint,5,opt,name=session_expiry_s,json=sessionExpiryS,proto3,oneof" json:"session_expiry_s,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The gateway gave up waiting for the answer to the Connect that opened
+	// this connection (written right after it, same key): the client never
+	// got CONNACK. The session service ends the connection if it is still
+	// the client's current one, matched by connection id alone (the gateway
+	// never learned its generation), and never publishes its will.
+	Abandoned     bool `protobuf:"varint,6,opt,name=abandoned,proto3" json:"abandoned,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Disconnect) Reset() {
@@ -1347,6 +1353,13 @@ func (x *Disconnect) GetSessionExpiryS() uint32 {
 		return *x.SessionExpiryS
 	}
 	return 0
+}
+
+func (x *Disconnect) GetAbandoned() bool {
+	if x != nil {
+		return x.Abandoned
+	}
+	return false
 }
 
 // Kick tells a gateway to close a connection whose session was taken over
@@ -1796,8 +1809,14 @@ type GatewayHeartbeat struct {
 	// base on the same slot means the gateway restarted: connections of
 	// other runs on that slot are gone.
 	ConnectionBase uint64 `protobuf:"varint,3,opt,name=connection_base,json=connectionBase,proto3" json:"connection_base,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The offset of this run's marker in its slot of shoal.deliveries (the
+	// GatewayHeartbeat it wrote there at start, without this field). Runs of
+	// one slot are ordered by it: a heartbeat whose marker is older than the
+	// current run's comes from a run that lost the slot (paused past its
+	// lease) and is ignored.
+	MarkerOffset  int64 `protobuf:"varint,4,opt,name=marker_offset,json=markerOffset,proto3" json:"marker_offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GatewayHeartbeat) Reset() {
@@ -1847,6 +1866,13 @@ func (x *GatewayHeartbeat) GetIntervalMs() int64 {
 func (x *GatewayHeartbeat) GetConnectionBase() uint64 {
 	if x != nil {
 		return x.ConnectionBase
+	}
+	return 0
+}
+
+func (x *GatewayHeartbeat) GetMarkerOffset() int64 {
+	if x != nil {
+		return x.MarkerOffset
 	}
 	return 0
 }
@@ -2257,7 +2283,7 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"\x05route\x18\x02 \x01(\v2\x0f.shoal.v1.RouteR\x05route\x12\x1e\n" +
 	"\n" +
 	"persistent\x18\x03 \x01(\bR\n" +
-	"persistent\"\xd4\x01\n" +
+	"persistent\"\xf2\x01\n" +
 	"\n" +
 	"Disconnect\x12\x1e\n" +
 	"\n" +
@@ -2269,7 +2295,8 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"\vreason_code\x18\x03 \x01(\rR\n" +
 	"reasonCode\x12!\n" +
 	"\fpublish_will\x18\x04 \x01(\bR\vpublishWill\x12-\n" +
-	"\x10session_expiry_s\x18\x05 \x01(\rH\x00R\x0esessionExpiryS\x88\x01\x01B\x13\n" +
+	"\x10session_expiry_s\x18\x05 \x01(\rH\x00R\x0esessionExpiryS\x88\x01\x01\x12\x1c\n" +
+	"\tabandoned\x18\x06 \x01(\bR\tabandonedB\x13\n" +
 	"\x11_session_expiry_s\"G\n" +
 	"\x04Kick\x12\x1e\n" +
 	"\n" +
@@ -2308,12 +2335,13 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"\aremoved\x18\x02 \x03(\tR\aremoved\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x03 \x01(\x04R\n" +
-	"generation\"p\n" +
+	"generation\"\x95\x01\n" +
 	"\x10GatewayHeartbeat\x12\x12\n" +
 	"\x04slot\x18\x01 \x01(\x05R\x04slot\x12\x1f\n" +
 	"\vinterval_ms\x18\x02 \x01(\x03R\n" +
 	"intervalMs\x12'\n" +
-	"\x0fconnection_base\x18\x03 \x01(\x04R\x0econnectionBase\"\r\n" +
+	"\x0fconnection_base\x18\x03 \x01(\x04R\x0econnectionBase\x12#\n" +
+	"\rmarker_offset\x18\x04 \x01(\x03R\fmarkerOffset\"\r\n" +
 	"\vSessionTick\"\xed\x01\n" +
 	"\vInboxAppend\x12+\n" +
 	"\amessage\x18\x01 \x01(\v2\x11.shoal.v1.MessageR\amessage\x12(\n" +

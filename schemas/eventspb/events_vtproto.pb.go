@@ -431,6 +431,7 @@ func (m *Disconnect) CloneVT() *Disconnect {
 	r.Generation = m.Generation
 	r.ReasonCode = m.ReasonCode
 	r.PublishWill = m.PublishWill
+	r.Abandoned = m.Abandoned
 	if rhs := m.SessionExpiryS; rhs != nil {
 		tmpVal := *rhs
 		r.SessionExpiryS = &tmpVal
@@ -593,6 +594,7 @@ func (m *GatewayHeartbeat) CloneVT() *GatewayHeartbeat {
 	r.Slot = m.Slot
 	r.IntervalMs = m.IntervalMs
 	r.ConnectionBase = m.ConnectionBase
+	r.MarkerOffset = m.MarkerOffset
 	if len(m.unknownFields) > 0 {
 		r.unknownFields = make([]byte, len(m.unknownFields))
 		copy(r.unknownFields, m.unknownFields)
@@ -1454,6 +1456,9 @@ func (this *Disconnect) EqualVT(that *Disconnect) bool {
 	if p, q := this.SessionExpiryS, that.SessionExpiryS; (p == nil && q != nil) || (p != nil && (q == nil || *p != *q)) {
 		return false
 	}
+	if this.Abandoned != that.Abandoned {
+		return false
+	}
 	return string(this.unknownFields) == string(that.unknownFields)
 }
 
@@ -1682,6 +1687,9 @@ func (this *GatewayHeartbeat) EqualVT(that *GatewayHeartbeat) bool {
 		return false
 	}
 	if this.ConnectionBase != that.ConnectionBase {
+		return false
+	}
+	if this.MarkerOffset != that.MarkerOffset {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
@@ -2932,6 +2940,16 @@ func (m *Disconnect) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.Abandoned {
+		i--
+		if m.Abandoned {
+			dAtA[i] = 1
+		} else {
+			dAtA[i] = 0
+		}
+		i--
+		dAtA[i] = 0x30
+	}
 	if m.SessionExpiryS != nil {
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(*m.SessionExpiryS))
 		i--
@@ -3378,6 +3396,11 @@ func (m *GatewayHeartbeat) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 	if m.unknownFields != nil {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
+	}
+	if m.MarkerOffset != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.MarkerOffset))
+		i--
+		dAtA[i] = 0x20
 	}
 	if m.ConnectionBase != 0 {
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.ConnectionBase))
@@ -4220,6 +4243,9 @@ func (m *Disconnect) SizeVT() (n int) {
 	if m.SessionExpiryS != nil {
 		n += 1 + protohelpers.SizeOfVarint(uint64(*m.SessionExpiryS))
 	}
+	if m.Abandoned {
+		n += 2
+	}
 	n += len(m.unknownFields)
 	return n
 }
@@ -4387,6 +4413,9 @@ func (m *GatewayHeartbeat) SizeVT() (n int) {
 	}
 	if m.ConnectionBase != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.ConnectionBase))
+	}
+	if m.MarkerOffset != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.MarkerOffset))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -7226,6 +7255,26 @@ func (m *Disconnect) UnmarshalVT(dAtA []byte) error {
 				}
 			}
 			m.SessionExpiryS = &v
+		case 6:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Abandoned", wireType)
+			}
+			var v int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.Abandoned = bool(v != 0)
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
@@ -8286,6 +8335,25 @@ func (m *GatewayHeartbeat) UnmarshalVT(dAtA []byte) error {
 				b := dAtA[iNdEx]
 				iNdEx++
 				m.ConnectionBase |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 4:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field MarkerOffset", wireType)
+			}
+			m.MarkerOffset = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.MarkerOffset |= int64(b&0x7F) << shift
 				if b < 0x80 {
 					break
 				}
@@ -11675,6 +11743,26 @@ func (m *Disconnect) UnmarshalVTUnsafe(dAtA []byte) error {
 				}
 			}
 			m.SessionExpiryS = &v
+		case 6:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Abandoned", wireType)
+			}
+			var v int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.Abandoned = bool(v != 0)
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
@@ -12755,6 +12843,25 @@ func (m *GatewayHeartbeat) UnmarshalVTUnsafe(dAtA []byte) error {
 				b := dAtA[iNdEx]
 				iNdEx++
 				m.ConnectionBase |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 4:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field MarkerOffset", wireType)
+			}
+			m.MarkerOffset = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.MarkerOffset |= int64(b&0x7F) << shift
 				if b < 0x80 {
 					break
 				}

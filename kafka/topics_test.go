@@ -1,0 +1,139 @@
+package kafka
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+)
+
+// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) lines(substr string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, l := range strings.Split(s.b.String(), "\n") {
+		if strings.Contains(l, substr) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// topicConfig reads one configuration value of a topic from the broker.
+func topicConfig(t *testing.T, adm *kadm.Client, topic, key string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := rcs.On(topic, nil)
+	if err != nil || rc.Err != nil {
+		t.Fatalf("configs of %s: %v %v", topic, err, rc.Err)
+	}
+	for _, c := range rc.Configs {
+		if c.Key == key {
+			return c.MaybeValue()
+		}
+	}
+	t.Fatalf("topic %s has no %s", topic, key)
+	return ""
+}
+
+// A catalogue with the brokers' default replication (-1) and its own
+// retention creates its topics with them; the compacted topic keeps no time
+// limit.
+func TestEnsureTopicsReplicationAndRetention(t *testing.T) {
+	e := startEmbedded(t, t.TempDir())
+	cat := DefaultCatalogue()
+	for _, s := range []*TopicSpec{&cat.Messages, &cat.Sessions, &cat.Presence, &cat.Deliveries} {
+		s.Partitions, s.Replication = 3, -1
+		if !s.Compacted {
+			s.Retention = 36 * time.Hour
+		}
+	}
+	c := newTestClient(t, e, Config{Catalogue: cat})
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	topics, err := c.adm.ListTopics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range cat.All() {
+		d := topics[s.Name]
+		if len(d.Partitions) != 3 {
+			t.Errorf("%s has %d partitions, want 3", s.Name, len(d.Partitions))
+		}
+		for _, p := range d.Partitions {
+			if len(p.Replicas) != 1 {
+				t.Errorf("%s/%d has %d replicas, want the one broker's default 1", s.Name, p.Partition, len(p.Replicas))
+			}
+		}
+		wantRetention, wantPolicy := "129600000", "delete"
+		if s.Compacted {
+			wantRetention, wantPolicy = "-1", "compact"
+		}
+		if got := topicConfig(t, c.adm, s.Name, "retention.ms"); got != wantRetention {
+			t.Errorf("%s retention.ms = %s, want %s", s.Name, got, wantRetention)
+		}
+		if got := topicConfig(t, c.adm, s.Name, "cleanup.policy"); got != wantPolicy {
+			t.Errorf("%s cleanup.policy = %s, want %s", s.Name, got, wantPolicy)
+		}
+	}
+}
+
+// Topics that exist with another retention, or an unkeyed one with more
+// partitions, are accepted and left alone, each difference logged as a
+// warning that names the topic and both values.
+func TestEnsureTopicsWarnsOnDifferences(t *testing.T) {
+	e := startEmbedded(t, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	var logs syncBuffer
+	c, err := NewClient(ctx, Config{Brokers: e.Addrs()}, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.adm.CreateTopic(ctx, 16, 1, map[string]*string{"retention.ms": kadm.StringPtr("3600000")}, TopicMessages); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.adm.CreateTopic(ctx, 20, 1, nil, TopicDeliveries); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.EnsureTopics(ctx); err != nil {
+		t.Fatalf("EnsureTopics refused topics that differ only in retention and unkeyed partitions: %v", err)
+	}
+	ret := logs.lines("kafka topic retention differs")
+	if len(ret) != 1 || !strings.Contains(ret[0], "level=WARN") || !strings.Contains(ret[0], "topic="+TopicMessages) ||
+		!strings.Contains(ret[0], "retention_ms=3600000") || !strings.Contains(ret[0], "configured_ms=604800000") {
+		t.Errorf("retention warnings %q, want one WARN naming %s, 3600000 and 604800000", ret, TopicMessages)
+	}
+	parts := logs.lines("more partitions than configured")
+	if len(parts) != 1 || !strings.Contains(parts[0], "level=WARN") || !strings.Contains(parts[0], "topic="+TopicDeliveries) ||
+		!strings.Contains(parts[0], "partitions=20") || !strings.Contains(parts[0], "configured=16") {
+		t.Errorf("partition warnings %q, want one WARN naming %s, 20 and 16", parts, TopicDeliveries)
+	}
+	// Left as they were.
+	if got := topicConfig(t, c.adm, TopicMessages, "retention.ms"); got != "3600000" {
+		t.Errorf("%s retention.ms = %s after EnsureTopics, want 3600000 (unchanged)", TopicMessages, got)
+	}
+}

@@ -60,9 +60,11 @@ short: ## unit tests with -short (skips the slow ones)
 	$(GO) test -race -short $(PKGS)
 
 .PHONY: bench
-bench: ## Go micro-benchmarks with -benchmem (codec, topic trie, router shard, trie vs mochi-mqtt); see bench/README.md
+bench: ## Go micro-benchmarks with -benchmem (codec, topic trie, router shard, gateway fan-out, trace context, trie vs mochi-mqtt); see bench/README.md
 	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) -count=$(BENCHCOUNT) ./internal/mqtt/...
 	$(GO) test -run='^$$' -bench=BenchmarkShardPublish -benchmem -benchtime=$(BENCHTIME) -count=$(BENCHCOUNT) ./router-svc/
+	$(GO) test -run='^$$' -bench=BenchmarkFanOut -benchmem -benchtime=20000x -count=$(BENCHCOUNT) ./gateway/
+	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) -count=$(BENCHCOUNT) ./internal/tracectx/
 	cd bench/trie && $(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) -count=$(BENCHCOUNT)
 
 .PHONY: fuzz

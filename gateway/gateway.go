@@ -518,9 +518,10 @@ func (g *Gateway) bounce(tenant string, m *eventspb.Message, t *eventspb.Target)
 			Target:  &eventspb.Target{Qos: t.Qos, Retain: t.Retain, SubscriptionIds: t.SubscriptionIds, Dup: t.Dup},
 		}},
 	})
+	client := t.ClientId // t is reused once this returns
 	g.kl.Produce(context.Background(), rec, func(_ *kafka.Record, err error) {
 		if err != nil {
-			g.log.Warn("return undeliverable message to its session", "tenant", tenant, "client", t.ClientId, "err", err)
+			g.log.Warn("return undeliverable message to its session", "tenant", tenant, "client", client, "err", err)
 		}
 	})
 }

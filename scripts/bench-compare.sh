@@ -17,6 +17,9 @@
 #   PLOT       0 to skip the plots
 #   PIN        1 to run the broker on CPU 0 and the generator on CPU 1
 #              (taskset), so that neither takes the other's core
+#   PROFILE    1 to take a CPU profile of Shoal over each measured window
+#              (--pprof, /debug/pprof/profile): <scenario>-shoal-r<N>.pprof
+#              and its top functions in <scenario>-shoal-r<N>.top.txt
 #
 # Each broker is fresh for each run: Mosquitto with its own configuration
 # (persistence off, queue limits high enough not to drop), Shoal as `shoal
@@ -160,11 +163,13 @@ EOF
   wait_mqtt "$port"
 }
 
+shoal_http=""
 start_shoal() { # dir port
   local dir=$1 port=$2 http
   http=$(free_port)
+  shoal_http=$http
   "${pin_broker[@]}" bin/shoal all --data-dir "$dir/data" --mqtt-listen "127.0.0.1:$port" --http-listen "127.0.0.1:$http" \
-    --ws-listen '' >"$dir/broker.log" 2>&1 &
+    --ws-listen '' --pprof "${PROFILE:-0}" >"$dir/broker.log" 2>&1 &
   broker_pid=$!
   wait_mqtt "$port" || return 1
   for _ in $(seq 300); do # the listener opens before every role is ready
@@ -189,10 +194,23 @@ run_one() { # scenario label round
     failures=$((failures + 1))
     return 0
   fi
+  local prof_pid=""
+  if [ "${PROFILE:-0}" = 1 ] && [ "$label" = shoal ]; then
+    # The measured window starts after the generator's set-up (a few
+    # seconds at most) and the warm-up: profile from then on.
+    (sleep $((${warmup%s} + 2)) && curl -sf -o "$out/$name-shoal-r$round.pprof" \
+      "http://127.0.0.1:$shoal_http/debug/pprof/profile?seconds=$((${duration%s} - 2))") &
+    prof_pid=$!
+  fi
   # shellcheck disable=SC2046 # the flags are words
   "${pin_gen[@]}" bin/shoal-bench -addr "127.0.0.1:$port" $(scenario_flags "$name") -warmup "$warmup" -duration "$duration" \
     -broker-pid "$broker_pid" -name "$name" -label "$label" -round "$round" -prefix bench \
     -out "$out/$name-$label-r$round.json" || rc=$?
+  if [ -n "$prof_pid" ]; then
+    wait "$prof_pid" 2>/dev/null || log "no profile for $name round $round"
+    [ ! -s "$out/$name-shoal-r$round.pprof" ] ||
+      go tool pprof -top -nodecount=40 bin/shoal "$out/$name-shoal-r$round.pprof" >"$out/$name-shoal-r$round.top.txt" 2>/dev/null || true
+  fi
   if ! kill -0 "$broker_pid" 2>/dev/null; then
     log "$label exited during $name round $round"
     [ "$rc" -ne 0 ] || rc=1

@@ -3,6 +3,7 @@
 package gateway
 
 import (
+	"errors"
 	"net"
 	"syscall"
 	"unsafe"
@@ -56,9 +57,9 @@ func (t *tcpWriter) writeNB(bufs [][]byte) (n int, blocked bool, err error) {
 				m, e = t.writev(fd, bufs[i:], off)
 			}
 			switch {
-			case e == syscall.EINTR:
+			case errors.Is(e, syscall.EINTR):
 				continue
-			case e == syscall.EAGAIN:
+			case errors.Is(e, syscall.EAGAIN):
 				blocked = true
 				return true // never wait for the socket here
 			case e != nil:

@@ -9,6 +9,7 @@ FUZZTIME  ?= 30s
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 3
 TOOLS      = $(shell ./scripts/tools.sh)
+DISTBENCH ?=
 
 .PHONY: help
 help: ## list the targets
@@ -62,6 +63,12 @@ bench: ## Go micro-benchmarks with -benchmem (codec, topic trie, router shard, t
 	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) -count=$(BENCHCOUNT) ./internal/mqtt/...
 	$(GO) test -run='^$$' -bench=BenchmarkShardPublish -benchmem -benchtime=$(BENCHTIME) -count=$(BENCHCOUNT) ./router-svc/
 	cd bench/trie && $(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) -count=$(BENCHCOUNT)
+
+.PHONY: bench-distributed
+bench-distributed: build ## distributed mode on a real Kafka + Cassandra, latency at 10k msg/s (DISTBENCH=-smoke for a quick check); see bench/README.md
+	./scripts/fetch-kafka.sh >/dev/null
+	./scripts/fetch-cassandra.sh >/dev/null
+	$(GO) run ./bench/cmd/shoal-distbench -shoal bin/shoal $(DISTBENCH)
 
 .PHONY: fuzz
 fuzz: ## run every fuzz target for FUZZTIME each (default 30s)

@@ -43,6 +43,17 @@ func bench(ctx context.Context, opt options, stdout, stderr io.Writer) (err erro
 			return fmt.Errorf("output directory: %w", err)
 		}
 	}
+	// Results of an earlier run into the same directory would mix with
+	// this run's in `shoal-bench report`.
+	old, err := filepath.Glob(filepath.Join(opt.out, "*-latency-qos*-r*.json"))
+	if err != nil {
+		return fmt.Errorf("output directory: %w", err)
+	}
+	for _, f := range old {
+		if err := os.Remove(f); err != nil {
+			return fmt.Errorf("remove an earlier result: %w", err)
+		}
+	}
 	meta := machineInfo(opt)
 
 	bin := opt.shoal

@@ -97,7 +97,7 @@ func parse(args []string, stderr io.Writer, now time.Time) (options, error) {
 			"loopback, runs the latency scenario against them and writes the results.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
-	fs.StringVar(&opt.out, "out", filepath.Join("bench", "results", now.UTC().Format("2006-01-02")+"-distributed"), "directory of the JSON results, the logs and README.md")
+	fs.StringVar(&opt.out, "out", filepath.Join("bench", "results", now.UTC().Format("2006-01-02")+"-distributed"), "directory of the JSON results, the logs and README.md (results of an earlier run there are removed)")
 	fs.StringVar(&opt.shoal, "shoal", "", "shoal binary to run (default: go build ./cmd/shoal into the work directory)")
 	fs.StringVar(&opt.shoalConfig, "shoal-config", "", "YAML configuration of every Shoal process (default: log_level info, cql.replication_factor 1); the command's flags override its Kafka, CQL and listener settings")
 	topos := fs.String("topologies", topoOne+","+topoTwo, "comma-separated: "+topoOne+" (publishers and subscribers on one gateway), "+topoTwo+" (publishers on one, subscribers on another)")

@@ -137,7 +137,7 @@ func startShoal(a shoalArgs, role, name string) (*proc, error) {
 		args = append(args, "--mqtt-listen", p.mqtt, "--ws-listen", "", "--gateway-id", name, "--gateway-slot", "-1")
 	}
 	p.log = filepath.Join(a.logDir, name+".log")
-	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := os.Create(p.log) // one process per name and topology per run
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}

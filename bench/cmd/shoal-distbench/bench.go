@@ -217,7 +217,7 @@ func runTopology(ctx context.Context, opt options, topo string, sa shoalArgs, bb
 			cfg.BrokerPID = gws[0].pid()
 			cfg.Processes = named
 			res, err := runOnce(ctx, opt, cfg, procs, stderr)
-			if res != nil {
+			if err == nil { // a run cut short measured nothing worth keeping
 				results = append(results, res)
 				if werr := writeJSON(filepath.Join(opt.out, fmt.Sprintf("%s-latency-qos%d-r%d.json", topo, q, round)), res); werr != nil {
 					return results, werr

@@ -9,6 +9,7 @@ FUZZTIME  ?= 30s
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 3
 TOOLS      = $(shell ./scripts/tools.sh)
+DISTBENCH ?=
 
 .PHONY: help
 help: ## list the targets
@@ -66,6 +67,12 @@ bench: ## Go micro-benchmarks with -benchmem (codec, topic trie, router shard, g
 	$(GO) test -run='^$$' -bench=BenchmarkFanOut -benchmem -benchtime=20000x -count=$(BENCHCOUNT) ./gateway/
 	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) -count=$(BENCHCOUNT) ./internal/tracectx/
 	cd bench/trie && $(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) -count=$(BENCHCOUNT)
+
+.PHONY: bench-distributed
+bench-distributed: build ## distributed mode on a real Kafka + Cassandra, latency at 10k msg/s (DISTBENCH=-smoke for a quick check); see bench/README.md
+	./scripts/fetch-kafka.sh >/dev/null
+	./scripts/fetch-cassandra.sh >/dev/null
+	$(GO) run ./bench/cmd/shoal-distbench -shoal bin/shoal $(DISTBENCH)
 
 .PHONY: fuzz
 fuzz: ## run every fuzz target for FUZZTIME each (default 30s)

@@ -228,7 +228,7 @@ func (*produceCtx) Done() <-chan struct{}       { return nil }
 func (*produceCtx) Err() error                  { return nil }
 func (*produceCtx) Value(any) any               { return nil }
 
-// syncWait collects the outcome of one ProduceSync call.
+// syncWait collects the outcome of one ProduceAll call.
 type syncWait struct {
 	left atomic.Int64
 	mu   sync.Mutex
@@ -532,41 +532,95 @@ func (sw *syncWait) finish(err error) {
 // the records already accepted may still be written: their fields are then
 // not updated, and the bytes they refer to must stay unchanged.
 func (c *Client) ProduceSync(ctx context.Context, rs ...*Record) error {
-	if err := ctx.Err(); err != nil {
+	p, err := c.ProduceAll(ctx, rs...)
+	if err != nil {
 		return fmt.Errorf("produce sync: %w", err)
+	}
+	select {
+	case <-p.sw.done:
+	case <-ctx.Done():
+		return fmt.Errorf("produce sync of %d records: %w", len(rs), ctx.Err())
+	}
+	if err := p.result(); err != nil {
+		return fmt.Errorf("produce sync: %w", err)
+	}
+	return nil
+}
+
+// Pending is the outcome of a ProduceAll call: known once every record of
+// the call is acknowledged or has failed.
+type Pending struct {
+	sw     *syncWait
+	states []produceState
+	rs     []*Record
+}
+
+// Done is closed once every record of the call is done (acknowledged or
+// failed); Wait then returns at once.
+func (p *Pending) Done() <-chan struct{} { return p.sw.done }
+
+// Wait waits until every record of the call is done and returns the first
+// error, or returns ctx's error if it ends first (the records are then
+// still in flight). On success every record's Partition, Offset and
+// Timestamp are set.
+func (p *Pending) Wait(ctx context.Context) error {
+	select {
+	case <-p.sw.done:
+	case <-ctx.Done():
+		return fmt.Errorf("produce of %d records: %w", len(p.rs), ctx.Err())
+	}
+	return p.result()
+}
+
+// result returns the call's first error, or sets the records' fields; the
+// call is done.
+func (p *Pending) result() error {
+	if p.sw.err != nil {
+		return p.sw.err
+	}
+	for i, r := range p.rs {
+		kr := &p.states[i].kr
+		r.Partition, r.Offset, r.Timestamp = kr.Partition, kr.Offset, kr.Timestamp
+	}
+	return nil
+}
+
+// ProduceAll produces rs asynchronously and returns at once, with the
+// Pending outcome of all of them: ProduceSync without the wait, for a
+// caller that has other work to do meanwhile. Records are written in the
+// order given per partition, after every record produced before. It
+// refuses the call, producing nothing, if ctx is done or the catalogue
+// refuses a record; ctx otherwise bounds only the wait for buffer room
+// (Config.MaxBufferedRecords), and a record that finds none fails. Until
+// the Pending is done, the records and the bytes they refer to must stay
+// unchanged.
+func (c *Client) ProduceAll(ctx context.Context, rs ...*Record) (*Pending, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	for _, r := range rs {
 		if err := c.check(r); err != nil {
-			return fmt.Errorf("produce sync: %w", err)
+			return nil, err
 		}
 	}
-	if len(rs) == 0 {
-		return nil
-	}
-	// Fresh states, not the records' own: after an early return franz-go
-	// may still hold them, and the caller may produce the records again.
-	states := make([]produceState, len(rs))
 	sw := &syncWait{done: make(chan struct{})}
+	p := &Pending{sw: sw, rs: rs}
+	if len(rs) == 0 {
+		close(sw.done)
+		return p, nil
+	}
+	// Fresh states, not the records' own: after an early return of a
+	// wait franz-go may still hold them, and the caller may produce the
+	// records again.
+	p.states = make([]produceState, len(rs))
 	sw.left.Store(int64(len(rs)))
 	for i, r := range rs {
-		st := &states[i]
+		st := &p.states[i]
 		st.load(r)
 		st.pc = produceCtx{c: c, r: r, sync: sw}
 		c.produce(ctx, st)
 	}
-	select {
-	case <-sw.done:
-	case <-ctx.Done():
-		return fmt.Errorf("produce sync of %d records: %w", len(rs), ctx.Err())
-	}
-	if sw.err != nil {
-		return fmt.Errorf("produce sync: %w", sw.err)
-	}
-	for i, r := range rs {
-		kr := &states[i].kr
-		r.Partition, r.Offset, r.Timestamp = kr.Partition, kr.Offset, kr.Timestamp
-	}
-	return nil
+	return p, nil
 }
 
 // Flush sends the buffered records at once and waits until all records

@@ -25,7 +25,9 @@
 //
 // Client is one idempotent producer with acks=all shared by a process's
 // roles. Produce is asynchronous: its callback runs on franz-go's single
-// promise goroutine and must not block. A record is retried until Kafka
+// promise goroutine and must not block. ProduceSync produces records and
+// waits for all of them; ProduceAll starts the same and returns a Pending
+// to wait on later, for a caller that goes on meanwhile. A record is retried until Kafka
 // takes it or refuses it for good; contexts bound only the wait for buffer
 // room, because franz-go
 // cancels a whole partition's buffered records when the first one's context

@@ -459,6 +459,79 @@ func TestProduceSyncContext(t *testing.T) {
 	}
 }
 
+// ProduceAll returns before the records are acknowledged; its Pending
+// says when they are, and they are written in order.
+func TestProduceAll(t *testing.T) {
+	e := startEmbedded(t, t.TempDir())
+	c := newTestClient(t, e, Config{})
+	ctx := context.Background()
+	var rs []*Record
+	for i := range 20 {
+		env := testEnvelopes()[EventPublish]
+		env.MessageId = &eventspb.MessageID{Seq: uint64(i + 1)}
+		rs = append(rs, NewRecord(TopicDeliveries, nil, 2, env))
+	}
+	first, err := c.ProduceAll(ctx, rs[:10]...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := c.ProduceAll(ctx, rs[10:]...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-second.Done():
+	case <-time.After(testTimeout):
+		t.Fatal("the second call's records were not acknowledged")
+	}
+	if err := second.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range rs {
+		if r.Partition != 2 || r.Offset != int64(i) {
+			t.Errorf("record %d at %d/%d, want 2/%d (in call order)", i, r.Partition, r.Offset, i)
+		}
+	}
+	got := consumeN(t, c, ConsumeConfig{Topic: TopicDeliveries, Partitions: []int32{2}}, len(rs))
+	env := &eventspb.Envelope{}
+	for i, r := range got {
+		if err := DecodeEnvelope(r, env); err != nil || env.GetMessageId().GetSeq() != uint64(i+1) {
+			t.Errorf("record %d: message seq %d, %v; want %d", i, env.GetMessageId().GetSeq(), err, i+1)
+		}
+	}
+
+	// Nothing to produce: done at once. A refused record or a done
+	// context: nothing produced.
+	none, err := c.ProduceAll(ctx)
+	if err != nil || none.Wait(ctx) != nil {
+		t.Errorf("ProduceAll() = %v", err)
+	}
+	if _, err := c.ProduceAll(ctx, NewRecord(TopicDeliveries, nil, 999, env)); err == nil {
+		t.Error("ProduceAll of a record to partition 999: no error")
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := c.ProduceAll(cctx, NewRecord(TopicDeliveries, nil, 2, env)); !errors.Is(err, context.Canceled) {
+		t.Errorf("ProduceAll(cancelled) = %v, want context.Canceled", err)
+	}
+	// Wait ends with its context while the records cannot be written.
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.ProduceAll(ctx, NewRecord(TopicDeliveries, nil, 2, env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer wcancel()
+	if err := p.Wait(wctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Wait with the broker gone = %v, want context.DeadlineExceeded", err)
+	}
+}
+
 // Records accepted beyond MaxBufferedRecords wait; the wait ends with ctx.
 func TestProduceWaitsForBufferRoom(t *testing.T) {
 	e := startEmbedded(t, t.TempDir())

@@ -39,12 +39,39 @@ type Config struct {
 	// until it succeeds or stops: the partition waits meanwhile.
 	RetryBackoff    time.Duration `yaml:"retry_backoff"`
 	MaxRetryBackoff time.Duration `yaml:"max_retry_backoff"`
+	// MaxPollsInFlight bounds the polls of shoal.messages applied whose
+	// deliveries are not yet durable or whose state is not yet stored
+	// (`router.max_polls_in_flight`): the router applies the next poll
+	// while Kafka acknowledges the deliveries of the previous ones and the
+	// store writes them, in poll order. 1 applies a poll only once the
+	// previous one is durable and stored.
+	MaxPollsInFlight int `yaml:"max_polls_in_flight"`
+	// OffsetInterval is how long a shard's offset may stay unstored while
+	// its records change no state (publishes without a retained flag:
+	// only the offset moves) (`router.offset_interval`). A record that
+	// changes state is stored at once, with the offset. A crash then
+	// replays at most this much of each partition's traffic, which
+	// repeats deliveries that gateways and inboxes drop by their source
+	// offset. 0 stores the offset of every poll.
+	OffsetInterval time.Duration `yaml:"offset_interval"`
 }
 
 // The shared-subscription strategies.
 const (
 	SharedRoundRobin = "round_robin"
 	SharedHash       = "hash"
+)
+
+// Defaults of the pipeline between applying polls and storing them.
+const (
+	// DefaultMaxPollsInFlight lets the router apply polls for a few
+	// produce round trips ahead of the store.
+	DefaultMaxPollsInFlight = 16
+	// DefaultOffsetInterval: Kafka's own consumers commit every 5 s by
+	// default; a second bounds what a crash replays to one second of
+	// traffic and costs each shard one store write per second when only
+	// publishes flow.
+	DefaultOffsetInterval = time.Second
 )
 
 // DefaultConfig returns the configuration Shoal runs with unless told
@@ -57,6 +84,8 @@ func DefaultConfig() Config {
 		PresenceTimeout:       30 * time.Second,
 		RetryBackoff:          100 * time.Millisecond,
 		MaxRetryBackoff:       5 * time.Second,
+		MaxPollsInFlight:      DefaultMaxPollsInFlight,
+		OffsetInterval:        DefaultOffsetInterval,
 	}
 }
 
@@ -94,6 +123,12 @@ func (c Config) Validate() error {
 	}
 	if c.MaxRetryBackoff < c.RetryBackoff {
 		errs = append(errs, fmt.Errorf("router.max_retry_backoff: must be ≥ router.retry_backoff (%s), is %s", c.RetryBackoff, c.MaxRetryBackoff))
+	}
+	if c.MaxPollsInFlight < 1 {
+		errs = append(errs, fmt.Errorf("router.max_polls_in_flight: must be ≥ 1, is %d", c.MaxPollsInFlight))
+	}
+	if c.OffsetInterval < 0 {
+		errs = append(errs, fmt.Errorf("router.offset_interval: must be ≥ 0, is %s", c.OffsetInterval))
 	}
 	return errors.Join(errs...)
 }

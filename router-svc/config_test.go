@@ -24,6 +24,8 @@ func TestConfigValidate(t *testing.T) {
 		{"router.presence_timeout", func(c *routersvc.Config) { c.PresenceTimeout = c.PresenceQuiet - time.Millisecond }},
 		{"router.retry_backoff", func(c *routersvc.Config) { c.RetryBackoff = -time.Second }},
 		{"router.max_retry_backoff", func(c *routersvc.Config) { c.MaxRetryBackoff = c.RetryBackoff / 2 }},
+		{"router.max_polls_in_flight", func(c *routersvc.Config) { c.MaxPollsInFlight = 0 }},
+		{"router.offset_interval", func(c *routersvc.Config) { c.OffsetInterval = -time.Second }},
 	} {
 		cfg := routersvc.DefaultConfig()
 		tc.mod(&cfg)

@@ -28,9 +28,13 @@
 //     pointer), so routing a target costs no hashing.
 //   - [Router]: the role. It loads its shards from the [Store], reads
 //     shoal.presence from the beginning, consumes shoal.messages from each
-//     shard's stored offset + 1, produces each batch's deliveries and waits
-//     until Kafka has them, then stores the batch's mutations with the new
-//     offset in one atomic write.
+//     shard's stored offset + 1, applies each poll, starts producing its
+//     deliveries and goes on with the next poll; a committer goroutine
+//     waits, poll by poll, until Kafka has a poll's deliveries, then stores
+//     its mutations with the new offset in one atomic write per shard
+//     (router.max_polls_in_flight bounds how far the handler runs ahead;
+//     a shard whose offset alone moved is stored within
+//     router.offset_interval).
 //
 // # Decisions where ARCHITECTURE.md is silent
 //
@@ -82,11 +86,17 @@
 //     invalid topic or filter, undecodable bytes) are skipped with a
 //     warning; their offsets count as applied. Records at or below a
 //     shard's offset are ignored, so a replay is harmless.
-//   - Failures: a failed produce of deliveries or a failed store write is
-//     retried with exponential backoff (router.retry_backoff up to
-//     router.max_retry_backoff) until it succeeds or the router stops; the
-//     partition waits meanwhile. A crash between the produce and the store
-//     write replays the batch: deliveries are at least once.
+//   - Failures: a failed store write is retried with exponential backoff
+//     (router.retry_backoff up to router.max_retry_backoff) until it
+//     succeeds or the router stops; polls keep being applied meanwhile up
+//     to router.max_polls_in_flight, then the router waits. A produce of
+//     deliveries that fails stops the router with the error: franz-go
+//     retries retriable errors without limit, so the record was refused for
+//     good, and later polls may be produced already (ARCHITECTURE.md,
+//     "Polls in flight"). A crash between the produce and the store write
+//     replays the batch, and a crash while offsets wait for
+//     router.offset_interval replays those publishes: deliveries are at
+//     least once.
 //   - Readiness: shards loaded (in group mode: no assignment being loaded)
 //     and shoal.presence read. The kafka package does not expose end
 //     offsets yet, so "read" is best effort: no presence record for
@@ -97,8 +107,11 @@
 //     tenant + "/" + client.
 //   - Group mode (router.group): OnAssigned loads the assigned shards
 //     (retrying the store), Start resumes each after its stored offset,
-//     OnRevoked drops them; every batch is stored before the next one is
-//     consumed, so nothing is lost on a rebalance.
+//     OnRevoked waits until the committer has stored every poll applied
+//     before and the shards' waiting offsets, then drops them, so nothing
+//     is lost or replayed on a rebalance and the next owner's writes come
+//     after this one's. The same happens at a stop (explicit mode too),
+//     bounded by 5 s.
 //   - Memory: the shard copies every string it keeps (records are decoded
 //     without copying, kafka.DecodeEnvelope), a tenant without
 //     subscriptions or retained messages is forgotten, and an [Output]
@@ -108,7 +121,9 @@
 // # Concurrency and lock order
 //
 // A Shard is used by one goroutine: the messages consumer calls its
-// handler one batch at a time. A shard reads [Presence] under its read
+// handler one batch at a time. The committer goroutine touches no shard:
+// it gets each poll's mutations (in an [Output] the handler no longer
+// uses until the committer gives it back) and its offsets as values. A shard reads [Presence] under its read
 // lock while it plans one publish, after the trie match has returned; no
 // other lock is held then. Router.mu guards only the map of owned shards
 // and is never held while a shard or the presence runs.

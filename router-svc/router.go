@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,12 +38,25 @@ type Router struct {
 	presenceRead  chan struct{} // closed when presenceReady becomes true
 	lastPresence  atomic.Int64  // time.Now().UnixNano() of the last presence batch
 
+	// The pipeline from the messages handler to the committer (see
+	// handleMessages): polls in order, at most cfg.MaxPollsInFlight.
+	work          chan *pollWork
+	slots         chan struct{} // a token per poll in flight
+	committerDone chan struct{} // closed when the committer has stopped
+	commitErr     error         // why it stopped; read after committerDone
+
+	pool  kafka.RecordPool // produced records, recycled once acknowledged
+	works sync.Pool        // of *pollWork, recycled by the committer
+
+	outMu sync.Mutex
+	outs  []*Output // free, for the handler; the committer returns them
+
 	// Used by the messages handler only (Consume calls it one at a time).
-	outs   map[int32]*Output // per partition, reused from poll to poll
-	env    *eventspb.Envelope
-	recs   []*kafka.Record  // to produce for the poll
-	pool   kafka.RecordPool // records of earlier polls, acknowledged
-	writes []ShardMutations
+	env *eventspb.Envelope
+
+	// Used by the committer only.
+	unstored map[int32]int64     // offsets applied but not stored yet
+	storedAt map[int32]time.Time // when each shard's offset was last stored
 
 	// Used by the presence handler only.
 	penv *eventspb.Envelope
@@ -72,8 +86,12 @@ func New(cfg Config, client *kafka.Client, store Store, log *slog.Logger, clock 
 		deliveryParts: cat.Deliveries.Partitions,
 		shards:        make(map[int32]*Shard),
 		presenceRead:  make(chan struct{}),
-		outs:          make(map[int32]*Output),
+		work:          make(chan *pollWork, cfg.MaxPollsInFlight+1),
+		slots:         make(chan struct{}, cfg.MaxPollsInFlight),
+		committerDone: make(chan struct{}),
 		env:           &eventspb.Envelope{},
+		unstored:      make(map[int32]int64),
+		storedAt:      make(map[int32]time.Time),
 		penv:          &eventspb.Envelope{},
 	}
 	if cfg.Group == "" {
@@ -206,7 +224,7 @@ func (r *Router) runMessages(ctx context.Context) error {
 		for _, p := range r.cfg.Partitions {
 			if err := r.load(ctx, p); err != nil {
 				if ctx.Err() != nil {
-					return nil //nolint:nilerr // stopping: the load failed because ctx ended
+					return nil // stopping: the load failed because ctx ended
 				}
 				return fmt.Errorf("messages: %w", err)
 			}
@@ -214,8 +232,8 @@ func (r *Router) runMessages(ctx context.Context) error {
 		cc.Partitions = r.cfg.Partitions
 	} else {
 		cc.OnAssigned = r.assigned
-		cc.OnRevoked = r.revoked
 	}
+	cc.OnRevoked = r.revoked
 	// In group mode the group may assign nothing to this instance: it is
 	// ready except while an assignment is being loaded.
 	r.shardsReady.Store(true)
@@ -224,11 +242,37 @@ func (r *Router) runMessages(ctx context.Context) error {
 		return nil
 	case <-r.presenceRead:
 	}
-	if err := r.client.ConsumePolls(ctx, cc, r.handleMessages); err != nil {
+	// The committer outlives ctx by up to drainTimeout, so that what was
+	// applied before the stop is stored (OnRevoked waits for it).
+	cctx, stopCommitter := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopCommitter()
+	// A committer that fails stops consuming at once, not at the next
+	// poll, which may never come.
+	mctx, stopConsuming := context.WithCancel(ctx)
+	defer stopConsuming()
+	go func() {
+		r.commitErr = r.commit(cctx)
+		close(r.committerDone)
+		stopConsuming()
+	}()
+	stopDrain := context.AfterFunc(ctx, func() { time.AfterFunc(drainTimeout, stopCommitter) })
+	defer stopDrain()
+	err := r.client.ConsumePolls(mctx, cc, r.handleMessages)
+	close(r.work) // no more polls: the committer ends after the last
+	<-r.committerDone
+	if cerr := r.commitErr; cerr != nil && !errors.Is(cerr, context.Canceled) && !errors.Is(err, cerr) {
+		err = errors.Join(err, cerr)
+	}
+	if err != nil {
 		return fmt.Errorf("messages: %w", err)
 	}
 	return nil
 }
+
+// drainTimeout bounds how long a stopping router keeps producing and
+// storing what it applied before the stop; what is left is replayed at the
+// next start.
+const drainTimeout = 5 * time.Second
 
 // start is where consumption of partition starts: after the shard's
 // offset.
@@ -270,9 +314,22 @@ func (r *Router) assigned(ctx context.Context, partitions []int32) {
 	r.shardsReady.Store(true)
 }
 
-// revoked drops the shards of partitions taken away. Each batch was
-// stored before the next was consumed, so nothing is lost.
+// revoked drops the shards of partitions taken away, once everything the
+// handler applied before is durable and stored, with the partitions'
+// newest offsets: the next owner starts where this one stopped, and no
+// late write of this one can follow the next owner's. Only a committer
+// that has stopped (a fatal error, or the drain at a stop ran out) leaves
+// something unstored, which the next owner replays.
 func (r *Router) revoked(_ context.Context, partitions []int32) {
+	w := &pollWork{flush: partitions, flushed: make(chan struct{})}
+	select {
+	case r.work <- w:
+		select {
+		case <-w.flushed:
+		case <-r.committerDone:
+		}
+	case <-r.committerDone:
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, p := range partitions {
@@ -281,52 +338,234 @@ func (r *Router) revoked(_ context.Context, partitions []int32) {
 	r.log.Info("shards revoked", "partitions", partitions)
 }
 
+// pollWork is what the handler hands the committer for one poll, or a
+// flush request from revoked.
+type pollWork struct {
+	produced *kafka.Pending   // the poll's deliveries; nil if none
+	recs     []*kafka.Record  // recycled once produced
+	changed  []ShardMutations // shards whose state changed: stored at once
+	outs     []*Output        // holding changed's mutations: recycled once stored
+	moved    []shardOffset    // shards whose offset alone moved
+
+	flush   []int32       // revoked partitions: store their offsets, forget them
+	flushed chan struct{} // closed once flush is done
+}
+
+// shardOffset is the newest offset applied to a shard.
+type shardOffset struct {
+	partition int32
+	offset    int64
+}
+
 // handleMessages applies a poll's batches (one per partition) to their
-// shards, produces every delivery they made at once and waits until all
-// are durable, then stores each changed shard's mutations and offset in one
-// atomic write (all shards in one commit where the store can). One produce
-// round trip and one store commit per poll, not per partition, is what
-// keeps the latency and the cost per message low when many partitions
-// carry a few records each. A failing produce or store is retried: the
-// shards' memory is ahead of the store until the write succeeds, and a
-// crash meanwhile replays the poll (deliveries at least once).
+// shards, starts producing every delivery they made at once, and hands the
+// poll to the committer, which waits until the deliveries are durable and
+// then stores each changed shard's mutations and offset in one atomic
+// write (all shards in one commit where the store can). The handler does
+// not wait for either: it returns for the next poll while up to
+// router.max_polls_in_flight polls are in flight, so a record waits for
+// one produce round trip and no store write, and the consumer fetches
+// while Kafka and the store work (franz-go buffers one fetch at a time:
+// a handler that waited made every record wait for about two of its
+// polls). Producing in poll order keeps the deliveries in order; storing
+// in poll order keeps every stored state and offset behind the durable
+// deliveries (ARCHITECTURE.md, invariant 3). A store write that fails is
+// retried; a produce that fails for good stops the router (see commit).
 func (r *Router) handleMessages(ctx context.Context, bs []kafka.Batch) error {
-	clear(r.recs)
-	r.recs = r.recs[:0]
-	clear(r.writes)
-	r.writes = r.writes[:0]
+	select {
+	case r.slots <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-r.committerDone:
+		return r.committerStopped()
+	}
+	w := r.takeWork()
 	for _, b := range bs {
 		s := r.shard(b.Partition)
 		if s == nil {
+			<-r.slots
 			return fmt.Errorf("partition %d is not loaded", b.Partition)
 		}
-		out := r.outs[b.Partition]
-		if out == nil {
-			out = NewOutput()
-			r.outs[b.Partition] = out
+		out := r.takeOutput()
+		var moved bool
+		w.recs, moved = r.apply(s, out, b, w.recs)
+		switch {
+		case out.Mutations.Len() > 0:
+			w.changed = append(w.changed, ShardMutations{Partition: b.Partition, Mutations: &out.Mutations})
+			w.outs = append(w.outs, out)
+			continue
+		case moved:
+			w.moved = append(w.moved, shardOffset{b.Partition, s.Offset()})
 		}
-		out.Reset()
-		if r.apply(s, out, b) {
-			r.writes = append(r.writes, ShardMutations{Partition: b.Partition, Mutations: &out.Mutations})
-		}
+		r.putOutput(out)
 	}
-	if len(r.recs) > 0 {
-		err := r.retry(ctx, "produce deliveries", bs[0].Partition, func() error { return r.client.ProduceSync(ctx, r.recs...) })
+	if len(w.recs) > 0 {
+		p, err := r.client.ProduceAll(ctx, w.recs...)
 		if err != nil {
-			return err // the records may still be in flight: not pooled
+			<-r.slots
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("produce deliveries: %w", err)
 		}
-		for _, rec := range r.recs {
+		w.produced = p
+	}
+	if w.produced == nil && len(w.changed) == 0 && len(w.moved) == 0 {
+		r.putWork(w)
+		<-r.slots
+		return nil
+	}
+	select {
+	case r.work <- w: // room for every poll holding a slot and a flush
+		return nil
+	case <-r.committerDone:
+		return r.committerStopped()
+	}
+}
+
+// takeWork returns an empty pollWork.
+func (r *Router) takeWork() *pollWork {
+	if w, ok := r.works.Get().(*pollWork); ok {
+		return w
+	}
+	return &pollWork{}
+}
+
+// putWork empties w, keeping its slices, for takeWork.
+func (r *Router) putWork(w *pollWork) {
+	clear(w.recs)
+	clear(w.changed)
+	clear(w.outs)
+	*w = pollWork{recs: w.recs[:0], changed: w.changed[:0], outs: w.outs[:0], moved: w.moved[:0]}
+	r.works.Put(w)
+}
+
+// committerStopped is the handler's error once the committer has stopped.
+func (r *Router) committerStopped() error {
+	if r.commitErr != nil {
+		return r.commitErr
+	}
+	return errors.New("router committer stopped")
+}
+
+// takeOutput returns an empty Output for one partition of a poll.
+func (r *Router) takeOutput() *Output {
+	r.outMu.Lock()
+	defer r.outMu.Unlock()
+	if n := len(r.outs); n > 0 {
+		out := r.outs[n-1]
+		r.outs[n-1] = nil
+		r.outs = r.outs[:n-1]
+		out.Reset()
+		return out
+	}
+	return NewOutput()
+}
+
+// putOutput makes out available again; nothing may refer to its
+// mutations any more (its deliveries are marshalled into records).
+func (r *Router) putOutput(out *Output) {
+	r.outMu.Lock()
+	r.outs = append(r.outs, out)
+	r.outMu.Unlock()
+}
+
+// commit handles the handler's polls in order until the work channel is
+// closed (nil) or ctx ends (its error). A poll's deliveries are waited
+// for, then its changed shards are stored, with the offsets due (the
+// shards whose offset alone moved and has not been stored for
+// router.offset_interval, this poll's or earlier ones'). A store write
+// that fails is retried until it succeeds. A produce that fails stops the
+// committer with the error, which stops the router: franz-go retries
+// every retriable error without limit, so a failed record was refused for
+// good (too large, not authorised, the topic is gone), and stopping
+// leaves the shards' stored offsets before it, so a restart replays it.
+func (r *Router) commit(ctx context.Context) error {
+	for w := range r.work {
+		if w.flushed != nil {
+			err := r.flushOffsets(ctx, w.flush)
+			close(w.flushed)
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		err := r.commitPoll(ctx, w)
+		<-r.slots
+		if err != nil {
+			return err
+		}
+		r.putWork(w)
+	}
+	return nil
+}
+
+func (r *Router) commitPoll(ctx context.Context, w *pollWork) error {
+	if w.produced != nil {
+		if err := w.produced.Wait(ctx); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("produce deliveries: %w", err)
+		}
+		for _, rec := range w.recs {
 			r.pool.Put(rec)
 		}
 	}
-	if len(r.writes) == 0 {
+	writes := slices.Clip(w.changed) // appending must not write into w
+	for _, m := range w.changed {
+		delete(r.unstored, m.Partition) // its offset goes with its state
+	}
+	for _, m := range w.moved {
+		r.unstored[m.partition] = m.offset
+	}
+	now := time.Now() // an operational timer, not the state's clock
+	for p, off := range r.unstored {
+		if now.Sub(r.storedAt[p]) >= r.cfg.OffsetInterval {
+			writes = append(writes, ShardMutations{Partition: p, Mutations: &Mutations{Offset: off}})
+		}
+	}
+	if len(writes) > 0 {
+		if err := r.storeShards(ctx, writes); err != nil {
+			return err
+		}
+		for _, m := range writes {
+			r.storedAt[m.Partition] = now
+			if off, ok := r.unstored[m.Partition]; ok && off <= m.Mutations.Offset {
+				delete(r.unstored, m.Partition)
+			}
+		}
+	}
+	for _, out := range w.outs {
+		r.putOutput(out)
+	}
+	return nil
+}
+
+// flushOffsets stores the unstored offsets of partitions and forgets the
+// partitions (they are revoked).
+func (r *Router) flushOffsets(ctx context.Context, partitions []int32) error {
+	var writes []ShardMutations
+	for _, p := range partitions {
+		if off, ok := r.unstored[p]; ok {
+			writes = append(writes, ShardMutations{Partition: p, Mutations: &Mutations{Offset: off}})
+		}
+		delete(r.unstored, p)
+		delete(r.storedAt, p)
+	}
+	if len(writes) == 0 {
 		return nil
 	}
-	return r.retry(ctx, "store shards", r.writes[0].Partition, func() error {
+	return r.storeShards(ctx, writes)
+}
+
+// storeShards writes ms, retrying until it succeeds or ctx ends.
+func (r *Router) storeShards(ctx context.Context, ms []ShardMutations) error {
+	return r.retry(ctx, "store shards", ms[0].Partition, func() error {
 		if sa, ok := r.store.(ShardsApplier); ok {
-			return sa.ApplyShards(ctx, r.writes)
+			return sa.ApplyShards(ctx, ms)
 		}
-		for _, w := range r.writes {
+		for _, w := range ms {
 			if err := r.store.ApplyShard(ctx, w.Partition, w.Mutations); err != nil {
 				return err
 			}
@@ -336,9 +575,9 @@ func (r *Router) handleMessages(ctx context.Context, bs []kafka.Batch) error {
 }
 
 // apply applies b to s, collecting the shard's deliveries and mutations in
-// out and the records to produce in r.recs. It reports whether the shard
-// changed (its offset or its state), that is, whether it must be stored.
-func (r *Router) apply(s *Shard, out *Output, b kafka.Batch) bool {
+// out, and appends the records to produce to recs. It reports whether the
+// shard's offset moved.
+func (r *Router) apply(s *Shard, out *Output, b kafka.Batch, recs []*kafka.Record) ([]*kafka.Record, bool) {
 	s.ExpireRetained(out)
 	before := s.Offset()
 	for _, rec := range b.Records {
@@ -358,12 +597,12 @@ func (r *Router) apply(s *Shard, out *Output, b kafka.Batch) bool {
 		// record reuses. Each record continues the publish's trace.
 		out.SetSource(first, b.Partition, rec.Offset)
 		parent := headerValue(rec, kafka.HeaderTraceparent)
-		from := len(r.recs)
+		from := len(recs)
 		for _, d := range out.Deliveries[first:] {
 			if d.Inbox {
 				// QoS 1/2 targets to their sessions' inboxes; the QoS 0
 				// targets stay in the delivery.
-				r.recs = appendInbox(r.recs, d.Envelope)
+				recs = appendInbox(recs, d.Envelope)
 				if d.Slot == InboxSlot || len(d.Envelope.GetDelivery().GetTargets()) == 0 {
 					continue
 				}
@@ -374,15 +613,15 @@ func (r *Router) apply(s *Shard, out *Output, b kafka.Batch) bool {
 			}
 			rec := r.pool.Get()
 			rec.Fill(r.deliveries, nil, d.Slot, d.Envelope)
-			r.recs = append(r.recs, rec)
+			recs = append(recs, rec)
 		}
 		if parent != nil {
-			for _, out := range r.recs[from:] {
+			for _, out := range recs[from:] {
 				out.AddTraceChild(parent)
 			}
 		}
 	}
-	return s.Offset() != before || out.Mutations.Len() > 0
+	return recs, s.Offset() != before
 }
 
 // headerValue returns the value of rec's header key, nil when it has none.

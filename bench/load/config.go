@@ -10,11 +10,15 @@ import (
 
 // Config is one run of the generator.
 type Config struct {
-	Addr     string         // broker address, host:port
-	Scenario string         // pairs, fanout, connections, wildcards, latency
-	Version  packet.Version // V5 (default) or V311
-	QoS      packet.QoS
-	Payload  int // bytes, at least StampSize
+	Addr string // broker address, host:port
+	// SubscriberAddr, when set, is where subscribers connect instead of
+	// Addr: publishers on one node of a distributed broker, subscribers
+	// on another.
+	SubscriberAddr string
+	Scenario       string         // pairs, fanout, connections, wildcards, latency
+	Version        packet.Version // V5 (default) or V311
+	QoS            packet.QoS
+	Payload        int // bytes, at least StampSize
 	// Clients is the number of pairs (pairs, latency), of fan-out
 	// subscribers, of idle connections, or of wildcard subscribers.
 	Clients int
@@ -45,9 +49,23 @@ type Config struct {
 	// from its identifier up to the first '-'.
 	Prefix    string
 	BrokerPID int // 0: do not sample the broker's CPU and RSS
+	// Processes are other processes whose CPU and RSS are reported for
+	// the measured window (Result.Processes): the parts of a distributed
+	// broker, its Kafka, its database.
+	Processes []Process
+	// OnMeasure, when set, is called as the measured window of a traffic
+	// scenario starts, with its length (to take profiles of exactly that
+	// window). It runs on the run's own goroutine: it must return at once.
+	OnMeasure func(d time.Duration)
 
 	Name, Label string // copied into the result
 	Round       int
+}
+
+// Process names a process to sample.
+type Process struct {
+	Name string
+	PID  int
 }
 
 // DefaultConfig returns the defaults the command's flags start from.
@@ -111,6 +129,11 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("keepalive: %s (want 0–65535s)", c.KeepAlive)
 	case c.Prefix == "":
 		return errors.New("prefix: empty")
+	}
+	for i, p := range c.Processes {
+		if p.Name == "" || p.PID <= 0 {
+			return fmt.Errorf("processes[%d]: %q with pid %d (want a name and a pid > 0)", i, p.Name, p.PID)
+		}
 	}
 	if _, err := newPlan(c.Scenario, c.Prefix, c.Clients, c.Publishers); err != nil {
 		return fmt.Errorf("scenario: %w", err)

@@ -3,6 +3,9 @@ package load_test
 import (
 	"context"
 	"io"
+	"net"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,6 +82,7 @@ func TestRunAgainstShoal(t *testing.T) {
 	}{
 		{"pairs QoS 1 at a fixed rate", func(c *load.Config) {
 			c.Scenario, c.Clients, c.QoS, c.Rate = load.ScenarioPairs, 3, 1, 300
+			c.Processes = []load.Process{{Name: "shoal", PID: os.Getpid()}} // the broker runs in this process
 		}},
 		{"pairs QoS 2, 3.1.1, windowed", func(c *load.Config) {
 			c.Scenario, c.Clients, c.QoS, c.Window, c.Version = load.ScenarioPairs, 2, 2, 20, packet.V311
@@ -95,7 +99,12 @@ func TestRunAgainstShoal(t *testing.T) {
 			cfg := base
 			cfg.Prefix = "e2e" + string(rune('a'+i)) // fresh clients and topics per case
 			c.mut(&cfg)
+			var window time.Duration
+			cfg.OnMeasure = func(d time.Duration) { window = d }
 			res, err := load.Run(context.Background(), cfg, io.Discard)
+			if window != cfg.Duration {
+				t.Errorf("OnMeasure got %s, want the measured window %s", window, cfg.Duration)
+			}
 			if err != nil {
 				t.Fatalf("run: %v (errors %v)", err, res.Errors)
 			}
@@ -112,8 +121,41 @@ func TestRunAgainstShoal(t *testing.T) {
 			if len(res.Series) == 0 {
 				t.Error("no throughput series")
 			}
+			if res.LoadAvg == nil {
+				t.Error("no load average")
+			}
+			if len(res.Processes) != len(cfg.Processes) {
+				t.Fatalf("%d processes measured, want %d", len(res.Processes), len(cfg.Processes))
+			}
+			for i, p := range res.Processes {
+				if p.Name != cfg.Processes[i].Name || p.PID != cfg.Processes[i].PID || p.CPUSeconds <= 0 || p.RSSEnd == 0 {
+					t.Errorf("process %d: %+v, want %s with CPU time and RSS", i, p, cfg.Processes[i].Name)
+				}
+			}
 		})
 	}
+	t.Run("subscribers at another address", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		closed := ln.Addr().String()
+		_ = ln.Close() // nothing listens there now
+		cfg := base
+		cfg.Prefix = "e2ed"
+		cfg.Scenario, cfg.Clients, cfg.Rate = load.ScenarioPairs, 2, 100
+		cfg.SubscriberAddr = closed
+		cfg.SetupTimeout = 2 * time.Second
+		_, err = load.Run(context.Background(), cfg, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "subscribers failed") {
+			t.Errorf("run with subscribers at %s (closed): %v, want the subscribers' set-up to fail", closed, err)
+		}
+		cfg.SubscriberAddr = addr
+		res, err := load.Run(context.Background(), cfg, io.Discard)
+		if err != nil || res.Unique != res.Expected || res.SubscriberAddr != addr {
+			t.Errorf("run with subscribers at %s: %v, %d of %d delivered, recorded %q", addr, err, res.Unique, res.Expected, res.SubscriberAddr)
+		}
+	})
 	t.Run("connections", func(t *testing.T) {
 		cfg := base
 		cfg.Prefix = "e2ec"

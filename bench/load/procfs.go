@@ -130,3 +130,30 @@ func (p *Proc) Sample() (ProcSample, error) {
 	cpu := time.Duration(ticks) * time.Second / time.Duration(p.hz)
 	return ProcSample{CPU: cpu, RSS: rss}, nil
 }
+
+// ParseLoadAvg returns the 1, 5 and 15 minute load averages from the
+// contents of /proc/loadavg.
+func ParseLoadAvg(b []byte) ([3]float64, error) {
+	var out [3]float64
+	f := bytes.Fields(b)
+	if len(f) < 3 {
+		return out, fmt.Errorf("parse /proc/loadavg: %d fields, want at least 3", len(f))
+	}
+	for i := range out {
+		v, err := strconv.ParseFloat(string(f[i]), 64)
+		if err != nil {
+			return out, fmt.Errorf("parse /proc/loadavg: %w", err)
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+// ReadLoadAvg reads the machine's load averages now.
+func ReadLoadAvg() ([3]float64, error) {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return [3]float64{}, fmt.Errorf("read load average: %w", err)
+	}
+	return ParseLoadAvg(b)
+}

@@ -36,6 +36,21 @@ func TestParseStatusRSS(t *testing.T) {
 	}
 }
 
+func TestParseLoadAvg(t *testing.T) {
+	got, err := ParseLoadAvg([]byte("1.58 1.87 0.72 3/512 9212\n"))
+	if err != nil || got != [3]float64{1.58, 1.87, 0.72} {
+		t.Errorf("ParseLoadAvg = %v, %v; want [1.58 1.87 0.72]", got, err)
+	}
+	for _, bad := range []string{"", "1.0 2.0", "1.0 x 3.0 1/2 3"} {
+		if _, err := ParseLoadAvg([]byte(bad)); err == nil {
+			t.Errorf("ParseLoadAvg(%q): no error", bad)
+		}
+	}
+	if _, err := ReadLoadAvg(); err != nil {
+		t.Errorf("ReadLoadAvg: %v", err)
+	}
+}
+
 func TestParseAuxvClockTick(t *testing.T) {
 	aux := func(pairs ...uint64) []byte {
 		b := make([]byte, 0, 8*len(pairs))

@@ -15,21 +15,23 @@ type Result struct {
 	Label string `json:"label,omitempty"`
 	Round int    `json:"round,omitempty"`
 
-	Scenario     string  `json:"scenario"`
-	Addr         string  `json:"addr"`
-	Protocol     string  `json:"protocol"`
-	QoS          int     `json:"qos"`
-	PayloadBytes int     `json:"payload_bytes"`
-	Publishers   int     `json:"publishers"`
-	Subscribers  int     `json:"subscribers"`
-	Connections  int     `json:"connections"`
-	Rate         float64 `json:"rate"` // messages/s in total; 0 = unpaced
-	Inflight     int     `json:"inflight,omitempty"`
-	Window       int     `json:"window,omitempty"`
-	WarmupSec    float64 `json:"warmup_s"`
-	DurationSec  float64 `json:"duration_s"`
-	Started      string  `json:"started"` // RFC 3339
-	ElapsedSec   float64 `json:"elapsed_s"`
+	Scenario string `json:"scenario"`
+	Addr     string `json:"addr"`
+	// SubscriberAddr is where the subscribers connected when not to Addr.
+	SubscriberAddr string  `json:"subscriber_addr,omitempty"`
+	Protocol       string  `json:"protocol"`
+	QoS            int     `json:"qos"`
+	PayloadBytes   int     `json:"payload_bytes"`
+	Publishers     int     `json:"publishers"`
+	Subscribers    int     `json:"subscribers"`
+	Connections    int     `json:"connections"`
+	Rate           float64 `json:"rate"` // messages/s in total; 0 = unpaced
+	Inflight       int     `json:"inflight,omitempty"`
+	Window         int     `json:"window,omitempty"`
+	WarmupSec      float64 `json:"warmup_s"`
+	DurationSec    float64 `json:"duration_s"`
+	Started        string  `json:"started"` // RFC 3339
+	ElapsedSec     float64 `json:"elapsed_s"`
 
 	// Whole run (warm-up, measured window and drain).
 	Sent     uint64 `json:"sent"`
@@ -50,10 +52,15 @@ type Result struct {
 	SendLag   *LatencySummary `json:"send_lag_us,omitempty"`
 	Broker    *ProcUsage      `json:"broker,omitempty"`
 	Generator *ProcUsage      `json:"generator,omitempty"`
-	Connect   *ConnectStats   `json:"connect,omitempty"`
-	Series    []Point         `json:"series"`
-	Errors    []string        `json:"errors,omitempty"`
-	ErrorsN   int             `json:"errors_total,omitempty"`
+	// Processes are Config.Processes over the measured window, in order.
+	Processes []ProcUsage `json:"processes,omitempty"`
+	// LoadAvg is the machine's load average at the edges of the measured
+	// window: how busy the shared machine was.
+	LoadAvg *LoadAvg      `json:"loadavg,omitempty"`
+	Connect *ConnectStats `json:"connect,omitempty"`
+	Series  []Point       `json:"series"`
+	Errors  []string      `json:"errors,omitempty"`
+	ErrorsN int           `json:"errors_total,omitempty"`
 }
 
 // Window is what happened in the measured window (after the warm-up).
@@ -68,6 +75,7 @@ type Window struct {
 // ProcUsage is a process's CPU and memory during the measured window (for
 // the connections scenario: while connecting, and RSS after).
 type ProcUsage struct {
+	Name                   string  `json:"name,omitempty"`
 	PID                    int     `json:"pid,omitempty"`
 	CPUSeconds             float64 `json:"cpu_s"`
 	CPUPercent             float64 `json:"cpu_percent"`
@@ -76,6 +84,13 @@ type ProcUsage struct {
 	RSSEnd                 uint64  `json:"rss_end_bytes"`
 	RSSMax                 uint64  `json:"rss_max_bytes"`
 	RSSPerConnection       float64 `json:"rss_per_connection_bytes,omitempty"`
+}
+
+// LoadAvg is /proc/loadavg's 1, 5 and 15 minute load averages read at
+// the start and the end of the measured window.
+type LoadAvg struct {
+	Start [3]float64 `json:"start"`
+	End   [3]float64 `json:"end"`
 }
 
 // ConnectStats is the connections scenario's connect phase.

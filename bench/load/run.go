@@ -38,6 +38,7 @@ type runner struct {
 	lag      *histShards // paced publishers: actual minus scheduled send time
 	broker   *Proc       // nil without a broker PID
 	self     *Proc
+	procs    []*Proc // Config.Processes, in order
 
 	measuring atomic.Bool
 	stopping  atomic.Bool
@@ -109,6 +110,13 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 	if r.self, err = NewProc(0); err != nil {
 		return nil, fmt.Errorf("own process: %w", err)
 	}
+	for _, p := range cfg.Processes {
+		pr, err := NewProc(p.PID)
+		if err != nil {
+			return nil, fmt.Errorf("process %s (%d): %w", p.Name, p.PID, err)
+		}
+		r.procs = append(r.procs, pr)
+	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Deadline())
 	defer cancel()
 	watchdog := make(chan struct{})
@@ -151,7 +159,7 @@ func (r *runner) newResult() *Result {
 	c := &r.cfg
 	res := &Result{
 		Name: c.Name, Label: c.Label, Round: c.Round,
-		Scenario: c.Scenario, Addr: c.Addr, Protocol: c.Version.String(), QoS: int(c.QoS),
+		Scenario: c.Scenario, Addr: c.Addr, SubscriberAddr: c.SubscriberAddr, Protocol: c.Version.String(), QoS: int(c.QoS),
 		PayloadBytes: c.Payload, Publishers: len(r.plan.pubs), Subscribers: len(r.plan.subs),
 		Connections: len(r.plan.pubs) + len(r.plan.subs) + r.plan.idle,
 		Rate:        c.Rate, WarmupSec: c.Warmup.Seconds(), DurationSec: c.Duration.Seconds(),
@@ -262,9 +270,9 @@ func (r *runner) connectAll(n int, open func(i int) error) int {
 	return int(failed.Load())
 }
 
-func (r *runner) dialConfig(clientID string, readBuf, writeBuf int) dialConfig {
+func (r *runner) dialConfig(addr, clientID string, readBuf, writeBuf int) dialConfig {
 	return dialConfig{
-		Addr:       r.cfg.Addr,
+		Addr:       addr,
 		ClientID:   clientID,
 		Version:    r.cfg.Version,
 		KeepAlive:  uint16(r.cfg.KeepAlive / time.Second),
@@ -299,7 +307,11 @@ func (r *runner) setUp(ctx context.Context) error {
 	}
 	failed := r.connectAll(len(r.subs), func(i int) error {
 		s := r.subs[i]
-		c, err := dial(ctx, r.dialConfig(s.spec.clientID, subReadBuf, subWriteBuf))
+		addr := r.cfg.Addr
+		if r.cfg.SubscriberAddr != "" {
+			addr = r.cfg.SubscriberAddr
+		}
+		c, err := dial(ctx, r.dialConfig(addr, s.spec.clientID, subReadBuf, subWriteBuf))
 		if err != nil {
 			return err
 		}
@@ -318,7 +330,7 @@ func (r *runner) setUp(ctx context.Context) error {
 	}
 	failed = r.connectAll(len(r.pubs), func(i int) error {
 		p := r.pubs[i]
-		c, err := dial(ctx, r.dialConfig(p.spec.clientID, pubReadBuf, pubWriteBuf))
+		c, err := dial(ctx, r.dialConfig(r.cfg.Addr, p.spec.clientID, pubReadBuf, pubWriteBuf))
 		if err != nil {
 			return err
 		}
@@ -427,6 +439,9 @@ func (r *runner) runTraffic(ctx context.Context, res *Result) error {
 	ok := sleep(ctx, r.cfg.Warmup)
 	if ok {
 		w0 = r.mark()
+		if r.cfg.OnMeasure != nil {
+			r.cfg.OnMeasure(r.cfg.Duration)
+		}
 		r.measuring.Store(true)
 		mon.setPhase("measure")
 		ok = sleep(ctx, r.cfg.Duration)
@@ -491,6 +506,17 @@ func (r *runner) runTraffic(ctx context.Context, res *Result) error {
 		}
 	}
 	res.Generator = usage(w0.self, w1.self, secs, 0)
+	for i, p := range r.cfg.Processes {
+		u := usage(w0.procs[i], w1.procs[i], secs, 0)
+		if u == nil {
+			u = &ProcUsage{} // not readable at an edge (it exited): the error says so
+		}
+		u.Name, u.PID = p.Name, p.PID
+		res.Processes = append(res.Processes, *u)
+	}
+	if w0.load != nil && w1.load != nil {
+		res.LoadAvg = &LoadAvg{Start: *w0.load, End: *w1.load}
+	}
 	return nil
 }
 
@@ -516,6 +542,8 @@ type windowMark struct {
 	at           time.Duration
 	sent, recv   uint64
 	broker, self *ProcSample
+	procs        []*ProcSample // parallel to r.procs; nil where unreadable
+	load         *[3]float64
 }
 
 func (r *runner) mark() windowMark {
@@ -524,6 +552,18 @@ func (r *runner) mark() windowMark {
 	m.broker = r.sampleBroker()
 	if s, err := r.self.Sample(); err == nil {
 		m.self = &s
+	}
+	m.procs = make([]*ProcSample, len(r.procs))
+	for i, p := range r.procs {
+		s, err := p.Sample()
+		if err != nil {
+			r.addErr(fmt.Errorf("sample process %s: %w", r.cfg.Processes[i].Name, err))
+			continue
+		}
+		m.procs[i] = &s
+	}
+	if l, err := ReadLoadAvg(); err == nil {
+		m.load = &l
 	}
 	return m
 }

@@ -56,6 +56,7 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.Window = -1 }, "window"},
 		{func(c *Config) { c.Scenario = "x" }, "unknown scenario"},
 		{func(c *Config) { c.Rate = -1 }, "rate"},
+		{func(c *Config) { c.Processes = []Process{{Name: "kafka"}} }, "processes[0]"},
 	}
 	for _, c := range cases {
 		cfg := DefaultConfig()

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -79,6 +80,7 @@ func parse(args []string, stderr io.Writer) (load.Config, options, error) {
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "broker address host:port")
+	fs.StringVar(&cfg.SubscriberAddr, "sub-addr", "", "address the subscribers connect to, when not -addr (another node of a distributed broker)")
 	fs.StringVar(&cfg.Scenario, "scenario", cfg.Scenario, "one of "+strings.Join(load.Scenarios(), ", "))
 	proto := fs.String("protocol", "5", "MQTT version: 5 or 3.1.1")
 	qos := fs.Uint("qos", 0, "QoS of publishes and subscriptions: 0, 1 or 2")
@@ -96,6 +98,15 @@ func parse(args []string, stderr io.Writer) (load.Config, options, error) {
 	fs.DurationVar(&cfg.KeepAlive, "keepalive", cfg.KeepAlive, "MQTT keep alive (PINGREQ every half of it)")
 	fs.StringVar(&cfg.Prefix, "prefix", cfg.Prefix, "client-id and topic prefix (Shoal's tenant is the client id up to the first '-')")
 	fs.IntVar(&cfg.BrokerPID, "broker-pid", 0, "PID of the broker, to read its CPU and RSS from /proc (0: do not)")
+	fs.Func("proc", "NAME=PID of another process to report CPU and RSS for (repeatable: the parts of a distributed broker, its Kafka, its database)", func(v string) error {
+		name, pid, ok := strings.Cut(v, "=")
+		n, err := strconv.Atoi(pid)
+		if !ok || name == "" || err != nil || n <= 0 {
+			return fmt.Errorf("%q is not NAME=PID", v)
+		}
+		cfg.Processes = append(cfg.Processes, load.Process{Name: name, PID: n})
+		return nil
+	})
 	cpuProfile := fs.String("cpuprofile", "", "write the generator's CPU profile to this file")
 	out := fs.String("out", "", "write the JSON result to this file (default: stdout)")
 	fs.StringVar(&cfg.Name, "name", "", "name of the run in a comparison (e.g. pairs-qos0)")
@@ -175,6 +186,9 @@ func summary(w io.Writer, r *load.Result) {
 	}
 	if g := r.Generator; g != nil {
 		fmt.Fprintf(w, ", generator %.0f%% CPU", g.CPUPercent)
+	}
+	for _, p := range r.Processes {
+		fmt.Fprintf(w, ", %s %.0f%% CPU", p.Name, p.CPUPercent)
 	}
 	fmt.Fprintln(w)
 }

@@ -16,15 +16,16 @@ import (
 func TestParse(t *testing.T) {
 	var stderr bytes.Buffer
 	cfg, opt, err := parse([]string{"-scenario", "fanout", "-clients", "7", "-qos", "2", "-protocol", "3.1.1",
-		"-rate", "50", "-window", "10", "-out", "x.json"}, &stderr)
+		"-rate", "50", "-window", "10", "-out", "x.json", "-proc", "kafka=12", "-proc", "router=34"}, &stderr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Scenario != load.ScenarioFanout || cfg.Clients != 7 || cfg.QoS != 2 || cfg.Version != packet.V311 ||
-		cfg.Rate != 50 || cfg.Window != 10 || opt.out != "x.json" {
+		cfg.Rate != 50 || cfg.Window != 10 || opt.out != "x.json" ||
+		len(cfg.Processes) != 2 || cfg.Processes[1] != (load.Process{Name: "router", PID: 34}) {
 		t.Errorf("parsed %+v, %+v", cfg, opt)
 	}
-	for _, bad := range [][]string{{"-qos", "3"}, {"-protocol", "3"}, {"-payload", "8"}, {"-scenario", "nope"}, {"stray"}} {
+	for _, bad := range [][]string{{"-qos", "3"}, {"-protocol", "3"}, {"-payload", "8"}, {"-scenario", "nope"}, {"stray"}, {"-proc", "kafka"}, {"-proc", "=3"}, {"-proc", "x=0"}} {
 		if _, _, err := parse(bad, &stderr); err == nil {
 			t.Errorf("parse(%v): no error", bad)
 		}

@@ -1,7 +1,8 @@
 // Package realcql runs a real CQL database, Apache Cassandra 5 (one node),
 // as a local process for Shoal's integration tests: ScyllaDB speaks the
 // same protocol but cannot be installed on the development and CI
-// machines, which have no Docker engine. Only tests import it.
+// machines, which have no Docker engine. Only tests and the distributed
+// benchmark (bench/cmd/shoal-distbench) import it.
 //
 // [Start] fetches Cassandra's jars once (scripts/fetch-cassandra.sh:
 // org.apache.cassandra:cassandra-all 5.0.9 and its runtime dependencies

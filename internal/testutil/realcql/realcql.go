@@ -88,6 +88,7 @@ type Node struct {
 	version string
 	began   time.Time
 	ready   time.Duration
+	fullJIT bool
 
 	mu   sync.Mutex
 	proc *process // nil once stopped or killed
@@ -122,6 +123,20 @@ func (p *process) exited() bool {
 // test binary), whatever happens to ctx. On error no process is left
 // running.
 func Start(ctx context.Context, dir string, logw io.Writer) (*Node, error) {
+	return StartWith(ctx, dir, logw, Options{})
+}
+
+// Options change how Start runs the node.
+type Options struct {
+	// FullJIT runs the JVM with both of its compilers (C1 and C2), as a
+	// production node runs, instead of C1 only: it starts more slowly
+	// and costs more CPU while it compiles, then runs faster. For
+	// benchmarks; tests want the fast start.
+	FullJIT bool
+}
+
+// StartWith is Start with options.
+func StartWith(ctx context.Context, dir string, logw io.Writer, opts Options) (*Node, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("start cassandra: %w", err)
 	}
@@ -144,7 +159,7 @@ func Start(ctx context.Context, dir string, logw io.Writer) (*Node, error) {
 			errs = append(errs, err)
 			break
 		}
-		n := &Node{dir: dir, lib: lib, out: out, ports: ports{native: p[0], storage: p[1], ssl: p[2]}}
+		n := &Node{dir: dir, lib: lib, out: out, ports: ports{native: p[0], storage: p[1], ssl: p[2]}, fullJIT: opts.FullJIT}
 		err = n.run(ctx)
 		if err == nil {
 			return n, nil
@@ -165,6 +180,17 @@ func (n *Node) Hosts() []string {
 
 // Dir returns the node's directory.
 func (n *Node) Dir() string { return n.dir }
+
+// PID returns the process id of the running node's JVM, 0 when it is
+// stopped (for reading its CPU and memory from /proc).
+func (n *Node) PID() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.proc == nil {
+		return 0
+	}
+	return n.proc.cmd.Process.Pid
+}
 
 // ReleaseVersion returns the release_version the node reported.
 func (n *Node) ReleaseVersion() string { return n.version }
@@ -302,15 +328,17 @@ func (n *Node) args() ([]string, error) {
 		return nil, fmt.Errorf("find the jamm agent in %s: %d jars match jamm-*.jar, want 1", n.lib, len(jamm))
 	}
 	tmp := n.path("tmp")
-	argv := []string{
-		"-Xmx1g", "-Xss256k", "-XX:+UseG1GC",
+	argv := []string{"-Xmx1g", "-Xss256k", "-XX:+UseG1GC"}
+	if !n.fullJIT {
 		// C1 only: about twice as fast to start; enough for tests.
-		"-XX:TieredStopAtLevel=1",
+		argv = append(argv, "-XX:TieredStopAtLevel=1")
+	}
+	argv = append(argv,
 		"-XX:+PerfDisableSharedMem",
 		"-XX:+ExitOnOutOfMemoryError",
 		"-Djava.net.preferIPv4Stack=true",
-		"-javaagent:" + jamm[0],
-	}
+		"-javaagent:"+jamm[0],
+	)
 	argv = append(argv, jvm17Flags[:]...)
 	argv = append(argv,
 		"-Dcassandra-foreground=yes",

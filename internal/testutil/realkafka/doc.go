@@ -1,6 +1,7 @@
 // Package realkafka runs a real Apache Kafka broker (KRaft, one node that is
 // both broker and controller) as a local process for Shoal's integration
-// tests. Only tests import it.
+// tests. Only tests and the distributed benchmark
+// (bench/cmd/shoal-distbench) import it.
 //
 // Start begins with an empty cluster (it removes dir/data: the storage is
 // formatted for the controller's port, which Start picks anew). It fetches

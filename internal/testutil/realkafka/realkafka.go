@@ -38,10 +38,22 @@ const (
 	tailBytes = 4 << 10
 )
 
-// jvmFlags are the JVM's flags: a small heap, and the C1 compiler only,
-// which halves the CPU the broker needs to start.
-func jvmFlags() []string {
+// jvmFlags are the JVM's flags: a small heap, and (unless fullJIT) the C1
+// compiler only, which halves the CPU the broker needs to start.
+func jvmFlags(fullJIT bool) []string {
+	if fullJIT {
+		return []string{"-Xmx512m", "-XX:+UseG1GC"}
+	}
 	return []string{"-Xmx512m", "-XX:+UseG1GC", "-XX:TieredStopAtLevel=1"}
+}
+
+// Options change how Start runs the broker.
+type Options struct {
+	// FullJIT runs the JVM with both of its compilers (C1 and C2), as a
+	// production broker runs, instead of C1 only: it starts more slowly
+	// and costs more CPU while it compiles, then runs faster. For
+	// benchmarks; tests want the fast start.
+	FullJIT bool
 }
 
 // Cluster is one Kafka broker (and KRaft controller) running as a local
@@ -53,6 +65,7 @@ type Cluster struct {
 	out        *output
 	brokerPort int
 	ctlPort    int
+	fullJIT    bool
 
 	op   sync.Mutex // held by Stop, Kill and Restart: one at a time
 	mu   sync.Mutex // guards proc
@@ -83,6 +96,11 @@ func (p *process) exited() bool {
 // and the wait for readiness; the broker itself runs until Stop or Kill
 // (or the end of the test binary), whatever happens to ctx.
 func Start(ctx context.Context, dir string, logw io.Writer) (*Cluster, error) {
+	return StartWith(ctx, dir, logw, Options{})
+}
+
+// StartWith is Start with options.
+func StartWith(ctx context.Context, dir string, logw io.Writer, opts Options) (*Cluster, error) {
 	if logw == nil {
 		logw = io.Discard
 	}
@@ -100,7 +118,7 @@ func Start(ctx context.Context, dir string, logw io.Writer) (*Cluster, error) {
 		if err != nil {
 			return nil, fmt.Errorf("start kafka: %w", err)
 		}
-		c := &Cluster{dir: dir, lib: lib, out: out, brokerPort: ports[0], ctlPort: ports[1]}
+		c := &Cluster{dir: dir, lib: lib, out: out, brokerPort: ports[0], ctlPort: ports[1], fullJIT: opts.FullJIT}
 		// The storage is formatted for the controller's address: new
 		// ports need a new format.
 		if err := os.RemoveAll(c.dataDir()); err != nil {
@@ -132,6 +150,17 @@ func (c *Cluster) Brokers() []string {
 
 // Dir returns the cluster's directory.
 func (c *Cluster) Dir() string { return c.dir }
+
+// PID returns the process id of the running broker's JVM, 0 when it is
+// stopped (for reading its CPU and memory from /proc).
+func (c *Cluster) PID() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.proc == nil {
+		return 0
+	}
+	return c.proc.cmd.Process.Pid
+}
 
 // Stop stops the broker: SIGTERM (a controlled shutdown), SIGKILL if it is
 // still running after 30 s, and waits until it has exited. It returns an
@@ -276,7 +305,7 @@ func (c *Cluster) tool(ctx context.Context, stdout io.Writer, args ...string) er
 	if err != nil {
 		return err
 	}
-	argv := append(append(jvmFlags(), "-cp", c.classpath(), "kafka.tools.StorageTool"), args...)
+	argv := append(append(jvmFlags(false), "-cp", c.classpath(), "kafka.tools.StorageTool"), args...)
 	cmd := exec.CommandContext(ctx, java, argv...)
 	cmd.Dir = c.dir
 	cmd.Stdout = stdout
@@ -301,7 +330,7 @@ func (c *Cluster) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	argv := append(jvmFlags(),
+	argv := append(jvmFlags(c.fullJIT),
 		"-Dorg.slf4j.simpleLogger.showDateTime=true",
 		"-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS",
 		"-cp", c.classpath(), "kafka.Kafka", c.propertiesPath())

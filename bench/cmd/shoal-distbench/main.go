@@ -1,0 +1,220 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/shoal-mqtt/shoal/bench/load"
+	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// The topologies.
+const (
+	// topoOne is one gateway: publishers and subscribers connect to it.
+	topoOne = "one-gateway"
+	// topoTwo is two gateways: publishers on the first, subscribers on
+	// the second.
+	topoTwo = "two-gateways"
+)
+
+// options are the command's settings.
+type options struct {
+	out         string
+	shoal       string // the shoal binary; "" builds one
+	shoalConfig string // YAML for every Shoal process; "" writes defaultShoalConfig
+	topologies  []string
+	qos         []packet.QoS
+	rounds      int
+	clients     int
+	rate        float64
+	payload     int
+	inflight    int
+	partitions  int
+	warmup      time.Duration
+	duration    time.Duration
+	drain       time.Duration
+	pause       time.Duration // between two runs
+	timeout     time.Duration // the whole command; 0: computed
+	prime       time.Duration // an unrecorded run per topology before the rounds
+	c1Only      bool
+	profile     bool
+	keep        bool
+	args        []string // the command line, for the README
+}
+
+// runs is the number of generator runs the options make.
+func (o *options) runs() int { return len(o.topologies) * len(o.qos) * o.rounds }
+
+// setupTimeout bounds connecting and subscribing the clients of one run.
+const setupTimeout = 60 * time.Second
+
+// startBound bounds starting Kafka and Cassandra (and fetching their jars
+// the first time) plus Shoal's processes for every topology.
+const startBound = 10 * time.Minute
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	opt, err := parse(args, stderr, time.Now())
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "shoal-distbench:", err)
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(ctx, opt.timeout)
+	defer cancel()
+	if err := bench(ctx, opt, stdout, stderr); err != nil {
+		fmt.Fprintln(stderr, "shoal-distbench:", err)
+		return 1
+	}
+	return 0
+}
+
+func parse(args []string, stderr io.Writer, now time.Time) (options, error) {
+	opt := options{args: args}
+	fs := flag.NewFlagSet("shoal-distbench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: shoal-distbench [flags]\n\n"+
+			"Starts a real Kafka, a real Cassandra and Shoal's roles as separate processes on\n"+
+			"loopback, runs the latency scenario against them and writes the results.\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&opt.out, "out", filepath.Join("bench", "results", now.UTC().Format("2006-01-02")+"-distributed"), "directory of the JSON results, the logs and README.md (results of an earlier run there are removed)")
+	fs.StringVar(&opt.shoal, "shoal", "", "shoal binary to run (default: go build ./cmd/shoal into the work directory)")
+	fs.StringVar(&opt.shoalConfig, "shoal-config", "", "YAML configuration of every Shoal process (default: log_level info, cql.replication_factor 1); the command's flags override its Kafka, CQL and listener settings")
+	topos := fs.String("topologies", topoOne+","+topoTwo, "comma-separated: "+topoOne+" (publishers and subscribers on one gateway), "+topoTwo+" (publishers on one, subscribers on another)")
+	qos := fs.String("qos", "0,1", "comma-separated QoS levels to run")
+	fs.IntVar(&opt.rounds, "rounds", 3, "rounds: each runs every QoS once per topology")
+	fs.IntVar(&opt.clients, "clients", 50, "publisher → subscriber pairs")
+	fs.Float64Var(&opt.rate, "rate", load.DefaultLatencyRate, "total publish rate in msg/s")
+	fs.IntVar(&opt.payload, "payload", 64, "payload bytes")
+	fs.IntVar(&opt.inflight, "inflight", 64, "QoS 1: unacknowledged PUBLISH per publisher")
+	fs.IntVar(&opt.partitions, "partitions", 16, "partitions of each event topic (kafka.partitions)")
+	fs.DurationVar(&opt.warmup, "warmup", 3*time.Second, "warm-up before each measured window")
+	fs.DurationVar(&opt.duration, "duration", 10*time.Second, "measured window of each run")
+	fs.DurationVar(&opt.drain, "drain", 10*time.Second, "longest wait for deliveries after the last publish")
+	fs.DurationVar(&opt.pause, "pause", 2*time.Second, "pause between two runs")
+	fs.DurationVar(&opt.timeout, "timeout", 0, "bound on the whole command (default: computed from the runs)")
+	fs.DurationVar(&opt.prime, "prime", 10*time.Second, "an unrecorded run at the same load before each topology's rounds, so that the JVMs have compiled their hot paths (0: none)")
+	fs.BoolVar(&opt.c1Only, "c1", false, "run Kafka and Cassandra with the C1 compiler only (as the integration tests do: faster start, slower run) instead of the full JIT")
+	fs.BoolVar(&opt.profile, "profile", false, "serve /debug/pprof/ in the Shoal processes and write a CPU profile of each over every measured window into OUT/profiles")
+	fs.BoolVar(&opt.keep, "keep", false, "keep the work directory (Kafka and Cassandra data and logs)")
+	smoke := fs.Bool("smoke", false, "a quick check: -rounds 1 -warmup 1s -duration 2s -prime 0 unless given")
+	if err := fs.Parse(args); err != nil {
+		return opt, err
+	}
+	if fs.NArg() > 0 {
+		return opt, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if *smoke {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["rounds"] {
+			opt.rounds = 1
+		}
+		if !set["warmup"] {
+			opt.warmup = time.Second
+		}
+		if !set["duration"] {
+			opt.duration = 2 * time.Second
+		}
+		if !set["prime"] {
+			opt.prime = 0
+		}
+	}
+	for t := range strings.SplitSeq(*topos, ",") {
+		switch t = strings.TrimSpace(t); t {
+		case topoOne, topoTwo:
+			opt.topologies = append(opt.topologies, t)
+		case "":
+		default:
+			return opt, fmt.Errorf("topologies: %q is not %s or %s", t, topoOne, topoTwo)
+		}
+	}
+	for q := range strings.SplitSeq(*qos, ",") {
+		if q = strings.TrimSpace(q); q == "" {
+			continue
+		}
+		n, err := strconv.Atoi(q)
+		if err != nil || n < 0 || n > 2 {
+			return opt, fmt.Errorf("qos: %q is not 0, 1 or 2", q)
+		}
+		opt.qos = append(opt.qos, packet.QoS(n))
+	}
+	switch {
+	case len(opt.topologies) == 0:
+		return opt, errors.New("topologies: none given")
+	case len(opt.qos) == 0:
+		return opt, errors.New("qos: none given")
+	case opt.rounds < 1:
+		return opt, fmt.Errorf("rounds: %d (want ≥ 1)", opt.rounds)
+	case opt.partitions < 1:
+		return opt, fmt.Errorf("partitions: %d (want ≥ 1)", opt.partitions)
+	case opt.prime < 0:
+		return opt, fmt.Errorf("prime: %s (want ≥ 0)", opt.prime)
+	case opt.pause < 0:
+		return opt, fmt.Errorf("pause: %s (want ≥ 0)", opt.pause)
+	case opt.timeout < 0:
+		return opt, fmt.Errorf("timeout: %s (want ≥ 0)", opt.timeout)
+	}
+	// The generator's own checks, on the first run's configuration.
+	cfg := opt.loadConfig(opt.topologies[0], opt.qos[0], 1)
+	if err := cfg.Validate(); err != nil {
+		return opt, err
+	}
+	if opt.timeout == 0 {
+		opt.timeout = startBound + time.Duration(opt.runs())*(cfg.Deadline()+opt.pause)
+		if opt.prime > 0 {
+			opt.timeout += time.Duration(len(opt.topologies)) * (cfg.Deadline() - cfg.Duration + opt.prime)
+		}
+	}
+	return opt, nil
+}
+
+// loadConfig is the generator's configuration of one run, without the
+// addresses and processes.
+func (o *options) loadConfig(topo string, qos packet.QoS, round int) load.Config {
+	cfg := load.DefaultConfig()
+	cfg.Scenario = load.ScenarioLatency
+	cfg.QoS = qos
+	cfg.Clients = o.clients
+	cfg.Rate = o.rate
+	cfg.Payload = o.payload
+	cfg.Inflight = o.inflight
+	cfg.Warmup = o.warmup
+	cfg.Duration = o.duration
+	cfg.Drain = o.drain
+	cfg.SetupTimeout = setupTimeout
+	// Fresh client ids and topics per run, in one tenant ("bench": Shoal's
+	// tenant is the client id up to the first '-').
+	cfg.Prefix = fmt.Sprintf("bench-%s-q%d-r%d", topoShort(topo), qos, round)
+	cfg.Name = fmt.Sprintf("latency-qos%d", qos)
+	cfg.Label = topo
+	cfg.Round = round
+	return cfg
+}
+
+func topoShort(topo string) string {
+	if topo == topoTwo {
+		return "2gw"
+	}
+	return "1gw"
+}

@@ -1,0 +1,293 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/shoal-mqtt/shoal/internal/testutil/realcql"
+	"github.com/shoal-mqtt/shoal/internal/testutil/realkafka"
+)
+
+// Bounds of the waits for processes.
+const (
+	// readyTimeout bounds a Shoal process's start until /readyz answers.
+	readyTimeout = 2 * time.Minute
+	// stopTimeout is how long a Shoal process gets after SIGTERM before
+	// SIGKILL.
+	stopTimeout = 20 * time.Second
+	// tailBytes is how much of a failing process's log an error quotes.
+	tailBytes = 2 << 10
+)
+
+// keyspace is the CQL keyspace of the views (Cassandra is fresh for every
+// invocation).
+const keyspace = "shoal_bench"
+
+// defaultShoalConfig is the configuration of every Shoal process unless
+// -shoal-config names another: Shoal's defaults, on a one-node Cassandra.
+const defaultShoalConfig = `log_level: info
+cql:
+  replication_factor: 1
+`
+
+// backbone is the Kafka broker and the Cassandra node.
+type backbone struct {
+	kafka    *realkafka.Cluster
+	cql      *realcql.Node
+	kafkaLog *os.File
+}
+
+// startBackbone starts Kafka and Cassandra side by side under work; their
+// logs stay there (kafka.log, cassandra/output.log). c1Only runs both JVMs with the C1 compiler only (faster start, slower
+// run) instead of the full JIT.
+func startBackbone(ctx context.Context, work string, c1Only bool) (*backbone, error) {
+	b := &backbone{}
+	f, err := os.Create(filepath.Join(work, "kafka.log"))
+	if err != nil {
+		return nil, fmt.Errorf("start kafka: %w", err)
+	}
+	b.kafkaLog = f
+	var kerr, cerr error
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		b.kafka, kerr = realkafka.StartWith(ctx, filepath.Join(work, "kafka"), f, realkafka.Options{FullJIT: !c1Only})
+	})
+	wg.Go(func() {
+		b.cql, cerr = realcql.StartWith(ctx, filepath.Join(work, "cassandra"), nil, realcql.Options{FullJIT: !c1Only})
+	})
+	wg.Wait()
+	if err := errors.Join(kerr, cerr); err != nil {
+		return nil, errors.Join(err, b.stop())
+	}
+	return b, nil
+}
+
+// stop kills both: their data is thrown away, so there is nothing to
+// flush. It is safe to call on a backbone that started only in part.
+func (b *backbone) stop() error {
+	var errs []error
+	if b.kafka != nil {
+		if err := b.kafka.Kill(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if b.cql != nil {
+		if err := b.cql.Kill(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if b.kafkaLog != nil {
+		if err := b.kafkaLog.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close kafka log: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// proc is one Shoal process.
+type proc struct {
+	name string
+	http string // /readyz, /debug/pprof/
+	mqtt string // gateways only
+	log  string
+	cmd  *exec.Cmd
+	done chan struct{} // closed when it has exited
+	err  error         // cmd.Wait's result, set before done is closed
+}
+
+// shoalArgs are what every Shoal process is started with.
+type shoalArgs struct {
+	bin, config string
+	brokers     []string
+	cqlHosts    []string
+	partitions  int
+	pprof       bool
+	logDir      string
+}
+
+// startShoal starts `shoal role` as name; a gateway gets an MQTT listener
+// and takes a free slot under its name.
+func startShoal(a shoalArgs, role, name string) (*proc, error) {
+	p := &proc{name: name, done: make(chan struct{})}
+	var err error
+	if p.http, err = freeAddr(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	args := []string{role, "--config", a.config,
+		"--kafka-brokers", strings.Join(a.brokers, ","), "--kafka-partitions", strconv.Itoa(a.partitions),
+		"--cql-hosts", strings.Join(a.cqlHosts, ","), "--cql-keyspace", keyspace,
+		"--http-listen", p.http, "--pprof", strconv.FormatBool(a.pprof)}
+	if role == "gateway" {
+		if p.mqtt, err = freeAddr(); err != nil {
+			return nil, fmt.Errorf("start %s: %w", name, err)
+		}
+		args = append(args, "--mqtt-listen", p.mqtt, "--ws-listen", "", "--gateway-id", name, "--gateway-slot", "-1")
+	}
+	p.log = filepath.Join(a.logDir, name+".log")
+	f, err := os.Create(p.log) // one process per name and topology per run
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	defer func() { _ = f.Close() }() // the child has its own descriptor
+	p.cmd = exec.Command(a.bin, args...)
+	p.cmd.Stdout, p.cmd.Stderr = f, f
+	// SIGKILL from the kernel if this command dies without stopping it.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// pid returns the process id.
+func (p *proc) pid() int { return p.cmd.Process.Pid }
+
+// waitReady polls /readyz until it answers 200, the process exits, ctx
+// ends or readyTimeout passes.
+func (p *proc) waitReady(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	client := &http.Client{Timeout: time.Second}
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.http+"/readyz", nil)
+		if err != nil {
+			return fmt.Errorf("%s: %w", p.name, err)
+		}
+		if resp, err := client.Do(req); err == nil {
+			_ = resp.Body.Close() // only the status matters
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		t := time.NewTimer(100 * time.Millisecond)
+		select {
+		case <-p.done:
+			t.Stop()
+			return fmt.Errorf("%s exited before it was ready: %w%s", p.name, p.err, p.tail())
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%s not ready: %w%s", p.name, ctx.Err(), p.tail())
+		case <-t.C:
+		}
+	}
+}
+
+// stop sends SIGTERM, then SIGKILL after stopTimeout, and waits. It
+// reports a process that had exited on its own or had to be killed.
+func (p *proc) stop() error {
+	select {
+	case <-p.done:
+		return fmt.Errorf("%s had exited on its own: %w%s", p.name, p.err, p.tail())
+	default:
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("stop %s: %w", p.name, err)
+	}
+	t := time.NewTimer(stopTimeout)
+	defer t.Stop()
+	select {
+	case <-p.done:
+		return nil
+	case <-t.C:
+	}
+	_ = p.cmd.Process.Kill() // it may just have exited
+	<-p.done
+	return fmt.Errorf("stop %s: still running %s after SIGTERM, killed", p.name, stopTimeout)
+}
+
+// alive reports an error if the process has exited.
+func (p *proc) alive() error {
+	select {
+	case <-p.done:
+		return fmt.Errorf("%s exited: %w%s", p.name, p.err, p.tail())
+	default:
+		return nil
+	}
+}
+
+// tail returns the end of the process's log, for errors.
+func (p *proc) tail() string {
+	b, err := os.ReadFile(p.log)
+	if err != nil || len(b) == 0 {
+		return ""
+	}
+	if len(b) > tailBytes {
+		b = b[len(b)-tailBytes:]
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			b = b[i+1:]
+		}
+	}
+	return "\n--- end of " + p.log + " ---\n" + string(b)
+}
+
+// profile writes a CPU profile of the process over d to path.
+func (p *proc) profile(ctx context.Context, d time.Duration, path string) error {
+	secs := max(int(d.Round(time.Second)/time.Second), 1)
+	ctx, cancel := context.WithTimeout(ctx, d+30*time.Second)
+	defer cancel()
+	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", p.http, secs)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return fmt.Errorf("profile %s: %w", p.name, err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("profile %s: %w", p.name, err)
+	}
+	defer func() { _ = resp.Body.Close() }() // read to the end below
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("profile %s: %s", p.name, resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("profile %s: %w", p.name, err)
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		_ = f.Close() // the copy's error is the one to report
+		return fmt.Errorf("profile %s: %w", p.name, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("profile %s: %w", p.name, err)
+	}
+	return nil
+}
+
+// freeAddr returns a loopback address that was free a moment ago.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("pick a free port: %w", err)
+	}
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		return "", fmt.Errorf("pick a free port: %w", err)
+	}
+	return addr, nil
+}
+
+// buildShoal builds cmd/shoal into dir.
+func buildShoal(ctx context.Context, dir string) (string, error) {
+	path := filepath.Join(dir, "shoal")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", path, "github.com/shoal-mqtt/shoal/cmd/shoal")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build shoal: %w\n%s", err, out)
+	}
+	return path, nil
+}

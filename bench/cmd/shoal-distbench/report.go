@@ -1,0 +1,349 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/shoal-mqtt/shoal/bench/load"
+	"github.com/shoal-mqtt/shoal/internal/testutil/realcql"
+	"github.com/shoal-mqtt/shoal/internal/testutil/realkafka"
+)
+
+// The issue 6 target: 50 pairs at 10,000 msg/s with p50 ≤ 5 ms, p99 ≤
+// 25 ms and nothing lost.
+const (
+	targetP50us = 5000
+	targetP99us = 25000
+)
+
+// meta describes the machine and the command for the README.
+type meta struct {
+	date        string
+	command     string
+	cpu         string
+	cores       int
+	memGiB      float64
+	kernel      string
+	goVersion   string
+	commit      string
+	loadStart   string
+	shoalConfig string
+	opt         options
+}
+
+// machineInfo reads what describes the machine now; what cannot be read
+// is left empty.
+func machineInfo(opt options) meta {
+	m := meta{
+		date:      time.Now().UTC().Format(time.RFC3339),
+		command:   strings.TrimSpace("go run ./bench/cmd/shoal-distbench " + strings.Join(opt.args, " ")),
+		cores:     runtime.NumCPU(),
+		goVersion: runtime.Version(),
+		opt:       opt,
+	}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.Lines(string(b)) {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.cpu = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		var kb float64
+		if _, err := fmt.Sscanf(string(b), "MemTotal: %g kB", &kb); err == nil {
+			m.memGiB = kb / (1 << 20)
+		}
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.kernel = strings.TrimSpace(string(b))
+	}
+	if l, err := load.ReadLoadAvg(); err == nil {
+		m.loadStart = fmt.Sprintf("%.2f %.2f %.2f", l[0], l[1], l[2])
+	}
+	if out, err := exec.Command("git", "describe", "--always", "--dirty").Output(); err == nil {
+		m.commit = strings.TrimSpace(string(out))
+	}
+	return m
+}
+
+// group is the runs of one topology and QoS.
+type group struct {
+	topo, name string
+	runs       []*load.Result
+}
+
+// groups splits results by topology and scenario name, in order of first
+// appearance.
+func groups(results []*load.Result) []*group {
+	var gs []*group
+	for _, r := range results {
+		var g *group
+		for _, x := range gs {
+			if x.topo == r.Label && x.name == r.Name {
+				g = x
+			}
+		}
+		if g == nil {
+			g = &group{topo: r.Label, name: r.Name}
+			gs = append(gs, g)
+		}
+		g.runs = append(g.runs, r)
+	}
+	return gs
+}
+
+// procNames are the names of the processes measured: the gateways in
+// order of their names, then the others in order of first appearance.
+func procNames(results []*load.Result) []string {
+	var gws, others []string
+	for _, r := range results {
+		for _, p := range r.Processes {
+			switch {
+			case slices.Contains(gws, p.Name) || slices.Contains(others, p.Name):
+			case strings.HasPrefix(p.Name, "gateway"):
+				gws = append(gws, p.Name)
+			default:
+				others = append(others, p.Name)
+			}
+		}
+	}
+	slices.Sort(gws)
+	return append(gws, others...)
+}
+
+// latency returns a percentile of r in µs, NaN without a histogram.
+func latency(r *load.Result, f func(*load.LatencySummary) float64) float64 {
+	if r.Latency == nil || r.Latency.Count == 0 {
+		return math.NaN()
+	}
+	return f(r.Latency)
+}
+
+func p50(l *load.LatencySummary) float64  { return l.P50 }
+func p99(l *load.LatencySummary) float64  { return l.P99 }
+func p999(l *load.LatencySummary) float64 { return l.P999 }
+func pmax(l *load.LatencySummary) float64 { return l.Max }
+
+// procCPU returns the CPU % of the named process in r, NaN if absent.
+func procCPU(r *load.Result, name string) float64 {
+	for _, p := range r.Processes {
+		if p.Name == name {
+			return p.CPUPercent
+		}
+	}
+	return math.NaN()
+}
+
+// missing counts the deliveries that did not happen: lost, and not
+// delivered by the end of the drain.
+func missing(r *load.Result) uint64 { return r.Lost + r.Tail }
+
+// faults counts what else went wrong in a run: duplicates, reordering,
+// foreign or malformed payloads, refused publishes, lost connections and
+// errors.
+func faults(r *load.Result) uint64 {
+	return r.Duplicates + r.Reordered + r.Foreign + r.Malformed + r.Refused + r.LostConns + uint64(r.ErrorsN)
+}
+
+func spread(rs []*load.Result, f func(*load.Result) float64) load.Spread {
+	xs := make([]float64, len(rs))
+	for i, r := range rs {
+		xs[i] = f(r)
+	}
+	return load.Summarize(xs)
+}
+
+// ms formats µs as milliseconds.
+func ms(us float64) string {
+	switch {
+	case math.IsNaN(us):
+		return "–"
+	case us < 10_000:
+		return fmt.Sprintf("%.2f", us/1000)
+	case us < 100_000:
+		return fmt.Sprintf("%.1f", us/1000)
+	}
+	return fmt.Sprintf("%.0f", us/1000)
+}
+
+func msSpread(s load.Spread) string {
+	if s.N <= 1 {
+		return ms(s.Median)
+	}
+	return fmt.Sprintf("%s (%s–%s)", ms(s.Median), ms(s.Min), ms(s.Max))
+}
+
+func pct(x float64) string {
+	if math.IsNaN(x) {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f", x)
+}
+
+func rate(x float64) string {
+	if math.IsNaN(x) {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f", x)
+}
+
+func loadAvg(r *load.Result) string {
+	if r.LoadAvg == nil {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f", r.LoadAvg.End[0])
+}
+
+// verdict says whether a group meets the target, on the medians of its
+// rounds, with nothing missing in any round.
+func verdict(g *group) string {
+	p50s, p99s := spread(g.runs, func(r *load.Result) float64 { return latency(r, p50) }), spread(g.runs, func(r *load.Result) float64 { return latency(r, p99) })
+	var miss []string
+	if !(p50s.Median <= targetP50us) {
+		miss = append(miss, "p50")
+	}
+	if !(p99s.Median <= targetP99us) {
+		miss = append(miss, "p99")
+	}
+	for _, r := range g.runs {
+		if missing(r) > 0 {
+			miss = append(miss, "loss")
+			break
+		}
+	}
+	if len(miss) == 0 {
+		return "met"
+	}
+	return "missed (" + strings.Join(miss, ", ") + ")"
+}
+
+// writeRunLine prints one run's headline figures.
+func writeRunLine(w io.Writer, r *load.Result) {
+	fmt.Fprintf(w, "%s %s round %d: p50 %s ms, p99 %s ms, p99.9 %s ms, %s deliveries/s, %d lost/undelivered, %d other faults; CPU %%",
+		r.Label, r.Name, r.Round, ms(latency(r, p50)), ms(latency(r, p99)), ms(latency(r, p999)),
+		rate(r.Measured.DeliveriesPerSec), missing(r), faults(r))
+	for _, p := range r.Processes {
+		fmt.Fprintf(w, " %s %.0f", p.Name, p.CPUPercent)
+	}
+	if r.Generator != nil {
+		fmt.Fprintf(w, " generator %.0f", r.Generator.CPUPercent)
+	}
+	fmt.Fprintf(w, "; load %s\n", loadAvg(r))
+	for _, e := range r.Errors {
+		fmt.Fprintf(w, "  error: %s\n", e)
+	}
+}
+
+// writeTables writes the summary, CPU and per-run tables as markdown.
+func writeTables(w io.Writer, results []*load.Result) {
+	gs := groups(results)
+	names := procNames(results)
+	fmt.Fprintf(w, "| topology | scenario | p50 ms | p99 ms | p99.9 ms | deliveries/s | lost + undelivered | other faults | target |\n")
+	fmt.Fprintf(w, "|---|---|---:|---:|---:|---:|---:|---:|---|\n")
+	for _, g := range gs {
+		var lost, other uint64
+		for _, r := range g.runs {
+			lost += missing(r)
+			other += faults(r)
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %d | %d | %s |\n", g.topo, g.name,
+			msSpread(spread(g.runs, func(r *load.Result) float64 { return latency(r, p50) })),
+			msSpread(spread(g.runs, func(r *load.Result) float64 { return latency(r, p99) })),
+			msSpread(spread(g.runs, func(r *load.Result) float64 { return latency(r, p999) })),
+			rate(spread(g.runs, func(r *load.Result) float64 { return r.Measured.DeliveriesPerSec }).Median),
+			lost, other, verdict(g))
+	}
+	fmt.Fprintf(w, "\nCPU over the measured window, %% of one core (median of the rounds):\n\n")
+	fmt.Fprintf(w, "| topology | scenario |")
+	for _, n := range names {
+		fmt.Fprintf(w, " %s |", n)
+	}
+	fmt.Fprintf(w, " generator | load average (1 min) |\n|---|---|")
+	for range names {
+		fmt.Fprintf(w, "---:|")
+	}
+	fmt.Fprintf(w, "---:|---|\n")
+	for _, g := range gs {
+		fmt.Fprintf(w, "| %s | %s |", g.topo, g.name)
+		for _, n := range names {
+			fmt.Fprintf(w, " %s |", pct(spread(g.runs, func(r *load.Result) float64 { return procCPU(r, n) }).Median))
+		}
+		gen := spread(g.runs, func(r *load.Result) float64 {
+			if r.Generator == nil {
+				return math.NaN()
+			}
+			return r.Generator.CPUPercent
+		})
+		la := spread(g.runs, func(r *load.Result) float64 {
+			if r.LoadAvg == nil {
+				return math.NaN()
+			}
+			return r.LoadAvg.End[0]
+		})
+		loads := "–"
+		if la.N > 0 {
+			loads = fmt.Sprintf("%.2f–%.2f", la.Min, la.Max)
+		}
+		fmt.Fprintf(w, " %s | %s |\n", pct(gen.Median), loads)
+	}
+	fmt.Fprintf(w, "\nEvery run:\n\n| topology | scenario | round | p50 ms | p99 ms | p99.9 ms | max ms | deliveries/s | lost + undelivered | other faults | CPU %%: ")
+	fmt.Fprintf(w, "%s, generator | load |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|\n", strings.Join(names, ", "))
+	for _, r := range results {
+		cpus := make([]string, 0, len(names)+1)
+		for _, n := range names {
+			cpus = append(cpus, pct(procCPU(r, n)))
+		}
+		gen := math.NaN()
+		if r.Generator != nil {
+			gen = r.Generator.CPUPercent
+		}
+		cpus = append(cpus, pct(gen))
+		fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %s | %s | %s | %d | %d | %s | %s |\n", r.Label, r.Name, r.Round,
+			ms(latency(r, p50)), ms(latency(r, p99)), ms(latency(r, p999)), ms(latency(r, pmax)),
+			rate(r.Measured.DeliveriesPerSec), missing(r), faults(r), strings.Join(cpus, " / "), loadAvg(r))
+	}
+}
+
+// writeSummary prints the tables.
+func writeSummary(w io.Writer, results []*load.Result) {
+	fmt.Fprintf(w, "\nTarget: p50 ≤ %s ms, p99 ≤ %s ms, nothing lost (medians of the rounds).\n\n", ms(targetP50us), ms(targetP99us))
+	writeTables(w, results)
+}
+
+// writeReadme writes the results directory's README.md.
+func writeReadme(path string, m meta, results []*load.Result) error {
+	var b bytes.Buffer
+	o := m.opt
+	fmt.Fprintf(&b, "# Distributed mode on a real Kafka and Cassandra (%s)\n\n", m.date[:10])
+	fmt.Fprintf(&b, "```\n%s\n```\n\n", m.command)
+	fmt.Fprintf(&b, "- Machine: %s, %d cores, %.0f GiB, kernel %s, %s; Kafka %s (KRaft, one node), Cassandra %s (one node), all on loopback, sharing the machine with the generator and other work.\n",
+		m.cpu, m.cores, m.memGiB, m.kernel, m.goVersion, realkafka.Version, realcql.Version)
+	if m.commit != "" {
+		fmt.Fprintf(&b, "- Shoal: `%s`.\n", m.commit)
+	}
+	jit := "full JIT (C1 and C2)"
+	if o.c1Only {
+		jit = "C1 compiler only"
+	}
+	fmt.Fprintf(&b, "- Load: the latency scenario, %d publisher → subscriber pairs, %.0f msg/s in total, %d B payloads (QoS 1: %d in flight per publisher); %s warm-up, %s measured, %d round(s), %d partitions per event topic; QoS order alternates per round; an unrecorded run of %s first per topology; JVMs with the %s.\n",
+		o.clients, o.rate, o.payload, o.inflight, o.warmup, o.duration, o.rounds, o.partitions, o.prime, jit)
+	fmt.Fprintf(&b, "- Processes: shoal session, shoal router, and one gateway (`%s`: publishers and subscribers on it) or two (`%s`: publishers on gateway-1, subscribers on gateway-2).\n", topoOne, topoTwo)
+	fmt.Fprintf(&b, "- Load average at the start: %s.\n", m.loadStart)
+	fmt.Fprintf(&b, "- Shoal configuration (every process; the command line adds Kafka, CQL, partitions and listeners):\n\n```yaml\n%s```\n\n", m.shoalConfig)
+	fmt.Fprintf(&b, "Target (issue 6): p50 ≤ %s ms, p99 ≤ %s ms, nothing lost; judged on the medians of the rounds, with no loss in any round.\n\n", ms(targetP50us), ms(targetP99us))
+	writeTables(&b, results)
+	fmt.Fprintf(&b, "\nLatency is from the scheduled send time to the subscriber's read (no coordinated omission). \"Lost + undelivered\" counts sequence gaps and messages not delivered by the end of the drain; \"other faults\" duplicates, reordering, refused publishes, lost connections and errors. JSON results: one file per run; the logs of the Shoal processes are in `logs/`.\n")
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("write README: %w", err)
+	}
+	return nil
+}

@@ -84,7 +84,10 @@ func (h FixedHeader) check() error {
 
 // Reader frames MQTT packets from a byte stream. It reads into one buffer
 // that grows to the largest packet seen (bounded by MaxPacketSize) and that
-// [Reader.Shrink] returns to its initial size.
+// [Reader.Shrink] returns to its initial size; [Reader.Release] drops it
+// while the stream is idle. An error from the underlying reader keeps the
+// bytes already read, so ReadPacket may be called again after a deadline or
+// a non-blocking read that found no data.
 type Reader struct {
 	r     io.Reader
 	buf   []byte
@@ -141,6 +144,9 @@ func (r *Reader) fill(want int) error {
 	if r.start == r.end {
 		r.start, r.end = 0, 0
 	}
+	if len(r.buf) == 0 { // released while idle
+		r.buf = make([]byte, r.init)
+	}
 	for r.end-r.start < want {
 		if r.end == len(r.buf) {
 			r.makeRoom(want)
@@ -186,4 +192,16 @@ func (r *Reader) Shrink() {
 	if r.start == r.end && len(r.buf) > r.init {
 		r.buf, r.start, r.end = make([]byte, r.init), 0, 0
 	}
+}
+
+// Release drops the buffer when nothing is buffered, so that an idle
+// stream holds no buffer at all; the next read allocates the initial size
+// again. It reports whether the buffer was dropped (false while part of a
+// packet is buffered: those bytes are kept).
+func (r *Reader) Release() bool {
+	if r.start != r.end {
+		return false
+	}
+	r.buf, r.start, r.end = nil, 0, 0
+	return true
 }

@@ -339,3 +339,56 @@ func TestReaderMaxPacketSize(t *testing.T) {
 	_, _, err = r.ReadPacket()
 	checkErr(t, err, CodePacketTooLarge)
 }
+
+// TestReaderRelease: Release drops the buffer of an idle Reader, which
+// allocates its initial size again at the next read; with part of a packet
+// buffered it keeps the bytes, and the packet completes after more arrive.
+func TestReaderRelease(t *testing.T) {
+	first := wpkt(0x30, wstr("a"), bs("1"))
+	second := wpkt(0x32, wstr("split/topic"), wu16(3), bs("payload"))
+	src := &stepReader{}
+	r := NewReader(src, 32)
+	src.chunks = [][]byte{first}
+	if _, _, err := r.ReadPacket(); err != nil {
+		t.Fatal(err)
+	}
+	if !r.Release() || r.buf != nil {
+		t.Fatalf("Release of an idle Reader kept a %d-byte buffer", len(r.buf))
+	}
+	// Half of the next packet, then nothing to read (a would-block error).
+	src.chunks = [][]byte{second[:7]}
+	if _, _, err := r.ReadPacket(); !errors.Is(err, errNoData) {
+		t.Fatalf("ReadPacket with half a packet: %v, want %v", err, errNoData)
+	}
+	if len(r.buf) != 32 {
+		t.Fatalf("buffer after Release and a read: %d bytes, want the initial 32", len(r.buf))
+	}
+	if r.Release() || r.Buffered() != 7 {
+		t.Fatalf("Release dropped %d buffered bytes of a packet", 7-r.Buffered())
+	}
+	src.chunks = [][]byte{second[7:]}
+	h, body, err := r.ReadPacket()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p Publish
+	if err := p.Decode(h, body, V311); err != nil || string(p.Topic) != "split/topic" || string(p.Payload) != "payload" {
+		t.Fatalf("packet split across Release: %+v, %v", p, err)
+	}
+}
+
+var errNoData = errors.New("no data")
+
+// stepReader returns its chunks one Read at a time, then errNoData.
+type stepReader struct{ chunks [][]byte }
+
+func (s *stepReader) Read(p []byte) (int, error) {
+	if len(s.chunks) == 0 {
+		return 0, errNoData
+	}
+	n := copy(p, s.chunks[0])
+	if s.chunks[0] = s.chunks[0][n:]; len(s.chunks[0]) == 0 {
+		s.chunks = s.chunks[1:]
+	}
+	return n, nil
+}

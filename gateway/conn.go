@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 	"unicode/utf8"
 	"unsafe"
@@ -29,16 +30,16 @@ func ReasonCodeOf(v uint32) packet.ReasonCode { return packet.ReasonCode(v) }
 // sessionNever is the Session Expiry Interval that means "never expires".
 const sessionNever = 0xFFFFFFFF
 
-// conn is one client connection. The reader goroutine owns the fields in
-// the first block; mu guards the rest, which delivery, acknowledgement and
-// flush goroutines share. Lock order: Gateway.mu before conn.mu; never the
-// other way round.
+// conn is one client connection. The reader owns the fields in the first
+// blocks: one goroutine at a time, which hands them over when it parks the
+// connection (park.go); mu guards the rest, which delivery,
+// acknowledgement and flush goroutines share. Lock order: Gateway.mu before
+// conn.mu; never the other way round.
 type conn struct {
-	g      *Gateway
-	nc     net.Conn
-	rd     *packet.Reader
-	id     uint64
-	remote string
+	g  *Gateway
+	nc net.Conn
+	rd *packet.Reader
+	id uint64
 
 	// Set by the handshake, read-only afterwards.
 	version         packet.Version
@@ -55,12 +56,9 @@ type conn struct {
 	clientAliasMax  uint16
 	ts              *Stats // the tenant's counters
 
-	// Reader goroutine only.
-	pub         packet.Publish
-	sub         packet.Subscribe
-	unsub       packet.Unsubscribe
-	ack         packet.Ack
-	disc        packet.Disconnect
+	// Reader only.
+	rs          *readState // what packets decode into; nil until needed and while parked
+	kaDeadline  int64      // unix ns by which the next packet must be complete (keep alive > 0)
 	aliasIn     []string
 	awaitingRel map[uint16]struct{}
 	inInflight  atomic.Int32   // QoS 1/2 publishes from the client not yet completed
@@ -87,8 +85,68 @@ type conn struct {
 	// lastInboxSeq is the newest inbox entry forwarded to this connection.
 	lastInboxSeq uint64
 	aliasOut     map[string]uint16
-	subs         map[string]*eventspb.SubscriptionOptions // filter as subscribed → options
-	scratch      packet.Publish
+	subs         map[string]*eventspb.SubscriptionOptions // filter as subscribed → options; nil until the first
+	scratch      *packet.Publish                          // encoding deliveries; allocated by the first
+
+	// Parking (park.go): raw is set for a connection that can be parked
+	// (a TCP socket where the gateway runs a poller); pk is guarded by the
+	// poller's mutex.
+	raw syscall.RawConn
+	pk  parkState
+}
+
+// readState is what the reader decodes packets into, reused from packet
+// to packet (decoding into a used packet allocates nothing). Each is made
+// by the first packet of its type; a parked connection drops them all, so
+// a connection that only pings never has any.
+type readState struct {
+	pub   *packet.Publish
+	sub   *packet.Subscribe
+	unsub *packet.Unsubscribe
+	ack   *packet.Ack
+	disc  *packet.Disconnect
+}
+
+func (c *conn) decoders() *readState {
+	if c.rs == nil {
+		c.rs = new(readState)
+	}
+	return c.rs
+}
+
+func (r *readState) publish() *packet.Publish {
+	if r.pub == nil {
+		r.pub = new(packet.Publish)
+	}
+	return r.pub
+}
+
+func (r *readState) subscribe() *packet.Subscribe {
+	if r.sub == nil {
+		r.sub = new(packet.Subscribe)
+	}
+	return r.sub
+}
+
+func (r *readState) unsubscribe() *packet.Unsubscribe {
+	if r.unsub == nil {
+		r.unsub = new(packet.Unsubscribe)
+	}
+	return r.unsub
+}
+
+func (r *readState) acknowledgement() *packet.Ack {
+	if r.ack == nil {
+		r.ack = new(packet.Ack)
+	}
+	return r.ack
+}
+
+func (r *readState) disconnect() *packet.Disconnect {
+	if r.disc == nil {
+		r.disc = new(packet.Disconnect)
+	}
+	return r.disc
 }
 
 // earlyDelivery is a delivery that arrived between the session service's
@@ -132,14 +190,30 @@ type outMsg struct {
 
 func newConn(g *Gateway, nc net.Conn) *conn {
 	c := &conn{
-		g:      g,
-		nc:     nc,
-		rd:     packet.NewReader(nc, 512),
-		id:     g.connSeq.Add(1),
-		remote: nc.RemoteAddr().String(),
+		g:  g,
+		nc: nc,
+		rd: packet.NewReader(nc, readBufferSize),
+		id: g.connSeq.Add(1),
 	}
 	c.rd.MaxPacketSize = g.cfg.MaxPacketSize
+	if tc, ok := nc.(*net.TCPConn); ok && g.park != nil {
+		if raw, err := tc.SyscallConn(); err == nil {
+			c.raw = raw
+		}
+	}
 	return c
+}
+
+// readBufferSize is the initial size of a connection's read buffer.
+const readBufferSize = 512
+
+// ending is how a connection ended: whether the client's DISCONNECT
+// suppresses the will, the reason code, and a session expiry sent with
+// DISCONNECT (nil if none).
+type ending struct {
+	clean  bool
+	reason packet.ReasonCode
+	expiry *uint32
 }
 
 // errClose ends a connection; code is the reason sent in a 5.0 DISCONNECT
@@ -153,18 +227,34 @@ func (e *errClose) Error() string { return e.msg + " (" + e.code.String() + ")" 
 
 func closeWith(code packet.ReasonCode, msg string) error { return &errClose{code: code, msg: msg} }
 
-// serve runs one connection to its end.
+// serve runs one connection until it ends or its reader parks it.
 func (g *Gateway) serve(ctx context.Context, nc net.Conn) {
 	c := newConn(g, nc)
-	defer func() { _ = nc.Close() }()
 	if !c.handshake(ctx) {
+		_ = nc.Close()
 		return
 	}
 	c.add(ConnectionsCurrent, 1)
 	c.add(ConnectionsTotal, 1)
-	clean, reason, expiry := c.readLoop()
+	c.kaDeadline = g.clock().Add(c.keepAlive + c.keepAlive/2).UnixNano()
+	c.serveReads(ctx)
+}
+
+// serveReads reads packets until the connection ends, then finishes it,
+// or until the connection parks (park.go), leaving it to the poller.
+func (c *conn) serveReads(ctx context.Context) {
+	e, parked := c.readLoop()
+	if parked {
+		return
+	}
+	c.end(ctx, e)
+}
+
+// end finishes an established connection and closes its socket.
+func (c *conn) end(ctx context.Context, e ending) {
 	c.add(ConnectionsCurrent, -1)
-	c.finish(ctx, clean, reason, expiry)
+	c.finish(ctx, e.clean, e.reason, e.expiry)
+	c.close()
 }
 
 // handshake reads CONNECT, asks the session service, and answers CONNACK.
@@ -174,17 +264,17 @@ func (c *conn) handshake(ctx context.Context) bool {
 	_ = c.nc.SetReadDeadline(g.clock().Add(g.cfg.ConnectTimeout))
 	h, body, err := c.rd.ReadPacket()
 	if err != nil {
-		g.log.Debug("no connect", "remote", c.remote, "err", err)
+		g.log.Debug("no connect", "remote", c.nc.RemoteAddr(), "err", err)
 		return false
 	}
 	if h.Type != packet.CONNECT {
-		g.log.Debug("first packet is not CONNECT", "remote", c.remote, "type", h.Type)
+		g.log.Debug("first packet is not CONNECT", "remote", c.nc.RemoteAddr(), "type", h.Type)
 		return false
 	}
 	var cp packet.Connect
 	if err := cp.Decode(h, body, 0); err != nil {
 		code := packet.CodeOf(err)
-		g.log.Debug("bad connect", "remote", c.remote, "err", err)
+		g.log.Debug("bad connect", "remote", c.nc.RemoteAddr(), "err", err)
 		switch {
 		case cp.Version == packet.V5:
 			c.writeNow((&packet.Connack{Code: code}).Append(nil, packet.V5))
@@ -288,11 +378,11 @@ func (c *conn) handshake(ctx context.Context) bool {
 			c.finish(ctx, false, packet.CodeServerUnavailable, nil)
 		}
 	}()
-	c.subs = make(map[string]*eventspb.SubscriptionOptions, len(res.Subscriptions))
-	for _, s := range res.Subscriptions {
-		c.subs[s.Filter] = s.Options
-	}
 	if len(res.Subscriptions) > 0 {
+		c.subs = make(map[string]*eventspb.SubscriptionOptions, len(res.Subscriptions))
+		for _, s := range res.Subscriptions {
+			c.subs[s.Filter] = s.Options
+		}
 		// A resumed session: move its subscriptions to this connection in
 		// every router shard before CONNACK, so that whatever is published
 		// after CONNACK is routed here.
@@ -424,36 +514,58 @@ func newClientID(sep string) string {
 	}
 }
 
-// readLoop handles packets until the connection ends. It returns whether
-// the client ended it with a DISCONNECT that suppresses the will, the
-// reason code, and a session expiry sent with DISCONNECT (nil if none).
-func (c *conn) readLoop() (clean bool, reason packet.ReasonCode, expiry *uint32) {
+// readLoop handles packets until the connection ends, and returns how it
+// ended; or until the connection has been idle for Config.ParkIdle and
+// parks (parked true: another goroutine owns the reader now).
+//
+// The keep alive deadline runs from the end of the last packet handled
+// (kaDeadline); a parked connection's is kept by the poller.
+func (c *conn) readLoop() (e ending, parked bool) {
 	g := c.g
+	parkAfter := g.cfg.ParkIdle
+	if c.raw == nil {
+		parkAfter = 0
+	}
 	for {
+		now := g.clock()
+		deadline, toPark := time.Time{}, false
 		if c.keepAlive > 0 {
-			_ = c.nc.SetReadDeadline(g.clock().Add(c.keepAlive + c.keepAlive/2))
-		} else {
-			_ = c.nc.SetReadDeadline(time.Time{})
+			deadline = time.Unix(0, c.kaDeadline)
 		}
+		if parkAfter > 0 && (deadline.IsZero() || now.Add(parkAfter).Before(deadline)) {
+			deadline, toPark = now.Add(parkAfter), true
+		}
+		_ = c.nc.SetReadDeadline(deadline)
 		h, body, err := c.rd.ReadPacket()
 		if err != nil {
-			return false, c.readError(err), nil
+			if toPark && errors.Is(err, os.ErrDeadlineExceeded) &&
+				(c.keepAlive == 0 || g.clock().UnixNano() < c.kaDeadline) {
+				if c.park() {
+					return ending{}, true
+				}
+				continue
+			}
+			return ending{reason: c.readError(err)}, false
 		}
 		c.add(BytesReceived, int64(len(body)+2))
 		if h.Type == packet.DISCONNECT {
-			return c.handleDisconnect(h, body)
+			clean, reason, expiry := c.handleDisconnect(h, body)
+			return ending{clean, reason, expiry}, false
 		}
 		if err := c.handle(h, body); err != nil {
 			var ec *errClose
 			if errors.As(err, &ec) {
 				c.sendDisconnect(ec.code)
 				g.log.Debug("closing connection", "client", c.clientID, "err", err)
-				return false, ec.code, nil
+				return ending{reason: ec.code}, false
 			}
 			code := packet.CodeOf(err)
 			c.sendDisconnect(code)
 			g.log.Debug("protocol fault", "client", c.clientID, "err", err)
-			return false, code, nil
+			return ending{reason: code}, false
+		}
+		if c.keepAlive > 0 {
+			c.kaDeadline = g.clock().Add(c.keepAlive + c.keepAlive/2).UnixNano()
 		}
 		if c.rd.Buffered() == 0 {
 			c.rd.Shrink()
@@ -484,16 +596,18 @@ func (c *conn) handle(h packet.FixedHeader, body []byte) error {
 	case packet.PUBLISH:
 		return c.handlePublish(h, body)
 	case packet.PUBACK, packet.PUBREC, packet.PUBCOMP:
-		if err := c.ack.Decode(h, body, c.version); err != nil {
+		a := c.decoders().acknowledgement()
+		if err := a.Decode(h, body, c.version); err != nil {
 			return err
 		}
-		c.handleOutboundAck(&c.ack)
+		c.handleOutboundAck(a)
 		return nil
 	case packet.PUBREL:
-		if err := c.ack.Decode(h, body, c.version); err != nil {
+		a := c.decoders().acknowledgement()
+		if err := a.Decode(h, body, c.version); err != nil {
 			return err
 		}
-		return c.handlePubrel(c.ack.PacketID)
+		return c.handlePubrel(a.PacketID)
 	case packet.SUBSCRIBE:
 		return c.handleSubscribe(h, body)
 	case packet.UNSUBSCRIBE:
@@ -518,22 +632,23 @@ func (c *conn) handle(h packet.FixedHeader, body []byte) error {
 
 // handleDisconnect processes the client's DISCONNECT.
 func (c *conn) handleDisconnect(h packet.FixedHeader, body []byte) (bool, packet.ReasonCode, *uint32) {
-	if err := c.disc.Decode(h, body, c.version); err != nil {
+	d := c.decoders().disconnect()
+	if err := d.Decode(h, body, c.version); err != nil {
 		code := packet.CodeOf(err)
 		c.sendDisconnect(code)
 		return false, code, nil
 	}
 	var expiry *uint32
-	if c.version == packet.V5 && c.disc.Props.Present(packet.PropSessionExpiry) {
-		if c.sessionExpiry == 0 && c.disc.Props.SessionExpiry != 0 {
+	if c.version == packet.V5 && d.Props.Present(packet.PropSessionExpiry) {
+		if c.sessionExpiry == 0 && d.Props.SessionExpiry != 0 {
 			// [MQTT-3.14.2-2]
 			c.sendDisconnect(packet.CodeProtocolError)
 			return false, packet.CodeProtocolError, nil
 		}
-		v := c.disc.Props.SessionExpiry
+		v := d.Props.SessionExpiry
 		expiry = &v
 	}
-	return c.disc.Code != packet.CodeDisconnectWithWill, c.disc.Code, expiry
+	return d.Code != packet.CodeDisconnectWithWill, d.Code, expiry
 }
 
 // sendDisconnect writes a 5.0 DISCONNECT with code (nothing for 3.1.1,
@@ -651,13 +766,22 @@ func newOutMsg(m *eventspb.Message, t *eventspb.Target) *outMsg {
 // kick closes the connection because its session was taken over.
 func (c *conn) kick(code packet.ReasonCode) {
 	c.sendDisconnect(code)
-	_ = c.nc.Close()
+	c.close()
 }
 
 // shutdown closes the connection because the gateway stops.
 func (c *conn) shutdown() {
 	c.sendDisconnect(packet.CodeServerShuttingDown)
+	c.close()
+}
+
+// close closes the socket. A parked connection gets a reader again, which
+// finds the socket closed and ends the connection as a blocked read would.
+func (c *conn) close() {
 	_ = c.nc.Close()
+	if c.raw != nil {
+		c.g.park.closed(c)
+	}
 }
 
 // writeNow writes b directly (before the connection is established).
@@ -702,7 +826,7 @@ func (c *conn) flushLoop() {
 		c.mu.Unlock()
 		if err != nil {
 			c.g.log.Debug("write", "client", c.clientID, "err", err)
-			_ = c.nc.Close()
+			c.close()
 			c.mu.Lock()
 			c.flushing = false
 			c.mu.Unlock()

@@ -41,6 +41,13 @@ type Gateway struct {
 	leaser SlotLeaser   // nil: the slot is Config.Slot, not leased
 	slot   atomic.Int32 // the owned slot, set by Run before anything uses it
 
+	// park watches idle connections without a goroutine (park.go); nil
+	// when parking is off or unsupported. Set by Run before the listeners
+	// open.
+	park   *poller
+	parked atomic.Int64 // connections parked now
+	parks  atomic.Int64 // parks since start
+
 	mu      sync.RWMutex
 	clients map[string]*conn // tenant + "\x00" + client id → connection
 	byID    map[uint64]*conn
@@ -128,6 +135,13 @@ func NewVersion(cfg Config, kl Log, log *slog.Logger, clock func() time.Time, ve
 // Ready reports whether the gateway consumes its slot and accepts clients.
 func (g *Gateway) Ready() bool { return g.ready.Load() }
 
+// Parked returns the number of connections parked now (their socket
+// watched by the poller, without a reader goroutine).
+func (g *Gateway) Parked() int64 { return g.parked.Load() }
+
+// Parks returns the number of times a connection was parked since start.
+func (g *Gateway) Parks() int64 { return g.parks.Load() }
+
 // Addr returns the bound address of a listener ("mqtt" or "ws"), or nil.
 func (g *Gateway) Addr(name string) net.Addr {
 	g.addrsMu.Lock()
@@ -202,6 +216,19 @@ func (g *Gateway) Run(ctx context.Context) error {
 			errc <- fmt.Errorf("gateway: %w", err)
 		}
 	}()
+
+	if g.cfg.ParkIdle > 0 {
+		p, err := newPoller(ctx, g)
+		switch {
+		case errors.Is(err, errors.ErrUnsupported):
+			g.log.Info("idle connections keep their reader: parking is not supported here")
+		case err != nil:
+			g.log.Warn("idle connections keep their reader: no poller", "err", err)
+		default:
+			g.park = p
+			defer p.stop()
+		}
+	}
 
 	var listeners []net.Listener
 	if g.cfg.MQTTListen != "" {

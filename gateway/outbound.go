@@ -173,7 +173,10 @@ func (c *conn) pump(now time.Time) {
 // writePublish encodes a PUBLISH into the out buffer; payloads from
 // borrowThreshold bytes are written by reference. Holds c.mu.
 func (c *conn) writePublish(m *eventspb.Message, qos byte, retain bool, subIDs []uint32, id uint16, dup bool, now time.Time) {
-	p := &c.scratch
+	if c.scratch == nil {
+		c.scratch = new(packet.Publish)
+	}
+	p := c.scratch
 	*p = packet.Publish{Props: p.Props}
 	p.Props.Has = 0
 	p.Props.User = p.Props.User[:0]

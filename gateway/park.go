@@ -1,0 +1,129 @@
+package gateway
+
+import (
+	"time"
+
+	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
+)
+
+// Parking idle connections.
+//
+// A reader goroutine blocked in Read holds its stack (4–8 KiB once the
+// handshake has grown it) and its read buffer for as long as the client
+// says nothing, which for an idle MQTT client is most of the time. A TCP
+// connection that has sent nothing for Config.ParkIdle is parked instead:
+// its reader gives back the read buffer (a partial packet stays buffered)
+// and its decode state, hands the socket to the gateway's poller and ends.
+// The poller (park_linux.go) watches every parked socket with one epoll set
+// (EPOLLIN | EPOLLONESHOT, so each arming reports at most once) and one
+// goroutine. When bytes arrive, or the peer closes, it starts a reader
+// again (resume), which reads as any reader does. Writes never needed the
+// reader: deliveries, acknowledgements and the flusher work the same for a
+// parked connection.
+//
+// The keep alive of a parked connection is kept by a timing wheel of
+// one-second slots that the poller advances every second, so a parked
+// connection costs no timer; it is closed with 0x8D at the first tick at or
+// after its deadline (up to a second late). A socket closed by the gateway
+// (kick, shutdown, failed write) while parked is handed back to a reader
+// too (conn.close), which finds it closed and ends the connection as a
+// blocked Read would.
+//
+// Ownership: the reader's fields (conn's first blocks) belong to one
+// goroutine at a time: the serving goroutine, then after each park the
+// goroutine the poller starts (resume or expire). The poller's mutex orders
+// the hand-over; a parked connection is in the poller's table until exactly
+// one of wake, expiry, close or stop takes it out.
+
+// parkState is a connection's place in the poller, guarded by its mutex.
+type parkState struct {
+	due        int64 // keep alive deadline in unix seconds while parked; 0 none
+	pos        int32 // index in its wheel slot
+	parked     bool
+	registered bool // in the epoll set: later parks re-arm it (EPOLL_CTL_MOD)
+}
+
+// park hands an idle connection to the poller, releasing its read buffer
+// and decode state. On true another goroutine owns the reader from now on;
+// on false (the poller stopped, or the socket is closed) the caller goes on
+// reading.
+func (c *conn) park() bool {
+	c.rd.Release()
+	c.rs = nil
+	var due int64
+	if c.keepAlive > 0 {
+		due = (c.kaDeadline + int64(time.Second) - 1) / int64(time.Second) // rounded up
+	}
+	return c.g.park.park(c, due)
+}
+
+// resume reads a connection the poller woke: bytes or the peer's close
+// arrived, or the gateway closed the socket.
+func (c *conn) resume() {
+	c.serveReads(c.g.park.ctx)
+}
+
+// expire ends a parked connection whose keep alive passed.
+func (c *conn) expire() {
+	c.sendDisconnect(packet.CodeKeepAliveTimeout)
+	c.end(c.g.park.ctx, ending{reason: packet.CodeKeepAliveTimeout})
+}
+
+// wheelSlots is the number of one-second slots of the keep-alive wheel, a
+// power of two.
+const wheelSlots = 256
+
+// wheel is a hashed timing wheel: slot s%wheelSlots holds the parked
+// connections due in second s (and, for deadlines a round or more away,
+// in s + k·wheelSlots: they stay until their second comes). Adding and
+// removing are O(1); advancing by a second scans one slot.
+type wheel struct {
+	slots [wheelSlots][]*conn
+	now   int64 // the last second advanced to
+}
+
+// add puts c in the slot of its due second; a deadline already passed is
+// due at the next second.
+func (w *wheel) add(c *conn) {
+	c.pk.due = max(c.pk.due, w.now+1)
+	s := &w.slots[c.pk.due&(wheelSlots-1)]
+	c.pk.pos = int32(len(*s))
+	*s = append(*s, c)
+}
+
+// remove takes c out of its slot.
+func (w *wheel) remove(c *conn) {
+	s := &w.slots[c.pk.due&(wheelSlots-1)]
+	last := len(*s) - 1
+	moved := (*s)[last]
+	(*s)[c.pk.pos] = moved
+	moved.pk.pos = c.pk.pos
+	(*s)[last] = nil
+	*s = (*s)[:last]
+	if cap(*s) > 64 && len(*s) < cap(*s)/4 {
+		*s = append(make([]*conn, 0, cap(*s)/2), *s...) // do not keep a burst's slot forever
+	}
+}
+
+// advance moves the wheel to second now, appending the connections due by
+// then to expired (taken out of the wheel).
+func (w *wheel) advance(now int64, expired []*conn) []*conn {
+	if now <= w.now {
+		return expired
+	}
+	n := min(now-w.now, wheelSlots)
+	for i := int64(1); i <= n; i++ {
+		s := &w.slots[(w.now+i)&(wheelSlots-1)]
+		for j := 0; j < len(*s); {
+			c := (*s)[j]
+			if c.pk.due > now {
+				j++
+				continue
+			}
+			expired = append(expired, c)
+			w.remove(c) // moves the last entry to j
+		}
+	}
+	w.now = now
+	return expired
+}

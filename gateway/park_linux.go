@@ -1,0 +1,209 @@
+//go:build linux
+
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// poller watches the sockets of parked connections with an epoll set of
+// its own and one goroutine (park.go has the design). Each parked socket
+// is registered with EPOLLIN | EPOLLRDHUP | EPOLLONESHOT and the
+// connection's id as its token, so an event that arrives after the
+// connection left the table (woken, closed, its descriptor reused) finds
+// nothing or wakes a connection that reads nothing and parks again: both
+// harmless. Every epoll_ctl on a connection's descriptor runs inside
+// syscall.RawConn.Control, which keeps the descriptor open meanwhile, so
+// it never reaches a descriptor number reused by another socket.
+type poller struct {
+	g     *Gateway
+	ctx   context.Context // the gateway's: for connections the poller starts
+	epfd  int
+	wakeR int // read end of the pipe that interrupts EpollWait (stop)
+	wakeW int
+	done  chan struct{}
+	once  sync.Once // stop
+
+	mu      sync.Mutex
+	parked  map[uint64]*conn // by connection id, the epoll token
+	wheel   wheel
+	stopped bool
+}
+
+// wakeToken is the epoll token of the stop pipe; connection ids are never
+// 0 (they start at the gateway's epoch shifted left, plus one).
+const wakeToken = 0
+
+// newPoller opens the epoll set and starts the poller's goroutine.
+func newPoller(ctx context.Context, g *Gateway) (*poller, error) {
+	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("epoll create: %w", err)
+	}
+	var fds [2]int
+	if err := syscall.Pipe2(fds[:], syscall.O_NONBLOCK|syscall.O_CLOEXEC); err != nil {
+		_ = syscall.Close(epfd)
+		return nil, fmt.Errorf("poller pipe: %w", err)
+	}
+	ev := syscall.EpollEvent{Events: syscall.EPOLLIN}
+	setToken(&ev, wakeToken)
+	if err := syscall.EpollCtl(epfd, syscall.EPOLL_CTL_ADD, fds[0], &ev); err != nil {
+		_ = syscall.Close(epfd)
+		_ = syscall.Close(fds[0])
+		_ = syscall.Close(fds[1])
+		return nil, fmt.Errorf("epoll add pipe: %w", err)
+	}
+	p := &poller{
+		g: g, ctx: ctx, epfd: epfd, wakeR: fds[0], wakeW: fds[1],
+		done:   make(chan struct{}),
+		parked: make(map[uint64]*conn),
+	}
+	p.wheel.now = g.clock().Unix()
+	go p.run()
+	return p, nil
+}
+
+func setToken(ev *syscall.EpollEvent, tok uint64) {
+	ev.Fd, ev.Pad = int32(uint32(tok)), int32(uint32(tok>>32))
+}
+
+func token(ev *syscall.EpollEvent) uint64 {
+	return uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32
+}
+
+// park registers c's socket (or re-arms it) and takes c into the table;
+// due is its keep alive deadline in unix seconds (0: none). It reports
+// false when the poller stopped or the socket is closed.
+func (p *poller) park(c *conn, due int64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped {
+		return false
+	}
+	var ctlErr error
+	err := c.raw.Control(func(fd uintptr) {
+		ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLRDHUP | syscall.EPOLLONESHOT}
+		setToken(&ev, c.id)
+		op := syscall.EPOLL_CTL_MOD
+		if !c.pk.registered {
+			op = syscall.EPOLL_CTL_ADD
+		}
+		ctlErr = syscall.EpollCtl(p.epfd, op, int(fd), &ev)
+		if errors.Is(ctlErr, syscall.ENOENT) && op == syscall.EPOLL_CTL_MOD {
+			ctlErr = syscall.EpollCtl(p.epfd, syscall.EPOLL_CTL_ADD, int(fd), &ev)
+		}
+	})
+	if err != nil {
+		return false // closed: the caller's next read says so
+	}
+	if ctlErr != nil {
+		p.g.log.Warn("park connection", "client", c.clientID, "err", fmt.Errorf("epoll ctl: %w", ctlErr))
+		return false
+	}
+	c.pk.registered, c.pk.parked, c.pk.due = true, true, due
+	p.parked[c.id] = c
+	p.g.parked.Add(1)
+	p.g.parks.Add(1)
+	if due > 0 {
+		p.wheel.add(c)
+	}
+	return true
+}
+
+// take removes c from the table. Holds p.mu.
+func (p *poller) take(c *conn) {
+	c.pk.parked = false
+	delete(p.parked, c.id)
+	p.g.parked.Add(-1)
+	if c.pk.due > 0 {
+		p.wheel.remove(c)
+		c.pk.due = 0
+	}
+}
+
+// closed hands a connection whose socket the gateway closed back to a
+// reader, if it is parked.
+func (p *poller) closed(c *conn) {
+	p.mu.Lock()
+	parked := c.pk.parked
+	if parked {
+		p.take(c)
+	}
+	p.mu.Unlock()
+	if parked {
+		go c.resume()
+	}
+}
+
+// stop ends the poller: every connection still parked gets a reader back
+// (which reads with a goroutine from then on), and later parks fail.
+func (p *poller) stop() {
+	p.once.Do(func() {
+		_, _ = syscall.Write(p.wakeW, []byte{1})
+		<-p.done
+		_ = syscall.Close(p.epfd)
+		_ = syscall.Close(p.wakeR)
+		_ = syscall.Close(p.wakeW)
+	})
+}
+
+// run waits for events and advances the keep-alive wheel every second.
+func (p *poller) run() {
+	defer close(p.done)
+	events := make([]syscall.EpollEvent, 256)
+	var woken, expired []*conn
+	for {
+		wait := int(time.Second/time.Millisecond) - int(time.Now().UnixMilli()%1000)
+		n, err := syscall.EpollWait(p.epfd, events, wait)
+		if err != nil && !errors.Is(err, syscall.EINTR) {
+			p.g.log.Error("parked connections: poller stops", "err", fmt.Errorf("epoll wait: %w", err))
+			n = 0
+			p.mu.Lock()
+			p.stopped = true
+			p.mu.Unlock()
+		}
+		p.mu.Lock()
+		stop := p.stopped
+		for i := range max(n, 0) {
+			tok := token(&events[i])
+			if tok == wakeToken {
+				stop = true
+				continue
+			}
+			if c := p.parked[tok]; c != nil {
+				p.take(c)
+				woken = append(woken, c)
+			}
+		}
+		expired = p.wheel.advance(p.g.clock().Unix(), expired)
+		for _, c := range expired {
+			c.pk.due = 0 // out of the wheel already
+			p.take(c)
+		}
+		if stop {
+			p.stopped = true
+			for _, c := range p.parked {
+				p.take(c)
+				woken = append(woken, c)
+			}
+		}
+		p.mu.Unlock()
+		for _, c := range woken {
+			go c.resume()
+		}
+		for _, c := range expired {
+			go c.expire()
+		}
+		clear(woken)
+		clear(expired)
+		woken, expired = woken[:0], expired[:0]
+		if stop {
+			return
+		}
+	}
+}

@@ -265,6 +265,9 @@ func (b *Broker) Run(ctx context.Context) (err error) {
 	gwDone := make(chan error, 1)
 	if gw != nil {
 		go func() { gwDone <- gw.Run(gwCtx) }()
+		if cfg.Gateway.ParkIdle > 0 {
+			go releaseAfterWaves(gwCtx, gw.Parked, b.log)
+		}
 	}
 	close(b.started)
 

@@ -180,7 +180,7 @@ func (p *partition) process(ctx context.Context, recs []record, write writeFunc)
 			}
 			p.lastTickUs = max(p.lastTickUs, now.UnixMicro())
 			dead := p.silentGateways(now.UnixMicro())
-			for _, k := range p.keys(dirty) {
+			for _, k := range p.tickKeys(dirty, dead, now) {
 				sess, ok := dirty[k]
 				if !ok {
 					sess = p.committed(k)
@@ -303,6 +303,46 @@ func (p *partition) keys(dirty map[clientKey]*Session) []clientKey {
 		return cmp.Or(cmp.Compare(a.tenant, b.tenant), cmp.Compare(a.client, b.client))
 	})
 	return slices.Compact(ks)
+}
+
+// tickKeys returns, in key order, the clients a tick at now may change:
+// every client changed in the batch under way, and those whose committed
+// session is online on a gateway gone silent (dead), has a will due, or
+// expired. The others are left alone without a copy, so that a tick costs
+// little for a partition of idle sessions. A slot not heard from since the
+// load that has online sessions gets its grace here.
+func (p *partition) tickKeys(dirty map[clientKey]*Session, dead map[int32]uint64, now time.Time) []clientKey {
+	var ks []clientKey
+	p.mu.Lock()
+	for k, s := range p.sessions {
+		if _, ok := dirty[k]; !ok && p.tickMayChange(s, dead, now) {
+			ks = append(ks, k)
+		}
+	}
+	p.mu.Unlock()
+	for k := range dirty {
+		ks = append(ks, k)
+	}
+	slices.SortFunc(ks, func(a, b clientKey) int {
+		return cmp.Or(cmp.Compare(a.tenant, b.tenant), cmp.Compare(a.client, b.client))
+	})
+	return ks
+}
+
+// tickMayChange reports whether a tick at now changes s (the conditions
+// under which the tick below calls gatewayGone, or machine.expire changes
+// the session), giving its slot its grace when it is online.
+func (p *partition) tickMayChange(s *Session, dead map[int32]uint64, now time.Time) bool {
+	if s.Online {
+		slot := s.Route.GetSlot()
+		if base, isDead := dead[slot]; isDead && sameRun(s.Route.GetConnection(), base) {
+			return true
+		}
+		if p.live[slot] == nil {
+			p.live[slot] = &slotLiveness{lastUs: now.UnixMicro()} // grace
+		}
+	}
+	return delayedWillDue(s, now) || s.Expired(now)
 }
 
 // committed returns a private copy of client k's committed session, or a

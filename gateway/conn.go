@@ -41,8 +41,8 @@ type conn struct {
 	rd *packet.Reader
 	id uint64
 
-	// Set by the handshake, read-only afterwards.
-	version         packet.Version
+	// Set by the handshake, read-only afterwards. (Field order packs the
+	// struct into a smaller size class: keep the small ones together.)
 	tenant          string
 	clientID        string
 	ckey            string // key in Gateway.clients
@@ -51,6 +51,7 @@ type conn struct {
 	keepAlive       time.Duration
 	sessionExpiry   uint32
 	problemInfo     bool
+	version         packet.Version
 	clientRecvMax   uint16
 	clientMaxPacket uint32
 	clientAliasMax  uint16
@@ -65,11 +66,36 @@ type conn struct {
 	writing     sync.WaitGroup // log writes of this connection not yet completed
 
 	mu       sync.Mutex
-	ready    bool            // CONNACK queued: deliveries may be written
-	early    []earlyDelivery // deliveries that arrived before CONNACK
+	ready    bool // CONNACK queued: deliveries may be written
 	closed   bool
 	flushing bool
 	out      outBuf
+	*flow    // nil while no traffic is under way: see flow
+	// seen is, per partition of shoal.messages, the offset of the newest
+	// record a delivery to this connection was made for (see fresh).
+	seen []int64
+	// lastInboxSeq is the newest inbox entry forwarded to this connection.
+	lastInboxSeq uint64
+	aliasOut     map[string]uint16
+	subs         map[string]*eventspb.SubscriptionOptions // filter as subscribed → options; nil until the first
+
+	// Parking (park.go): raw is set for a connection that can be parked
+	// (a TCP socket where the gateway runs a poller); pk is guarded by the
+	// poller's mutex.
+	raw syscall.RawConn
+	pk  parkState
+}
+
+// flow is the part of a connection's state under conn.mu that only
+// traffic needs: deliveries that came before CONNACK, acknowledgements
+// waiting for the log, messages in flight and queued, the flusher's spare
+// buffer. Its fields are promoted into conn. It is nil until a delivery,
+// an acknowledgement or the flusher needs it (useFlow), and a connection
+// that parks with none of it in use drops it (dropIdleFlow), so an idle
+// connection does not carry it. Code that touches its fields holds c.mu
+// and has called useFlow, or checks c.flow first.
+type flow struct {
+	early    []earlyDelivery // deliveries that arrived before CONNACK
 	spare    outBuf
 	acks     []*pendingAck // acknowledgements in the order their packets arrived
 	nextID   uint16
@@ -79,20 +105,26 @@ type conn struct {
 	// pendingInboxAcks are acknowledgements of inbox messages to report
 	// once c.mu is released.
 	pendingInboxAcks []inboxAck
-	// seen is, per partition of shoal.messages, the offset of the newest
-	// record a delivery to this connection was made for (see fresh).
-	seen []int64
-	// lastInboxSeq is the newest inbox entry forwarded to this connection.
-	lastInboxSeq uint64
-	aliasOut     map[string]uint16
-	subs         map[string]*eventspb.SubscriptionOptions // filter as subscribed → options; nil until the first
-	scratch      *packet.Publish                          // encoding deliveries; allocated by the first
+	scratch          *packet.Publish // encoding deliveries; allocated by the first
+}
 
-	// Parking (park.go): raw is set for a connection that can be parked
-	// (a TCP socket where the gateway runs a poller); pk is guarded by the
-	// poller's mutex.
-	raw syscall.RawConn
-	pk  parkState
+// useFlow makes the connection's flow state if it has none. Holds c.mu.
+func (c *conn) useFlow() {
+	if c.flow == nil {
+		c.flow = new(flow)
+	}
+}
+
+// dropIdleFlow drops the flow state when nothing is in it: no message in
+// flight or queued, no acknowledgement pending, no flush under way. The
+// packet identifiers and send order start again, which nothing in flight
+// can tell. Holds c.mu.
+func (c *conn) dropIdleFlow() {
+	f := c.flow
+	if f != nil && !c.flushing && len(f.early) == 0 && len(f.acks) == 0 && len(f.inflight) == 0 &&
+		len(f.queue) == 0 && len(f.pendingInboxAcks) == 0 {
+		c.flow = nil
+	}
 }
 
 // readState is what the reader decodes packets into, reused from packet
@@ -419,8 +451,10 @@ func (c *conn) handshake(ctx context.Context) bool {
 	c.mu.Lock()
 	c.out.b = ack.Append(c.out.b, c.version)
 	c.ready = true
-	early := c.early
-	c.early = nil
+	var early []earlyDelivery
+	if c.flow != nil {
+		early, c.early = c.early, nil
+	}
 	c.mu.Unlock()
 	// Deliveries that came before CONNACK follow it, in their order.
 	now := g.clock()
@@ -679,25 +713,28 @@ func (c *conn) finish(ctx context.Context, clean bool, reason packet.ReasonCode,
 	// (below, after the Disconnect), oldest first; a QoS 2 message whose
 	// PUBREC came is the client's already.
 	// Messages of the session's inbox stay there: it sends them again.
-	unacked := make([]*outMsg, 0, len(c.inflight)+len(c.queue))
-	for _, om := range c.inflight {
-		if !om.pubrecd && om.inboxSeq == 0 {
-			om.dup = true
-			unacked = append(unacked, om)
+	var unacked []*outMsg
+	if f := c.flow; f != nil {
+		unacked = make([]*outMsg, 0, len(f.inflight)+len(f.queue))
+		for _, om := range f.inflight {
+			if !om.pubrecd && om.inboxSeq == 0 {
+				om.dup = true
+				unacked = append(unacked, om)
+			}
 		}
-	}
-	slices.SortFunc(unacked, func(a, b *outMsg) int { return cmp.Compare(a.seq, b.seq) })
-	for _, om := range c.queue {
-		if om.inboxSeq == 0 {
-			unacked = append(unacked, om)
+		slices.SortFunc(unacked, func(a, b *outMsg) int { return cmp.Compare(a.seq, b.seq) })
+		for _, om := range f.queue {
+			if om.inboxSeq == 0 {
+				unacked = append(unacked, om)
+			}
 		}
-	}
-	for _, e := range c.early {
-		if e.t.InboxSeq == 0 {
-			unacked = append(unacked, newOutMsg(e.m, e.t))
+		for _, e := range f.early {
+			if e.t.InboxSeq == 0 {
+				unacked = append(unacked, newOutMsg(e.m, e.t))
+			}
 		}
+		f.queue, f.inflight, f.early = nil, nil, nil
 	}
-	c.queue, c.inflight, c.early = nil, nil, nil
 	c.mu.Unlock()
 	// Report the end only after the connection's own writes (subscription
 	// changes above all) are in the log, so that the session service's
@@ -815,14 +852,20 @@ func (c *conn) flushLoop() {
 			return
 		}
 		w := c.out
-		c.out, c.spare = c.spare, outBuf{}
+		if c.flow != nil {
+			c.out, c.spare = c.spare, outBuf{}
+		} else {
+			c.out = outBuf{} // an idle connection's PINGRESP: no buffer kept
+		}
 		c.mu.Unlock()
 		_ = c.nc.SetWriteDeadline(c.g.clock().Add(c.g.cfg.WriteTimeout))
 		n, err := w.writeTo(c.nc)
 		c.add(BytesSent, n)
 		w.reset()
 		c.mu.Lock()
-		c.spare = w
+		if c.flow != nil {
+			c.spare = w
+		}
 		c.mu.Unlock()
 		if err != nil {
 			c.g.log.Debug("write", "client", c.clientID, "err", err)

@@ -357,14 +357,19 @@ func (g *Gateway) acceptLoop(ctx context.Context, ln net.Listener) {
 	}
 }
 
+// appendConns appends every registered connection to cs.
+func (g *Gateway) appendConns(cs []*conn) []*conn {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	for _, c := range g.byID {
+		cs = append(cs, c)
+	}
+	return cs
+}
+
 // closeAll closes every connection (shutdown).
 func (g *Gateway) closeAll() {
-	g.mu.RLock()
-	conns := make([]*conn, 0, len(g.byID))
-	for _, c := range g.byID {
-		conns = append(conns, c)
-	}
-	g.mu.RUnlock()
+	conns := g.appendConns(nil)
 	var wg sync.WaitGroup
 	for _, c := range conns {
 		wg.Add(1)

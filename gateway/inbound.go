@@ -336,6 +336,7 @@ func (c *conn) produceThenAck(pa *pendingAck, recs []*kafka.Record) {
 // nothing is ready at once.
 func (c *conn) queueAck(pa *pendingAck) {
 	c.mu.Lock()
+	c.useFlow()
 	if pa.remaining.Load() == 0 {
 		pa.ready = true
 	}
@@ -367,6 +368,9 @@ func (c *conn) ackDone(pa *pendingAck, err error) {
 // queue, in order. A failed write closes the connection without its
 // acknowledgement, so the client sends the message again. Holds c.mu.
 func (c *conn) sendReadyAcks() {
+	if c.flow == nil {
+		return
+	}
 	n := 0
 	for _, pa := range c.acks {
 		if !pa.ready {

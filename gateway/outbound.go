@@ -59,6 +59,7 @@ func (c *conn) deliver(m *eventspb.Message, t *eventspb.Target, now time.Time) {
 		}
 		return
 	}
+	c.useFlow()
 	if !c.ready {
 		c.early = append(c.early, earlyDelivery{m, t})
 		c.mu.Unlock()
@@ -257,6 +258,7 @@ func (c *conn) applyAlias(p *packet.Publish) {
 func (c *conn) handleOutboundAck(a *packet.Ack) {
 	now := c.g.clock()
 	c.mu.Lock()
+	c.useFlow()
 	om := c.inflight[a.PacketID]
 	done := func() {
 		delete(c.inflight, a.PacketID)

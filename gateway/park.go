@@ -50,6 +50,9 @@ type parkState struct {
 func (c *conn) park() bool {
 	c.rd.Release()
 	c.rs = nil
+	c.mu.Lock()
+	c.dropIdleFlow()
+	c.mu.Unlock()
 	var due int64
 	if c.keepAlive > 0 {
 		due = (c.kaDeadline + int64(time.Second) - 1) / int64(time.Second) // rounded up

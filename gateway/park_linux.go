@@ -14,12 +14,18 @@ import (
 // poller watches the sockets of parked connections with an epoll set of
 // its own and one goroutine (park.go has the design). Each parked socket
 // is registered with EPOLLIN | EPOLLRDHUP | EPOLLONESHOT and the
-// connection's id as its token, so an event that arrives after the
-// connection left the table (woken, closed, its descriptor reused) finds
-// nothing or wakes a connection that reads nothing and parks again: both
+// connection's id as its token; the poller finds the connection by its id
+// in Gateway.byID (a parked connection is always registered there: it
+// parks after its handshake, and leaves byID only when it ends, which a
+// parked connection does not). An event that arrives after the connection
+// stopped being parked (woken, closed, its descriptor reused) finds it not
+// parked, or wakes a connection that reads nothing and parks again: both
 // harmless. Every epoll_ctl on a connection's descriptor runs inside
 // syscall.RawConn.Control, which keeps the descriptor open meanwhile, so
 // it never reaches a descriptor number reused by another socket.
+//
+// Locks: poller.mu guards every conn.pk and the wheel; it is never held
+// with Gateway.mu or conn.mu.
 type poller struct {
 	g     *Gateway
 	ctx   context.Context // the gateway's: for connections the poller starts
@@ -30,7 +36,6 @@ type poller struct {
 	once  sync.Once // stop
 
 	mu      sync.Mutex
-	parked  map[uint64]*conn // by connection id, the epoll token
 	wheel   wheel
 	stopped bool
 }
@@ -60,8 +65,7 @@ func newPoller(ctx context.Context, g *Gateway) (*poller, error) {
 	}
 	p := &poller{
 		g: g, ctx: ctx, epfd: epfd, wakeR: fds[0], wakeW: fds[1],
-		done:   make(chan struct{}),
-		parked: make(map[uint64]*conn),
+		done: make(chan struct{}),
 	}
 	p.wheel.now = g.clock().Unix()
 	go p.run()
@@ -76,7 +80,7 @@ func token(ev *syscall.EpollEvent) uint64 {
 	return uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32
 }
 
-// park registers c's socket (or re-arms it) and takes c into the table;
+// park registers c's socket (or re-arms it) and marks c parked;
 // due is its keep alive deadline in unix seconds (0: none). It reports
 // false when the poller stopped or the socket is closed.
 func (p *poller) park(c *conn, due int64) bool {
@@ -106,7 +110,6 @@ func (p *poller) park(c *conn, due int64) bool {
 		return false
 	}
 	c.pk.registered, c.pk.parked, c.pk.due = true, true, due
-	p.parked[c.id] = c
 	p.g.parked.Add(1)
 	p.g.parks.Add(1)
 	if due > 0 {
@@ -115,10 +118,9 @@ func (p *poller) park(c *conn, due int64) bool {
 	return true
 }
 
-// take removes c from the table. Holds p.mu.
+// take ends c's parking. Holds p.mu.
 func (p *poller) take(c *conn) {
 	c.pk.parked = false
-	delete(p.parked, c.id)
 	p.g.parked.Add(-1)
 	if c.pk.due > 0 {
 		p.wheel.remove(c)
@@ -156,26 +158,31 @@ func (p *poller) stop() {
 func (p *poller) run() {
 	defer close(p.done)
 	events := make([]syscall.EpollEvent, 256)
-	var woken, expired []*conn
+	var ready, woken, expired []*conn
 	for {
 		wait := int(time.Second/time.Millisecond) - int(time.Now().UnixMilli()%1000)
 		n, err := syscall.EpollWait(p.epfd, events, wait)
+		stop := false
 		if err != nil && !errors.Is(err, syscall.EINTR) {
 			p.g.log.Error("parked connections: poller stops", "err", fmt.Errorf("epoll wait: %w", err))
-			n = 0
-			p.mu.Lock()
-			p.stopped = true
-			p.mu.Unlock()
+			n, stop = 0, true
 		}
-		p.mu.Lock()
-		stop := p.stopped
+		p.g.mu.RLock()
 		for i := range max(n, 0) {
 			tok := token(&events[i])
 			if tok == wakeToken {
 				stop = true
-				continue
+			} else if c := p.g.byID[tok]; c != nil {
+				ready = append(ready, c)
 			}
-			if c := p.parked[tok]; c != nil {
+		}
+		p.g.mu.RUnlock()
+		if stop {
+			ready = p.g.appendConns(ready) // every parked one is among them
+		}
+		p.mu.Lock()
+		for _, c := range ready {
+			if c.pk.parked {
 				p.take(c)
 				woken = append(woken, c)
 			}
@@ -185,13 +192,7 @@ func (p *poller) run() {
 			c.pk.due = 0 // out of the wheel already
 			p.take(c)
 		}
-		if stop {
-			p.stopped = true
-			for _, c := range p.parked {
-				p.take(c)
-				woken = append(woken, c)
-			}
-		}
+		p.stopped = stop
 		p.mu.Unlock()
 		for _, c := range woken {
 			go c.resume()
@@ -199,9 +200,10 @@ func (p *poller) run() {
 		for _, c := range expired {
 			go c.expire()
 		}
+		clear(ready)
 		clear(woken)
 		clear(expired)
-		woken, expired = woken[:0], expired[:0]
+		ready, woken, expired = ready[:0], woken[:0], expired[:0]
 		if stop {
 			return
 		}

@@ -143,11 +143,64 @@ func TestParkAndWake(t *testing.T) {
 }
 
 func deliveryBatch(client string, connection uint64, topic, payload string) kafka.Batch {
+	return qosDeliveryBatch(client, connection, topic, payload, 0)
+}
+
+func qosDeliveryBatch(client string, connection uint64, topic, payload string, qos uint32) kafka.Batch {
 	env := &eventspb.Envelope{Tenant: "t", ClientId: client, Event: &eventspb.Envelope_Delivery{Delivery: &eventspb.Delivery{
-		Message: &eventspb.Message{Topic: topic, Payload: []byte(payload)},
-		Targets: []*eventspb.Target{{ClientId: client, Connection: connection}},
+		Message: &eventspb.Message{Topic: topic, Payload: []byte(payload), Qos: qos},
+		Targets: []*eventspb.Target{{ClientId: client, Connection: connection, Qos: qos}},
 	}}}
 	return kafka.Batch{Records: []*kafka.Record{kafka.NewRecord(kafka.TopicDeliveries, nil, 0, env)}}
+}
+
+// hasFlow reports whether c carries its flow state, and how many
+// messages it has in flight.
+func hasFlow(c *conn) (bool, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.flow == nil {
+		return false, 0
+	}
+	return true, len(c.inflight)
+}
+
+// TestParkDropsIdleFlow: a connection parks without its flow state once
+// nothing is in flight, keeps it while a QoS 1 message waits for its
+// PUBACK, and goes on working after dropping it.
+func TestParkDropsIdleFlow(t *testing.T) {
+	fl := newFakeLog()
+	g := startGateway(t, fl, parkFast)
+	nc, rd := connectAs(t, g, "t-1", 0)
+	waitParks(t, g, 1, 1)
+	c := connOf(t, g, "t-1")
+	if has, _ := hasFlow(c); has {
+		t.Fatal("an idle connection parked with its flow state")
+	}
+	fl.slot <- qosDeliveryBatch("t-1", c.id, "q/1", "one", 1)
+	p, ok := read(t, nc, rd, 2*time.Second).(*packet.Publish)
+	if !ok || p.QoS != 1 || p.PacketID <= maxInboxPacketID {
+		t.Fatalf("got %+v, want a QoS 1 PUBLISH with a gateway packet identifier", p)
+	}
+	// Woken by a ping with the message unacknowledged: it parks keeping it.
+	write(t, nc, &packet.Pingreq{})
+	if _, ok := read(t, nc, rd, 2*time.Second).(*packet.Pingresp); !ok {
+		t.Fatal("want PINGRESP")
+	}
+	waitParks(t, g, 2, 1)
+	if has, n := hasFlow(c); !has || n != 1 {
+		t.Fatalf("parked with flow %v and %d in flight, want the unacknowledged message kept", has, n)
+	}
+	write(t, nc, &packet.Ack{Kind: packet.PUBACK, PacketID: p.PacketID})
+	waitParks(t, g, 3, 1)
+	if has, _ := hasFlow(c); has {
+		t.Fatal("parked with its flow state after the PUBACK")
+	}
+	fl.slot <- qosDeliveryBatch("t-1", c.id, "q/2", "two", 1)
+	p, ok = read(t, nc, rd, 2*time.Second).(*packet.Publish)
+	if !ok || p.QoS != 1 || p.PacketID <= maxInboxPacketID || string(p.Payload) != "two" {
+		t.Fatalf("got %+v, want the second QoS 1 PUBLISH", p)
+	}
 }
 
 // TestParkSplitPacket: a packet split across parks is kept in the read

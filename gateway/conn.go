@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 	"unicode/utf8"
 	"unsafe"
@@ -79,11 +78,11 @@ type conn struct {
 	aliasOut     map[string]uint16
 	subs         map[string]*eventspb.SubscriptionOptions // filter as subscribed → options; nil until the first
 
-	// Parking (park.go): raw is set for a connection that can be parked
-	// (a TCP socket where the gateway runs a poller); pk is guarded by the
-	// poller's mutex.
-	raw syscall.RawConn
-	pk  parkState
+	// Parking (park.go): parkable is set for a connection that can be
+	// parked (a TCP socket where the gateway runs a poller); pk is guarded
+	// by the poller's mutex.
+	parkable bool
+	pk       parkState
 }
 
 // flow is the part of a connection's state under conn.mu that only
@@ -228,11 +227,8 @@ func newConn(g *Gateway, nc net.Conn) *conn {
 		id: g.connSeq.Add(1),
 	}
 	c.rd.MaxPacketSize = g.cfg.MaxPacketSize
-	if tc, ok := nc.(*net.TCPConn); ok && g.park != nil {
-		if raw, err := tc.SyscallConn(); err == nil {
-			c.raw = raw
-		}
-	}
+	_, c.parkable = nc.(*net.TCPConn)
+	c.parkable = c.parkable && g.park != nil
 	return c
 }
 
@@ -319,19 +315,22 @@ func (c *conn) handshake(ctx context.Context) bool {
 	c.version = cp.Version
 	v5 := c.version == packet.V5
 
-	c.clientID = string(cp.ClientID)
+	clientID, tenant := string(cp.ClientID), ""
 	assigned := ""
-	if c.clientID == "" {
+	if clientID == "" {
 		if !v5 && !cp.CleanStart {
 			c.writeNow((&packet.Connack{Code: packet.CodeClientIdentifierNotValid}).Append(nil, c.version))
 			return false
 		}
 		assigned = newClientID(g.cfg.TenantSeparator)
-		c.clientID = assigned
+		clientID = assigned
 	} else {
-		c.tenant = Tenant(c.clientID, g.cfg.TenantSeparator)
+		tenant = Tenant(clientID, g.cfg.TenantSeparator)
 	}
-	c.ckey = clientKey(c.tenant, c.clientID)
+	// The tenant and the client id are views of the key: one allocation
+	// that lives as long as the connection, not three.
+	c.ckey = clientKey(tenant, clientID)
+	c.tenant, c.clientID = c.ckey[:len(tenant)], c.ckey[len(tenant)+1:]
 	c.ts = g.tenantStats(c.tenant)
 	c.rkey = recordKey(c.tenant, c.clientID)
 
@@ -557,7 +556,7 @@ func newClientID(sep string) string {
 func (c *conn) readLoop() (e ending, parked bool) {
 	g := c.g
 	parkAfter := g.cfg.ParkIdle
-	if c.raw == nil {
+	if !c.parkable {
 		parkAfter = 0
 	}
 	for {
@@ -816,7 +815,7 @@ func (c *conn) shutdown() {
 // finds the socket closed and ends the connection as a blocked read would.
 func (c *conn) close() {
 	_ = c.nc.Close()
-	if c.raw != nil {
+	if c.parkable {
 		c.g.park.closed(c)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"syscall"
 	"time"
@@ -89,8 +90,12 @@ func (p *poller) park(c *conn, due int64) bool {
 	if p.stopped {
 		return false
 	}
+	raw, err := c.nc.(*net.TCPConn).SyscallConn() // parkable: a TCP socket
+	if err != nil {
+		return false // closed: the caller's next read says so
+	}
 	var ctlErr error
-	err := c.raw.Control(func(fd uintptr) {
+	err = raw.Control(func(fd uintptr) {
 		ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLRDHUP | syscall.EPOLLONESHOT}
 		setToken(&ev, c.id)
 		op := syscall.EPOLL_CTL_MOD

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shoal-mqtt/shoal/internal/intern"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
 
@@ -46,7 +47,13 @@ type partition struct {
 	// lastTickUs is the timestamp of the partition's previous SessionTick
 	// (0 before the first since the load).
 	lastTickUs int64
+	// names keeps one copy of the tenants and gateway ids the sessions
+	// hold (used by process only).
+	names *intern.Table
 }
+
+// maxNames bounds a partition's table of tenants and gateway ids.
+const maxNames = 4096
 
 // slotLiveness is the newest heartbeat of a slot's gateway.
 type slotLiveness struct {
@@ -62,8 +69,10 @@ func sameRun(connection, base uint64) bool {
 
 // loadPartition restores partition id's state from store.
 func loadPartition(ctx context.Context, id int32, m *machine, store Store) (*partition, error) {
-	p := &partition{id: id, m: m, store: store, sessions: make(map[clientKey]*Session), live: make(map[int32]*slotLiveness)}
+	p := &partition{id: id, m: m, store: store, sessions: make(map[clientKey]*Session), live: make(map[int32]*slotLiveness),
+		names: intern.New(maxNames)}
 	off, err := store.LoadSessions(ctx, id, func(s *Session) error {
+		s.Tenant, s.Gateway = p.names.Get(s.Tenant), p.names.Get(s.Gateway)
 		p.sessions[clientKey{s.Tenant, s.ClientID}] = s
 		return nil
 	})
@@ -207,6 +216,8 @@ func (p *partition) process(ctx context.Context, recs []record, write writeFunc)
 			}
 			continue
 		}
+		// The session keeps the tenant (in its key) and the gateway id.
+		r.env.Tenant, r.env.Gateway = p.names.Get(r.env.Tenant), p.names.Get(r.env.Gateway)
 		k := clientKey{r.env.GetTenant(), r.env.GetClientId()}
 		if k.client == "" {
 			p.m.log.Warn("session event without a client id skipped", "partition", p.id, "offset", r.offset,

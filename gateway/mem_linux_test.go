@@ -31,7 +31,10 @@ func idleConnMemory(tb testing.TB, n int, parkIdle time.Duration) connMemory {
 	tb.Helper()
 	fl := newFakeLog()
 	g := startGateway(tb, fl, func(c *Config) { c.ParkIdle = parkIdle })
-	addr := g.Addr("mqtt").(*net.TCPAddr)
+	addr, ok := g.Addr("mqtt").(*net.TCPAddr)
+	if !ok {
+		tb.Fatalf("listener address %v is not TCP", g.Addr("mqtt"))
+	}
 	// Warm up (pools, map growth of a first connection).
 	closeAll(rawConnect(tb, addr, "warm", 16))
 	eventually(tb, "warm-up connections to end", func() bool { return g.Stats.Load(ConnectionsCurrent) == 0 })

@@ -90,7 +90,11 @@ func (p *poller) park(c *conn, due int64) bool {
 	if p.stopped {
 		return false
 	}
-	raw, err := c.nc.(*net.TCPConn).SyscallConn() // parkable: a TCP socket
+	tc, ok := c.nc.(*net.TCPConn) // always, for a parkable connection
+	if !ok {
+		return false
+	}
+	raw, err := tc.SyscallConn()
 	if err != nil {
 		return false // closed: the caller's next read says so
 	}

@@ -37,7 +37,7 @@ const sessionNever = 0xFFFFFFFF
 type conn struct {
 	g  *Gateway
 	nc net.Conn
-	rd *packet.Reader
+	rd packet.Reader
 	id uint64
 
 	// Set by the handshake, read-only afterwards. (Field order packs the
@@ -68,7 +68,6 @@ type conn struct {
 	ready    bool // CONNACK queued: deliveries may be written
 	closed   bool
 	flushing bool
-	out      outBuf
 	*flow    // nil while no traffic is under way: see flow
 	// seen is, per partition of shoal.messages, the offset of the newest
 	// record a delivery to this connection was made for (see fresh).
@@ -86,17 +85,19 @@ type conn struct {
 }
 
 // flow is the part of a connection's state under conn.mu that only
-// traffic needs: deliveries that came before CONNACK, acknowledgements
-// waiting for the log, messages in flight and queued, the flusher's spare
-// buffer. Its fields are promoted into conn. It is nil until a delivery,
-// an acknowledgement or the flusher needs it (useFlow), and a connection
-// that parks with none of it in use drops it (dropIdleFlow), so an idle
-// connection does not carry it. Code that touches its fields holds c.mu
-// and has called useFlow, or checks c.flow first.
+// traffic needs: the out buffer and the flusher's spare, deliveries that
+// came before CONNACK, acknowledgements waiting for the log, messages in
+// flight and queued. Its fields are promoted into conn. It is nil until a
+// packet is to be written (useFlow: CONNACK, PINGRESP, a delivery, an
+// acknowledgement), and a connection that parks with none of it in use
+// drops it (dropIdleFlow), so an idle connection does not carry it. Code
+// that touches its fields holds c.mu and has called useFlow, or checks
+// c.flow first (a nil flow has nothing to write).
 type flow struct {
-	early    []earlyDelivery // deliveries that arrived before CONNACK
+	out      outBuf
 	spare    outBuf
-	acks     []*pendingAck // acknowledgements in the order their packets arrived
+	early    []earlyDelivery // deliveries that arrived before CONNACK
+	acks     []*pendingAck   // acknowledgements in the order their packets arrived
 	nextID   uint16
 	sendSeq  uint64
 	inflight map[uint16]*outMsg
@@ -114,14 +115,14 @@ func (c *conn) useFlow() {
 	}
 }
 
-// dropIdleFlow drops the flow state when nothing is in it: no message in
-// flight or queued, no acknowledgement pending, no flush under way. The
-// packet identifiers and send order start again, which nothing in flight
-// can tell. Holds c.mu.
+// dropIdleFlow drops the flow state when nothing is in it: nothing to
+// write, no message in flight or queued, no acknowledgement pending, no
+// flush under way. The packet identifiers and send order start again,
+// which nothing in flight can tell. Holds c.mu.
 func (c *conn) dropIdleFlow() {
 	f := c.flow
-	if f != nil && !c.flushing && len(f.early) == 0 && len(f.acks) == 0 && len(f.inflight) == 0 &&
-		len(f.queue) == 0 && len(f.pendingInboxAcks) == 0 {
+	if f != nil && !c.flushing && f.out.len() == 0 && len(f.early) == 0 && len(f.acks) == 0 &&
+		len(f.inflight) == 0 && len(f.queue) == 0 && len(f.pendingInboxAcks) == 0 {
 		c.flow = nil
 	}
 }
@@ -220,12 +221,8 @@ type outMsg struct {
 }
 
 func newConn(g *Gateway, nc net.Conn) *conn {
-	c := &conn{
-		g:  g,
-		nc: nc,
-		rd: packet.NewReader(nc, readBufferSize),
-		id: g.connSeq.Add(1),
-	}
+	c := &conn{g: g, nc: nc, id: g.connSeq.Add(1)}
+	c.rd.Init(nc, readBufferSize)
 	c.rd.MaxPacketSize = g.cfg.MaxPacketSize
 	_, c.parkable = nc.(*net.TCPConn)
 	c.parkable = c.parkable && g.park != nil
@@ -448,12 +445,11 @@ func (c *conn) handshake(ctx context.Context) bool {
 		}
 	}
 	c.mu.Lock()
+	c.useFlow()
 	c.out.b = ack.Append(c.out.b, c.version)
 	c.ready = true
-	var early []earlyDelivery
-	if c.flow != nil {
-		early, c.early = c.early, nil
-	}
+	early := c.early
+	c.early = nil
 	c.mu.Unlock()
 	// Deliveries that came before CONNACK follow it, in their order.
 	now := g.clock()
@@ -650,6 +646,7 @@ func (c *conn) handle(h packet.FixedHeader, body []byte) error {
 			return err
 		}
 		c.mu.Lock()
+		c.useFlow()
 		c.out.b = (&packet.Pingresp{}).Append(c.out.b, c.version)
 		c.mu.Unlock()
 		c.kickFlush()
@@ -691,6 +688,7 @@ func (c *conn) sendDisconnect(code packet.ReasonCode) {
 		return
 	}
 	c.mu.Lock()
+	c.useFlow()
 	c.out.b = (&packet.Disconnect{Code: code}).Append(c.out.b, c.version)
 	c.mu.Unlock()
 	c.flushNow()
@@ -830,7 +828,7 @@ func (c *conn) writeNow(b []byte) {
 // kickFlush starts the flusher if output is waiting and none runs.
 func (c *conn) kickFlush() {
 	c.mu.Lock()
-	start := !c.flushing && !c.closed && c.out.len() > 0
+	start := !c.flushing && !c.closed && c.flow != nil && c.out.len() > 0
 	if start {
 		c.flushing = true
 	}
@@ -845,26 +843,20 @@ func (c *conn) kickFlush() {
 func (c *conn) flushLoop() {
 	for {
 		c.mu.Lock()
-		if c.out.len() == 0 || c.closed {
+		if c.flow == nil || c.out.len() == 0 || c.closed {
 			c.flushing = false
 			c.mu.Unlock()
 			return
 		}
 		w := c.out
-		if c.flow != nil {
-			c.out, c.spare = c.spare, outBuf{}
-		} else {
-			c.out = outBuf{} // an idle connection's PINGRESP: no buffer kept
-		}
+		c.out, c.spare = c.spare, outBuf{}
 		c.mu.Unlock()
 		_ = c.nc.SetWriteDeadline(c.g.clock().Add(c.g.cfg.WriteTimeout))
 		n, err := w.writeTo(c.nc)
 		c.add(BytesSent, n)
 		w.reset()
 		c.mu.Lock()
-		if c.flow != nil {
-			c.spare = w
-		}
+		c.spare = w // the flow stays while a flush is under way
 		c.mu.Unlock()
 		if err != nil {
 			c.g.log.Debug("write", "client", c.clientID, "err", err)
@@ -885,8 +877,10 @@ func (c *conn) flushNow() {
 		c.mu.Lock()
 		if !c.flushing {
 			c.flushing = true
-			w := c.out
-			c.out = outBuf{}
+			var w outBuf
+			if c.flow != nil {
+				w, c.out = c.out, outBuf{}
+			}
 			c.mu.Unlock()
 			_ = c.nc.SetWriteDeadline(deadline)
 			n, _ := w.writeTo(c.nc)

@@ -102,10 +102,17 @@ type Reader struct {
 
 // NewReader returns a Reader over r with an initial buffer of size bytes.
 func NewReader(r io.Reader, size int) *Reader {
-	if size < 16 {
-		size = 16
-	}
-	return &Reader{r: r, buf: make([]byte, size), init: size}
+	rd := new(Reader)
+	rd.Init(r, size)
+	rd.buf = make([]byte, rd.init)
+	return rd
+}
+
+// Init makes r a Reader over src with an initial buffer of size bytes
+// (at least 16), allocated by the first read: for a Reader that is a field
+// of a larger struct, one allocation fewer. It resets MaxPacketSize.
+func (r *Reader) Init(src io.Reader, size int) {
+	*r = Reader{r: src, init: max(size, 16)}
 }
 
 // ReadPacket returns the next packet's fixed header and body. The body

@@ -392,3 +392,27 @@ func (s *stepReader) Read(p []byte) (int, error) {
 	}
 	return n, nil
 }
+
+// TestReaderInit: a Reader set up in place reads like one from NewReader,
+// allocating its buffer at the first read.
+func TestReaderInit(t *testing.T) {
+	pkt := wpkt(0x30, wstr("a/b"), bs("payload"))
+	var r Reader
+	r.Init(bytes.NewReader(wcat(pkt, pkt)), 8)
+	if r.buf != nil {
+		t.Fatalf("Init allocated a %d-byte buffer before any read", len(r.buf))
+	}
+	for range 2 {
+		h, body, err := r.ReadPacket()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p Publish
+		if err := p.Decode(h, body, V311); err != nil || string(p.Payload) != "payload" {
+			t.Fatalf("packet: %+v, %v", p, err)
+		}
+	}
+	if r.init != 16 {
+		t.Fatalf("initial size %d, want the 16-byte minimum", r.init)
+	}
+}

@@ -58,7 +58,7 @@ type conn struct {
 
 	// Reader only.
 	rs          *readState // what packets decode into; nil until needed and while parked
-	kaDeadline  int64      // unix ns by which the next packet must be complete (keep alive > 0)
+	lastPacket  int64      // unix ns: when the last packet was handled, or CONNACK queued (keepAliveDeadline)
 	aliasIn     []string
 	awaitingRel map[uint16]struct{}
 	inInflight  atomic.Int32   // QoS 1/2 publishes from the client not yet completed
@@ -68,7 +68,8 @@ type conn struct {
 	ready    bool // CONNACK queued: deliveries may be written
 	closed   bool
 	flushing bool
-	*flow    // nil while no traffic is under way: see flow
+	resting  bool // the reader parked: the flusher drops the flow state it leaves idle
+	*flow         // nil while no traffic is under way: see flow
 	// seen is, per partition of shoal.messages, the offset of the newest
 	// record a delivery to this connection was made for (see fresh).
 	seen []int64
@@ -261,14 +262,15 @@ func (g *Gateway) serve(ctx context.Context, nc net.Conn) {
 	}
 	c.add(ConnectionsCurrent, 1)
 	c.add(ConnectionsTotal, 1)
-	c.kaDeadline = g.clock().Add(c.keepAlive + c.keepAlive/2).UnixNano()
-	c.serveReads(ctx)
+	c.lastPacket = g.clock().UnixNano()
+	c.serveReads(ctx, false)
 }
 
 // serveReads reads packets until the connection ends, then finishes it,
-// or until the connection parks (park.go), leaving it to the poller.
-func (c *conn) serveReads(ctx context.Context) {
-	e, parked := c.readLoop()
+// or until the connection parks (park.go), leaving it to the poller; with
+// quick, it parks as soon as it has handled what was sent (see readLoop).
+func (c *conn) serveReads(ctx context.Context, quick bool) {
+	e, parked := c.readLoop(quick)
 	if parked {
 		return
 	}
@@ -545,11 +547,16 @@ func newClientID(sep string) string {
 
 // readLoop handles packets until the connection ends, and returns how it
 // ended; or until the connection has been idle for Config.ParkIdle and
-// parks (parked true: another goroutine owns the reader now).
+// parks (parked true: another goroutine owns the reader now). With quick
+// (a connection woken after being idle for park_idle or longer: a ping, a
+// sporadic message) it parks again as soon as it has handled every byte
+// read, without waiting park_idle: a fleet pinging at once must not hold a
+// goroutine per connection for that long. A connection that sends again
+// soon after is woken again, and then waits park_idle like any active one.
 //
 // The keep alive deadline runs from the end of the last packet handled
-// (kaDeadline); a parked connection's is kept by the poller.
-func (c *conn) readLoop() (e ending, parked bool) {
+// (lastPacket); a parked connection's is kept by the poller.
+func (c *conn) readLoop(quick bool) (e ending, parked bool) {
 	g := c.g
 	parkAfter := g.cfg.ParkIdle
 	if !c.parkable {
@@ -559,7 +566,7 @@ func (c *conn) readLoop() (e ending, parked bool) {
 		now := g.clock()
 		deadline, toPark := time.Time{}, false
 		if c.keepAlive > 0 {
-			deadline = time.Unix(0, c.kaDeadline)
+			deadline = time.Unix(0, c.keepAliveDeadline())
 		}
 		if parkAfter > 0 && (deadline.IsZero() || now.Add(parkAfter).Before(deadline)) {
 			deadline, toPark = now.Add(parkAfter), true
@@ -568,7 +575,7 @@ func (c *conn) readLoop() (e ending, parked bool) {
 		h, body, err := c.rd.ReadPacket()
 		if err != nil {
 			if toPark && errors.Is(err, os.ErrDeadlineExceeded) &&
-				(c.keepAlive == 0 || g.clock().UnixNano() < c.kaDeadline) {
+				(c.keepAlive == 0 || g.clock().UnixNano() < c.keepAliveDeadline()) {
 				if c.park() {
 					return ending{}, true
 				}
@@ -593,13 +600,23 @@ func (c *conn) readLoop() (e ending, parked bool) {
 			g.log.Debug("protocol fault", "client", c.clientID, "err", err)
 			return ending{reason: code}, false
 		}
-		if c.keepAlive > 0 {
-			c.kaDeadline = g.clock().Add(c.keepAlive + c.keepAlive/2).UnixNano()
-		}
+		c.lastPacket = g.clock().UnixNano()
 		if c.rd.Buffered() == 0 {
+			if quick {
+				if c.park() {
+					return ending{}, true
+				}
+				quick = false
+			}
 			c.rd.Shrink()
 		}
 	}
+}
+
+// keepAliveDeadline is when the next packet must be complete (unix ns;
+// keep alive > 0): one and a half keep alive periods after the last.
+func (c *conn) keepAliveDeadline() int64 {
+	return c.lastPacket + int64(c.keepAlive+c.keepAlive/2)
 }
 
 // readError maps a read failure to a reason, answering 5.0 clients where
@@ -845,6 +862,9 @@ func (c *conn) flushLoop() {
 		c.mu.Lock()
 		if c.flow == nil || c.out.len() == 0 || c.closed {
 			c.flushing = false
+			if c.resting {
+				c.dropIdleFlow() // what a parked connection's PINGRESP needed
+			}
 			c.mu.Unlock()
 			return
 		}

@@ -51,19 +51,31 @@ func (c *conn) park() bool {
 	c.rd.Release()
 	c.rs = nil
 	c.mu.Lock()
+	c.resting = true
 	c.dropIdleFlow()
 	c.mu.Unlock()
 	var due int64
 	if c.keepAlive > 0 {
-		due = (c.kaDeadline + int64(time.Second) - 1) / int64(time.Second) // rounded up
+		due = (c.keepAliveDeadline() + int64(time.Second) - 1) / int64(time.Second) // rounded up
 	}
-	return c.g.park.park(c, due)
+	if c.g.park.park(c, due) {
+		return true
+	}
+	c.mu.Lock()
+	c.resting = false
+	c.mu.Unlock()
+	return false
 }
 
 // resume reads a connection the poller woke: bytes or the peer's close
-// arrived, or the gateway closed the socket.
+// arrived, or the gateway closed the socket. A connection idle for
+// park_idle or longer parks again as soon as it has handled what it sent.
 func (c *conn) resume() {
-	c.serveReads(c.g.park.ctx)
+	c.mu.Lock()
+	c.resting = false
+	c.mu.Unlock()
+	quick := c.g.clock().UnixNano()-c.lastPacket >= int64(c.g.cfg.ParkIdle)
+	c.serveReads(c.g.park.ctx, quick)
 }
 
 // expire ends a parked connection whose keep alive passed.

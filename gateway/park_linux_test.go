@@ -385,3 +385,39 @@ func TestParkMany(t *testing.T) {
 	}
 	waitEnded(t, g)
 }
+
+// TestParkQuickAfterIdleWake: a connection woken after being idle for
+// park_idle (a ping) parks again as soon as it has answered, and without
+// its flow state; one that sends again soon after stays active for
+// park_idle.
+func TestParkQuickAfterIdleWake(t *testing.T) {
+	const idle = 300 * time.Millisecond
+	fl := newFakeLog()
+	g := startGateway(t, fl, func(c *Config) { c.ParkIdle = idle })
+	nc, rd := connectAs(t, g, "t-1", 0)
+	waitParks(t, g, 1, 1)
+	c := connOf(t, g, "t-1")
+	time.Sleep(idle) // idle for park_idle and more
+
+	ping := func() time.Time {
+		t.Helper()
+		write(t, nc, &packet.Pingreq{})
+		if _, ok := read(t, nc, rd, 2*time.Second).(*packet.Pingresp); !ok {
+			t.Fatal("want PINGRESP")
+		}
+		return time.Now()
+	}
+	at := ping()
+	waitParks(t, g, 2, 1)
+	if d := time.Since(at); d > idle/2 {
+		t.Fatalf("parked again %v after answering a ping, want at once", d)
+	}
+	eventually(t, "the flow state to be dropped", func() bool { has, _ := hasFlow(c); return !has })
+
+	// Sending again soon: active, parked only after park_idle.
+	at = ping()
+	waitParks(t, g, 3, 1)
+	if d := time.Since(at); d < idle*3/4 {
+		t.Fatalf("a connection that sent again soon parked after %v, want about %v", d, idle)
+	}
+}

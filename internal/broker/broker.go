@@ -266,7 +266,8 @@ func (b *Broker) Run(ctx context.Context) (err error) {
 	if gw != nil {
 		go func() { gwDone <- gw.Run(gwCtx) }()
 		if cfg.Gateway.ParkIdle > 0 {
-			go releaseAfterWaves(gwCtx, gw.Parked, b.log)
+			total := func() int64 { return gw.Stats.Load(gateway.ConnectionsTotal) }
+			go releaseAfterWaves(gwCtx, total, gw.Parked, b.log)
 		}
 	}
 	close(b.started)

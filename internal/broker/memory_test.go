@@ -2,36 +2,39 @@ package broker
 
 import "testing"
 
-// TestWaveWatch: memory is released once per wave of at least waveMin
-// parked connections, after the count stopped growing for waveQuiet
-// seconds; pings moving a steady count, and leaving connections, do not
-// release.
+// TestWaveWatch: memory is released once per wave of at least waveMin new
+// connections, once no new connection came and the parked count stopped
+// growing for waveQuiet seconds; keep-alive pings waking and parking a
+// steady fleet, and leaving connections, do not release.
 func TestWaveWatch(t *testing.T) {
 	var w waveWatch
 	var releases []int
 	second := 0
-	feed := func(counts ...int64) {
-		for _, n := range counts {
+	feed := func(counts ...[2]int64) {
+		for _, c := range counts {
 			second++
-			if w.tick(n) {
+			if w.tick(c[0], c[1]) {
 				releases = append(releases, second)
 			}
 		}
 	}
-	feed(0, 500, 1500, 3000, 3000, 2990) // a wave: quiet at seconds 5 and 6
+	// A wave of 3000: connected by second 3, parked by second 4, quiet at 5 and 6.
+	feed([2]int64{500, 0}, [2]int64{1500, 400}, [2]int64{3000, 1500}, [2]int64{3000, 3000}, [2]int64{3000, 3000}, [2]int64{3000, 2990})
 	if len(releases) != 1 || releases[0] != 6 {
 		t.Fatalf("releases at %v, want one at second 6", releases)
 	}
-	feed(3000, 2980, 3005, 2995, 3000, 2990, 3000) // pings: the count moves a little
-	feed(2000, 1000, 1000, 1000)                   // connections leave
+	// Pings waking most of the fleet at once, then parking it again.
+	feed([2]int64{3000, 3000}, [2]int64{3000, 200}, [2]int64{3000, 3000}, [2]int64{3000, 3000}, [2]int64{3000, 3000})
+	// Connections leave.
+	feed([2]int64{3000, 2000}, [2]int64{3000, 1000}, [2]int64{3000, 1000}, [2]int64{3000, 1000})
 	if len(releases) != 1 {
 		t.Fatalf("releases at %v, want no more after the first", releases)
 	}
-	feed(1500, 1900, 1900, 1900) // 900 more than the fewest: not a wave
+	feed([2]int64{3900, 1000}, [2]int64{3900, 1900}, [2]int64{3900, 1900}, [2]int64{3900, 1900}) // 900 new: not a wave
 	if len(releases) != 1 {
-		t.Fatalf("releases at %v: 900 connections are not a wave", releases)
+		t.Fatalf("releases at %v: 900 new connections are not a wave", releases)
 	}
-	feed(2100, 2100, 2100) // 1100 more than the fewest (1000)
+	feed([2]int64{4100, 2000}, [2]int64{4100, 2100}, [2]int64{4100, 2100}, [2]int64{4100, 2100}) // 1100 since the last release
 	if len(releases) != 2 || releases[1] != second {
 		t.Fatalf("releases at %v, want a second one at second %d", releases, second)
 	}

@@ -62,6 +62,7 @@ type conn struct {
 	aliasIn     []string
 	awaitingRel map[uint16]struct{}
 	inInflight  atomic.Int32   // QoS 1/2 publishes from the client not yet completed
+	nonblock    bool           // reads return errWouldBlock rather than wait (park.go)
 	writing     sync.WaitGroup // log writes of this connection not yet completed
 
 	mu       sync.Mutex
@@ -223,7 +224,7 @@ type outMsg struct {
 
 func newConn(g *Gateway, nc net.Conn) *conn {
 	c := &conn{g: g, nc: nc, id: g.connSeq.Add(1)}
-	c.rd.Init(nc, readBufferSize)
+	c.rd.Init((*socket)(c), readBufferSize)
 	c.rd.MaxPacketSize = g.cfg.MaxPacketSize
 	_, c.parkable = nc.(*net.TCPConn)
 	c.parkable = c.parkable && g.park != nil
@@ -232,6 +233,18 @@ func newConn(g *Gateway, nc net.Conn) *conn {
 
 // readBufferSize is the initial size of a connection's read buffer.
 const readBufferSize = 512
+
+// socket is what a connection's Reader reads from: the connection's
+// socket, read without waiting while conn.nonblock is set (park.go).
+type socket conn
+
+func (s *socket) Read(p []byte) (int, error) {
+	c := (*conn)(s)
+	if c.nonblock {
+		return c.readNow(p)
+	}
+	return c.nc.Read(p)
+}
 
 // ending is how a connection ended: whether the client's DISCONNECT
 // suppresses the will, the reason code, and a session expiry sent with
@@ -263,14 +276,13 @@ func (g *Gateway) serve(ctx context.Context, nc net.Conn) {
 	c.add(ConnectionsCurrent, 1)
 	c.add(ConnectionsTotal, 1)
 	c.lastPacket = g.clock().UnixNano()
-	c.serveReads(ctx, false)
+	c.serveReads(ctx)
 }
 
 // serveReads reads packets until the connection ends, then finishes it,
-// or until the connection parks (park.go), leaving it to the poller; with
-// quick, it parks as soon as it has handled what was sent (see readLoop).
-func (c *conn) serveReads(ctx context.Context, quick bool) {
-	e, parked := c.readLoop(quick)
+// or until the connection parks (park.go), leaving it to the poller.
+func (c *conn) serveReads(ctx context.Context) {
+	e, parked := c.readLoop()
 	if parked {
 		return
 	}
@@ -547,16 +559,11 @@ func newClientID(sep string) string {
 
 // readLoop handles packets until the connection ends, and returns how it
 // ended; or until the connection has been idle for Config.ParkIdle and
-// parks (parked true: another goroutine owns the reader now). With quick
-// (a connection woken after being idle for park_idle or longer: a ping, a
-// sporadic message) it parks again as soon as it has handled every byte
-// read, without waiting park_idle: a fleet pinging at once must not hold a
-// goroutine per connection for that long. A connection that sends again
-// soon after is woken again, and then waits park_idle like any active one.
+// parks (parked true: another goroutine owns the reader now).
 //
 // The keep alive deadline runs from the end of the last packet handled
 // (lastPacket); a parked connection's is kept by the poller.
-func (c *conn) readLoop(quick bool) (e ending, parked bool) {
+func (c *conn) readLoop() (e ending, parked bool) {
 	g := c.g
 	parkAfter := g.cfg.ParkIdle
 	if !c.parkable {
@@ -583,34 +590,37 @@ func (c *conn) readLoop(quick bool) (e ending, parked bool) {
 			}
 			return ending{reason: c.readError(err)}, false
 		}
-		c.add(BytesReceived, int64(len(body)+2))
-		if h.Type == packet.DISCONNECT {
-			clean, reason, expiry := c.handleDisconnect(h, body)
-			return ending{clean, reason, expiry}, false
+		if e, done := c.process(h, body); done {
+			return e, false
 		}
-		if err := c.handle(h, body); err != nil {
-			var ec *errClose
-			if errors.As(err, &ec) {
-				c.sendDisconnect(ec.code)
-				g.log.Debug("closing connection", "client", c.clientID, "err", err)
-				return ending{reason: ec.code}, false
-			}
-			code := packet.CodeOf(err)
-			c.sendDisconnect(code)
-			g.log.Debug("protocol fault", "client", c.clientID, "err", err)
-			return ending{reason: code}, false
-		}
-		c.lastPacket = g.clock().UnixNano()
 		if c.rd.Buffered() == 0 {
-			if quick {
-				if c.park() {
-					return ending{}, true
-				}
-				quick = false
-			}
 			c.rd.Shrink()
 		}
 	}
+}
+
+// process handles one packet from the client; done reports that the
+// connection ends, and how.
+func (c *conn) process(h packet.FixedHeader, body []byte) (e ending, done bool) {
+	c.add(BytesReceived, int64(len(body)+2))
+	if h.Type == packet.DISCONNECT {
+		clean, reason, expiry := c.handleDisconnect(h, body)
+		return ending{clean, reason, expiry}, true
+	}
+	if err := c.handle(h, body); err != nil {
+		var ec *errClose
+		if errors.As(err, &ec) {
+			c.sendDisconnect(ec.code)
+			c.g.log.Debug("closing connection", "client", c.clientID, "err", err)
+			return ending{reason: ec.code}, true
+		}
+		code := packet.CodeOf(err)
+		c.sendDisconnect(code)
+		c.g.log.Debug("protocol fault", "client", c.clientID, "err", err)
+		return ending{reason: code}, true
+	}
+	c.lastPacket = c.g.clock().UnixNano()
+	return ending{}, false
 }
 
 // keepAliveDeadline is when the next packet must be complete (unix ns;

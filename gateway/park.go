@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"context"
+	"errors"
 	"time"
 
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
@@ -50,6 +52,7 @@ type parkState struct {
 func (c *conn) park() bool {
 	c.rd.Release()
 	c.rs = nil
+	_ = c.nc.SetReadDeadline(time.Time{}) // passed; a non-blocking read must not fail on it
 	c.mu.Lock()
 	c.resting = true
 	c.dropIdleFlow()
@@ -67,15 +70,59 @@ func (c *conn) park() bool {
 	return false
 }
 
-// resume reads a connection the poller woke: bytes or the peer's close
-// arrived, or the gateway closed the socket. A connection idle for
-// park_idle or longer parks again as soon as it has handled what it sent.
+// resume reads a connection the poller woke with a goroutine of its own:
+// one that sent again soon after it parked, or whose socket the gateway
+// closed.
 func (c *conn) resume() {
+	c.wake()
+	c.serveReads(c.g.park.ctx)
+}
+
+// wake starts a reader's turn after a park.
+func (c *conn) wake() {
 	c.mu.Lock()
 	c.resting = false
 	c.mu.Unlock()
-	quick := c.g.clock().UnixNano()-c.lastPacket >= int64(c.g.cfg.ParkIdle)
-	c.serveReads(c.g.park.ctx, quick)
+}
+
+// quickPackets is how many packets a worker handles for one woken
+// connection before it gives the connection a goroutine of its own.
+const quickPackets = 16
+
+// quickServe runs on one of the poller's workers for a connection woken
+// after being idle for park_idle or longer (a ping, a sporadic message):
+// it reads without waiting what the client sent, handles it and parks the
+// connection again at once, so that a fleet pinging at once takes a few
+// workers rather than a goroutine and a park_idle wait per connection. A
+// connection that turns out to send more (quickPackets in one pass) gets
+// a reader goroutine of its own, and one that ends is finished by one, so
+// that the worker never waits for the log.
+func (c *conn) quickServe(ctx context.Context) {
+	c.wake()
+	c.nonblock = true
+	for n := 0; n < quickPackets; n++ {
+		h, body, err := c.rd.ReadPacket()
+		if errors.Is(err, errWouldBlock) {
+			c.nonblock = false
+			if c.park() {
+				return
+			}
+			break // the poller stopped, or the socket closed
+		}
+		if err != nil {
+			c.nonblock = false
+			e := ending{reason: c.readError(err)}
+			go c.end(ctx, e)
+			return
+		}
+		if e, done := c.process(h, body); done {
+			c.nonblock = false
+			go c.end(ctx, e)
+			return
+		}
+	}
+	c.nonblock = false
+	go c.serveReads(ctx)
 }
 
 // expire ends a parked connection whose keep alive passed.

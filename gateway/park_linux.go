@@ -6,7 +6,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"os"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -39,6 +42,11 @@ type poller struct {
 	mu      sync.Mutex
 	wheel   wheel
 	stopped bool
+	// queue holds the woken connections that were idle for park_idle or
+	// longer, for the workers (conn.quickServe); work signals it.
+	queue   []*conn
+	work    sync.Cond
+	workers sync.WaitGroup
 }
 
 // wakeToken is the epoll token of the stop pipe; connection ids are never
@@ -68,9 +76,76 @@ func newPoller(ctx context.Context, g *Gateway) (*poller, error) {
 		g: g, ctx: ctx, epfd: epfd, wakeR: fds[0], wakeW: fds[1],
 		done: make(chan struct{}),
 	}
+	p.work.L = &p.mu
 	p.wheel.now = g.clock().Unix()
+	for range max(4, 2*runtime.GOMAXPROCS(0)) {
+		p.workers.Add(1)
+		go p.worker()
+	}
 	go p.run()
 	return p, nil
+}
+
+// errWouldBlock is what a non-blocking read returns when no byte is
+// waiting.
+var errWouldBlock = errors.New("no data to read")
+
+// readNow reads what is waiting on the socket without waiting for more:
+// errWouldBlock when nothing is, io.EOF when the peer closed.
+func (c *conn) readNow(p []byte) (int, error) {
+	tc, ok := c.nc.(*net.TCPConn)
+	if !ok {
+		return 0, errors.ErrUnsupported
+	}
+	raw, err := tc.SyscallConn()
+	if err != nil {
+		return 0, fmt.Errorf("read: %w", err)
+	}
+	var n int
+	var rerr error
+	err = raw.Read(func(fd uintptr) bool {
+		for {
+			n, rerr = syscall.Read(int(fd), p)
+			if !errors.Is(rerr, syscall.EINTR) {
+				return true // never wait in the netpoller
+			}
+		}
+	})
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("read: %w", err) // closed
+	case errors.Is(rerr, syscall.EAGAIN):
+		return 0, errWouldBlock
+	case rerr != nil:
+		return 0, os.NewSyscallError("read", rerr)
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// worker serves the connections of the queue until the poller stops.
+func (p *poller) worker() {
+	defer p.workers.Done()
+	p.mu.Lock()
+	for {
+		for len(p.queue) == 0 && !p.stopped {
+			p.work.Wait()
+		}
+		if len(p.queue) == 0 {
+			p.mu.Unlock()
+			return
+		}
+		c := p.queue[0]
+		p.queue[0] = nil
+		p.queue = p.queue[1:]
+		if len(p.queue) == 0 {
+			p.queue = nil // do not keep a wave's backing array
+		}
+		p.mu.Unlock()
+		c.quickServe(p.ctx)
+		p.mu.Lock()
+	}
 }
 
 func setToken(ev *syscall.EpollEvent, tok uint64) {
@@ -157,6 +232,7 @@ func (p *poller) stop() {
 	p.once.Do(func() {
 		_, _ = syscall.Write(p.wakeW, []byte{1})
 		<-p.done
+		p.workers.Wait()
 		_ = syscall.Close(p.epfd)
 		_ = syscall.Close(p.wakeR)
 		_ = syscall.Close(p.wakeW)
@@ -190,11 +266,23 @@ func (p *poller) run() {
 			ready = p.g.appendConns(ready) // every parked one is among them
 		}
 		p.mu.Lock()
+		now := p.g.clock().UnixNano()
+		queued := false
 		for _, c := range ready {
-			if c.pk.parked {
-				p.take(c)
+			if !c.pk.parked {
+				continue
+			}
+			p.take(c)
+			if !stop && now-c.lastPacket >= int64(p.g.cfg.ParkIdle) {
+				// Idle for park_idle or more: a ping, a sporadic message.
+				p.queue = append(p.queue, c)
+				queued = true
+			} else {
 				woken = append(woken, c)
 			}
+		}
+		if queued {
+			p.work.Broadcast()
 		}
 		expired = p.wheel.advance(p.g.clock().Unix(), expired)
 		for _, c := range expired {
@@ -202,6 +290,9 @@ func (p *poller) run() {
 			p.take(c)
 		}
 		p.stopped = stop
+		if stop {
+			p.work.Broadcast() // the workers drain the queue and end
+		}
 		p.mu.Unlock()
 		for _, c := range woken {
 			go c.resume()

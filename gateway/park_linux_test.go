@@ -421,3 +421,36 @@ func TestParkQuickAfterIdleWake(t *testing.T) {
 		t.Fatalf("a connection that sent again soon parked after %v, want about %v", d, idle)
 	}
 }
+
+// TestParkWokenBurst: a parked connection that sends more than a worker
+// handles in one pass (quickPackets) gets a reader of its own and every
+// packet is answered in order; a DISCONNECT sent to a parked connection
+// ends it.
+func TestParkWokenBurst(t *testing.T) {
+	fl := newFakeLog()
+	g := startGateway(t, fl, parkFast)
+	nc, rd := connectAs(t, g, "t-1", 0)
+	waitParks(t, g, 1, 1)
+	time.Sleep(50 * time.Millisecond) // idle for park_idle and more
+	const n = 3*quickPackets + 5
+	var burst []byte
+	for i := range n {
+		burst = (&packet.Ack{Kind: packet.PUBREL, PacketID: uint16(i + 1)}).Append(burst, packet.V5)
+	}
+	if _, err := nc.Write(burst); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		a := readAck(t, nc, rd)
+		if a.Kind != packet.PUBCOMP || a.PacketID != uint16(i+1) {
+			t.Fatalf("answer %d: %v %d, want PUBCOMP %d", i, a.Kind, a.PacketID, i+1)
+		}
+	}
+	eventually(t, "the connection to park again", func() bool { return g.Parked() == 1 })
+	time.Sleep(50 * time.Millisecond)
+	write(t, nc, &packet.Disconnect{})
+	if code := expectEnd(t, nc, rd, 5*time.Second); code != -1 {
+		t.Fatalf("DISCONNECT %#x from the gateway after the client's, want none", code)
+	}
+	waitEnded(t, g)
+}

@@ -18,6 +18,12 @@ func newPoller(context.Context, *Gateway) (*poller, error) {
 	return nil, errors.ErrUnsupported
 }
 
+// errWouldBlock is what a non-blocking read returns when no byte is
+// waiting; connections never read without blocking here.
+var errWouldBlock = errors.New("no data to read")
+
+func (c *conn) readNow([]byte) (int, error) { return 0, errors.ErrUnsupported }
+
 func (p *poller) park(*conn, int64) bool { return false }
 func (p *poller) closed(*conn)           {}
 func (p *poller) stop()                  {}

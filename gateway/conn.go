@@ -672,6 +672,9 @@ func (c *conn) handle(h packet.FixedHeader, body []byte) error {
 		if err := (&packet.Pingreq{}).Decode(h, body, c.version); err != nil {
 			return err
 		}
+		if pingresp := [2]byte{byte(packet.PINGRESP) << 4, 0}; c.replyNow(pingresp[:]) {
+			return nil
+		}
 		c.mu.Lock()
 		c.useFlow()
 		c.out.b = (&packet.Pingresp{}).Append(c.out.b, c.version)

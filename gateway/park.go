@@ -14,14 +14,17 @@ import (
 // handshake has grown it) and its read buffer for as long as the client
 // says nothing, which for an idle MQTT client is most of the time. A TCP
 // connection that has sent nothing for Config.ParkIdle is parked instead:
-// its reader gives back the read buffer (a partial packet stays buffered)
-// and its decode state, hands the socket to the gateway's poller and ends.
-// The poller (park_linux.go) watches every parked socket with one epoll set
-// (EPOLLIN | EPOLLONESHOT, so each arming reports at most once) and one
-// goroutine. When bytes arrive, or the peer closes, it starts a reader
-// again (resume), which reads as any reader does. Writes never needed the
-// reader: deliveries, acknowledgements and the flusher work the same for a
-// parked connection.
+// its reader gives back the read buffer (a partial packet stays buffered),
+// its decode state and its idle flow state, hands the socket to the
+// gateway's poller and ends. The poller (park_linux.go) watches every
+// parked socket with one epoll set (EPOLLIN | EPOLLONESHOT, so each arming
+// reports at most once) and one goroutine. When bytes arrive, or the peer
+// closes, it hands the connection back: to one of its workers when the
+// connection had been idle for ParkIdle or longer (quickServe: read what
+// is waiting without blocking, handle it, park again at once), else to a
+// reader goroutine of its own (resume), which reads as any reader does.
+// Writes never needed the reader: deliveries, acknowledgements and the
+// flusher work the same for a parked connection.
 //
 // The keep alive of a parked connection is kept by a timing wheel of
 // one-second slots that the poller advances every second, so a parked
@@ -32,10 +35,10 @@ import (
 // blocked Read would.
 //
 // Ownership: the reader's fields (conn's first blocks) belong to one
-// goroutine at a time: the serving goroutine, then after each park the
-// goroutine the poller starts (resume or expire). The poller's mutex orders
-// the hand-over; a parked connection is in the poller's table until exactly
-// one of wake, expiry, close or stop takes it out.
+// goroutine at a time: the serving goroutine, then after each park a
+// worker or the goroutine the poller starts (resume or expire). The
+// poller's mutex orders the hand-over; a parked connection stays parked
+// until exactly one of wake, expiry, close or stop takes it out.
 
 // parkState is a connection's place in the poller, guarded by its mutex.
 type parkState struct {
@@ -97,32 +100,73 @@ const quickPackets = 16
 // connection that turns out to send more (quickPackets in one pass) gets
 // a reader goroutine of its own, and one that ends is finished by one, so
 // that the worker never waits for the log.
-func (c *conn) quickServe(ctx context.Context) {
+//
+// buf is the worker's read buffer, lent to the connection's Reader for the
+// pass (a partial packet left at park is copied out), and a PINGRESP is
+// written straight to the socket when nothing else waits (replyNow): a
+// ping then allocates next to nothing.
+func (c *conn) quickServe(ctx context.Context, buf []byte) {
 	c.wake()
+	c.rd.Lend(buf)
 	c.nonblock = true
 	for n := 0; n < quickPackets; n++ {
 		h, body, err := c.rd.ReadPacket()
 		if errors.Is(err, errWouldBlock) {
 			c.nonblock = false
-			if c.park() {
+			if c.park() { // (releases buf)
 				return
 			}
 			break // the poller stopped, or the socket closed
 		}
 		if err != nil {
 			c.nonblock = false
+			c.rd.Release()
 			e := ending{reason: c.readError(err)}
 			go c.end(ctx, e)
 			return
 		}
 		if e, done := c.process(h, body); done {
 			c.nonblock = false
+			c.rd.Release()
 			go c.end(ctx, e)
 			return
 		}
 	}
 	c.nonblock = false
+	c.rd.Release() // keeps a partial packet, in a buffer of its own
 	go c.serveReads(ctx)
+}
+
+// replyNow writes b, a reply the reader owes (PINGRESP), straight to the
+// socket without waiting, when the connection reads without waiting and
+// has nothing else to write (no flow state: nothing queued, no flusher).
+// Bytes the socket does not take go through the out buffer. It reports
+// false, having written nothing, when it cannot.
+func (c *conn) replyNow(b []byte) bool {
+	if !c.nonblock {
+		return false
+	}
+	c.mu.Lock()
+	if c.flow != nil || c.closed {
+		c.mu.Unlock()
+		return false
+	}
+	n := c.writeSome(b) // without waiting; c.mu keeps every other write behind it
+	if n == 0 {
+		c.mu.Unlock()
+		return false
+	}
+	c.add(BytesSent, int64(n))
+	rest := n < len(b)
+	if rest {
+		c.useFlow()
+		c.out.b = append(c.out.b, b[n:]...)
+	}
+	c.mu.Unlock()
+	if rest {
+		c.kickFlush()
+	}
+	return true
 }
 
 // expire ends a parked connection whose keep alive passed.

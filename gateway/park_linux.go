@@ -124,9 +124,35 @@ func (c *conn) readNow(p []byte) (int, error) {
 	return n, nil
 }
 
+// writeSome writes what the socket takes of b without waiting and returns
+// how much that was.
+func (c *conn) writeSome(b []byte) int {
+	tc, ok := c.nc.(*net.TCPConn)
+	if !ok {
+		return 0
+	}
+	raw, err := tc.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	var n int
+	_ = raw.Write(func(fd uintptr) bool {
+		for {
+			m, err := syscall.Write(int(fd), b)
+			if errors.Is(err, syscall.EINTR) {
+				continue
+			}
+			n = max(m, 0)
+			return true // never wait in the netpoller
+		}
+	})
+	return n
+}
+
 // worker serves the connections of the queue until the poller stops.
 func (p *poller) worker() {
 	defer p.workers.Done()
+	buf := make([]byte, readBufferSize) // lent to each connection in turn
 	p.mu.Lock()
 	for {
 		for len(p.queue) == 0 && !p.stopped {
@@ -143,7 +169,7 @@ func (p *poller) worker() {
 			p.queue = nil // do not keep a wave's backing array
 		}
 		p.mu.Unlock()
-		c.quickServe(p.ctx)
+		c.quickServe(p.ctx, buf)
 		p.mu.Lock()
 	}
 }

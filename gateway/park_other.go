@@ -23,6 +23,7 @@ func newPoller(context.Context, *Gateway) (*poller, error) {
 var errWouldBlock = errors.New("no data to read")
 
 func (c *conn) readNow([]byte) (int, error) { return 0, errors.ErrUnsupported }
+func (c *conn) writeSome([]byte) int        { return 0 }
 
 func (p *poller) park(*conn, int64) bool { return false }
 func (p *poller) closed(*conn)           {}

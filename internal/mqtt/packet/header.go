@@ -94,6 +94,7 @@ type Reader struct {
 	start int // first unconsumed byte
 	end   int // end of buffered data
 	init  int
+	lent  bool // buf is the caller's (Lend)
 
 	// MaxPacketSize bounds a whole packet in bytes; 0 means the protocol
 	// maximum. Set it before reading, or between packets.
@@ -183,6 +184,7 @@ func (r *Reader) makeRoom(want int) {
 		size := min(max(2*len(buf), r.end-r.start+1), want)
 		if size > len(buf) {
 			buf = make([]byte, size)
+			r.lent = false
 		}
 	}
 	n := copy(buf, r.buf[r.start:r.end])
@@ -204,11 +206,29 @@ func (r *Reader) Shrink() {
 // Release drops the buffer when nothing is buffered, so that an idle
 // stream holds no buffer at all; the next read allocates the initial size
 // again. It reports whether the buffer was dropped (false while part of a
-// packet is buffered: those bytes are kept).
+// packet is buffered: those bytes are kept, in a buffer of r's own if the
+// buffer was lent). After Release, r no longer uses a lent buffer.
 func (r *Reader) Release() bool {
-	if r.start != r.end {
-		return false
+	if r.start == r.end {
+		r.buf, r.start, r.end, r.lent = nil, 0, 0, false
+		return true
 	}
-	r.buf, r.start, r.end = nil, 0, 0
-	return true
+	if r.lent {
+		own := make([]byte, max(r.init, r.end-r.start))
+		r.end = copy(own, r.buf[r.start:r.end])
+		r.buf, r.start, r.lent = own, 0, false
+	}
+	return false
+}
+
+// Lend makes r read into b, which stays the caller's, while r has no
+// buffer of its own (after Init or Release): a caller serving many idle
+// streams one after the other lends each the same buffer instead of
+// allocating one per read. r stops using b when a packet needs more room,
+// and at Release, which the caller calls before it uses b again. Bodies
+// returned by ReadPacket alias b until then.
+func (r *Reader) Lend(b []byte) {
+	if len(r.buf) == 0 && len(b) > 0 {
+		r.buf, r.start, r.end, r.lent = b[:cap(b)], 0, 0, true
+	}
 }

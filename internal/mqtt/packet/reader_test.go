@@ -416,3 +416,49 @@ func TestReaderInit(t *testing.T) {
 		t.Fatalf("initial size %d, want the 16-byte minimum", r.init)
 	}
 }
+
+// TestReaderLend: a Reader reads into a lent buffer; Release with part of a
+// packet buffered copies it into a buffer of its own, so the lender may
+// reuse its buffer, and the packet completes; a packet too large for the
+// lent buffer moves to a buffer of the Reader's own.
+func TestReaderLend(t *testing.T) {
+	pkt := wpkt(0x32, wstr("lent/topic"), wu16(4), bs("payload"))
+	lent := make([]byte, 32)
+	src := &stepReader{chunks: [][]byte{pkt[:9]}}
+	var r Reader
+	r.Init(src, 16)
+	r.Lend(lent)
+	if _, _, err := r.ReadPacket(); !errors.Is(err, errNoData) {
+		t.Fatalf("half a packet: %v, want %v", err, errNoData)
+	}
+	if r.Release() || r.Buffered() != 9 {
+		t.Fatalf("Release kept %d bytes, want 9", r.Buffered())
+	}
+	for i := range lent {
+		lent[i] = 0xFF // the lender reuses its buffer
+	}
+	src.chunks = [][]byte{pkt[9:]}
+	h, body, err := r.ReadPacket()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p Publish
+	if err := p.Decode(h, body, V311); err != nil || string(p.Topic) != "lent/topic" || string(p.Payload) != "payload" {
+		t.Fatalf("packet across Release of a lent buffer: %+v, %v", p, err)
+	}
+	if !r.Release() || r.buf != nil {
+		t.Fatal("Release of an idle Reader kept its buffer")
+	}
+
+	// Larger than the lent buffer: read into a buffer of r's own.
+	big := wpkt(0x30, wstr("big"), bytes.Repeat([]byte("x"), 100))
+	r.Lend(lent)
+	src.chunks = [][]byte{big}
+	_, body, err = r.ReadPacket()
+	if err != nil || len(body) != len(big)-2 {
+		t.Fatalf("big packet: %d bytes, %v", len(body), err)
+	}
+	if r.lent || &r.buf[0] == &lent[0] {
+		t.Fatal("a packet larger than the lent buffer was read into it")
+	}
+}

@@ -53,6 +53,11 @@ type Config struct {
 	MaxOutBuffer int `yaml:"max_out_buffer"`
 	// WriteTimeout bounds one write to a client socket.
 	WriteTimeout time.Duration `yaml:"write_timeout"`
+	// ParkIdle is how long a TCP connection may send nothing before its
+	// reader goroutine and read buffer are released and the gateway's
+	// poller watches the socket instead, until a byte arrives (Linux; see
+	// ARCHITECTURE.md). 0 keeps a reader goroutine per connection.
+	ParkIdle time.Duration `yaml:"park_idle"`
 	// SysInterval is the period of the $SYS/broker topics; 0 disables them.
 	SysInterval time.Duration `yaml:"sys_interval"`
 	// ProduceLinger is how long a record the gateway produces (a PUBLISH
@@ -82,6 +87,7 @@ func DefaultConfig() Config {
 		MaxQueued:         10_000,
 		MaxOutBuffer:      4 << 20,
 		WriteTimeout:      30 * time.Second,
+		ParkIdle:          time.Second,
 		SysInterval:       10 * time.Second,
 		Heartbeat:         time.Second,
 		ProduceLinger:     time.Millisecond,
@@ -131,6 +137,9 @@ func (c *Config) Validate() error {
 	}
 	if c.WriteTimeout <= 0 {
 		bad("write_timeout", "must be > 0")
+	}
+	if c.ParkIdle < 0 {
+		bad("park_idle", "must be ≥ 0 (0 never parks)")
 	}
 	if c.SysInterval < 0 {
 		bad("sys_interval", "must be ≥ 0")

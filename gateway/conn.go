@@ -30,19 +30,19 @@ func ReasonCodeOf(v uint32) packet.ReasonCode { return packet.ReasonCode(v) }
 // sessionNever is the Session Expiry Interval that means "never expires".
 const sessionNever = 0xFFFFFFFF
 
-// conn is one client connection. The reader goroutine owns the fields in
-// the first block; mu guards the rest, which delivery, acknowledgement and
-// flush goroutines share. Lock order: Gateway.mu before conn.mu; never the
-// other way round.
+// conn is one client connection. The reader owns the fields in the first
+// blocks: one goroutine at a time, which hands them over when it parks the
+// connection (park.go); mu guards the rest, which delivery,
+// acknowledgement and flush goroutines share. Lock order: Gateway.mu before
+// conn.mu; never the other way round.
 type conn struct {
-	g      *Gateway
-	nc     net.Conn
-	rd     *packet.Reader
-	id     uint64
-	remote string
+	g  *Gateway
+	nc net.Conn
+	rd packet.Reader
+	id uint64
 
-	// Set by the handshake, read-only afterwards.
-	version         packet.Version
+	// Set by the handshake, read-only afterwards. (Field order packs the
+	// struct into a smaller size class: keep the small ones together.)
 	tenant          string
 	clientID        string
 	ckey            string // key in Gateway.clients
@@ -51,21 +51,20 @@ type conn struct {
 	keepAlive       time.Duration
 	sessionExpiry   uint32
 	problemInfo     bool
+	version         packet.Version
 	clientRecvMax   uint16
 	clientMaxPacket uint32
 	clientAliasMax  uint16
 	ts              *Stats // the tenant's counters
 
-	// Reader goroutine only.
+	// Reader only.
+	rs          *readState                 // what packets decode into; nil until needed and while parked
+	lastPacket  int64                      // unix ns: when the last packet was handled, or CONNACK queued (keepAliveDeadline)
 	qos0Done    func(*kafka.Record, error) // c.qos0Produced, bound at the first QoS 0 PUBLISH
-	pub         packet.Publish
-	sub         packet.Subscribe
-	unsub       packet.Unsubscribe
-	ack         packet.Ack
-	disc        packet.Disconnect
 	aliasIn     []string
 	awaitingRel map[uint16]struct{}
 	inInflight  atomic.Int32   // QoS 1/2 publishes from the client not yet completed
+	nonblock    bool           // reads return errWouldBlock rather than wait (park.go)
 	writing     sync.WaitGroup // log writes of this connection not yet completed
 
 	// The connection's writer (who set flushing) only.
@@ -73,13 +72,40 @@ type conn struct {
 	nbKnown bool
 
 	mu       sync.Mutex
-	ready    bool            // CONNACK queued: deliveries may be written
-	early    []earlyDelivery // deliveries that arrived before CONNACK
+	ready    bool // CONNACK queued: deliveries may be written
 	closed   bool
 	flushing bool
+	resting  bool // the reader parked: the flusher drops the flow state it leaves idle
+	*flow         // nil while no traffic is under way: see flow
+	// seen is, per partition of shoal.messages, the offset of the newest
+	// record a delivery to this connection was made for (see fresh).
+	seen []int64
+	// lastInboxSeq is the newest inbox entry forwarded to this connection.
+	lastInboxSeq uint64
+	aliasOut     map[string]uint16
+	subs         map[string]*eventspb.SubscriptionOptions // filter as subscribed → options; nil until the first
+
+	// Parking (park.go): parkable is set for a connection that can be
+	// parked (a TCP socket where the gateway runs a poller); pk is guarded
+	// by the poller's mutex.
+	parkable bool
+	pk       parkState
+}
+
+// flow is the part of a connection's state under conn.mu that only
+// traffic needs: the out buffer and the flusher's spare, deliveries that
+// came before CONNACK, acknowledgements waiting for the log, messages in
+// flight and queued. Its fields are promoted into conn. It is nil until a
+// packet is to be written (useFlow: CONNACK, PINGRESP, a delivery, an
+// acknowledgement), and a connection that parks with none of it in use
+// drops it (dropIdleFlow), so an idle connection does not carry it. Code
+// that touches its fields holds c.mu and has called useFlow, or checks
+// c.flow first (a nil flow has nothing to write).
+type flow struct {
 	out      outBuf
 	spare    outBuf
-	acks     []*pendingAck // acknowledgements in the order their packets arrived
+	early    []earlyDelivery // deliveries that arrived before CONNACK
+	acks     []*pendingAck   // acknowledgements in the order their packets arrived
 	nextID   uint16
 	sendSeq  uint64
 	inflight map[uint16]*outMsg
@@ -87,14 +113,80 @@ type conn struct {
 	// pendingInboxAcks are acknowledgements of inbox messages to report
 	// once c.mu is released.
 	pendingInboxAcks []inboxAck
-	// seen is, per partition of shoal.messages, the offset of the newest
-	// record a delivery to this connection was made for (see fresh).
-	seen []int64
-	// lastInboxSeq is the newest inbox entry forwarded to this connection.
-	lastInboxSeq uint64
-	aliasOut     map[string]uint16
-	subs         map[string]*eventspb.SubscriptionOptions // filter as subscribed → options
-	scratch      packet.Publish
+	scratch          *packet.Publish // encoding deliveries; allocated by the first
+}
+
+// useFlow makes the connection's flow state if it has none. Holds c.mu.
+func (c *conn) useFlow() {
+	if c.flow == nil {
+		c.flow = new(flow)
+	}
+}
+
+// dropIdleFlow drops the flow state when nothing is in it: nothing to
+// write, no message in flight or queued, no acknowledgement pending, no
+// flush under way. The packet identifiers and send order start again,
+// which nothing in flight can tell. Holds c.mu.
+func (c *conn) dropIdleFlow() {
+	f := c.flow
+	if f != nil && !c.flushing && f.out.len() == 0 && len(f.early) == 0 && len(f.acks) == 0 &&
+		len(f.inflight) == 0 && len(f.queue) == 0 && len(f.pendingInboxAcks) == 0 {
+		c.flow = nil
+	}
+}
+
+// readState is what the reader decodes packets into, reused from packet
+// to packet (decoding into a used packet allocates nothing). Each is made
+// by the first packet of its type; a parked connection drops them all, so
+// a connection that only pings never has any.
+type readState struct {
+	pub   *packet.Publish
+	sub   *packet.Subscribe
+	unsub *packet.Unsubscribe
+	ack   *packet.Ack
+	disc  *packet.Disconnect
+}
+
+func (c *conn) decoders() *readState {
+	if c.rs == nil {
+		c.rs = new(readState)
+	}
+	return c.rs
+}
+
+func (r *readState) publish() *packet.Publish {
+	if r.pub == nil {
+		r.pub = new(packet.Publish)
+	}
+	return r.pub
+}
+
+func (r *readState) subscribe() *packet.Subscribe {
+	if r.sub == nil {
+		r.sub = new(packet.Subscribe)
+	}
+	return r.sub
+}
+
+func (r *readState) unsubscribe() *packet.Unsubscribe {
+	if r.unsub == nil {
+		r.unsub = new(packet.Unsubscribe)
+	}
+	return r.unsub
+}
+
+func (r *readState) acknowledgement() *packet.Ack {
+	if r.ack == nil {
+		r.ack = new(packet.Ack)
+	}
+	return r.ack
+}
+
+func (r *readState) disconnect() *packet.Disconnect {
+	if r.disc == nil {
+		r.disc = new(packet.Disconnect)
+	}
+	return r.disc
 }
 
 // earlyDelivery is a delivery that arrived between the session service's
@@ -137,15 +229,36 @@ type outMsg struct {
 }
 
 func newConn(g *Gateway, nc net.Conn) *conn {
-	c := &conn{
-		g:      g,
-		nc:     nc,
-		rd:     packet.NewReader(nc, 512),
-		id:     g.connSeq.Add(1),
-		remote: nc.RemoteAddr().String(),
-	}
+	c := &conn{g: g, nc: nc, id: g.connSeq.Add(1)}
+	c.rd.Init((*socket)(c), readBufferSize)
 	c.rd.MaxPacketSize = g.cfg.MaxPacketSize
+	_, c.parkable = nc.(*net.TCPConn)
+	c.parkable = c.parkable && g.park != nil
 	return c
+}
+
+// readBufferSize is the initial size of a connection's read buffer.
+const readBufferSize = 512
+
+// socket is what a connection's Reader reads from: the connection's
+// socket, read without waiting while conn.nonblock is set (park.go).
+type socket conn
+
+func (s *socket) Read(p []byte) (int, error) {
+	c := (*conn)(s)
+	if c.nonblock {
+		return c.readNow(p)
+	}
+	return c.nc.Read(p)
+}
+
+// ending is how a connection ended: whether the client's DISCONNECT
+// suppresses the will, the reason code, and a session expiry sent with
+// DISCONNECT (nil if none).
+type ending struct {
+	clean  bool
+	reason packet.ReasonCode
+	expiry *uint32
 }
 
 // errClose ends a connection; code is the reason sent in a 5.0 DISCONNECT
@@ -159,18 +272,34 @@ func (e *errClose) Error() string { return e.msg + " (" + e.code.String() + ")" 
 
 func closeWith(code packet.ReasonCode, msg string) error { return &errClose{code: code, msg: msg} }
 
-// serve runs one connection to its end.
+// serve runs one connection until it ends or its reader parks it.
 func (g *Gateway) serve(ctx context.Context, nc net.Conn) {
 	c := newConn(g, nc)
-	defer func() { _ = nc.Close() }()
 	if !c.handshake(ctx) {
+		_ = nc.Close()
 		return
 	}
 	c.add(ConnectionsCurrent, 1)
 	c.add(ConnectionsTotal, 1)
-	clean, reason, expiry := c.readLoop()
+	c.lastPacket = g.clock().UnixNano()
+	c.serveReads(ctx)
+}
+
+// serveReads reads packets until the connection ends, then finishes it,
+// or until the connection parks (park.go), leaving it to the poller.
+func (c *conn) serveReads(ctx context.Context) {
+	e, parked := c.readLoop()
+	if parked {
+		return
+	}
+	c.end(ctx, e)
+}
+
+// end finishes an established connection and closes its socket.
+func (c *conn) end(ctx context.Context, e ending) {
 	c.add(ConnectionsCurrent, -1)
-	c.finish(ctx, clean, reason, expiry)
+	c.finish(ctx, e.clean, e.reason, e.expiry)
+	c.close()
 }
 
 // handshake reads CONNECT, asks the session service, and answers CONNACK.
@@ -180,17 +309,17 @@ func (c *conn) handshake(ctx context.Context) bool {
 	_ = c.nc.SetReadDeadline(g.clock().Add(g.cfg.ConnectTimeout))
 	h, body, err := c.rd.ReadPacket()
 	if err != nil {
-		g.log.Debug("no connect", "remote", c.remote, "err", err)
+		g.log.Debug("no connect", "remote", c.nc.RemoteAddr(), "err", err)
 		return false
 	}
 	if h.Type != packet.CONNECT {
-		g.log.Debug("first packet is not CONNECT", "remote", c.remote, "type", h.Type)
+		g.log.Debug("first packet is not CONNECT", "remote", c.nc.RemoteAddr(), "type", h.Type)
 		return false
 	}
 	var cp packet.Connect
 	if err := cp.Decode(h, body, 0); err != nil {
 		code := packet.CodeOf(err)
-		g.log.Debug("bad connect", "remote", c.remote, "err", err)
+		g.log.Debug("bad connect", "remote", c.nc.RemoteAddr(), "err", err)
 		switch {
 		case cp.Version == packet.V5:
 			c.writeNow((&packet.Connack{Code: code}).Append(nil, packet.V5))
@@ -203,19 +332,22 @@ func (c *conn) handshake(ctx context.Context) bool {
 	c.version = cp.Version
 	v5 := c.version == packet.V5
 
-	c.clientID = string(cp.ClientID)
+	clientID, tenant := string(cp.ClientID), ""
 	assigned := ""
-	if c.clientID == "" {
+	if clientID == "" {
 		if !v5 && !cp.CleanStart {
 			c.writeNow((&packet.Connack{Code: packet.CodeClientIdentifierNotValid}).Append(nil, c.version))
 			return false
 		}
 		assigned = newClientID(g.cfg.TenantSeparator)
-		c.clientID = assigned
+		clientID = assigned
 	} else {
-		c.tenant = Tenant(c.clientID, g.cfg.TenantSeparator)
+		tenant = Tenant(clientID, g.cfg.TenantSeparator)
 	}
-	c.ckey = clientKey(c.tenant, c.clientID)
+	// The tenant and the client id are views of the key: one allocation
+	// that lives as long as the connection, not three.
+	c.ckey = clientKey(tenant, clientID)
+	c.tenant, c.clientID = c.ckey[:len(tenant)], c.ckey[len(tenant)+1:]
 	c.ts = g.tenantStats(c.tenant)
 	c.rkey = recordKey(c.tenant, c.clientID)
 
@@ -296,11 +428,11 @@ func (c *conn) handshake(ctx context.Context) bool {
 			c.finish(ctx, true, packet.CodeServerUnavailable, nil)
 		}
 	}()
-	c.subs = make(map[string]*eventspb.SubscriptionOptions, len(res.Subscriptions))
-	for _, s := range res.Subscriptions {
-		c.subs[s.Filter] = s.Options
-	}
 	if len(res.Subscriptions) > 0 {
+		c.subs = make(map[string]*eventspb.SubscriptionOptions, len(res.Subscriptions))
+		for _, s := range res.Subscriptions {
+			c.subs[s.Filter] = s.Options
+		}
 		// A resumed session: move its subscriptions to this connection in
 		// every router shard before CONNACK, so that whatever is published
 		// after CONNACK is routed here.
@@ -335,6 +467,7 @@ func (c *conn) handshake(ctx context.Context) bool {
 		}
 	}
 	c.mu.Lock()
+	c.useFlow()
 	c.out.b = ack.Append(c.out.b, c.version)
 	c.ready = true
 	early := c.early
@@ -476,41 +609,76 @@ func newClientID(sep string) string {
 	}
 }
 
-// readLoop handles packets until the connection ends. It returns whether
-// the client ended it with a DISCONNECT that suppresses the will, the
-// reason code, and a session expiry sent with DISCONNECT (nil if none).
-func (c *conn) readLoop() (clean bool, reason packet.ReasonCode, expiry *uint32) {
+// readLoop handles packets until the connection ends, and returns how it
+// ended; or until the connection has been idle for Config.ParkIdle and
+// parks (parked true: another goroutine owns the reader now).
+//
+// The keep alive deadline runs from the end of the last packet handled
+// (lastPacket); a parked connection's is kept by the poller.
+func (c *conn) readLoop() (e ending, parked bool) {
 	g := c.g
+	parkAfter := g.cfg.ParkIdle
+	if !c.parkable {
+		parkAfter = 0
+	}
 	for {
+		now := g.clock()
+		deadline, toPark := time.Time{}, false
 		if c.keepAlive > 0 {
-			_ = c.nc.SetReadDeadline(g.clock().Add(c.keepAlive + c.keepAlive/2))
-		} else {
-			_ = c.nc.SetReadDeadline(time.Time{})
+			deadline = time.Unix(0, c.keepAliveDeadline())
 		}
+		if parkAfter > 0 && (deadline.IsZero() || now.Add(parkAfter).Before(deadline)) {
+			deadline, toPark = now.Add(parkAfter), true
+		}
+		_ = c.nc.SetReadDeadline(deadline)
 		h, body, err := c.rd.ReadPacket()
 		if err != nil {
-			return false, c.readError(err), nil
-		}
-		c.add(BytesReceived, int64(len(body)+2))
-		if h.Type == packet.DISCONNECT {
-			return c.handleDisconnect(h, body)
-		}
-		if err := c.handle(h, body); err != nil {
-			var ec *errClose
-			if errors.As(err, &ec) {
-				c.sendDisconnect(ec.code)
-				g.log.Debug("closing connection", "client", c.clientID, "err", err)
-				return false, ec.code, nil
+			if toPark && errors.Is(err, os.ErrDeadlineExceeded) &&
+				(c.keepAlive == 0 || g.clock().UnixNano() < c.keepAliveDeadline()) {
+				if c.park() {
+					return ending{}, true
+				}
+				continue
 			}
-			code := packet.CodeOf(err)
-			c.sendDisconnect(code)
-			g.log.Debug("protocol fault", "client", c.clientID, "err", err)
-			return false, code, nil
+			return ending{reason: c.readError(err)}, false
+		}
+		if e, done := c.process(h, body); done {
+			return e, false
 		}
 		if c.rd.Buffered() == 0 {
 			c.rd.Shrink()
 		}
 	}
+}
+
+// process handles one packet from the client; done reports that the
+// connection ends, and how.
+func (c *conn) process(h packet.FixedHeader, body []byte) (e ending, done bool) {
+	c.add(BytesReceived, int64(len(body)+2))
+	if h.Type == packet.DISCONNECT {
+		clean, reason, expiry := c.handleDisconnect(h, body)
+		return ending{clean, reason, expiry}, true
+	}
+	if err := c.handle(h, body); err != nil {
+		var ec *errClose
+		if errors.As(err, &ec) {
+			c.sendDisconnect(ec.code)
+			c.g.log.Debug("closing connection", "client", c.clientID, "err", err)
+			return ending{reason: ec.code}, true
+		}
+		code := packet.CodeOf(err)
+		c.sendDisconnect(code)
+		c.g.log.Debug("protocol fault", "client", c.clientID, "err", err)
+		return ending{reason: code}, true
+	}
+	c.lastPacket = c.g.clock().UnixNano()
+	return ending{}, false
+}
+
+// keepAliveDeadline is when the next packet must be complete (unix ns;
+// keep alive > 0): one and a half keep alive periods after the last.
+func (c *conn) keepAliveDeadline() int64 {
+	return c.lastPacket + int64(c.keepAlive+c.keepAlive/2)
 }
 
 // readError maps a read failure to a reason, answering 5.0 clients where
@@ -536,16 +704,18 @@ func (c *conn) handle(h packet.FixedHeader, body []byte) error {
 	case packet.PUBLISH:
 		return c.handlePublish(h, body)
 	case packet.PUBACK, packet.PUBREC, packet.PUBCOMP:
-		if err := c.ack.Decode(h, body, c.version); err != nil {
+		a := c.decoders().acknowledgement()
+		if err := a.Decode(h, body, c.version); err != nil {
 			return err
 		}
-		c.handleOutboundAck(&c.ack)
+		c.handleOutboundAck(a)
 		return nil
 	case packet.PUBREL:
-		if err := c.ack.Decode(h, body, c.version); err != nil {
+		a := c.decoders().acknowledgement()
+		if err := a.Decode(h, body, c.version); err != nil {
 			return err
 		}
-		return c.handlePubrel(c.ack.PacketID)
+		return c.handlePubrel(a.PacketID)
 	case packet.SUBSCRIBE:
 		return c.handleSubscribe(h, body)
 	case packet.UNSUBSCRIBE:
@@ -554,7 +724,11 @@ func (c *conn) handle(h packet.FixedHeader, body []byte) error {
 		if err := (&packet.Pingreq{}).Decode(h, body, c.version); err != nil {
 			return err
 		}
+		if pingresp := [2]byte{byte(packet.PINGRESP) << 4, 0}; c.replyNow(pingresp[:]) {
+			return nil
+		}
 		c.mu.Lock()
+		c.useFlow()
 		c.out.b = (&packet.Pingresp{}).Append(c.out.b, c.version)
 		c.mu.Unlock()
 		c.kickFlush()
@@ -570,22 +744,23 @@ func (c *conn) handle(h packet.FixedHeader, body []byte) error {
 
 // handleDisconnect processes the client's DISCONNECT.
 func (c *conn) handleDisconnect(h packet.FixedHeader, body []byte) (bool, packet.ReasonCode, *uint32) {
-	if err := c.disc.Decode(h, body, c.version); err != nil {
+	d := c.decoders().disconnect()
+	if err := d.Decode(h, body, c.version); err != nil {
 		code := packet.CodeOf(err)
 		c.sendDisconnect(code)
 		return false, code, nil
 	}
 	var expiry *uint32
-	if c.version == packet.V5 && c.disc.Props.Present(packet.PropSessionExpiry) {
-		if c.sessionExpiry == 0 && c.disc.Props.SessionExpiry != 0 {
+	if c.version == packet.V5 && d.Props.Present(packet.PropSessionExpiry) {
+		if c.sessionExpiry == 0 && d.Props.SessionExpiry != 0 {
 			// [MQTT-3.14.2-2]
 			c.sendDisconnect(packet.CodeProtocolError)
 			return false, packet.CodeProtocolError, nil
 		}
-		v := c.disc.Props.SessionExpiry
+		v := d.Props.SessionExpiry
 		expiry = &v
 	}
-	return c.disc.Code != packet.CodeDisconnectWithWill, c.disc.Code, expiry
+	return d.Code != packet.CodeDisconnectWithWill, d.Code, expiry
 }
 
 // sendDisconnect writes a 5.0 DISCONNECT with code (nothing for 3.1.1,
@@ -595,6 +770,7 @@ func (c *conn) sendDisconnect(code packet.ReasonCode) {
 		return
 	}
 	c.mu.Lock()
+	c.useFlow()
 	c.out.b = (&packet.Disconnect{Code: code}).Append(c.out.b, c.version)
 	c.mu.Unlock()
 	c.flushNow()
@@ -616,25 +792,28 @@ func (c *conn) finish(ctx context.Context, clean bool, reason packet.ReasonCode,
 	// (below, after the Disconnect), oldest first; a QoS 2 message whose
 	// PUBREC came is the client's already.
 	// Messages of the session's inbox stay there: it sends them again.
-	unacked := make([]*outMsg, 0, len(c.inflight)+len(c.queue))
-	for _, om := range c.inflight {
-		if !om.pubrecd && om.inboxSeq == 0 {
-			om.dup = true
-			unacked = append(unacked, om)
+	var unacked []*outMsg
+	if f := c.flow; f != nil {
+		unacked = make([]*outMsg, 0, len(f.inflight)+len(f.queue))
+		for _, om := range f.inflight {
+			if !om.pubrecd && om.inboxSeq == 0 {
+				om.dup = true
+				unacked = append(unacked, om)
+			}
 		}
-	}
-	slices.SortFunc(unacked, func(a, b *outMsg) int { return cmp.Compare(a.seq, b.seq) })
-	for _, om := range c.queue {
-		if om.inboxSeq == 0 {
-			unacked = append(unacked, om)
+		slices.SortFunc(unacked, func(a, b *outMsg) int { return cmp.Compare(a.seq, b.seq) })
+		for _, om := range f.queue {
+			if om.inboxSeq == 0 {
+				unacked = append(unacked, om)
+			}
 		}
-	}
-	for _, e := range c.early {
-		if e.t.InboxSeq == 0 {
-			unacked = append(unacked, newOutMsg(e.m, e.t))
+		for _, e := range f.early {
+			if e.t.InboxSeq == 0 {
+				unacked = append(unacked, newOutMsg(e.m, e.t))
+			}
 		}
+		f.queue, f.inflight, f.early = nil, nil, nil
 	}
-	c.queue, c.inflight, c.early = nil, nil, nil
 	c.mu.Unlock()
 	// Report the end only after the connection's own writes (subscription
 	// changes above all) are in the log, so that the session service's
@@ -704,13 +883,22 @@ func newOutMsg(m *eventspb.Message, t *eventspb.Target) *outMsg {
 // kick closes the connection because its session was taken over.
 func (c *conn) kick(code packet.ReasonCode) {
 	c.sendDisconnect(code)
-	_ = c.nc.Close()
+	c.close()
 }
 
 // shutdown closes the connection because the gateway stops.
 func (c *conn) shutdown() {
 	c.sendDisconnect(packet.CodeServerShuttingDown)
+	c.close()
+}
+
+// close closes the socket. A parked connection gets a reader again, which
+// finds the socket closed and ends the connection as a blocked read would.
+func (c *conn) close() {
 	_ = c.nc.Close()
+	if c.parkable {
+		c.g.park.closed(c)
+	}
 }
 
 // writeNow writes b directly (before the connection is established).
@@ -735,7 +923,7 @@ func (c *conn) kickFlush() {
 // caller must queue it (writeQueue.push): it has bytes to write, and no
 // writer has it yet. Holds c.mu.
 func (c *conn) startFlushLocked() bool {
-	if c.flushing || c.closed || c.out.len() == 0 {
+	if c.flushing || c.closed || c.flow == nil || c.out.len() == 0 {
 		return false
 	}
 	c.flushing = true
@@ -761,16 +949,19 @@ func (c *conn) flushLoop(w outBuf, rest net.Buffers) {
 		c.add(BytesSent, n)
 		w.reset()
 		c.mu.Lock()
-		c.spare = w
+		c.spare = w // the flow stays while a flush is under way
 		if err != nil {
 			c.flushing = false
 			c.mu.Unlock()
 			c.g.log.Debug("write", "client", c.clientID, "err", err)
-			_ = c.nc.Close()
+			c.close()
 			return
 		}
-		if c.out.len() == 0 || c.closed {
+		if c.flow == nil || c.out.len() == 0 || c.closed {
 			c.flushing = false
+			if c.resting {
+				c.dropIdleFlow() // what a parked connection's PINGRESP needed
+			}
 			c.mu.Unlock()
 			return
 		}
@@ -788,8 +979,10 @@ func (c *conn) flushNow() {
 		c.mu.Lock()
 		if !c.flushing {
 			c.flushing = true
-			w := c.out
-			c.out = outBuf{}
+			var w outBuf
+			if c.flow != nil {
+				w, c.out = c.out, outBuf{}
+			}
 			c.mu.Unlock()
 			_ = c.nc.SetWriteDeadline(deadline)
 			n, _ := w.writeTo(c.nc)

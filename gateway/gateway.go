@@ -53,6 +53,13 @@ type Gateway struct {
 	// Run before the first heartbeat (which carries it).
 	markerOffset int64
 
+	// park watches idle connections without a goroutine (park.go); nil
+	// when parking is off or unsupported. Set by Run before the listeners
+	// open.
+	park   *poller
+	parked atomic.Int64 // connections parked now
+	parks  atomic.Int64 // parks since start
+
 	mu      sync.RWMutex
 	clients map[string]*conn // tenant + "\x00" + client id → connection
 	byID    map[uint64]*conn
@@ -141,6 +148,13 @@ func NewVersion(cfg Config, kl Log, log *slog.Logger, clock func() time.Time, ve
 // Ready reports whether the gateway consumes its slot and accepts clients.
 func (g *Gateway) Ready() bool { return g.ready.Load() }
 
+// Parked returns the number of connections parked now (their socket
+// watched by the poller, without a reader goroutine).
+func (g *Gateway) Parked() int64 { return g.parked.Load() }
+
+// Parks returns the number of times a connection was parked since start.
+func (g *Gateway) Parks() int64 { return g.parks.Load() }
+
 // Addr returns the bound address of a listener ("mqtt" or "ws"), or nil.
 func (g *Gateway) Addr(name string) net.Addr {
 	g.addrsMu.Lock()
@@ -226,6 +240,19 @@ func (g *Gateway) Run(ctx context.Context) error {
 			errc <- fmt.Errorf("gateway: %w", err)
 		}
 	}()
+
+	if g.cfg.ParkIdle > 0 {
+		p, err := newPoller(ctx, g)
+		switch {
+		case errors.Is(err, errors.ErrUnsupported):
+			g.log.Info("idle connections keep their reader: parking is not supported here")
+		case err != nil:
+			g.log.Warn("idle connections keep their reader: no poller", "err", err)
+		default:
+			g.park = p
+			defer p.stop()
+		}
+	}
 
 	var listeners []net.Listener
 	if g.cfg.MQTTListen != "" {
@@ -383,14 +410,19 @@ func (g *Gateway) acceptLoop(ctx context.Context, ln net.Listener) {
 	}
 }
 
+// appendConns appends every registered connection to cs.
+func (g *Gateway) appendConns(cs []*conn) []*conn {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	for _, c := range g.byID {
+		cs = append(cs, c)
+	}
+	return cs
+}
+
 // closeAll closes every connection (shutdown).
 func (g *Gateway) closeAll() {
-	g.mu.RLock()
-	conns := make([]*conn, 0, len(g.byID))
-	for _, c := range g.byID {
-		conns = append(conns, c)
-	}
-	g.mu.RUnlock()
+	conns := g.appendConns(nil)
 	var wg sync.WaitGroup
 	for _, c := range conns {
 		wg.Add(1)

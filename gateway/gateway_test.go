@@ -97,10 +97,13 @@ func (f *fakeLog) waitProduced(t *testing.T, n int) {
 	}
 }
 
-func startGateway(t *testing.T, fl *fakeLog) *Gateway {
+func startGateway(t testing.TB, fl *fakeLog, opts ...func(*Config)) *Gateway {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.MQTTListen, cfg.WSListen, cfg.SysInterval = "127.0.0.1:0", "", 0
+	for _, o := range opts {
+		o(&cfg)
+	}
 	g, err := New(cfg, fl, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	if err != nil {
 		t.Fatal(err)

@@ -14,7 +14,7 @@ import (
 // log and acknowledges QoS 1 and 2 only once the write is durable.
 func (c *conn) handlePublish(h packet.FixedHeader, body []byte) error {
 	g := c.g
-	p := &c.pub
+	p := c.decoders().publish()
 	if err := p.Decode(h, body, c.version); err != nil {
 		return err
 	}
@@ -203,7 +203,7 @@ func (c *conn) handlePubrel(id uint16) error {
 // the session, and answers SUBACK once all are durable.
 func (c *conn) handleSubscribe(h packet.FixedHeader, body []byte) error {
 	g := c.g
-	s := &c.sub
+	s := c.decoders().subscribe()
 	if err := s.Decode(h, body, c.version); err != nil {
 		return err
 	}
@@ -242,6 +242,9 @@ func (c *conn) handleSubscribe(h packet.FixedHeader, body []byte) error {
 			SubscriptionId:    subID,
 		}
 		c.mu.Lock()
+		if c.subs == nil {
+			c.subs = make(map[string]*eventspb.SubscriptionOptions)
+		}
 		c.subs[filter] = opts
 		c.mu.Unlock()
 		added = append(added, &eventspb.SessionSubscription{Filter: filter, Options: opts})
@@ -264,7 +267,7 @@ func (c *conn) handleSubscribe(h packet.FixedHeader, body []byte) error {
 // removals are durable.
 func (c *conn) handleUnsubscribe(h packet.FixedHeader, body []byte) error {
 	g := c.g
-	u := &c.unsub
+	u := c.decoders().unsubscribe()
 	if err := u.Decode(h, body, c.version); err != nil {
 		return err
 	}
@@ -379,6 +382,7 @@ func (c *conn) produceThenAck(pa *pendingAck, recs []*kafka.Record) {
 // nothing is ready at once.
 func (c *conn) queueAck(pa *pendingAck) {
 	c.mu.Lock()
+	c.useFlow()
 	if pa.remaining.Load() == 0 {
 		pa.ready = true
 	}
@@ -410,6 +414,9 @@ func (c *conn) ackDone(pa *pendingAck, err error) {
 // queue, in order. A failed write closes the connection without its
 // acknowledgement, so the client sends the message again. Holds c.mu.
 func (c *conn) sendReadyAcks() {
+	if c.flow == nil {
+		return
+	}
 	n := 0
 	for _, pa := range c.acks {
 		if !pa.ready {
@@ -418,7 +425,7 @@ func (c *conn) sendReadyAcks() {
 		n++
 		if pa.failed {
 			c.g.log.Warn("log write failed; closing without acknowledgement", "client", c.clientID, "packet", pa.kind)
-			go func() { _ = c.nc.Close() }()
+			go c.close()
 			continue
 		}
 		switch pa.kind {

@@ -88,6 +88,7 @@ func (c *conn) deliverCounted(src *eventspb.Source, m *eventspb.Message, t *even
 		}
 		return false, false, false
 	}
+	c.useFlow()
 	if !c.ready {
 		c.early = append(c.early, earlyDelivery{m, t.CloneVT()})
 		c.mu.Unlock()
@@ -243,7 +244,10 @@ func setPublishProps(pr *packet.Properties, m *eventspb.Message, now time.Time) 
 // borrowThreshold bytes are written by reference. It reports whether it
 // wrote the packet; the caller counts it (MessagesSent). Holds c.mu.
 func (c *conn) writePublish(m *eventspb.Message, qos byte, retain bool, subIDs []uint32, id uint16, dup bool, now time.Time) bool {
-	p := &c.scratch
+	if c.scratch == nil {
+		c.scratch = new(packet.Publish)
+	}
+	p := c.scratch
 	*p = packet.Publish{Props: p.Props}
 	p.Props.Has = 0
 	p.Props.User = p.Props.User[:0]
@@ -379,6 +383,7 @@ func (c *conn) applyAlias(p *packet.Publish) {
 func (c *conn) handleOutboundAck(a *packet.Ack) {
 	now := c.g.clock()
 	c.mu.Lock()
+	c.useFlow()
 	om := c.inflight[a.PacketID]
 	done := func() {
 		delete(c.inflight, a.PacketID)

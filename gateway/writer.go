@@ -110,8 +110,9 @@ func (q *writeQueue) work() {
 // returns them for the gateway-wide count.
 func (c *conn) writeOnce() (more bool, written int64) {
 	c.mu.Lock()
-	if c.out.len() == 0 || c.closed {
+	if c.flow == nil || c.out.len() == 0 || c.closed {
 		c.flushing = false
+		c.restLocked()
 		c.mu.Unlock()
 		return false, 0
 	}
@@ -144,15 +145,24 @@ func (c *conn) writeOnce() (more bool, written int64) {
 		c.flushing = false
 		c.mu.Unlock()
 		c.g.log.Debug("write", "client", c.clientID, "err", err)
-		_ = c.nc.Close()
+		c.close()
 		return false, written
 	}
 	more = c.out.len() > 0 && !c.closed
 	if !more {
 		c.flushing = false
+		c.restLocked()
 	}
 	c.mu.Unlock()
 	return more, written
+}
+
+// restLocked drops the flow state of a parked connection once its flush
+// is over (what a PINGRESP to a parked connection needed). Holds c.mu.
+func (c *conn) restLocked() {
+	if c.resting {
+		c.dropIdleFlow()
+	}
 }
 
 // consumed returns bufs without its first n bytes.

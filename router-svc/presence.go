@@ -4,6 +4,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/shoal-mqtt/shoal/internal/intern"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
 
@@ -51,8 +52,9 @@ type presenceEntry struct {
 // shoal.presence and read by every shard of the process; it is safe for
 // concurrent use.
 type Presence struct {
-	mu sync.RWMutex
-	m  map[clientKey]*presenceEntry
+	mu      sync.RWMutex
+	m       map[clientKey]*presenceEntry
+	tenants *intern.Table // one copy of each tenant the keys hold
 	// inserts counts the entries ever added: a shard that found no entry
 	// for a client need not look again while it is unchanged.
 	inserts uint64
@@ -60,7 +62,7 @@ type Presence struct {
 
 // NewPresence returns an empty Presence.
 func NewPresence() *Presence {
-	return &Presence{m: make(map[clientKey]*presenceEntry)}
+	return &Presence{m: make(map[clientKey]*presenceEntry), tenants: intern.New(4096)}
 }
 
 // Update records p for the client unless a presence of a newer generation
@@ -78,7 +80,7 @@ func (p *Presence) Update(tenant, client string, pr *eventspb.Presence) {
 		}
 		return
 	}
-	p.m[clientKey{Tenant: strings.Clone(tenant), Client: strings.Clone(client)}] = &presenceEntry{st: st}
+	p.m[clientKey{Tenant: p.tenants.Get(tenant), Client: strings.Clone(client)}] = &presenceEntry{st: st}
 	p.inserts++
 }
 

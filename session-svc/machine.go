@@ -327,7 +327,7 @@ func (m *machine) redispatchShared(k clientKey, sess *Session, now time.Time, ou
 // SessionTick): its subscriptions leave the router.
 func (m *machine) expire(k clientKey, sess *Session, now time.Time, outs []output) ([]output, bool) {
 	changed := false
-	if !sess.Online && !sess.WillDueAt.IsZero() && !now.Before(sess.WillDueAt) {
+	if delayedWillDue(sess, now) {
 		// The will delay has passed without a new connection.
 		if sess.Will != nil {
 			outs = m.publishWill(k, sess, now, outs)
@@ -339,6 +339,13 @@ func (m *machine) expire(k clientKey, sess *Session, now time.Time, outs []outpu
 	}
 	m.log.Debug("session expired", "tenant", k.tenant, "client", k.client, "expiry_s", sess.ExpiryS)
 	return m.endSession(k, sess, now, outs), true
+}
+
+// delayedWillDue reports whether the delayed will of the session's ended
+// connection is due at now (it may have been published or discarded
+// already: then WillDueAt is zero).
+func delayedWillDue(sess *Session, now time.Time) bool {
+	return !sess.Online && !sess.WillDueAt.IsZero() && !now.Before(sess.WillDueAt)
 }
 
 // disconnect ends the client's current connection; a Disconnect of any

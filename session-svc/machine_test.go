@@ -3,6 +3,7 @@ package sessionsvc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync/atomic"
@@ -1137,4 +1138,46 @@ func TestHeartbeatOfEarlierRunIgnored(t *testing.T) {
 		return
 	}
 	t.Fatal("the newer run's connection outlived its silent gateway")
+}
+
+// TestTickLeavesIdleSessionsAlone: a tick copies only the sessions it may
+// change, so its cost does not grow with the idle sessions of the
+// partition; the one session that expires among them still ends.
+func TestTickLeavesIdleSessionsAlone(t *testing.T) {
+	h := newHarness(t)
+	const n = 500
+	var envs []*eventspb.Envelope
+	for i := range n {
+		c := conn{tenant: "acme", client: fmt.Sprintf("acme-idle%d", i), gateway: "gw-1", slot: 1,
+			connection: uint64(1000 + i), request: uint64(5000 + i)}
+		envs = append(envs, c.connect(true, 0, nil))
+	}
+	h.batch(envs...)
+	h.batch(connB.connect(false, 10, nil))
+	h.batch(connB.disconnect(1, false, nil)) // persistent: expires 10 s after testNow
+	at := testNow.Add(time.Second)
+	hb := func() *eventspb.Envelope { // keeps gw-1 alive
+		return &eventspb.Envelope{TimestampUs: at.UnixMicro(), Event: &eventspb.Envelope_GatewayHeartbeat{
+			GatewayHeartbeat: &eventspb.GatewayHeartbeat{Slot: 1, ConnectionBase: 0}}}
+	}
+	h.batch(hb(), tickAt(at))
+	allocs := testing.AllocsPerRun(20, func() {
+		at = at.Add(100 * time.Millisecond)
+		if outs := h.batch(hb(), tickAt(at)); len(outs) != 0 {
+			t.Fatalf("tick at +%v: %d outputs from idle sessions", at.Sub(testNow), len(outs))
+		}
+	})
+	if allocs > 150 {
+		t.Errorf("a tick over %d idle sessions allocates %.0f times, want it independent of them", n, allocs)
+	}
+	got := h.batch(tickAt(testNow.Add(20 * time.Second)))
+	var ended bool
+	for _, o := range got {
+		if o.key != nil && string(o.key) == "acme/acme-dev2" {
+			ended = true
+		}
+	}
+	if !ended {
+		t.Fatalf("the expired session did not end at the tick: %d outputs", len(got))
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shoal-mqtt/shoal/internal/intern"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
 
@@ -46,7 +47,13 @@ type partition struct {
 	// lastTickUs is the timestamp of the partition's previous SessionTick
 	// (0 before the first since the load).
 	lastTickUs int64
+	// names keeps one copy of the tenants and gateway ids the sessions
+	// hold (used by process only).
+	names *intern.Table
 }
+
+// maxNames bounds a partition's table of tenants and gateway ids.
+const maxNames = 4096
 
 // slotLiveness is the newest heartbeat of a slot's gateway.
 type slotLiveness struct {
@@ -63,8 +70,10 @@ func sameRun(connection, base uint64) bool {
 
 // loadPartition restores partition id's state from store.
 func loadPartition(ctx context.Context, id int32, m *machine, store Store) (*partition, error) {
-	p := &partition{id: id, m: m, store: store, sessions: make(map[clientKey]*Session), live: make(map[int32]*slotLiveness)}
+	p := &partition{id: id, m: m, store: store, sessions: make(map[clientKey]*Session), live: make(map[int32]*slotLiveness),
+		names: intern.New(maxNames)}
 	off, err := store.LoadSessions(ctx, id, func(s *Session) error {
+		s.Tenant, s.Gateway = p.names.Get(s.Tenant), p.names.Get(s.Gateway)
 		p.sessions[clientKey{s.Tenant, s.ClientID}] = s
 		return nil
 	})
@@ -188,7 +197,7 @@ func (p *partition) process(ctx context.Context, recs []record, write writeFunc)
 			}
 			p.lastTickUs = max(p.lastTickUs, now.UnixMicro())
 			dead := p.silentGateways(now.UnixMicro())
-			for _, k := range p.keys(dirty) {
+			for _, k := range p.tickKeys(dirty, dead, now) {
 				sess, ok := dirty[k]
 				if !ok {
 					sess = p.committed(k)
@@ -215,6 +224,8 @@ func (p *partition) process(ctx context.Context, recs []record, write writeFunc)
 			}
 			continue
 		}
+		// The session keeps the tenant (in its key) and the gateway id.
+		r.env.Tenant, r.env.Gateway = p.names.Get(r.env.Tenant), p.names.Get(r.env.Gateway)
 		k := clientKey{r.env.GetTenant(), r.env.GetClientId()}
 		if k.client == "" {
 			p.m.log.Warn("session event without a client id skipped", "partition", p.id, "offset", r.offset,
@@ -311,6 +322,46 @@ func (p *partition) keys(dirty map[clientKey]*Session) []clientKey {
 		return cmp.Or(cmp.Compare(a.tenant, b.tenant), cmp.Compare(a.client, b.client))
 	})
 	return slices.Compact(ks)
+}
+
+// tickKeys returns, in key order, the clients a tick at now may change:
+// every client changed in the batch under way, and those whose committed
+// session is online on a gateway gone silent (dead), has a will due, or
+// expired. The others are left alone without a copy, so that a tick costs
+// little for a partition of idle sessions. A slot not heard from since the
+// load that has online sessions gets its grace here.
+func (p *partition) tickKeys(dirty map[clientKey]*Session, dead map[int32]uint64, now time.Time) []clientKey {
+	var ks []clientKey
+	p.mu.Lock()
+	for k, s := range p.sessions {
+		if _, ok := dirty[k]; !ok && p.tickMayChange(s, dead, now) {
+			ks = append(ks, k)
+		}
+	}
+	p.mu.Unlock()
+	for k := range dirty {
+		ks = append(ks, k)
+	}
+	slices.SortFunc(ks, func(a, b clientKey) int {
+		return cmp.Or(cmp.Compare(a.tenant, b.tenant), cmp.Compare(a.client, b.client))
+	})
+	return ks
+}
+
+// tickMayChange reports whether a tick at now changes s (the conditions
+// under which the tick below calls gatewayGone, or machine.expire changes
+// the session), giving its slot its grace when it is online.
+func (p *partition) tickMayChange(s *Session, dead map[int32]uint64, now time.Time) bool {
+	if s.Online {
+		slot := s.Route.GetSlot()
+		if base, isDead := dead[slot]; isDead && sameRun(s.Route.GetConnection(), base) {
+			return true
+		}
+		if p.live[slot] == nil {
+			p.live[slot] = &slotLiveness{lastUs: now.UnixMicro()} // grace
+		}
+	}
+	return delayedWillDue(s, now) || s.Expired(now)
 }
 
 // committed returns a private copy of client k's committed session, or a

@@ -278,6 +278,10 @@ func (b *Broker) Run(ctx context.Context) (err error) {
 	gwDone := make(chan error, 1)
 	if gw != nil {
 		go func() { gwDone <- gw.Run(gwCtx) }()
+		if cfg.Gateway.ParkIdle > 0 {
+			total := func() int64 { return gw.Stats.Load(gateway.ConnectionsTotal) }
+			go releaseAfterWaves(gwCtx, total, gw.Parked, b.log)
+		}
 	}
 	close(b.started)
 

@@ -60,6 +60,8 @@ func (b *Broker) writeMetrics(w io.Writer) {
 		for _, m := range gatewayMetrics {
 			fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s %d\n", m.name, m.help, m.name, m.kind, m.name, gw.Stats.Load(m.counter))
 		}
+		fmt.Fprintf(w, "# HELP shoal_gateway_connections_parked Idle connections parked: no reader goroutine, the socket watched by the poller.\n# TYPE shoal_gateway_connections_parked gauge\nshoal_gateway_connections_parked %d\n", gw.Parked())
+		fmt.Fprintf(w, "# HELP shoal_gateway_parks_total Times an idle connection was parked.\n# TYPE shoal_gateway_parks_total counter\nshoal_gateway_parks_total %d\n", gw.Parks())
 	}
 	if sess != nil {
 		fmt.Fprintf(w, "# HELP shoal_session_inbox_dropped_total Messages dropped because an offline session's inbox was full.\n# TYPE shoal_session_inbox_dropped_total counter\nshoal_session_inbox_dropped_total %d\n", sess.InboxDropped())

@@ -84,13 +84,17 @@ func (h FixedHeader) check() error {
 
 // Reader frames MQTT packets from a byte stream. It reads into one buffer
 // that grows to the largest packet seen (bounded by MaxPacketSize) and that
-// [Reader.Shrink] returns to its initial size.
+// [Reader.Shrink] returns to its initial size; [Reader.Release] drops it
+// while the stream is idle. An error from the underlying reader keeps the
+// bytes already read, so ReadPacket may be called again after a deadline or
+// a non-blocking read that found no data.
 type Reader struct {
 	r     io.Reader
 	buf   []byte
 	start int // first unconsumed byte
 	end   int // end of buffered data
 	init  int
+	lent  bool // buf is the caller's (Lend)
 
 	// MaxPacketSize bounds a whole packet in bytes; 0 means the protocol
 	// maximum. Set it before reading, or between packets.
@@ -99,10 +103,17 @@ type Reader struct {
 
 // NewReader returns a Reader over r with an initial buffer of size bytes.
 func NewReader(r io.Reader, size int) *Reader {
-	if size < 16 {
-		size = 16
-	}
-	return &Reader{r: r, buf: make([]byte, size), init: size}
+	rd := new(Reader)
+	rd.Init(r, size)
+	rd.buf = make([]byte, rd.init)
+	return rd
+}
+
+// Init makes r a Reader over src with an initial buffer of size bytes
+// (at least 16), allocated by the first read: for a Reader that is a field
+// of a larger struct, one allocation fewer. It resets MaxPacketSize.
+func (r *Reader) Init(src io.Reader, size int) {
+	*r = Reader{r: src, init: max(size, 16)}
 }
 
 // ReadPacket returns the next packet's fixed header and body. The body
@@ -141,6 +152,9 @@ func (r *Reader) fill(want int) error {
 	if r.start == r.end {
 		r.start, r.end = 0, 0
 	}
+	if len(r.buf) == 0 { // released while idle
+		r.buf = make([]byte, r.init)
+	}
 	for r.end-r.start < want {
 		if r.end == len(r.buf) {
 			r.makeRoom(want)
@@ -170,6 +184,7 @@ func (r *Reader) makeRoom(want int) {
 		size := min(max(2*len(buf), r.end-r.start+1), want)
 		if size > len(buf) {
 			buf = make([]byte, size)
+			r.lent = false
 		}
 	}
 	n := copy(buf, r.buf[r.start:r.end])
@@ -185,5 +200,35 @@ func (r *Reader) Buffered() int { return r.end - r.start }
 func (r *Reader) Shrink() {
 	if r.start == r.end && len(r.buf) > r.init {
 		r.buf, r.start, r.end = make([]byte, r.init), 0, 0
+	}
+}
+
+// Release drops the buffer when nothing is buffered, so that an idle
+// stream holds no buffer at all; the next read allocates the initial size
+// again. It reports whether the buffer was dropped (false while part of a
+// packet is buffered: those bytes are kept, in a buffer of r's own if the
+// buffer was lent). After Release, r no longer uses a lent buffer.
+func (r *Reader) Release() bool {
+	if r.start == r.end {
+		r.buf, r.start, r.end, r.lent = nil, 0, 0, false
+		return true
+	}
+	if r.lent {
+		own := make([]byte, max(r.init, r.end-r.start))
+		r.end = copy(own, r.buf[r.start:r.end])
+		r.buf, r.start, r.lent = own, 0, false
+	}
+	return false
+}
+
+// Lend makes r read into b, which stays the caller's, while r has no
+// buffer of its own (after Init or Release): a caller serving many idle
+// streams one after the other lends each the same buffer instead of
+// allocating one per read. r stops using b when a packet needs more room,
+// and at Release, which the caller calls before it uses b again. Bodies
+// returned by ReadPacket alias b until then.
+func (r *Reader) Lend(b []byte) {
+	if len(r.buf) == 0 && len(b) > 0 {
+		r.buf, r.start, r.end, r.lent = b[:cap(b)], 0, 0, true
 	}
 }

@@ -339,3 +339,126 @@ func TestReaderMaxPacketSize(t *testing.T) {
 	_, _, err = r.ReadPacket()
 	checkErr(t, err, CodePacketTooLarge)
 }
+
+// TestReaderRelease: Release drops the buffer of an idle Reader, which
+// allocates its initial size again at the next read; with part of a packet
+// buffered it keeps the bytes, and the packet completes after more arrive.
+func TestReaderRelease(t *testing.T) {
+	first := wpkt(0x30, wstr("a"), bs("1"))
+	second := wpkt(0x32, wstr("split/topic"), wu16(3), bs("payload"))
+	src := &stepReader{}
+	r := NewReader(src, 32)
+	src.chunks = [][]byte{first}
+	if _, _, err := r.ReadPacket(); err != nil {
+		t.Fatal(err)
+	}
+	if !r.Release() || r.buf != nil {
+		t.Fatalf("Release of an idle Reader kept a %d-byte buffer", len(r.buf))
+	}
+	// Half of the next packet, then nothing to read (a would-block error).
+	src.chunks = [][]byte{second[:7]}
+	if _, _, err := r.ReadPacket(); !errors.Is(err, errNoData) {
+		t.Fatalf("ReadPacket with half a packet: %v, want %v", err, errNoData)
+	}
+	if len(r.buf) != 32 {
+		t.Fatalf("buffer after Release and a read: %d bytes, want the initial 32", len(r.buf))
+	}
+	if r.Release() || r.Buffered() != 7 {
+		t.Fatalf("Release dropped %d buffered bytes of a packet", 7-r.Buffered())
+	}
+	src.chunks = [][]byte{second[7:]}
+	h, body, err := r.ReadPacket()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p Publish
+	if err := p.Decode(h, body, V311); err != nil || string(p.Topic) != "split/topic" || string(p.Payload) != "payload" {
+		t.Fatalf("packet split across Release: %+v, %v", p, err)
+	}
+}
+
+var errNoData = errors.New("no data")
+
+// stepReader returns its chunks one Read at a time, then errNoData.
+type stepReader struct{ chunks [][]byte }
+
+func (s *stepReader) Read(p []byte) (int, error) {
+	if len(s.chunks) == 0 {
+		return 0, errNoData
+	}
+	n := copy(p, s.chunks[0])
+	if s.chunks[0] = s.chunks[0][n:]; len(s.chunks[0]) == 0 {
+		s.chunks = s.chunks[1:]
+	}
+	return n, nil
+}
+
+// TestReaderInit: a Reader set up in place reads like one from NewReader,
+// allocating its buffer at the first read.
+func TestReaderInit(t *testing.T) {
+	pkt := wpkt(0x30, wstr("a/b"), bs("payload"))
+	var r Reader
+	r.Init(bytes.NewReader(wcat(pkt, pkt)), 8)
+	if r.buf != nil {
+		t.Fatalf("Init allocated a %d-byte buffer before any read", len(r.buf))
+	}
+	for range 2 {
+		h, body, err := r.ReadPacket()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p Publish
+		if err := p.Decode(h, body, V311); err != nil || string(p.Payload) != "payload" {
+			t.Fatalf("packet: %+v, %v", p, err)
+		}
+	}
+	if r.init != 16 {
+		t.Fatalf("initial size %d, want the 16-byte minimum", r.init)
+	}
+}
+
+// TestReaderLend: a Reader reads into a lent buffer; Release with part of a
+// packet buffered copies it into a buffer of its own, so the lender may
+// reuse its buffer, and the packet completes; a packet too large for the
+// lent buffer moves to a buffer of the Reader's own.
+func TestReaderLend(t *testing.T) {
+	pkt := wpkt(0x32, wstr("lent/topic"), wu16(4), bs("payload"))
+	lent := make([]byte, 32)
+	src := &stepReader{chunks: [][]byte{pkt[:9]}}
+	var r Reader
+	r.Init(src, 16)
+	r.Lend(lent)
+	if _, _, err := r.ReadPacket(); !errors.Is(err, errNoData) {
+		t.Fatalf("half a packet: %v, want %v", err, errNoData)
+	}
+	if r.Release() || r.Buffered() != 9 {
+		t.Fatalf("Release kept %d bytes, want 9", r.Buffered())
+	}
+	for i := range lent {
+		lent[i] = 0xFF // the lender reuses its buffer
+	}
+	src.chunks = [][]byte{pkt[9:]}
+	h, body, err := r.ReadPacket()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p Publish
+	if err := p.Decode(h, body, V311); err != nil || string(p.Topic) != "lent/topic" || string(p.Payload) != "payload" {
+		t.Fatalf("packet across Release of a lent buffer: %+v, %v", p, err)
+	}
+	if !r.Release() || r.buf != nil {
+		t.Fatal("Release of an idle Reader kept its buffer")
+	}
+
+	// Larger than the lent buffer: read into a buffer of r's own.
+	big := wpkt(0x30, wstr("big"), bytes.Repeat([]byte("x"), 100))
+	r.Lend(lent)
+	src.chunks = [][]byte{big}
+	_, body, err = r.ReadPacket()
+	if err != nil || len(body) != len(big)-2 {
+		t.Fatalf("big packet: %d bytes, %v", len(body), err)
+	}
+	if r.lent || &r.buf[0] == &lent[0] {
+		t.Fatal("a packet larger than the lent buffer was read into it")
+	}
+}

@@ -499,13 +499,9 @@ func (g *Gateway) askSession(ctx context.Context, c *conn, req *eventspb.Connect
 	g.mu.Lock()
 	g.waiting[req.RequestId] = waiter{c: c, ch: ch}
 	g.mu.Unlock()
-	rec := kafka.NewRecord(kafka.TopicSessions, c.rkey, kafka.PartitionByKey, &eventspb.Envelope{
-		Tenant:      c.tenant,
-		ClientId:    c.clientID,
-		Gateway:     g.cfg.ID,
-		TimestampUs: g.clock().UnixMicro(),
-		Event:       &eventspb.Envelope_Connect{Connect: req},
-	})
+	env := c.envelope(c.g.clock())
+	env.Event = &eventspb.Envelope_Connect{Connect: req}
+	rec := kafka.NewRecord(kafka.TopicSessions, c.rkey, kafka.PartitionByKey, env)
 	tctx, cancel := context.WithTimeout(ctx, g.cfg.SessionTimeout)
 	defer cancel()
 	err := g.kl.ProduceSync(tctx, rec)
@@ -538,17 +534,13 @@ func (g *Gateway) askSession(ctx context.Context, c *conn, req *eventspb.Connect
 // gateway stops; a failure is logged (the client's next connection ends
 // the abandoned one anyway, by takeover).
 func (g *Gateway) abandonConnect(ctx context.Context, c *conn) {
-	rec := kafka.NewRecord(kafka.TopicSessions, c.rkey, kafka.PartitionByKey, &eventspb.Envelope{
-		Tenant:      c.tenant,
-		ClientId:    c.clientID,
-		Gateway:     g.cfg.ID,
-		TimestampUs: g.clock().UnixMicro(),
-		Event: &eventspb.Envelope_Disconnect{Disconnect: &eventspb.Disconnect{
-			Connection: c.id,
-			ReasonCode: uint32(packet.CodeServerUnavailable),
-			Abandoned:  true,
-		}},
-	})
+	env := c.envelope(c.g.clock())
+	env.Event = &eventspb.Envelope_Disconnect{Disconnect: &eventspb.Disconnect{
+		Connection: c.id,
+		ReasonCode: uint32(packet.CodeServerUnavailable),
+		Abandoned:  true,
+	}}
+	rec := kafka.NewRecord(kafka.TopicSessions, c.rkey, kafka.PartitionByKey, env)
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.SessionTimeout)
 	defer cancel()
 	g.kl.Produce(pctx, rec, func(_ *kafka.Record, err error) {
@@ -835,13 +827,9 @@ func (c *conn) finish(ctx context.Context, clean bool, reason packet.ReasonCode,
 	if expiry != nil {
 		d.SessionExpiryS = expiry
 	}
-	rec := kafka.NewRecord(kafka.TopicSessions, c.rkey, kafka.PartitionByKey, &eventspb.Envelope{
-		Tenant:      c.tenant,
-		ClientId:    c.clientID,
-		Gateway:     g.cfg.ID,
-		TimestampUs: g.clock().UnixMicro(),
-		Event:       &eventspb.Envelope_Disconnect{Disconnect: d},
-	})
+	env := c.envelope(c.g.clock())
+	env.Event = &eventspb.Envelope_Disconnect{Disconnect: d}
+	rec := kafka.NewRecord(kafka.TopicSessions, c.rkey, kafka.PartitionByKey, env)
 	// The connection's end must reach the session service even when the
 	// gateway is shutting down.
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.SessionTimeout)
@@ -863,6 +851,17 @@ func (c *conn) finish(ctx context.Context, clean bool, reason packet.ReasonCode,
 		default:
 			c.add(Dropped, 1) // the session ends with the connection
 		}
+	}
+}
+
+// envelope returns a new event envelope of this connection's client,
+// stamped now; the caller sets its Event.
+func (c *conn) envelope(now interface{ UnixMicro() int64 }) *eventspb.Envelope {
+	return &eventspb.Envelope{
+		Tenant:      c.tenant,
+		ClientId:    c.clientID,
+		Gateway:     c.g.cfg.ID,
+		TimestampUs: now.UnixMicro(),
 	}
 }
 

@@ -72,12 +72,7 @@ func connectTo(t *testing.T, r *gatewayRun, name string) *mqttConn {
 	if ca, ok := read(t, nc, rd, testTimeout).(*packet.Connack); !ok || ca.Code != 0 {
 		t.Fatalf("connect t-%s: got %+v, want CONNACK 0", name, ca)
 	}
-	r.g.mu.RLock()
-	c := r.g.clients[clientKey("t", "t-"+name)]
-	r.g.mu.RUnlock()
-	if c == nil {
-		t.Fatalf("t-%s not registered", name)
-	}
+	c := connOf(t, r.g, "t-"+name)
 	return &mqttConn{nc: nc, rd: rd, id: c.id}
 }
 

@@ -311,12 +311,7 @@ func TestRepeatedInboxForwardDropped(t *testing.T) {
 	fl := newFakeLog()
 	g := startGateway(t, fl)
 	nc, rd := dial(t, g)
-	g.mu.RLock()
-	c := g.clients[clientKey("t", "t-1")]
-	g.mu.RUnlock()
-	if c == nil {
-		t.Fatal("connection not registered")
-	}
+	c := connOf(t, g, "t-1")
 	fwd := func(seq uint64, id uint32, payload string) kafka.Batch {
 		env := &eventspb.Envelope{Tenant: "t", ClientId: "t-1", Event: &eventspb.Envelope_Delivery{Delivery: &eventspb.Delivery{
 			Message: &eventspb.Message{Topic: "a", Payload: []byte(payload), Qos: 1},
@@ -337,4 +332,16 @@ func TestRepeatedInboxForwardDropped(t *testing.T) {
 		}
 	}
 	expectSilence(t, nc, rd, 200*time.Millisecond)
+}
+
+// connOf returns the registered connection of client id of tenant "t".
+func connOf(t *testing.T, g *Gateway, id string) *conn {
+	t.Helper()
+	g.mu.RLock()
+	c := g.clients[clientKey("t", id)]
+	g.mu.RUnlock()
+	if c == nil {
+		t.Fatalf("%s not registered", id)
+	}
+	return c
 }

@@ -340,13 +340,8 @@ func (c *conn) rebind(ctx context.Context, subs []*eventspb.SessionSubscription)
 // partition for a filter with wildcards (ARCHITECTURE.md).
 func (c *conn) appendChange(recs []*kafka.Record, now interface{ UnixMicro() int64 }, ch *eventspb.SubscriptionChange) []*kafka.Record {
 	g := c.g
-	env := &eventspb.Envelope{
-		Tenant:      c.tenant,
-		ClientId:    c.clientID,
-		Gateway:     g.cfg.ID,
-		TimestampUs: now.UnixMicro(),
-		Event:       &eventspb.Envelope_SubscriptionChange{SubscriptionChange: ch},
-	}
+	env := c.envelope(now)
+	env.Event = &eventspb.Envelope_SubscriptionChange{SubscriptionChange: ch}
 	key := recordKey(c.tenant, ch.Filter)
 	if !strings.ContainsAny(ch.Filter, "+#") {
 		return append(recs, kafka.NewRecord(kafka.TopicMessages, key, kafka.PartitionForKey(key, g.msgParts), env))
@@ -358,13 +353,9 @@ func (c *conn) appendChange(recs []*kafka.Record, now interface{ UnixMicro() int
 }
 
 func (c *conn) sessionRecord(now interface{ UnixMicro() int64 }, s *eventspb.SessionSubscriptions) *kafka.Record {
-	return kafka.NewRecord(kafka.TopicSessions, c.rkey, kafka.PartitionByKey, &eventspb.Envelope{
-		Tenant:      c.tenant,
-		ClientId:    c.clientID,
-		Gateway:     c.g.cfg.ID,
-		TimestampUs: now.UnixMicro(),
-		Event:       &eventspb.Envelope_SessionSubscriptions{SessionSubscriptions: s},
-	})
+	env := c.envelope(now)
+	env.Event = &eventspb.Envelope_SessionSubscriptions{SessionSubscriptions: s}
+	return kafka.NewRecord(kafka.TopicSessions, c.rkey, kafka.PartitionByKey, env)
 }
 
 // produceThenAck queues pa and produces recs; pa is sent once all are

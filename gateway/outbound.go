@@ -441,15 +441,11 @@ type inboxAck struct {
 // which MQTT allows (with DUP, under the same packet identifier).
 func (c *conn) inboxAck(seq uint64, received bool) {
 	g := c.g
-	rec := kafka.NewRecord(kafka.TopicSessions, c.rkey, kafka.PartitionByKey, &eventspb.Envelope{
-		Tenant:      c.tenant,
-		ClientId:    c.clientID,
-		Gateway:     g.cfg.ID,
-		TimestampUs: g.clock().UnixMicro(),
-		Event: &eventspb.Envelope_InboxAck{InboxAck: &eventspb.InboxAck{
-			Seq: seq, Received: received, Generation: c.generation,
-		}},
-	})
+	env := c.envelope(c.g.clock())
+	env.Event = &eventspb.Envelope_InboxAck{InboxAck: &eventspb.InboxAck{
+		Seq: seq, Received: received, Generation: c.generation,
+	}}
+	rec := kafka.NewRecord(kafka.TopicSessions, c.rkey, kafka.PartitionByKey, env)
 	c.writing.Add(1)
 	g.kl.Produce(context.Background(), rec, func(_ *kafka.Record, err error) {
 		defer c.writing.Done()

@@ -59,17 +59,6 @@ func waitParks(t *testing.T, g *Gateway, total, now int64) {
 	})
 }
 
-func connOf(t *testing.T, g *Gateway, id string) *conn {
-	t.Helper()
-	g.mu.RLock()
-	c := g.clients[clientKey("t", id)]
-	g.mu.RUnlock()
-	if c == nil {
-		t.Fatalf("%s not registered", id)
-	}
-	return c
-}
-
 // expectEnd reads until the gateway closes the connection and returns the
 // reason code of the DISCONNECT it sent before (-1 without one).
 func expectEnd(t *testing.T, nc net.Conn, rd *packet.Reader, within time.Duration) int {

@@ -21,12 +21,7 @@ func TestSlowReaderGetsEverythingInOrder(t *testing.T) {
 	fl := newFakeLog()
 	g := startGateway(t, fl)
 	nc, rd := dial(t, g)
-	g.mu.RLock()
-	c := g.clients[clientKey("t", "t-1")]
-	g.mu.RUnlock()
-	if c == nil {
-		t.Fatal("connection not registered")
-	}
+	c := connOf(t, g, "t-1")
 	// Small socket buffers on both sides: the gateway's socket fills soon.
 	if tc, ok := c.nc.(*net.TCPConn); ok {
 		_ = tc.SetWriteBuffer(8 << 10)

@@ -1,6 +1,8 @@
-// Package gateway is Shoal's MQTT front end: the listeners (TCP, TLS,
-// WebSocket, PROXY protocol v2), the per-connection read and write loops,
-// keepalive, inflight windows and topic aliases. A gateway keeps no durable
+// Package gateway is Shoal's MQTT front end: the listeners (TCP and
+// WebSocket; TLS and PROXY protocol v2 are not built yet), the
+// per-connection read loop (idle TCP connections park in an epoll poller,
+// park.go), the writer pool that writes out buffers without blocking
+// (writer.go), keepalive, inflight windows and topic aliases. A gateway keeps no durable
 // state: it publishes every session, subscription and message event to the
 // log (package kafka) and writes to its clients the deliveries that arrive on
 // its own slot of the deliveries topic.

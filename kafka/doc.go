@@ -48,7 +48,9 @@
 //
 // Client.Consume runs a consumer client of its own per call, on explicit
 // partitions or as a member of a consumer group, and hands a handler
-// batches of one partition in offset order, one call at a time. No offsets
+// batches of one partition in offset order, one call at a time;
+// Client.ConsumePolls hands the batches of a whole poll (every partition
+// that had records) in one call, so that a service writes once per poll. No offsets
 // are committed: services store the offsets they consumed next to their
 // views and give them back through ConsumeConfig.Start, which franz-go
 // applies when a partition is assigned (AdjustFetchOffsetsFn); an offset no
@@ -91,4 +93,8 @@
 // NewRecord marshals an eventspb.Envelope with vtprotobuf and sets the
 // shoal-type header to its event type; WithTraceparent and Traceparent
 // carry the W3C trace context; DecodeEnvelope and EventType read them back.
+// On hot paths Record.Fill marshals into a record's own buffer (value, type
+// header, and SetJoinedKey's key and AddTraceChild's traceparent after it),
+// and a RecordPool recycles records once they are acknowledged, so that
+// producing allocates nothing in steady state.
 package kafka

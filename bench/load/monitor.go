@@ -56,12 +56,10 @@ func (m *monitor) loop() {
 	prevSent, prevRecv := r.totals()
 	prevBroker := r.sampleBroker()
 	prevSelf, _ := r.self.Sample()
-	for {
-		select {
-		case <-m.stopCh:
-			return
-		case <-t.C:
-		}
+	// sample appends the point since the previous one. The last point, at
+	// the stop, covers what is left of a second, so that a run shorter
+	// than a second still has a series.
+	sample := func() {
 		at := r.now()
 		dt := (at - prevAt).Seconds()
 		sent, recv := r.totals()
@@ -92,7 +90,22 @@ func (m *monitor) loop() {
 		m.print(p, sent, recv, dt)
 		prevAt, prevSent, prevRecv = at, sent, recv
 	}
+	for {
+		select {
+		case <-m.stopCh:
+			if r.now()-prevAt >= minFinalSample {
+				sample()
+			}
+			return
+		case <-t.C:
+			sample()
+		}
+	}
 }
+
+// minFinalSample is the shortest stretch the stop's last point covers:
+// shorter ones say nothing about a rate.
+const minFinalSample = 50 * time.Millisecond
 
 func (m *monitor) print(p Point, sent, recv uint64, dt float64) {
 	r := m.r

@@ -110,8 +110,8 @@ type ConnectStats struct {
 type Point struct {
 	T         float64 `json:"t"` // seconds since publishing started
 	Phase     string  `json:"phase"`
-	Sent      uint64  `json:"sent"`     // in this second
-	Received  uint64  `json:"received"` // deliveries in this second
+	Sent      uint64  `json:"sent"`     // since the previous point (a second; the last point: up to the stop)
+	Received  uint64  `json:"received"` // deliveries since the previous point
 	Alive     int     `json:"alive,omitempty"`
 	BrokerCPU float64 `json:"broker_cpu_percent,omitempty"`
 	BrokerRSS uint64  `json:"broker_rss_bytes,omitempty"`

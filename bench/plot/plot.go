@@ -212,8 +212,14 @@ func drawThroughput(name string, reps []*result, file string) error {
 	p.Legend.Top = true
 	for i, r := range reps {
 		var pts plotter.XYs
+		prev := 0.0
 		for _, s := range r.Series {
-			pts = append(pts, plotter.XY{X: s.T, Y: s.Received})
+			// A point counts what arrived since the previous one: a second,
+			// except the last, which ends at the run's stop.
+			if dt := s.T - prev; dt > 0 {
+				pts = append(pts, plotter.XY{X: s.T, Y: s.Received / dt})
+			}
+			prev = s.T
 		}
 		if len(pts) == 0 {
 			continue

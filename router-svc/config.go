@@ -27,11 +27,11 @@ type Config struct {
 	// or "hash", a member picked from the message's identity, so spread
 	// evenly, and the same on a replay of the log.
 	SharedStrategy string `yaml:"shared_strategy"`
-	// PresenceQuiet and PresenceTimeout decide when shoal.presence counts
-	// as read at start, for readiness (`router.presence_quiet`,
-	// `router.presence_timeout`): once no presence record has arrived for
-	// PresenceQuiet, or at the latest after PresenceTimeout.
-	PresenceQuiet   time.Duration `yaml:"presence_quiet"`
+	// PresenceTimeout bounds the wait for shoal.presence to be read at
+	// start (`router.presence_timeout`): the router consumes shoal.messages
+	// once it has read every presence partition up to the end offset it
+	// had at start, or after PresenceTimeout (with a warning) if the end
+	// offsets cannot be listed or reached by then.
 	PresenceTimeout time.Duration `yaml:"presence_timeout"`
 	// RetryBackoff is the first wait after a failed produce of deliveries
 	// or a failed store write (`router.retry_backoff`); it doubles up to
@@ -80,7 +80,6 @@ func DefaultConfig() Config {
 	return Config{
 		MaxTargetsPerDelivery: DefaultMaxTargets,
 		SharedStrategy:        SharedRoundRobin,
-		PresenceQuiet:         time.Second,
 		PresenceTimeout:       30 * time.Second,
 		RetryBackoff:          100 * time.Millisecond,
 		MaxRetryBackoff:       5 * time.Second,
@@ -112,11 +111,8 @@ func (c Config) Validate() error {
 	if c.MaxTargetsPerDelivery < 1 {
 		errs = append(errs, fmt.Errorf("router.max_targets_per_delivery: must be ≥ 1, is %d", c.MaxTargetsPerDelivery))
 	}
-	if c.PresenceQuiet <= 0 {
-		errs = append(errs, fmt.Errorf("router.presence_quiet: must be > 0, is %s", c.PresenceQuiet))
-	}
-	if c.PresenceTimeout < c.PresenceQuiet {
-		errs = append(errs, fmt.Errorf("router.presence_timeout: must be ≥ router.presence_quiet (%s), is %s", c.PresenceQuiet, c.PresenceTimeout))
+	if c.PresenceTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("router.presence_timeout: must be > 0, is %s", c.PresenceTimeout))
 	}
 	if c.RetryBackoff <= 0 {
 		errs = append(errs, fmt.Errorf("router.retry_backoff: must be > 0, is %s", c.RetryBackoff))

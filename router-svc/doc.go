@@ -98,11 +98,11 @@
 //     router.offset_interval replays those publishes: deliveries are at
 //     least once.
 //   - Readiness: shards loaded (in group mode: no assignment being loaded)
-//     and shoal.presence read. The kafka package does not expose end
-//     offsets yet, so "read" is best effort: no presence record for
-//     router.presence_quiet (default 1 s), or router.presence_timeout
-//     (default 30 s) at the latest. shoal.messages is consumed only after
-//     that, so the first deliveries already know where clients are. A
+//     and shoal.presence read: every partition up to the end offset it
+//     had at start (listed with retries), or after
+//     router.presence_timeout (default 30 s) at the latest, with a
+//     warning. shoal.messages is consumed only after that, so the first
+//     deliveries already know where clients are. A
 //     presence tombstone (empty value) forgets the client of its key,
 //     tenant + "/" + client.
 //   - Group mode (router.group): OnAssigned loads the assigned shards

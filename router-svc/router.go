@@ -36,7 +36,10 @@ type Router struct {
 	shardsReady   atomic.Bool
 	presenceReady atomic.Bool
 	presenceRead  chan struct{} // closed when presenceReady becomes true
-	lastPresence  atomic.Int64  // time.Now().UnixNano() of the last presence batch
+	// presenceNext is the next offset of each shoal.presence partition
+	// the presence consumer will read: every record below it is in
+	// r.presence. watchPresence compares it with the end offsets.
+	presenceNext []atomic.Int64
 
 	// The pipeline from the messages handler to the committer (see
 	// handleMessages): polls in order, at most cfg.MaxPollsInFlight.
@@ -86,6 +89,7 @@ func New(cfg Config, client *kafka.Client, store Store, log *slog.Logger, clock 
 		deliveryParts: cat.Deliveries.Partitions,
 		shards:        make(map[int32]*Shard),
 		presenceRead:  make(chan struct{}),
+		presenceNext:  make([]atomic.Int64, cat.Presence.Partitions),
 		work:          make(chan *pollWork, cfg.MaxPollsInFlight+1),
 		slots:         make(chan struct{}, cfg.MaxPollsInFlight),
 		committerDone: make(chan struct{}),
@@ -114,7 +118,7 @@ func New(cfg Config, client *kafka.Client, store Store, log *slog.Logger, clock 
 func (r *Router) Presence() *Presence { return r.presence }
 
 // Ready reports whether the router serves: its shards are loaded and
-// shoal.presence has been read at start (see Config.PresenceQuiet).
+// shoal.presence has been read at start (see Config.PresenceTimeout).
 func (r *Router) Ready() bool {
 	return r.shardsReady.Load() && r.presenceReady.Load()
 }
@@ -177,37 +181,78 @@ func (r *Router) handlePresence(_ context.Context, b kafka.Batch) error {
 		}
 		r.presence.Update(r.penv.Tenant, r.penv.ClientId, p)
 	}
-	r.lastPresence.Store(time.Now().UnixNano())
+	if n := len(b.Records); n > 0 && int(b.Partition) < len(r.presenceNext) {
+		r.presenceNext[b.Partition].Store(b.Records[n-1].Offset + 1)
+	}
 	return nil
 }
 
-// watchPresence marks presence as read once no presence batch has arrived
-// for PresenceQuiet, or after PresenceTimeout. It measures real time: this
-// is an operational timer, not the state's clock.
+// watchPresence marks presence as read once the presence consumer has
+// reached the end offsets shoal.presence had at start, or after
+// PresenceTimeout. Listing the end offsets is retried (with the router's
+// backoff) until it succeeds or the timeout passes. It measures real
+// time: this is an operational timer, not the state's clock.
 func (r *Router) watchPresence(ctx context.Context) error {
 	start := time.Now()
-	r.lastPresence.Store(start.UnixNano())
-	tick := time.NewTicker(max(r.cfg.PresenceQuiet/4, time.Millisecond))
+	deadline := start.Add(r.cfg.PresenceTimeout)
+	ready := func() {
+		r.presenceReady.Store(true)
+		close(r.presenceRead)
+	}
+	var ends map[int32]int64
+	lctx, cancel := context.WithDeadline(ctx, deadline)
+	err := r.retry(lctx, "presence: listing end offsets", -1, func() (err error) {
+		ends, err = r.client.EndOffsets(lctx, r.presenceTopic)
+		return err
+	})
+	cancel()
+	switch {
+	case ctx.Err() != nil:
+		return nil
+	case err != nil:
+		r.log.Warn("presence: end offsets not listed before the timeout; ready anyway",
+			"clients", r.presence.Len(), "timeout", r.cfg.PresenceTimeout)
+		ready()
+		return nil
+	}
+	tick := time.NewTicker(presencePoll)
 	defer tick.Stop()
 	for {
+		if r.presenceCaughtUp(ends) {
+			r.log.Info("presence read", "clients", r.presence.Len(), "took", time.Since(start).Round(time.Millisecond))
+			ready()
+			return nil
+		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case now := <-tick.C:
-			quiet := now.Sub(time.Unix(0, r.lastPresence.Load()))
-			switch {
-			case quiet >= r.cfg.PresenceQuiet:
-				r.log.Info("presence read", "clients", r.presence.Len(), "took", now.Sub(start).Round(time.Millisecond))
-			case now.Sub(start) >= r.cfg.PresenceTimeout:
-				r.log.Warn("presence still arriving after the timeout; ready anyway", "clients", r.presence.Len(), "timeout", r.cfg.PresenceTimeout)
-			default:
-				continue
+			if !now.Before(deadline) {
+				r.log.Warn("presence still behind its end offsets after the timeout; ready anyway",
+					"clients", r.presence.Len(), "timeout", r.cfg.PresenceTimeout)
+				ready()
+				return nil
 			}
-			r.presenceReady.Store(true)
-			close(r.presenceRead)
-			return nil
 		}
 	}
+}
+
+// presencePoll is how often watchPresence compares the presence
+// consumer's position with the end offsets.
+const presencePoll = 5 * time.Millisecond
+
+// presenceCaughtUp reports whether the presence consumer has read every
+// partition up to its end offset in ends.
+func (r *Router) presenceCaughtUp(ends map[int32]int64) bool {
+	for p, end := range ends {
+		if int(p) >= len(r.presenceNext) {
+			continue // a partition added after start: not ours to wait for
+		}
+		if r.presenceNext[p].Load() < end {
+			return false
+		}
+	}
+	return true
 }
 
 // runMessages consumes shoal.messages: explicitly assigned partitions,

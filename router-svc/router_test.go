@@ -298,7 +298,6 @@ func (b *backbone) waitStored(want map[int32]int64) {
 func e2eConfig(group string) routersvc.Config {
 	cfg := routersvc.DefaultConfig()
 	cfg.Group = group
-	cfg.PresenceQuiet = 500 * time.Millisecond
 	cfg.PresenceTimeout = 10 * time.Second
 	cfg.RetryBackoff = 10 * time.Millisecond
 	return cfg
@@ -408,5 +407,32 @@ func TestRouterEndToEnd(t *testing.T) {
 	stop()
 	if b.traced.Load() == 0 {
 		t.Error("no delivery carried the publishes' trace context")
+	}
+}
+
+// TestRouterReadyAfterPresenceRead checks the readiness rule: a router is
+// ready only once it has read shoal.presence up to the end offsets it had
+// at start, so every presence written before it started is known.
+func TestRouterReadyAfterPresenceRead(t *testing.T) {
+	b := newBackbone(t)
+	const n = 3000
+	recs := make([]*kafka.Record, 0, n)
+	for i := range n {
+		client := fmt.Sprintf("c%d", i)
+		env := &eventspb.Envelope{Tenant: "t", ClientId: client, Event: &eventspb.Envelope_Presence{
+			Presence: &eventspb.Presence{Online: i%2 == 0, Route: &eventspb.Route{Slot: 1, Connection: uint64(i + 1), Generation: 1}},
+		}}
+		recs = append(recs, kafka.NewRecord(kafka.TopicPresence, []byte("t/"+client), kafka.PartitionByKey, env))
+	}
+	if err := b.client.ProduceSync(t.Context(), recs...); err != nil {
+		t.Fatal(err)
+	}
+	r, stop := b.runRouter(e2eConfig(""))
+	defer stop()
+	if got := r.Presence().Len(); got != n {
+		t.Fatalf("ready with %d presences read, want all %d", got, n)
+	}
+	if p, ok := r.Presence().Lookup("t", fmt.Sprintf("c%d", n-1)); !ok || p.Online || p.Route.GetConnection() != n {
+		t.Fatalf("presence of the last client = %v, %v", p, ok)
 	}
 }

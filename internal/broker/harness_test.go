@@ -31,7 +31,6 @@ func startBroker(t *testing.T, mut ...func(*config.Config)) *broker.Broker {
 	cfg.Gateway.WSListen = "127.0.0.1:0"
 	cfg.Kafka.Partitions = 4
 	cfg.Gateway.SysInterval = 0
-	cfg.Router.PresenceQuiet = 100 * time.Millisecond
 	cfg.Session.ExpiryCheck = 200 * time.Millisecond
 	for _, m := range mut {
 		m(&cfg)

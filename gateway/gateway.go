@@ -473,8 +473,14 @@ func (g *Gateway) handleDeliveries(b kafka.Batch) error {
 			res := ev.ConnectResult
 			g.mu.Lock()
 			w, ok := g.waiting[res.RequestId]
-			delete(g.waiting, res.RequestId)
-			if ok && res.ReasonCode == 0 && res.Connection == w.c.id {
+			// Request ids start again with every run: an answer for
+			// another connection is an old run's, written again by a
+			// session service replaying the log. The waiter keeps waiting.
+			ok = ok && res.Connection == w.c.id
+			if ok {
+				delete(g.waiting, res.RequestId)
+			}
+			if ok && res.ReasonCode == 0 {
 				// Register the connection before the next record of the
 				// slot is handled: deliveries that follow the answer
 				// (a resumed session's queued messages) must find it. They

@@ -25,6 +25,10 @@ type fakeLog struct {
 	held     []heldProduce
 	slot     chan kafka.Batch
 	produced chan struct{}
+	// replayed makes every answer follow a stale one with the same
+	// request id for another run's connection, as a session service
+	// replaying the log after a crash writes.
+	replayed bool
 }
 
 type heldProduce struct {
@@ -52,6 +56,12 @@ func (f *fakeLog) ProduceSync(_ context.Context, rs ...*kafka.Record) error {
 			return err
 		}
 		if c := env.GetConnect(); c != nil {
+			if f.replayed {
+				stale := &eventspb.Envelope{Event: &eventspb.Envelope_ConnectResult{ConnectResult: &eventspb.ConnectResult{
+					RequestId: c.RequestId, Connection: c.Route.Connection ^ 1<<40, Generation: 7, SessionPresent: true,
+				}}}
+				f.slot <- kafka.Batch{Records: []*kafka.Record{kafka.NewRecord(kafka.TopicDeliveries, nil, 0, stale)}}
+			}
 			res := &eventspb.Envelope{Event: &eventspb.Envelope_ConnectResult{ConnectResult: &eventspb.ConnectResult{
 				RequestId: c.RequestId, Connection: c.Route.Connection, Generation: 1,
 			}}}
@@ -213,6 +223,35 @@ func TestAckOnlyAfterLogWrite(t *testing.T) {
 	fl.mu.Unlock()
 	if n != 2 {
 		t.Fatalf("%d records produced, want 2 (the retransmission is not published again)", n)
+	}
+}
+
+// TestStaleConnectResultIgnored: request ids start again with every run,
+// so a session service replaying the log (after a crash lost its stored
+// offsets) answers an old run's Connect with a request id a new
+// connection is waiting on. Only the answer for the waiting connection
+// counts.
+func TestStaleConnectResultIgnored(t *testing.T) {
+	fl := newFakeLog()
+	fl.replayed = true
+	g := startGateway(t, fl)
+	nc, err := net.Dial("tcp", g.Addr("mqtt").String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = nc.Close() })
+	rd := packet.NewReader(nc, 256)
+	write(t, nc, &packet.Connect{Version: packet.V5, ClientID: []byte("t-1"), CleanStart: true})
+	ca, ok := read(t, nc, rd, time.Second).(*packet.Connack)
+	if !ok {
+		t.Fatal("want CONNACK")
+	}
+	if ca.SessionPresent || ca.Code != 0 {
+		t.Fatalf("CONNACK session present %v code %v: the stale answer was taken", ca.SessionPresent, ca.Code)
+	}
+	// The connection is registered with the generation of its own answer.
+	if c := connOf(t, g, "t-1"); c.generation != 1 {
+		t.Fatalf("registered with generation %d, want 1 (the stale answer's is 7)", c.generation)
 	}
 }
 

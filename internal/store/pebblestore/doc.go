@@ -33,9 +33,10 @@
 // shards in one): after a crash the shard is either wholly before or wholly
 // after the batch. Commits wait for an fdatasync of the write-ahead log
 // unless the DB was opened with [Options.NoSync] (as `shoal all` does when
-// its embedded log does not sync either): a commit then survives a crash of
-// the process, and after a crash of the machine a view may be behind the
-// log, which the services replay from the view's stored offset. Mutations are
+// its embedded log does not sync either): a background flusher then
+// writes and syncs the write-ahead log within 100 ms of a commit, and after
+// a crash a view may be that far behind the log, which the services replay
+// from the view's stored offset. Mutations are
 // validated before anything is written. [DB.LoadShard] reads through one
 // Pebble snapshot, so the offset and the rows it returns are consistent.
 package pebblestore

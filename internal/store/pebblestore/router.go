@@ -169,7 +169,7 @@ func (d *DB) ApplyShards(ctx context.Context, ms []routersvc.ShardMutations) err
 			return fmt.Errorf("apply shard %d: %w", sm.Partition, err)
 		}
 	}
-	if err := b.Commit(d.writeOpts); err != nil {
+	if err := d.commit(b); err != nil {
 		return fmt.Errorf("apply shards: commit: %w", err)
 	}
 	return nil

@@ -141,7 +141,7 @@ func (d *DB) CommitSessions(ctx context.Context, partition int32, offset int64, 
 	if err := b.Set(key, binary.BigEndian.AppendUint64(nil, uint64(offset)), nil); err != nil {
 		return fmt.Errorf("commit sessions of partition %d: offset: %w", partition, err)
 	}
-	if err := b.Commit(d.writeOpts); err != nil {
+	if err := d.commit(b); err != nil {
 		return fmt.Errorf("commit sessions of partition %d: %w", partition, err)
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -77,6 +78,9 @@ type Config struct {
 	// "snappy", "lz4" or "zstd". The embedded backbone gains nothing from
 	// compression; a real cluster across a network may.
 	Compression string
+	// Dial, if set, opens the client's connections to brokers instead of
+	// a net.Dialer: Embedded.Dial reaches the embedded broker in-process.
+	Dial func(ctx context.Context, network, host string) (net.Conn, error)
 	// GroupSessionTimeout is how long a consumer group member may go
 	// without a heartbeat before the group gives its partitions to the
 	// others: the failover time of a router or session service that dies.
@@ -313,6 +317,9 @@ func NewClient(ctx context.Context, cfg Config, log *slog.Logger) (*Client, erro
 		// its count drops only after our promise released the token.
 		sem:    make(chan struct{}, cfg.MaxBufferedRecords),
 		closed: make(chan struct{}),
+	}
+	if cfg.Dial != nil {
+		c.common = append(c.common, kgo.Dialer(cfg.Dial))
 	}
 	opts := append(c.common[:len(c.common):len(c.common)],
 		kgo.RequiredAcks(kgo.AllISRAcks()),

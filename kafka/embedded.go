@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -77,9 +78,11 @@ func checkLoopback(addr string) error {
 
 // Embedded is Shoal's in-process Kafka: one kfake broker with its data in a
 // directory, listening on a loopback address. Clients reach it exactly like
-// a real cluster, through Addrs.
+// a real cluster, through Addrs; those of the same process pass Dial as
+// Config.Dial and reach it without the network stack.
 type Embedded struct {
 	cluster *kfake.Cluster
+	dialer  *inprocDialer
 	addrs   []string
 	logger  *kfakeLogger
 	lock    *os.File
@@ -105,15 +108,23 @@ func StartEmbedded(cfg EmbeddedConfig, log *slog.Logger) (*Embedded, error) {
 	}
 	addr := cfg.addr()
 	logger := &kfakeLogger{log: log}
+	dialer := &inprocDialer{}
 	opts := []kfake.Opt{
 		kfake.NumBrokers(1),
 		kfake.ClusterID("shoal-embedded"),
 		kfake.DataDir(cfg.Dir),
 		kfake.WithLogger(logger),
 		// kfake listens on 127.0.0.1:<port>; listen where we were asked
-		// instead (already checked to be loopback).
+		// instead (already checked to be loopback), and accept in-process
+		// connections too (Dial).
 		kfake.ListenFn(func(network, _ string) (net.Listener, error) {
-			return net.Listen(network, addr)
+			tcp, err := net.Listen(network, addr)
+			if err != nil {
+				return nil, err
+			}
+			l := newInprocListener(tcp)
+			dialer.add(l)
+			return l, nil
 		}),
 	}
 	if cfg.SyncWrites {
@@ -125,6 +136,7 @@ func StartEmbedded(cfg EmbeddedConfig, log *slog.Logger) (*Embedded, error) {
 	}
 	e := &Embedded{
 		cluster: cluster,
+		dialer:  dialer,
 		addrs:   cluster.ListenAddrs(),
 		logger:  logger,
 		lock:    lock,
@@ -137,6 +149,14 @@ func StartEmbedded(cfg EmbeddedConfig, log *slog.Logger) (*Embedded, error) {
 // Addrs returns the host:port addresses clients use as seed brokers.
 func (e *Embedded) Addrs() []string {
 	return append([]string(nil), e.addrs...)
+}
+
+// Dial connects to the embedded broker in-process when host is one of its
+// addresses (over an in-memory pipe, with the same protocol and the same
+// deadlines as TCP) and over the network otherwise. It is meant for
+// Config.Dial.
+func (e *Embedded) Dial(ctx context.Context, network, host string) (net.Conn, error) {
+	return e.dialer.DialContext(ctx, network, host)
 }
 
 // Close stops the broker: it stops accepting connections, finishes the

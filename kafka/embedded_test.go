@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -941,5 +942,67 @@ func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
 			t.Fatalf("waiting for %s: %v", what, ctx.Err())
 		case <-time.After(10 * time.Millisecond):
 		}
+	}
+}
+
+// TestEmbeddedTCPAndInProcess: a client over TCP (another process, a
+// tool) and one in-process (Embedded.Dial) use the same broker: each
+// reads what the other wrote. Dial connects in-process only to the
+// embedded broker's own address, and fails once it is closed.
+func TestEmbeddedTCPAndInProcess(t *testing.T) {
+	e := startEmbedded2(t, EmbeddedConfig{Dir: t.TempDir()})
+	tcpDial := func(ctx context.Context, network, host string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, host)
+	}
+	tcp := newTestClient(t, e, Config{Dial: tcpDial})
+	inproc := newTestClient(t, e, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	if err := tcp.ProduceSync(ctx, &Record{Topic: TopicSessions, Key: []byte("t/over-tcp"), Partition: 0, Value: []byte("tcp")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := inproc.ProduceSync(ctx, &Record{Topic: TopicSessions, Key: []byte("t/in-process"), Partition: 0, Value: []byte("mem")}); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]*Client{"tcp": tcp, "in-process": inproc} {
+		got := consumeN(t, c, ConsumeConfig{Topic: TopicSessions, Partitions: []int32{0}}, 2)
+		if string(got[0].Value) != "tcp" || string(got[1].Value) != "mem" {
+			t.Errorf("%s client read %q, %q", name, got[0].Value, got[1].Value)
+		}
+	}
+
+	nc, err := e.Dial(ctx, "tcp", e.Addrs()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nc.RemoteAddr().Network() != "mem" {
+		t.Errorf("Dial of the broker's address gave a %s connection", nc.RemoteAddr().Network())
+	}
+	_ = nc.Close()
+	// Another address goes over the network (here: nothing listens).
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := ln.Addr().String()
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			_ = c.Close()
+		}
+	}()
+	if nc, err = e.Dial(ctx, "tcp", other); err != nil {
+		t.Fatalf("Dial(%s): %v", other, err)
+	}
+	if nc.RemoteAddr().String() != other {
+		t.Errorf("Dial(%s) reached %s", other, nc.RemoteAddr())
+	}
+	_ = nc.Close()
+	_ = ln.Close()
+
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Dial(ctx, "tcp", e.Addrs()[0]); err == nil {
+		t.Fatal("Dial of a closed embedded broker succeeded")
 	}
 }

@@ -35,6 +35,9 @@ func startEmbedded(t testing.TB, dir string) *Embedded {
 func newTestClient(t testing.TB, e *Embedded, cfg Config) *Client {
 	t.Helper()
 	cfg.Brokers = e.Addrs()
+	if cfg.Dial == nil {
+		cfg.Dial = e.Dial // in-process, as in shoal all; TestEmbeddedTCPAndInProcess covers TCP
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	c, err := NewClient(ctx, cfg, testLogger(t))

@@ -146,6 +146,8 @@ func (b *Broker) Run(ctx context.Context) (err error) {
 			return fmt.Errorf("data dir: %w", err)
 		}
 	}
+	// The roles of this process reach its embedded backbone in-process.
+	var dial func(ctx context.Context, network, host string) (net.Conn, error)
 	if len(brokers) == 0 {
 		emb, err := kafka.StartEmbedded(kafka.EmbeddedConfig{
 			Dir:        filepath.Join(cfg.DataDir, "kafka"),
@@ -161,10 +163,12 @@ func (b *Broker) Run(ctx context.Context) (err error) {
 			}
 		}()
 		brokers = emb.Addrs()
+		dial = emb.Dial
 	}
 	kcfg := kafka.Config{
 		Brokers: brokers, ClientID: "shoal-" + strings.ReplaceAll(b.roles.String(), "+", "-"), Catalogue: cfg.Kafka.Catalogue(),
 		GroupSessionTimeout: cfg.Kafka.GroupSessionTimeout,
+		Dial:                dial,
 	}
 	if b.roles == RoleGateway {
 		kcfg.Linger = cfg.Gateway.ProduceLinger

@@ -1,0 +1,186 @@
+package kafka
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestMemPipeCarriesBytesInOrder streams random-sized writes through both
+// directions at once, read with random-sized buffers.
+func TestMemPipeCarriesBytesInOrder(t *testing.T) {
+	a, b := memPipe()
+	defer a.Close()
+	defer b.Close()
+	const total = 1 << 20
+	stream := func(seed uint64) []byte {
+		r := rand.New(rand.NewPCG(seed, seed))
+		p := make([]byte, total)
+		for i := range p {
+			p[i] = byte(r.Uint32())
+		}
+		return p
+	}
+	var wg sync.WaitGroup
+	check := func(w, r net.Conn, seed uint64) {
+		defer wg.Done()
+		want := stream(seed)
+		go func() {
+			rng := rand.New(rand.NewPCG(seed, 1))
+			for off := 0; off < total; {
+				n := min(1+rng.IntN(5000), total-off)
+				if _, err := w.Write(want[off : off+n]); err != nil {
+					t.Error(err)
+					return
+				}
+				off += n
+			}
+		}()
+		got := make([]byte, 0, total)
+		buf := make([]byte, 7000)
+		rng := rand.New(rand.NewPCG(seed, 2))
+		for len(got) < total {
+			n, err := r.Read(buf[:1+rng.IntN(len(buf)-1)])
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			got = append(got, buf[:n]...)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("stream %d: bytes differ", seed)
+		}
+	}
+	wg.Add(2)
+	go check(a, b, 1)
+	go check(b, a, 2)
+	wg.Wait()
+}
+
+func TestMemPipeReadDeadline(t *testing.T) {
+	a, b := memPipe()
+	defer a.Close()
+	defer b.Close()
+	buf := make([]byte, 10)
+	// A deadline in the past fails at once, as a timeout.
+	_ = b.SetReadDeadline(time.Now().Add(-time.Second))
+	if _, err := b.Read(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read past its deadline: %v", err)
+	}
+	var ne net.Error
+	if _, err := b.Read(buf); !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("the error %v is not a net.Error timeout", err)
+	}
+	// A waiting read ends at its deadline.
+	_ = b.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+	start := time.Now()
+	if _, err := b.Read(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read with a deadline: %v", err)
+	}
+	if d := time.Since(start); d < 15*time.Millisecond {
+		t.Fatalf("read gave up after %v, before its deadline", d)
+	}
+	// A read waiting without a deadline ends when one is set in the past.
+	_ = b.SetReadDeadline(time.Time{})
+	errc := make(chan error, 1)
+	go func() { _, err := b.Read(buf); errc <- err }()
+	time.Sleep(10 * time.Millisecond)
+	_ = b.SetReadDeadline(time.Now())
+	select {
+	case err := <-errc:
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("read after the deadline moved: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a waiting read did not see its new deadline")
+	}
+	// Data that is there is read even after a deadline was cleared.
+	_ = b.SetReadDeadline(time.Time{})
+	if _, err := a.Write([]byte("hi")); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := b.Read(buf); err != nil || string(buf[:n]) != "hi" {
+		t.Fatalf("read %q, %v", buf[:n], err)
+	}
+}
+
+func TestMemPipeClose(t *testing.T) {
+	a, b := memPipe()
+	if _, err := a.Write([]byte("last words")); err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { _, err := a.Read(make([]byte, 1)); errc <- err }() // waits
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errc:
+		if !errors.Is(err, io.EOF) {
+			t.Fatalf("a read waiting on the closed end: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("closing did not end a waiting read")
+	}
+	// The other end reads what was written before the close, then EOF.
+	got, err := io.ReadAll(b)
+	if err != nil || string(got) != "last words" {
+		t.Fatalf("read %q, %v after the close", got, err)
+	}
+	if _, err := b.Write([]byte("x")); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("write to a closed pipe: %v", err)
+	}
+	if _, err := a.Write([]byte("x")); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("write on the closed end: %v", err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatalf("second close: %v", err)
+	}
+}
+
+// TestMemPipeBufferBounded: a reader that always lags a little behind
+// never lets the buffer drain, yet it stays about the size of what is
+// unread; a drained buffer lets a burst's memory go.
+func TestMemPipeBufferBounded(t *testing.T) {
+	a, b := memPipe()
+	defer a.Close()
+	defer b.Close()
+	in := b.(*memConn).in
+	chunk := make([]byte, 1000)
+	buf := make([]byte, 999)
+	for range 10000 {
+		if _, err := a.Write(chunk); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Read(buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in.mu.Lock()
+	unread, size := len(in.data)-in.off, cap(in.data)
+	in.mu.Unlock()
+	if unread != 10000 || size > 4*unread {
+		t.Fatalf("%d bytes unread in a buffer of %d", unread, size)
+	}
+	if _, err := a.Write(make([]byte, 4*maxIdlePipeBuf)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(b, make([]byte, 4*maxIdlePipeBuf+unread)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	in.mu.Lock()
+	size = cap(in.data)
+	in.mu.Unlock()
+	if size > maxIdlePipeBuf {
+		t.Fatalf("a drained buffer kept %d bytes", size)
+	}
+}

@@ -274,14 +274,22 @@ func closeWith(code packet.ReasonCode, msg string) error { return &errClose{code
 
 // serve runs one connection until it ends or its reader parks it.
 func (g *Gateway) serve(ctx context.Context, nc net.Conn) {
+	if !g.live.add() {
+		_ = nc.Close() // shutting down
+		return
+	}
 	c := newConn(g, nc)
 	if !c.handshake(ctx) {
 		_ = nc.Close()
+		g.live.done()
 		return
 	}
 	c.add(ConnectionsCurrent, 1)
 	c.add(ConnectionsTotal, 1)
 	c.lastPacket = g.clock().UnixNano()
+	if g.live.closed() {
+		c.shutdown() // accepted as the gateway began to stop: closeAll missed it
+	}
 	c.serveReads(ctx)
 }
 
@@ -295,8 +303,10 @@ func (c *conn) serveReads(ctx context.Context) {
 	c.end(ctx, e)
 }
 
-// end finishes an established connection and closes its socket.
+// end finishes an established connection and closes its socket. It is
+// called once per connection.
 func (c *conn) end(ctx context.Context, e ending) {
+	defer c.g.live.done()
 	c.add(ConnectionsCurrent, -1)
 	c.finish(ctx, e.clean, e.reason, e.expiry)
 	c.close()

@@ -7,6 +7,12 @@
 // log (package kafka) and writes to its clients the deliveries that arrive on
 // its own slot of the deliveries topic.
 //
+// Shutdown (Run's context ends): the listeners close, every connection gets
+// a DISCONNECT (Server shutting down, MQTT 5) and its end is reported to the
+// log (its Disconnect record, its unacknowledged messages) before Run
+// returns, each bounded by gateway.session_timeout; a connection accepted
+// meanwhile is refused or shut down at once.
+//
 // The gateway meets the router and session services only through the log; it
 // never imports them. It builds on the codec in internal/mqtt/packet.
 package gateway

@@ -39,6 +39,7 @@ type Gateway struct {
 	msgParts int32         // partitions of shoal.messages
 
 	writes   *writeQueue // connections waiting for a writer
+	live     liveConns   // connections being served, until their end is reported
 	dispatch struct {    // scratch of deliver (slot consumer only)
 		conns, flush []*conn
 		cache        publishCache
@@ -310,9 +311,85 @@ func (g *Gateway) Run(ctx context.Context) error {
 	for _, l := range listeners {
 		_ = l.Close()
 	}
+	g.live.close()
 	g.closeAll()
+	// Every connection reports its end (its Disconnect record, its
+	// unacknowledged messages) before Run returns and the process closes
+	// its log client. Each end is bounded by the session timeout, twice.
+	if n := g.live.wait(2*g.cfg.SessionTimeout + time.Second); n > 0 {
+		g.log.Warn("connections still ending at shutdown", "connections", n)
+	}
 	wg.Wait()
 	return err
+}
+
+// liveConns counts the connections being served, from accept until their
+// end is reported (conn.end), so that shutdown waits for them. Once closed
+// it refuses new ones.
+type liveConns struct {
+	mu      sync.Mutex
+	n       int
+	closing bool
+	zero    chan struct{} // closed when n is 0 while closing; made by close
+}
+
+// add counts a new connection; false means the gateway is shutting down.
+func (l *liveConns) add() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closing {
+		return false
+	}
+	l.n++
+	return true
+}
+
+// done uncounts a connection.
+func (l *liveConns) done() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.n--
+	if l.n == 0 && l.closing {
+		close(l.zero)
+	}
+}
+
+// close refuses new connections from now on.
+func (l *liveConns) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closing {
+		return
+	}
+	l.closing = true
+	l.zero = make(chan struct{})
+	if l.n == 0 {
+		close(l.zero)
+	}
+}
+
+// closed reports whether close was called.
+func (l *liveConns) closed() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.closing
+}
+
+// wait waits at most d for every connection to end (after close) and
+// returns how many are still being served.
+func (l *liveConns) wait(d time.Duration) int {
+	l.mu.Lock()
+	zero := l.zero
+	l.mu.Unlock()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-zero:
+	case <-t.C:
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.n
 }
 
 // connBase is the first connection id of this run: connection ids of one

@@ -3,11 +3,13 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,6 +31,10 @@ type fakeLog struct {
 	// request id for another run's connection, as a session service
 	// replaying the log after a crash writes.
 	replayed bool
+	// disconnectDelay makes every Disconnect record take that long to
+	// write; disconnects counts those written.
+	disconnectDelay time.Duration
+	disconnects     atomic.Int64
 }
 
 type heldProduce struct {
@@ -54,6 +60,10 @@ func (f *fakeLog) ProduceSync(_ context.Context, rs ...*kafka.Record) error {
 		var env eventspb.Envelope
 		if err := kafka.DecodeEnvelope(r, &env); err != nil {
 			return err
+		}
+		if env.GetDisconnect() != nil {
+			time.Sleep(f.disconnectDelay)
+			f.disconnects.Add(1)
 		}
 		if c := env.GetConnect(); c != nil {
 			if f.replayed {
@@ -255,6 +265,55 @@ func TestStaleConnectResultIgnored(t *testing.T) {
 	}
 }
 
+// TestShutdownReportsEveryEnd: Run returns only after every connection's
+// Disconnect record is written, so that the process does not close its
+// log client under them (the session service would learn of the ends
+// only from the next run's heartbeat).
+func TestShutdownReportsEveryEnd(t *testing.T) {
+	fl := newFakeLog()
+	fl.disconnectDelay = 200 * time.Millisecond
+	cfg := DefaultConfig()
+	cfg.MQTTListen, cfg.WSListen, cfg.SysInterval = "127.0.0.1:0", "", 0
+	g, err := New(cfg, fl, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx) }()
+	for deadline := time.Now().Add(5 * time.Second); !g.Ready(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("gateway not ready")
+		}
+	}
+	const n = 5
+	for i := range n {
+		nc, err := net.Dial("tcp", g.Addr("mqtt").String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = nc.Close() })
+		rd := packet.NewReader(nc, 256)
+		write(t, nc, &packet.Connect{Version: packet.V5, ClientID: []byte(fmt.Sprintf("t-%d", i)), CleanStart: true})
+		if _, ok := read(t, nc, rd, time.Second).(*packet.Connack); !ok {
+			t.Fatal("want CONNACK")
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	if got := fl.disconnects.Load(); got != n {
+		t.Fatalf("%d Disconnect records written when Run returned, want %d", got, n)
+	}
+}
+
 // TestFailedLogWriteClosesWithoutAck: when the log refuses a message the
 // client gets no acknowledgement and the connection closes, so the client
 // sends it again on its next connection.
@@ -341,6 +400,10 @@ func TestPublishStartsTrace(t *testing.T) {
 	if tracectx.TraceID([]byte(cont)) != tracectx.TraceID([]byte(client)) || cont == client {
 		t.Fatalf("second publish traceparent %q, want a child of the client's %q", cont, client)
 	}
+	// The writes complete, or the connection's end would wait for them
+	// (up to the session timeout) when the gateway stops.
+	fl.complete(0, nil)
+	fl.complete(1, nil)
 }
 
 // TestRepeatedInboxForwardDropped: the session service may forward an

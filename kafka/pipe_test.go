@@ -16,8 +16,7 @@ import (
 // directions at once, read with random-sized buffers.
 func TestMemPipeCarriesBytesInOrder(t *testing.T) {
 	a, b := memPipe()
-	defer a.Close()
-	defer b.Close()
+	defer closeBoth(a, b)
 	const total = 1 << 20
 	stream := func(seed uint64) []byte {
 		r := rand.New(rand.NewPCG(seed, seed))
@@ -65,8 +64,7 @@ func TestMemPipeCarriesBytesInOrder(t *testing.T) {
 
 func TestMemPipeReadDeadline(t *testing.T) {
 	a, b := memPipe()
-	defer a.Close()
-	defer b.Close()
+	defer closeBoth(a, b)
 	buf := make([]byte, 10)
 	// A deadline in the past fails at once, as a timeout.
 	_ = b.SetReadDeadline(time.Now().Add(-time.Second))
@@ -149,9 +147,12 @@ func TestMemPipeClose(t *testing.T) {
 // unread; a drained buffer lets a burst's memory go.
 func TestMemPipeBufferBounded(t *testing.T) {
 	a, b := memPipe()
-	defer a.Close()
-	defer b.Close()
-	in := b.(*memConn).in
+	defer closeBoth(a, b)
+	mc, ok := b.(*memConn)
+	if !ok {
+		t.Fatalf("memPipe gave a %T", b)
+	}
+	in := mc.in
 	chunk := make([]byte, 1000)
 	buf := make([]byte, 999)
 	for range 10000 {
@@ -183,4 +184,9 @@ func TestMemPipeBufferBounded(t *testing.T) {
 	if size > maxIdlePipeBuf {
 		t.Fatalf("a drained buffer kept %d bytes", size)
 	}
+}
+
+func closeBoth(a, b net.Conn) {
+	_ = a.Close()
+	_ = b.Close()
 }

@@ -61,12 +61,19 @@ short: ## unit tests with -short (skips the slow ones)
 	$(GO) test -race -short $(PKGS)
 
 .PHONY: bench
-bench: ## Go micro-benchmarks with -benchmem (codec, topic trie, router shard, gateway fan-out, trace context, trie vs mochi-mqtt); see bench/README.md
+bench: bench-micro bench-compare bench-distributed ## every table of bench/README.md: micro-benchmarks, Shoal vs Mosquitto, distributed mode (about 25 min)
+
+.PHONY: bench-micro
+bench-micro: ## Go micro-benchmarks with -benchmem (codec, topic trie, router shard, gateway fan-out, trace context, trie vs mochi-mqtt); see bench/README.md
 	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) -count=$(BENCHCOUNT) ./internal/mqtt/...
 	$(GO) test -run='^$$' -bench=BenchmarkShardPublish -benchmem -benchtime=$(BENCHTIME) -count=$(BENCHCOUNT) ./router-svc/
 	$(GO) test -run='^$$' -bench=BenchmarkFanOut -benchmem -benchtime=20000x -count=$(BENCHCOUNT) ./gateway/
 	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) -count=$(BENCHCOUNT) ./internal/tracectx/
 	cd bench/trie && $(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) -count=$(BENCHCOUNT)
+
+.PHONY: bench-compare
+bench-compare: ## Shoal vs Mosquitto, every scenario, alternating for ROUNDS rounds (default 3; SCENARIOS, PROFILE, OUT: see scripts/bench-compare.sh)
+	ROUNDS=$${ROUNDS:-3} ./scripts/bench-compare.sh
 
 .PHONY: bench-distributed
 bench-distributed: build ## distributed mode on a real Kafka + Cassandra, latency at 10k msg/s (DISTBENCH=-smoke for a quick check); see bench/README.md

@@ -19,14 +19,19 @@ func memPipe() (net.Conn, net.Conn) {
 	return &memConn{in: a, out: b}, &memConn{in: b, out: a}
 }
 
-// maxIdlePipeBuf is the most buffer a drained pipe direction keeps.
-const maxIdlePipeBuf = 1 << 20
+// pipeChunk is the size of the chunks a pipe direction buffers in; they
+// come from chunkPool and go back once read, so a busy pipe allocates
+// nothing in steady state and holds only what is unread (and one chunk).
+const pipeChunk = 64 << 10
 
-// pipeBuf is one direction of a memPipe.
+var chunkPool = sync.Pool{New: func() any { return new([pipeChunk]byte) }}
+
+// pipeBuf is one direction of a memPipe: the bytes written and not yet
+// read, in chunks[0][r:] … chunks[last][:w].
 type pipeBuf struct {
 	mu     sync.Mutex
-	data   []byte
-	off    int
+	chunks []*[pipeChunk]byte
+	r, w   int
 	closed bool          // no more data will come
 	ready  chan struct{} // a token when data arrived or the pipe closed
 }
@@ -37,19 +42,16 @@ func (p *pipeBuf) write(b []byte) error {
 		p.mu.Unlock()
 		return net.ErrClosed
 	}
-	switch {
-	case p.off == len(p.data) && cap(p.data) > maxIdlePipeBuf:
-		p.data, p.off = nil, 0 // drained after a burst: let the memory go
-	case p.off == len(p.data):
-		p.data, p.off = p.data[:0], 0
-	case p.off >= len(p.data)/2:
-		// The reader is behind but has taken most: move the rest to the
-		// front, so a reader that never quite catches up does not grow
-		// the buffer without bound.
-		n := copy(p.data, p.data[p.off:])
-		p.data, p.off = p.data[:n], 0
+	for len(b) > 0 {
+		if len(p.chunks) == 0 || p.w == pipeChunk {
+			c, _ := chunkPool.Get().(*[pipeChunk]byte)
+			p.chunks = append(p.chunks, c)
+			p.w = 0
+		}
+		n := copy(p.chunks[len(p.chunks)-1][p.w:], b)
+		p.w += n
+		b = b[n:]
 	}
-	p.data = append(p.data, b...)
 	p.mu.Unlock()
 	p.wake()
 	return nil
@@ -62,6 +64,8 @@ func (p *pipeBuf) wake() {
 	}
 }
 
+// close ends the direction; its chunks go back to the pool once read (or
+// now, for the reader's own end, whose Read fails from now on).
 func (p *pipeBuf) close() {
 	p.mu.Lock()
 	p.closed = true
@@ -69,14 +73,40 @@ func (p *pipeBuf) close() {
 	p.wake()
 }
 
+// take copies what is buffered into b (from the first chunk), returning
+// read chunks to the pool. Holds p.mu.
+func (p *pipeBuf) take(b []byte) int {
+	end := pipeChunk
+	if len(p.chunks) == 1 {
+		end = p.w
+	}
+	n := copy(b, p.chunks[0][p.r:end])
+	p.r += n
+	if p.r == end {
+		if len(p.chunks) == 1 {
+			p.r, p.w = 0, 0 // drained: keep the chunk for the next write
+		} else {
+			chunkPool.Put(p.chunks[0])
+			p.chunks[0] = nil
+			p.chunks = append(p.chunks[:0], p.chunks[1:]...)
+			p.r = 0
+		}
+	}
+	return n
+}
+
+// buffered reports whether there is something to read. Holds p.mu.
+func (p *pipeBuf) buffered() bool {
+	return len(p.chunks) > 1 || (len(p.chunks) == 1 && p.r < p.w)
+}
+
 // read copies what is buffered into b, waiting until there is some, the
 // pipe closes or the deadline (zero: none) passes.
 func (p *pipeBuf) read(b []byte, deadline func() time.Time) (int, error) {
 	for {
 		p.mu.Lock()
-		if p.off < len(p.data) {
-			n := copy(b, p.data[p.off:])
-			p.off += n
+		if p.buffered() {
+			n := p.take(b)
 			p.mu.Unlock()
 			return n, nil
 		}

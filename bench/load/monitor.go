@@ -66,8 +66,10 @@ func (m *monitor) loop() {
 		p := Point{
 			T:        (at - r.t0).Seconds(),
 			Phase:    m.getPhase(),
-			Sent:     sent - prevSent,
-			Received: recv - prevRecv,
+			// A publisher whose last flush failed takes back what it
+			// had counted as sent: its total can go down.
+			Sent:     sent - min(prevSent, sent),
+			Received: recv - min(prevRecv, recv),
 		}
 		if b := r.sampleBroker(); b != nil {
 			p.BrokerRSS = b.RSS

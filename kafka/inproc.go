@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"time"
 )
 
 // inprocListener is the embedded broker's listener: it accepts TCP
@@ -16,27 +17,38 @@ import (
 type inprocListener struct {
 	tcp   net.Listener
 	conns chan net.Conn // accepted TCP connections and dialled pipes
-	errc  chan error    // the TCP listener's Accept error, once
 
 	closeOnce sync.Once
 	done      chan struct{} // closed by Close
 }
 
 func newInprocListener(tcp net.Listener) *inprocListener {
-	l := &inprocListener{tcp: tcp, conns: make(chan net.Conn), errc: make(chan error, 1), done: make(chan struct{})}
+	l := &inprocListener{tcp: tcp, conns: make(chan net.Conn), done: make(chan struct{})}
 	go l.acceptTCP()
 	return l
 }
 
-// acceptTCP hands TCP connections to Accept until the listener fails or
-// closes.
+// acceptTCP hands TCP connections to Accept until the listener closes. A
+// failed accept (out of file descriptors) is tried again after a pause:
+// the broker stops listening at the first error Accept returns, which
+// would end the in-process connections too.
 func (l *inprocListener) acceptTCP() {
+	var delay time.Duration
 	for {
 		c, err := l.tcp.Accept()
 		if err != nil {
-			l.errc <- err
-			return
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			select {
+			case <-time.After(delay):
+				continue
+			case <-l.done:
+				return
+			}
 		}
+		delay = 0
 		select {
 		case l.conns <- c:
 		case <-l.done:
@@ -46,14 +58,11 @@ func (l *inprocListener) acceptTCP() {
 	}
 }
 
-// Accept returns the next connection, TCP or in-process.
+// Accept returns the next connection, TCP or in-process, until Close.
 func (l *inprocListener) Accept() (net.Conn, error) {
 	select {
 	case c := <-l.conns:
 		return c, nil
-	case err := <-l.errc:
-		l.errc <- err // every later Accept fails the same way
-		return nil, err
 	case <-l.done:
 		return nil, net.ErrClosed
 	}

@@ -117,7 +117,23 @@ func (f *fakeLog) waitProduced(t *testing.T, n int) {
 	}
 }
 
+// startGateway runs a gateway on fl until the test ends, and requires Run
+// to return nil then.
 func startGateway(t testing.TB, fl *fakeLog, opts ...func(*Config)) *Gateway {
+	t.Helper()
+	g, stop := runGateway(t, fl, opts...)
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return g
+}
+
+// runGateway starts a gateway on fl and waits until it is ready; stop
+// ends Run and returns its result (failing the test if Run takes more
+// than 10 s to return).
+func runGateway(t testing.TB, fl *fakeLog, opts ...func(*Config)) (g *Gateway, stop func() error) {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.MQTTListen, cfg.WSListen, cfg.SysInterval = "127.0.0.1:0", "", 0
@@ -131,23 +147,31 @@ func startGateway(t testing.TB, fl *fakeLog, opts ...func(*Config)) *Gateway {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- g.Run(ctx) }()
+	stop = func() error {
+		cancel()
+		select {
+		case err := <-done:
+			done <- err // a second stop returns the same
+			return err
+		case <-time.After(10 * time.Second):
+			t.Error("Run did not return within 10 s of its context's end")
+			return nil
+		}
+	}
 	deadline := time.Now().Add(5 * time.Second)
 	for !g.Ready() {
 		if time.Now().After(deadline) {
+			_ = stop()
 			t.Fatal("gateway not ready")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
-	return g
+	return g, stop
 }
 
-func dial(t *testing.T, g *Gateway) (net.Conn, *packet.Reader) {
+// connectAck opens a 5.0 connection with client id id (tenant "t") and
+// returns it with its CONNACK.
+func connectAck(t *testing.T, g *Gateway, id string, keepAlive uint16) (net.Conn, *packet.Reader, *packet.Connack) {
 	t.Helper()
 	nc, err := net.Dial("tcp", g.Addr("mqtt").String())
 	if err != nil {
@@ -155,11 +179,25 @@ func dial(t *testing.T, g *Gateway) (net.Conn, *packet.Reader) {
 	}
 	t.Cleanup(func() { _ = nc.Close() })
 	rd := packet.NewReader(nc, 256)
-	write(t, nc, &packet.Connect{Version: packet.V5, ClientID: []byte("t-1"), CleanStart: true})
-	if _, ok := read(t, nc, rd, time.Second).(*packet.Connack); !ok {
+	write(t, nc, &packet.Connect{Version: packet.V5, ClientID: []byte(id), CleanStart: true, KeepAlive: keepAlive})
+	ca, ok := read(t, nc, rd, 5*time.Second).(*packet.Connack)
+	if !ok {
 		t.Fatal("want CONNACK")
 	}
+	return nc, rd, ca
+}
+
+// connectAs is connectAck without the CONNACK.
+func connectAs(t *testing.T, g *Gateway, id string, keepAlive uint16) (net.Conn, *packet.Reader) {
+	t.Helper()
+	nc, rd, _ := connectAck(t, g, id, keepAlive)
 	return nc, rd
+}
+
+// dial connects as t-1.
+func dial(t *testing.T, g *Gateway) (net.Conn, *packet.Reader) {
+	t.Helper()
+	return connectAs(t, g, "t-1", 0)
 }
 
 func write(t *testing.T, nc net.Conn, p packet.Packet) {
@@ -245,17 +283,7 @@ func TestStaleConnectResultIgnored(t *testing.T) {
 	fl := newFakeLog()
 	fl.replayed = true
 	g := startGateway(t, fl)
-	nc, err := net.Dial("tcp", g.Addr("mqtt").String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = nc.Close() })
-	rd := packet.NewReader(nc, 256)
-	write(t, nc, &packet.Connect{Version: packet.V5, ClientID: []byte("t-1"), CleanStart: true})
-	ca, ok := read(t, nc, rd, time.Second).(*packet.Connack)
-	if !ok {
-		t.Fatal("want CONNACK")
-	}
+	_, _, ca := connectAck(t, g, "t-1", 0)
 	if ca.SessionPresent || ca.Code != 0 {
 		t.Fatalf("CONNACK session present %v code %v: the stale answer was taken", ca.SessionPresent, ca.Code)
 	}
@@ -272,42 +300,13 @@ func TestStaleConnectResultIgnored(t *testing.T) {
 func TestShutdownReportsEveryEnd(t *testing.T) {
 	fl := newFakeLog()
 	fl.disconnectDelay = 200 * time.Millisecond
-	cfg := DefaultConfig()
-	cfg.MQTTListen, cfg.WSListen, cfg.SysInterval = "127.0.0.1:0", "", 0
-	g, err := New(cfg, fl, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- g.Run(ctx) }()
-	for deadline := time.Now().Add(5 * time.Second); !g.Ready(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("gateway not ready")
-		}
-	}
+	g, stop := runGateway(t, fl)
 	const n = 5
 	for i := range n {
-		nc, err := net.Dial("tcp", g.Addr("mqtt").String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = nc.Close() })
-		rd := packet.NewReader(nc, 256)
-		write(t, nc, &packet.Connect{Version: packet.V5, ClientID: []byte(fmt.Sprintf("t-%d", i)), CleanStart: true})
-		if _, ok := read(t, nc, rd, time.Second).(*packet.Connack); !ok {
-			t.Fatal("want CONNACK")
-		}
+		connectAs(t, g, fmt.Sprintf("t-%d", i), 0)
 	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Run did not return")
+	if err := stop(); err != nil {
+		t.Fatal(err)
 	}
 	if got := fl.disconnects.Load(); got != n {
 		t.Fatalf("%d Disconnect records written when Run returned, want %d", got, n)

@@ -4,10 +4,8 @@ package gateway
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"net"
 	"strconv"
 	"sync"
@@ -21,22 +19,6 @@ import (
 
 // parkFast makes connections park after 20 ms without a byte.
 func parkFast(c *Config) { c.ParkIdle = 20 * time.Millisecond }
-
-// connectAs opens a 5.0 connection with client id id (tenant "t").
-func connectAs(t *testing.T, g *Gateway, id string, keepAlive uint16) (net.Conn, *packet.Reader) {
-	t.Helper()
-	nc, err := net.Dial("tcp", g.Addr("mqtt").String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = nc.Close() })
-	rd := packet.NewReader(nc, 256)
-	write(t, nc, &packet.Connect{Version: packet.V5, ClientID: []byte(id), CleanStart: true, KeepAlive: keepAlive})
-	if _, ok := read(t, nc, rd, 5*time.Second).(*packet.Connack); !ok {
-		t.Fatal("want CONNACK")
-	}
-	return nc, rd
-}
 
 // eventually polls cond until it holds or 5 s pass.
 func eventually(t testing.TB, what string, cond func() bool) {
@@ -300,31 +282,16 @@ func TestParkClose(t *testing.T) {
 // 0x8B, and Run returns.
 func TestParkShutdown(t *testing.T) {
 	fl := newFakeLog()
-	cfg := DefaultConfig()
-	cfg.MQTTListen, cfg.WSListen, cfg.SysInterval = "127.0.0.1:0", "", 0
-	parkFast(&cfg)
-	g, err := New(cfg, fl, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- g.Run(ctx) }()
-	eventually(t, "the gateway to be ready", g.Ready)
+	g, stop := runGateway(t, fl, parkFast)
 	nc, rd := connectAs(t, g, "t-1", 0)
 	waitParks(t, g, 1, 1)
-	cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- stop() }()
 	if code := expectEnd(t, nc, rd, 5*time.Second); code != int(packet.CodeServerShuttingDown) {
 		t.Fatalf("DISCONNECT %#x, want 0x8B", code)
 	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Run did not return")
+	if err := <-errc; err != nil {
+		t.Fatal(err)
 	}
 	if g.Parked() != 0 {
 		t.Fatalf("%d connections still parked after shutdown", g.Parked())

@@ -64,8 +64,8 @@ func (m *monitor) loop() {
 		dt := (at - prevAt).Seconds()
 		sent, recv := r.totals()
 		p := Point{
-			T:        (at - r.t0).Seconds(),
-			Phase:    m.getPhase(),
+			T:     (at - r.t0).Seconds(),
+			Phase: m.getPhase(),
 			// A publisher whose last flush failed takes back what it
 			// had counted as sent: its total can go down.
 			Sent:     sent - min(prevSent, sent),

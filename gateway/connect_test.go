@@ -97,16 +97,10 @@ func TestStalledConnectIsAbandoned(t *testing.T) {
 		t.Fatalf("got %+v, want CONNACK 0x88", ca)
 	}
 	fl.waitProduced(t, 1)
-	fl.mu.Lock()
-	rec := fl.held[0].rec
-	fl.mu.Unlock()
-	var env eventspb.Envelope
-	if err := kafka.DecodeEnvelope(rec, &env); err != nil {
-		t.Fatal(err)
-	}
+	rec, env := fl.heldEnvelope(t, 0)
 	if d := env.GetDisconnect(); d == nil || !d.GetAbandoned() || d.GetPublishWill() || string(rec.Key) != "t/t-2" ||
 		rec.Topic != kafka.TopicSessions || rec.Partition != kafka.PartitionByKey {
-		t.Fatalf("produced %s %q partition %d: %v; want an abandoned Disconnect keyed t/t-2 on %s", rec.Topic, rec.Key, rec.Partition, &env, kafka.TopicSessions)
+		t.Fatalf("produced %s %q partition %d: %v; want an abandoned Disconnect keyed t/t-2 on %s", rec.Topic, rec.Key, rec.Partition, env, kafka.TopicSessions)
 	}
 	r.g.mu.RLock()
 	n := len(r.g.waiting) + len(r.g.byID)

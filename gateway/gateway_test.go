@@ -98,6 +98,20 @@ func (f *fakeLog) Consume(ctx context.Context, _ kafka.ConsumeConfig, handle fun
 	}
 }
 
+// heldEnvelope returns the i-th held produce's record and its decoded
+// envelope.
+func (f *fakeLog) heldEnvelope(t *testing.T, i int) (*kafka.Record, *eventspb.Envelope) {
+	t.Helper()
+	f.mu.Lock()
+	rec := f.held[i].rec
+	f.mu.Unlock()
+	env := &eventspb.Envelope{}
+	if err := kafka.DecodeEnvelope(rec, env); err != nil {
+		t.Fatal(err)
+	}
+	return rec, env
+}
+
 // complete finishes the i-th held produce.
 func (f *fakeLog) complete(i int, err error) {
 	f.mu.Lock()

@@ -196,13 +196,7 @@ func TestParkSplitPacket(t *testing.T) {
 		}
 	}
 	fl.waitProduced(t, 1)
-	fl.mu.Lock()
-	rec := fl.held[0].rec
-	fl.mu.Unlock()
-	var env eventspb.Envelope
-	if err := kafka.DecodeEnvelope(rec, &env); err != nil {
-		t.Fatal(err)
-	}
+	_, env := fl.heldEnvelope(t, 0)
 	m := env.GetPublish().GetMessage()
 	if m.GetTopic() != "split/topic" || !bytes.Equal(m.GetPayload(), payload) {
 		t.Fatalf("published %q with %d bytes, want split/topic with %d", m.GetTopic(), len(m.GetPayload()), len(payload))

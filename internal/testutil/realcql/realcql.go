@@ -17,6 +17,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/shoal-mqtt/shoal/internal/testutil/serverproc"
 )
 
 // Version is the Apache Cassandra release the node runs (the one
@@ -91,28 +93,12 @@ type Node struct {
 	fullJIT bool
 
 	mu   sync.Mutex
-	proc *process // nil once stopped or killed
+	proc *serverproc.Process // nil once stopped or killed
 }
 
 // ports are the node's loopback ports.
 type ports struct {
 	native, storage, ssl int
-}
-
-// process is one run of the JVM.
-type process struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed when the process has exited
-	err  error         // cmd.Wait's result, set before done is closed
-}
-
-func (p *process) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
 }
 
 // Start starts a one-node Cassandra with its configuration, logs and data
@@ -154,7 +140,7 @@ func StartWith(ctx context.Context, dir string, logw io.Writer, opts Options) (*
 	}
 	var errs []error
 	for attempt := 1; attempt <= bindAttempts; attempt++ {
-		p, err := freePorts(3)
+		p, err := serverproc.FreePorts(3)
 		if err != nil {
 			errs = append(errs, err)
 			break
@@ -189,7 +175,7 @@ func (n *Node) PID() int {
 	if n.proc == nil {
 		return 0
 	}
-	return n.proc.cmd.Process.Pid
+	return n.proc.PID()
 }
 
 // ReleaseVersion returns the release_version the node reported.
@@ -209,20 +195,20 @@ func (n *Node) Stop() error {
 		return nil
 	}
 	defer n.out.close() //nolint:errcheck // the log file is for people; its close error changes nothing
-	if p.exited() {
-		return fmt.Errorf("stop cassandra: it had exited on its own: %w%s", p.err, n.out.tailSuffix())
+	if p.Exited() {
+		return fmt.Errorf("stop cassandra: it had exited on its own: %w%s", p.Err(), n.out.tailSuffix())
 	}
-	if err := signalGroup(p, syscall.SIGTERM); err != nil {
-		return errors.Join(fmt.Errorf("stop cassandra: %w", err), kill(p))
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		return errors.Join(fmt.Errorf("stop cassandra: %w", err), p.Kill(killTimeout))
 	}
 	t := time.NewTimer(StopTimeout)
 	defer t.Stop()
 	select {
-	case <-p.done:
+	case <-p.Done():
 		return nil
 	case <-t.C:
 	}
-	if err := kill(p); err != nil {
+	if err := p.Kill(killTimeout); err != nil {
 		return fmt.Errorf("stop cassandra: still running %s after SIGTERM: %w", StopTimeout, err)
 	}
 	return fmt.Errorf("stop cassandra: still running %s after SIGTERM, killed", StopTimeout)
@@ -236,17 +222,17 @@ func (n *Node) Kill() error {
 		return nil
 	}
 	defer n.out.close() //nolint:errcheck // the log file is for people; its close error changes nothing
-	if p.exited() {
-		return fmt.Errorf("kill cassandra: it had exited on its own: %w%s", p.err, n.out.tailSuffix())
+	if p.Exited() {
+		return fmt.Errorf("kill cassandra: it had exited on its own: %w%s", p.Err(), n.out.tailSuffix())
 	}
-	if err := kill(p); err != nil {
+	if err := p.Kill(killTimeout); err != nil {
 		return fmt.Errorf("kill cassandra: %w", err)
 	}
 	return nil
 }
 
 // take returns the running process and forgets it.
-func (n *Node) take() *process {
+func (n *Node) take() *serverproc.Process {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	p := n.proc
@@ -267,7 +253,7 @@ func (n *Node) run(ctx context.Context) error {
 	if err := n.writeConfig(); err != nil {
 		return err
 	}
-	java, err := javaPath()
+	java, err := serverproc.JavaPath("Cassandra 5 needs Java 17")
 	if err != nil {
 		return err
 	}
@@ -281,22 +267,17 @@ func (n *Node) run(ctx context.Context) error {
 	cmd.Dir = n.dir
 	cmd.Stdout = n.out
 	cmd.Stderr = n.out
-	cmd.SysProcAttr = sysProcAttr()
 	cmd.WaitDelay = killTimeout
 	n.out.mark()
 	n.began = time.Now()
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", java, err)
+	p, err := serverproc.Start(cmd)
+	if err != nil {
+		return err
 	}
-	p := &process{cmd: cmd, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
 
 	rctx, cancel := context.WithTimeout(ctx, ReadyTimeout)
 	defer cancel()
-	version, err := waitReady(rctx, n.Hosts()[0], p.done)
+	version, err := waitReady(rctx, n.Hosts()[0], p.Done())
 	if err == nil {
 		n.version = version
 		n.ready = time.Since(n.began)
@@ -307,13 +288,13 @@ func (n *Node) run(ctx context.Context) error {
 			version, n.Hosts()[0], n.ready.Round(time.Millisecond), cmd.Process.Pid)
 		return nil
 	}
-	if p.exited() {
-		err = fmt.Errorf("cassandra exited while starting: %w", p.err)
+	if p.Exited() {
+		err = fmt.Errorf("cassandra exited while starting: %w", p.Err())
 		if n.out.sinceMark("Address already in use", "Unable to bind", "BindException") {
 			err = fmt.Errorf("%w: %w", errPortTaken, err)
 		}
 	} else {
-		err = errors.Join(fmt.Errorf("cassandra not answering CQL after %s: %w", time.Since(n.began).Round(time.Millisecond), err), kill(p))
+		err = errors.Join(fmt.Errorf("cassandra not answering CQL after %s: %w", time.Since(n.began).Round(time.Millisecond), err), p.Kill(killTimeout))
 	}
 	return fmt.Errorf("%w%s", err, n.out.tailSuffix())
 }
@@ -450,68 +431,6 @@ func waitReady(ctx context.Context, addr string, exited <-chan struct{}) (string
 	}
 }
 
-// signalGroup sends sig to the process group of p.
-func signalGroup(p *process, sig syscall.Signal) error {
-	if err := syscall.Kill(-p.cmd.Process.Pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("signal %v to process group %d: %w", sig, p.cmd.Process.Pid, err)
-	}
-	return nil
-}
-
-// kill sends SIGKILL to p's process group and waits until p has exited.
-func kill(p *process) error {
-	if err := signalGroup(p, syscall.SIGKILL); err != nil {
-		return err
-	}
-	t := time.NewTimer(killTimeout)
-	defer t.Stop()
-	select {
-	case <-p.done:
-		return nil
-	case <-t.C:
-		return fmt.Errorf("pid %d still running %s after SIGKILL", p.cmd.Process.Pid, killTimeout)
-	}
-}
-
-// freePorts returns n distinct loopback ports that were free a moment ago.
-func freePorts(n int) ([]int, error) {
-	ls := make([]net.Listener, 0, n)
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close() // only held to keep the ports distinct
-		}
-	}()
-	ps := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("pick a free port: %w", err)
-		}
-		ls = append(ls, l)
-		addr, ok := l.Addr().(*net.TCPAddr)
-		if !ok {
-			return nil, fmt.Errorf("pick a free port: listener address %v", l.Addr())
-		}
-		ps = append(ps, addr.Port)
-	}
-	return ps, nil
-}
-
-// javaPath finds java: $JAVA_HOME/bin/java, else the PATH's.
-func javaPath() (string, error) {
-	if home := os.Getenv("JAVA_HOME"); home != "" {
-		p := filepath.Join(home, "bin", "java")
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-	}
-	p, err := exec.LookPath("java")
-	if err != nil {
-		return "", fmt.Errorf("find java (Cassandra 5 needs Java 17; Debian: apt-get install openjdk-17-jre-headless): %w", err)
-	}
-	return p, nil
-}
-
 // fetch returns the directory of Cassandra's jars: $SHOAL_CASSANDRA_LIB, or
 // what scripts/fetch-cassandra.sh prints (it downloads the jars unless they
 // are cached, which it checks in a few milliseconds).
@@ -522,7 +441,7 @@ func fetch(ctx context.Context, out io.Writer) (string, error) {
 		}
 		return lib, nil
 	}
-	script, err := findScript("scripts/fetch-cassandra.sh")
+	script, err := serverproc.FindScript("scripts/fetch-cassandra.sh")
 	if err != nil {
 		return "", err
 	}
@@ -542,27 +461,4 @@ func fetch(ctx context.Context, out io.Writer) (string, error) {
 		return "", fmt.Errorf("fetch cassandra jars with %s: printed %q: %w", script, lib, err)
 	}
 	return lib, nil
-}
-
-// findScript finds rel in the module root, the first directory above the
-// working directory (a test runs in its package's directory) that holds
-// go.mod and rel.
-func findScript(rel string) (string, error) {
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", fmt.Errorf("find %s: %w", rel, err)
-	}
-	for d := wd; ; {
-		p := filepath.Join(d, rel)
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			if _, err := os.Stat(p); err == nil {
-				return p, nil
-			}
-		}
-		parent := filepath.Dir(d)
-		if parent == d {
-			return "", fmt.Errorf("find %s: not in any directory above %s", rel, wd)
-		}
-		d = parent
-	}
 }

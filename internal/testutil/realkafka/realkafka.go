@@ -15,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/shoal-mqtt/shoal/internal/testutil/serverproc"
 )
 
 // Version is the Apache Kafka release the cluster runs (the one
@@ -67,25 +69,9 @@ type Cluster struct {
 	ctlPort    int
 	fullJIT    bool
 
-	op   sync.Mutex // held by Stop, Kill and Restart: one at a time
-	mu   sync.Mutex // guards proc
-	proc *process   // the running (or exited on its own) JVM; nil when stopped
-}
-
-// process is one run of the JVM.
-type process struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed when the process has exited
-	err  error         // cmd.Wait's result, set before done is closed
-}
-
-func (p *process) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
+	op   sync.Mutex          // held by Stop, Kill and Restart: one at a time
+	mu   sync.Mutex          // guards proc
+	proc *serverproc.Process // the running (or exited on its own) JVM; nil when stopped
 }
 
 // Start starts a new, empty one-node Kafka cluster with its configuration
@@ -114,7 +100,7 @@ func StartWith(ctx context.Context, dir string, logw io.Writer, opts Options) (*
 	}
 	var errs []error
 	for attempt := 1; attempt <= bindAttempts; attempt++ {
-		ports, err := freePorts(2)
+		ports, err := serverproc.FreePorts(2)
 		if err != nil {
 			return nil, fmt.Errorf("start kafka: %w", err)
 		}
@@ -159,7 +145,7 @@ func (c *Cluster) PID() int {
 	if c.proc == nil {
 		return 0
 	}
-	return c.proc.cmd.Process.Pid
+	return c.proc.PID()
 }
 
 // Stop stops the broker: SIGTERM (a controlled shutdown), SIGKILL if it is
@@ -173,20 +159,20 @@ func (c *Cluster) Stop() error {
 	if p == nil {
 		return nil
 	}
-	if p.exited() {
-		return fmt.Errorf("stop kafka: it had exited on its own: %w%s", p.err, c.out.tailSuffix())
+	if p.Exited() {
+		return fmt.Errorf("stop kafka: it had exited on its own: %w%s", p.Err(), c.out.tailSuffix())
 	}
-	if err := signalGroup(p, syscall.SIGTERM); err != nil {
-		return errors.Join(fmt.Errorf("stop kafka: %w", err), kill(p))
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		return errors.Join(fmt.Errorf("stop kafka: %w", err), p.Kill(killTimeout))
 	}
 	t := time.NewTimer(stopTimeout)
 	defer t.Stop()
 	select {
-	case <-p.done:
+	case <-p.Done():
 		return nil
 	case <-t.C:
 	}
-	if err := kill(p); err != nil {
+	if err := p.Kill(killTimeout); err != nil {
 		return fmt.Errorf("stop kafka: still running %s after SIGTERM: %w", stopTimeout, err)
 	}
 	return fmt.Errorf("stop kafka: still running %s after SIGTERM, killed", stopTimeout)
@@ -203,10 +189,10 @@ func (c *Cluster) Kill() error {
 	if p == nil {
 		return nil
 	}
-	if p.exited() {
-		return fmt.Errorf("kill kafka: it had exited on its own: %w%s", p.err, c.out.tailSuffix())
+	if p.Exited() {
+		return fmt.Errorf("kill kafka: it had exited on its own: %w%s", p.Err(), c.out.tailSuffix())
 	}
-	if err := kill(p); err != nil {
+	if err := p.Kill(killTimeout); err != nil {
 		return fmt.Errorf("kill kafka: %w", err)
 	}
 	return nil
@@ -231,7 +217,7 @@ func (c *Cluster) Restart(ctx context.Context) error {
 }
 
 // take returns the current process and forgets it.
-func (c *Cluster) take() *process {
+func (c *Cluster) take() *serverproc.Process {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p := c.proc
@@ -301,7 +287,7 @@ func (c *Cluster) format(ctx context.Context) error {
 // tool runs kafka.tools.StorageTool with args, its stdout to stdout and its
 // stderr (logs) to the cluster's output.
 func (c *Cluster) tool(ctx context.Context, stdout io.Writer, args ...string) error {
-	java, err := javaPath()
+	java, err := serverproc.JavaPath("Kafka needs Java 17 or newer")
 	if err != nil {
 		return err
 	}
@@ -310,7 +296,7 @@ func (c *Cluster) tool(ctx context.Context, stdout io.Writer, args ...string) er
 	cmd.Dir = c.dir
 	cmd.Stdout = stdout
 	cmd.Stderr = c.out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = serverproc.SysProcAttr()
 	cmd.WaitDelay = killTimeout
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("StorageTool %s: %w%s", args[0], err, c.out.tailSuffix())
@@ -326,7 +312,7 @@ var errPortTaken = errors.New("a port is taken")
 // run starts the JVM and waits until the broker is ready; on failure it
 // kills the JVM and returns why.
 func (c *Cluster) run(ctx context.Context) error {
-	java, err := javaPath()
+	java, err := serverproc.JavaPath("Kafka needs Java 17 or newer")
 	if err != nil {
 		return err
 	}
@@ -340,27 +326,22 @@ func (c *Cluster) run(ctx context.Context) error {
 	cmd.Dir = c.dir
 	cmd.Stdout = c.out
 	cmd.Stderr = c.out
-	// A process group of its own (signals reach the JVM and anything it
-	// starts), and SIGKILL when the test binary dies.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// serverproc.Start: a process group of its own (signals reach the JVM
+	// and anything it starts), and SIGKILL when the test binary dies.
 	cmd.WaitDelay = killTimeout
 	c.out.mark()
 	began := time.Now()
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", java, err)
+	p, err := serverproc.Start(cmd)
+	if err != nil {
+		return err
 	}
-	p := &process{cmd: cmd, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
 	c.mu.Lock()
 	c.proc = p
 	c.mu.Unlock()
 
 	rctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
-	err = waitReady(rctx, c.Brokers(), p.done)
+	err = waitReady(rctx, c.Brokers(), p.Done())
 	if err == nil {
 		fmt.Fprintf(c.out, "realkafka: broker %s ready after %s (pid %d)\n", c.Brokers()[0], time.Since(began).Round(time.Millisecond), cmd.Process.Pid)
 		return nil
@@ -368,59 +349,21 @@ func (c *Cluster) run(ctx context.Context) error {
 	c.mu.Lock()
 	c.proc = nil
 	c.mu.Unlock()
-	if p.exited() {
-		err = fmt.Errorf("kafka exited while starting: %w", p.err)
+	if p.Exited() {
+		err = fmt.Errorf("kafka exited while starting: %w", p.Err())
 		if c.out.sinceMark("Address already in use") {
 			err = fmt.Errorf("%w: %w", errPortTaken, err)
 		}
 	} else {
-		err = errors.Join(fmt.Errorf("kafka not ready after %s: %w", time.Since(began).Round(time.Millisecond), err), kill(p))
+		err = errors.Join(fmt.Errorf("kafka not ready after %s: %w", time.Since(began).Round(time.Millisecond), err), p.Kill(killTimeout))
 	}
 	return fmt.Errorf("%w%s", err, c.out.tailSuffix())
-}
-
-// signalGroup sends sig to the process group of p.
-func signalGroup(p *process, sig syscall.Signal) error {
-	if err := syscall.Kill(-p.cmd.Process.Pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("signal %v to process group %d: %w", sig, p.cmd.Process.Pid, err)
-	}
-	return nil
-}
-
-// kill sends SIGKILL to p's process group and waits until p has exited.
-func kill(p *process) error {
-	if err := signalGroup(p, syscall.SIGKILL); err != nil {
-		return err
-	}
-	t := time.NewTimer(killTimeout)
-	defer t.Stop()
-	select {
-	case <-p.done:
-		return nil
-	case <-t.C:
-		return fmt.Errorf("pid %d still running %s after SIGKILL", p.cmd.Process.Pid, killTimeout)
-	}
-}
-
-// javaPath finds java: $JAVA_HOME/bin/java, else the PATH's.
-func javaPath() (string, error) {
-	if home := os.Getenv("JAVA_HOME"); home != "" {
-		p := filepath.Join(home, "bin", "java")
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-	}
-	p, err := exec.LookPath("java")
-	if err != nil {
-		return "", fmt.Errorf("find java (Kafka needs Java 17 or newer; Debian: apt-get install openjdk-17-jre-headless): %w", err)
-	}
-	return p, nil
 }
 
 // fetch runs scripts/fetch-kafka.sh, which downloads the jars unless they
 // are cached, and returns the directory holding them.
 func fetch(ctx context.Context, out io.Writer) (string, error) {
-	script, err := findScript("scripts/fetch-kafka.sh")
+	script, err := serverproc.FindScript("scripts/fetch-kafka.sh")
 	if err != nil {
 		return "", err
 	}
@@ -437,50 +380,6 @@ func fetch(ctx context.Context, out io.Writer) (string, error) {
 		return "", fmt.Errorf("fetch kafka jars with %s: it printed %q: %w", script, lib, err)
 	}
 	return lib, nil
-}
-
-// findScript looks for rel in the module holding the working directory
-// (tests run in their package's directory).
-func findScript(rel string) (string, error) {
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", fmt.Errorf("find %s: %w", rel, err)
-	}
-	for dir := wd; ; {
-		p := filepath.Join(dir, rel)
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("find %s: not in %s or any parent directory", rel, wd)
-		}
-		dir = parent
-	}
-}
-
-// freePorts returns n distinct loopback ports that were free a moment ago.
-func freePorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close() // only held to make the ports distinct
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("pick a free port: %w", err)
-		}
-		ls = append(ls, l)
-		addr, ok := l.Addr().(*net.TCPAddr)
-		if !ok {
-			return nil, fmt.Errorf("pick a free port: listener address %v is not TCP", l.Addr())
-		}
-		ports = append(ports, addr.Port)
-	}
-	return ports, nil
 }
 
 // output forwards the broker's output to the writer given to Start and

@@ -99,5 +99,5 @@ func (c *Cluster) pid() int {
 	if c.proc == nil {
 		return 0
 	}
-	return c.proc.cmd.Process.Pid
+	return c.proc.PID()
 }

@@ -6,16 +6,6 @@ import (
 	"testing"
 )
 
-func TestFreePortsDistinct(t *testing.T) {
-	ports, err := freePorts(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ports) != 2 || ports[0] == ports[1] || ports[0] <= 0 || ports[1] <= 0 {
-		t.Fatalf("freePorts(2) = %v", ports)
-	}
-}
-
 func TestWriteProperties(t *testing.T) {
 	c := &Cluster{dir: t.TempDir(), brokerPort: 19092, ctlPort: 19093}
 	if err := c.writeProperties(); err != nil {

@@ -114,6 +114,10 @@ type flow struct {
 	// once c.mu is released.
 	pendingInboxAcks []inboxAck
 	scratch          *packet.Publish // encoding deliveries; allocated by the first
+	// receiving is set by a delivery and cleared when the connection
+	// parks: a parked connection that receives keeps its flow between
+	// flushes (restLocked) instead of making it again for every message.
+	receiving bool
 }
 
 // useFlow makes the connection's flow state if it has none. Holds c.mu.
@@ -968,9 +972,7 @@ func (c *conn) flushLoop(w outBuf, rest net.Buffers) {
 		}
 		if c.flow == nil || c.out.len() == 0 || c.closed {
 			c.flushing = false
-			if c.resting {
-				c.dropIdleFlow() // what a parked connection's PINGRESP needed
-			}
+			c.restLocked()
 			c.mu.Unlock()
 			return
 		}

@@ -202,6 +202,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 			Topic:      kafka.TopicDeliveries,
 			Partitions: []int32{g.slot.Load()},
 			Start:      func(int32) int64 { return marker.Offset },
+			Reuse:      true, // the slot decoder keeps no record, only bytes they refer to
 		}, func(ctx context.Context, b kafka.Batch) error {
 			once.Do(func() { close(positioned) })
 			return g.handleDeliveries(b)

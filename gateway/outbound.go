@@ -89,6 +89,7 @@ func (c *conn) deliverCounted(src *eventspb.Source, m *eventspb.Message, t *even
 		return false, false, false
 	}
 	c.useFlow()
+	c.receiving = true
 	if !c.ready {
 		c.early = append(c.early, earlyDelivery{m, t.CloneVT()})
 		c.mu.Unlock()

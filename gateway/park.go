@@ -58,6 +58,9 @@ func (c *conn) park() bool {
 	_ = c.nc.SetReadDeadline(time.Time{}) // passed; a non-blocking read must not fail on it
 	c.mu.Lock()
 	c.resting = true
+	if c.flow != nil {
+		c.receiving = false // deliveries from now on keep it (restLocked)
+	}
 	c.dropIdleFlow()
 	c.mu.Unlock()
 	var due int64

@@ -406,3 +406,38 @@ func TestParkWokenBurst(t *testing.T) {
 	}
 	waitEnded(t, g)
 }
+
+// TestParkedReceiverKeepsFlow: a parked connection that receives
+// deliveries keeps its flow state between flushes, rather than making its
+// buffers again for every message, and drops it at its next park.
+func TestParkedReceiverKeepsFlow(t *testing.T) {
+	fl := newFakeLog()
+	g := startGateway(t, fl, parkFast)
+	nc, rd := connectAs(t, g, "t-1", 0)
+	waitParks(t, g, 1, 1)
+	c := connOf(t, g, "t-1")
+	for i := range 3 {
+		payload := strconv.Itoa(i)
+		fl.slot <- deliveryBatch("t-1", c.id, "to/parked", payload)
+		if p, ok := read(t, nc, rd, 2*time.Second).(*packet.Publish); !ok || string(p.Payload) != payload {
+			t.Fatalf("delivery %d: got %+v", i, p)
+		}
+		eventually(t, "the flush to end", func() bool {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			return !c.flushing
+		})
+		if has, _ := hasFlow(c); !has {
+			t.Fatalf("delivery %d: the parked receiver dropped its flow state after the flush", i)
+		}
+	}
+	write(t, nc, &packet.Pingreq{})
+	if _, ok := read(t, nc, rd, 2*time.Second).(*packet.Pingresp); !ok {
+		t.Fatal("want PINGRESP")
+	}
+	waitParks(t, g, 2, 1)
+	eventually(t, "the flow state to go at the next park", func() bool {
+		has, _ := hasFlow(c)
+		return !has
+	})
+}

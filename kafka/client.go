@@ -548,7 +548,9 @@ func (c *Client) ProduceSync(ctx context.Context, rs ...*Record) error {
 	case <-ctx.Done():
 		return fmt.Errorf("produce sync of %d records: %w", len(rs), ctx.Err())
 	}
-	if err := p.result(); err != nil {
+	err = p.result()
+	p.Release()
+	if err != nil {
 		return fmt.Errorf("produce sync: %w", err)
 	}
 	return nil
@@ -557,10 +559,14 @@ func (c *Client) ProduceSync(ctx context.Context, rs ...*Record) error {
 // Pending is the outcome of a ProduceAll call: known once every record of
 // the call is acknowledged or has failed.
 type Pending struct {
-	sw     *syncWait
+	sw     syncWait
 	states []produceState
 	rs     []*Record
 }
+
+// pendings recycles what Pending.Release gives back: a caller producing a
+// batch of records per poll (the router) makes no garbage for it.
+var pendings sync.Pool
 
 // Done is closed once every record of the call is done (acknowledged or
 // failed); Wait then returns at once.
@@ -577,6 +583,21 @@ func (p *Pending) Wait(ctx context.Context) error {
 		return fmt.Errorf("produce of %d records: %w", len(p.rs), ctx.Err())
 	}
 	return p.result()
+}
+
+// Release gives p's memory back for later ProduceAll calls. Call it once,
+// after the last use of p, and only once Done is closed (franz-go has let
+// go of the records); a Pending not done is left to the garbage collector.
+// Releasing is optional.
+func (p *Pending) Release() {
+	select {
+	case <-p.sw.done:
+	default:
+		return
+	}
+	p.rs = nil // the caller's slice (variadic): not cleared
+	p.sw.err = nil
+	pendings.Put(p)
 }
 
 // result returns the call's first error, or sets the records' fields; the
@@ -610,21 +631,29 @@ func (c *Client) ProduceAll(ctx context.Context, rs ...*Record) (*Pending, error
 			return nil, err
 		}
 	}
-	sw := &syncWait{done: make(chan struct{})}
-	p := &Pending{sw: sw, rs: rs}
+	p, _ := pendings.Get().(*Pending)
+	if p == nil {
+		p = &Pending{}
+	}
+	p.rs = rs
+	p.sw.done = make(chan struct{})
 	if len(rs) == 0 {
-		close(sw.done)
+		close(p.sw.done)
 		return p, nil
 	}
-	// Fresh states, not the records' own: after an early return of a
+	// States of their own, not the records': after an early return of a
 	// wait franz-go may still hold them, and the caller may produce the
-	// records again.
-	p.states = make([]produceState, len(rs))
-	sw.left.Store(int64(len(rs)))
+	// records again. A released Pending's states are free: its records
+	// were all done.
+	if cap(p.states) < len(rs) {
+		p.states = make([]produceState, len(rs))
+	}
+	p.states = p.states[:len(rs)]
+	p.sw.left.Store(int64(len(rs)))
 	for i, r := range rs {
 		st := &p.states[i]
 		st.load(r)
-		st.pc = produceCtx{c: c, r: r, sync: sw}
+		st.pc = produceCtx{c: c, r: r, sync: &p.sw}
 		c.produce(ctx, st)
 	}
 	return p, nil

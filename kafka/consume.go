@@ -58,6 +58,13 @@ type ConsumeConfig struct {
 	// They, Start and the handler are never called concurrently, and the
 	// callbacks may be nil.
 	OnAssigned, OnRevoked func(ctx context.Context, partitions []int32)
+	// Reuse makes the consumer reuse its batches' Records slices and
+	// Record structs from one handler call to the next, so that consuming
+	// allocates nothing per record: the handler must not keep a Batch's
+	// Records, a *Record or a record's Headers slice after it returns. The
+	// bytes they refer to (Key, Value, header values) it may keep: they
+	// are never reused.
+	Reuse bool
 }
 
 // Validate checks the configuration.
@@ -89,7 +96,8 @@ func (c ConsumeConfig) Validate() error {
 type Batch struct {
 	Topic     string
 	Partition int32
-	// Records belong to the handler: it may keep the slice and the records.
+	// Records belong to the handler: it may keep the slice and the records
+	// (unless ConsumeConfig.Reuse is set).
 	Records []*Record
 }
 
@@ -150,6 +158,10 @@ func (c *Client) ConsumePolls(ctx context.Context, cfg ConsumeConfig, handle fun
 		// partitions; if those have nothing new, the others wait until
 		// it returns.
 		kgo.FetchMaxWait(fetchMaxWait),
+		// consumeLoop copies what it needs of each fetched record and
+		// recycles it at once: franz-go decodes the next fetches into the
+		// same record slices.
+		kgo.WithPools(&kgoRecords{}),
 	)
 	group := cfg.Group != ""
 	if group {
@@ -202,6 +214,10 @@ func (c *Client) ConsumePolls(ctx context.Context, cfg ConsumeConfig, handle fun
 
 func (c *Client) consumeLoop(ctx context.Context, cl *kgo.Client, cfg ConsumeConfig, group bool, handle func(context.Context, []Batch) error) error {
 	var bs []Batch
+	var arena *batchArena
+	if cfg.Reuse {
+		arena = new(batchArena)
+	}
 	for {
 		fetches := cl.PollFetches(ctx)
 		select {
@@ -220,9 +236,13 @@ func (c *Client) consumeLoop(ctx context.Context, cl *kgo.Client, cfg ConsumeCon
 		}
 		clear(bs)
 		bs = bs[:0]
+		arena.reset()
 		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
 			if len(fp.Records) > 0 {
-				bs = appendBatch(bs, toBatch(fp))
+				bs = appendBatch(bs, toBatch(fp, arena))
+				for _, kr := range fp.Records {
+					kr.Recycle()
+				}
 			}
 		})
 		var herr error
@@ -389,20 +409,16 @@ func appendBatch(bs []Batch, b Batch) []Batch {
 	return append(bs, b)
 }
 
-// toBatch converts a partition's fetched records: one allocation for the
-// records, one for the pointers, one for all headers.
-func toBatch(fp kgo.FetchTopicPartition) Batch {
+// toBatch converts a partition's fetched records, into a's memory when a is
+// not nil; otherwise with one allocation for the records, one for the
+// pointers and one for all headers.
+func toBatch(fp kgo.FetchTopicPartition, a *batchArena) Batch {
 	n := len(fp.Records)
-	recs := make([]Record, n)
-	ptrs := make([]*Record, n)
 	nh := 0
 	for _, kr := range fp.Records {
 		nh += len(kr.Headers)
 	}
-	var hs []Header
-	if nh > 0 {
-		hs = make([]Header, nh)
-	}
+	recs, ptrs, hs := a.take(n, nh)
 	for i, kr := range fp.Records {
 		r := &recs[i]
 		r.Topic = kr.Topic
@@ -422,4 +438,102 @@ func toBatch(fp kgo.FetchTopicPartition) Batch {
 		ptrs[i] = r
 	}
 	return Batch{Topic: fp.Topic, Partition: fp.Partition, Records: ptrs}
+}
+
+// batchArena backs the batches of one poll of a consumer with
+// ConsumeConfig.Reuse: reset at the next poll, it hands out the same
+// memory again. Each batch gets slices of its own length and capacity, so
+// that appending to one (appendBatch) never writes into another.
+type batchArena struct {
+	recs []Record
+	ptrs []*Record
+	hdrs []Header
+}
+
+// take returns n records, n pointers and nh headers, from a when a is not
+// nil. An arena too small for the poll starts larger arrays, which it keeps
+// from then on (the batches already made keep the old ones).
+func (a *batchArena) take(n, nh int) ([]Record, []*Record, []Header) {
+	if a == nil {
+		var hs []Header
+		if nh > 0 {
+			hs = make([]Header, nh)
+		}
+		return make([]Record, n), make([]*Record, n), hs
+	}
+	a.recs = grow(a.recs, n)
+	a.ptrs = grow(a.ptrs, n)
+	a.hdrs = grow(a.hdrs, nh)
+	return carve(&a.recs, n), carve(&a.ptrs, n), carve(&a.hdrs, nh)
+}
+
+// reset makes a's memory free for the next poll, dropping the references
+// to the last poll's bytes. A nil arena does nothing.
+func (a *batchArena) reset() {
+	if a == nil {
+		return
+	}
+	clear(a.recs)
+	clear(a.ptrs)
+	clear(a.hdrs)
+	a.recs, a.ptrs, a.hdrs = a.recs[:0], a.ptrs[:0], a.hdrs[:0]
+}
+
+// grow returns s, or a new empty array twice as large when s has no room
+// for n more elements.
+func grow[T any](s []T, n int) []T {
+	if len(s)+n <= cap(s) {
+		return s
+	}
+	return make([]T, 0, max(2*cap(s), n, 64))
+}
+
+// carve takes the next n elements of *s (which has room for them), with
+// their capacity limited to n.
+func carve[T any](s *[]T, n int) []T {
+	from := len(*s)
+	*s = (*s)[:from+n]
+	return (*s)[from : from+n : from+n]
+}
+
+// kgoRecords is franz-go's pool of the record slices it decodes fetches
+// into (kgo.PoolRecords). It keeps a few slices of moderate size: a burst's
+// huge fetch is not held forever.
+type kgoRecords struct {
+	mu   sync.Mutex
+	free [][]kgo.Record
+}
+
+const (
+	kgoRecordsKept   = 16   // slices kept
+	kgoRecordsMaxLen = 8192 // records in a slice kept
+)
+
+// GetRecords returns a slice with room for n records.
+func (p *kgoRecords) GetRecords(n int) []kgo.Record {
+	p.mu.Lock()
+	for i, s := range p.free {
+		if cap(s) >= n {
+			last := len(p.free) - 1
+			p.free[i] = p.free[last]
+			p.free[last] = nil
+			p.free = p.free[:last]
+			p.mu.Unlock()
+			return s[:0]
+		}
+	}
+	p.mu.Unlock()
+	return make([]kgo.Record, 0, n)
+}
+
+// PutRecords takes back a slice whose records were all recycled (zeroed).
+func (p *kgoRecords) PutRecords(s []kgo.Record) {
+	if cap(s) > kgoRecordsMaxLen {
+		return
+	}
+	p.mu.Lock()
+	if len(p.free) < kgoRecordsKept {
+		p.free = append(p.free, s)
+	}
+	p.mu.Unlock()
 }

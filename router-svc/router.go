@@ -264,6 +264,7 @@ func (r *Router) runMessages(ctx context.Context) error {
 		Topic: r.messages,
 		Group: r.cfg.Group,
 		Start: r.start,
+		Reuse: true, // apply keeps no record, only bytes they refer to
 	}
 	if r.cfg.Group == "" {
 		for _, p := range r.cfg.Partitions {
@@ -556,6 +557,8 @@ func (r *Router) commitPoll(ctx context.Context, w *pollWork) error {
 		for _, rec := range w.recs {
 			r.pool.Put(rec)
 		}
+		w.produced.Release()
+		w.produced = nil
 	}
 	writes := slices.Clip(w.changed) // appending must not write into w
 	for _, m := range w.changed {

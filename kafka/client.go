@@ -646,7 +646,7 @@ func (c *Client) ProduceAll(ctx context.Context, rs ...*Record) (*Pending, error
 	// records again. A released Pending's states are free: its records
 	// were all done.
 	if cap(p.states) < len(rs) {
-		p.states = make([]produceState, len(rs))
+		p.states = make([]produceState, len(rs), len(rs)+len(rs)/2)
 	}
 	p.states = p.states[:len(rs)]
 	p.sw.left.Store(int64(len(rs)))

@@ -265,6 +265,14 @@ func header(r *Record, key string) ([]byte, bool) {
 // decode a clone of the value).
 func DecodeEnvelope(r *Record, env *eventspb.Envelope) error {
 	env.Reset()
+	return DecodeEnvelopeInto(r, env)
+}
+
+// DecodeEnvelopeInto is DecodeEnvelope without the reset: r's fields are
+// merged into env (protobuf's merge: a message field present in env is
+// decoded into, not replaced, when the record has it too). A caller that
+// reuses structs from record to record empties them itself.
+func DecodeEnvelopeInto(r *Record, env *eventspb.Envelope) error {
 	if err := env.UnmarshalVTUnsafe(r.Value); err != nil {
 		return fmt.Errorf("decode envelope of %s/%d at offset %d: %w", r.Topic, r.Partition, r.Offset, err)
 	}

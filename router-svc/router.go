@@ -55,7 +55,7 @@ type Router struct {
 	outs  []*Output // free, for the handler; the committer returns them
 
 	// Used by the messages handler only (Consume calls it one at a time).
-	env *eventspb.Envelope
+	dec envDecoder
 
 	// Used by the committer only.
 	unstored map[int32]int64     // offsets applied but not stored yet
@@ -93,7 +93,6 @@ func New(cfg Config, client *kafka.Client, store Store, log *slog.Logger, clock 
 		work:          make(chan *pollWork, cfg.MaxPollsInFlight+1),
 		slots:         make(chan struct{}, cfg.MaxPollsInFlight),
 		committerDone: make(chan struct{}),
-		env:           &eventspb.Envelope{},
 		unstored:      make(map[int32]int64),
 		storedAt:      make(map[int32]time.Time),
 		penv:          &eventspb.Envelope{},
@@ -633,15 +632,16 @@ func (r *Router) apply(s *Shard, out *Output, b kafka.Batch, recs []*kafka.Recor
 			continue // applied before a restart or a reassignment
 		}
 		first := len(out.Deliveries)
-		if err := kafka.DecodeEnvelope(rec, r.env); err != nil {
+		env, err := r.dec.decode(rec)
+		if err != nil {
 			r.log.Warn("skipping undecodable record", "partition", b.Partition, "offset", rec.Offset, "err", err)
 			s.Skip(rec.Offset, out)
 			continue
 		}
-		if err := s.Apply(r.env, rec.Offset, out); err != nil {
+		if err := s.Apply(env, rec.Offset, out); err != nil {
 			r.log.Warn("skipping record", "partition", b.Partition, "offset", rec.Offset, "err", err)
 		}
-		// Marshal now: the deliveries refer to r.env, which the next
+		// Marshal now: the deliveries refer to env, which the next
 		// record reuses. Each record continues the publish's trace.
 		out.SetSource(first, b.Partition, rec.Offset)
 		parent := headerValue(rec, kafka.HeaderTraceparent)

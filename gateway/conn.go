@@ -627,24 +627,33 @@ func (c *conn) readLoop() (e ending, parked bool) {
 	if !c.parkable {
 		parkAfter = 0
 	}
+	// The socket's read deadline is set once, not moved with every packet
+	// (a system call's worth of timer work each): when it passes, the
+	// deadline is worked out again from the last packet's time, and a
+	// connection that was not idle after all gets the new one.
+	armed := false
 	for {
-		now := g.clock()
-		deadline, toPark := time.Time{}, false
-		if c.keepAlive > 0 {
-			deadline = time.Unix(0, c.keepAliveDeadline())
+		if !armed {
+			deadline, _ := c.readDeadline(parkAfter)
+			_ = c.nc.SetReadDeadline(deadline)
+			armed = true
 		}
-		if parkAfter > 0 && (deadline.IsZero() || now.Add(parkAfter).Before(deadline)) {
-			deadline, toPark = now.Add(parkAfter), true
-		}
-		_ = c.nc.SetReadDeadline(deadline)
 		h, body, err := c.rd.ReadPacket()
 		if err != nil {
-			if toPark && errors.Is(err, os.ErrDeadlineExceeded) &&
-				(c.keepAlive == 0 || g.clock().UnixNano() < c.keepAliveDeadline()) {
-				if c.park() {
-					return ending{}, true
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				deadline, toPark := c.readDeadline(parkAfter)
+				now := g.clock()
+				if now.Before(deadline) {
+					armed = false // packets came since it was set
+					continue
 				}
-				continue
+				if toPark && (c.keepAlive == 0 || now.UnixNano() < c.keepAliveDeadline()) {
+					if c.park() {
+						return ending{}, true
+					}
+					armed = false
+					continue
+				}
 			}
 			return ending{reason: c.readError(err)}, false
 		}
@@ -655,6 +664,22 @@ func (c *conn) readLoop() (e ending, parked bool) {
 			c.rd.Shrink()
 		}
 	}
+}
+
+// readDeadline is when the reader must next look at the connection, counted
+// from the last packet: the keep alive deadline, or the park time
+// (parkAfter without a packet) when that comes first (toPark). Zero means
+// never.
+func (c *conn) readDeadline(parkAfter time.Duration) (deadline time.Time, toPark bool) {
+	if c.keepAlive > 0 {
+		deadline = time.Unix(0, c.keepAliveDeadline())
+	}
+	if parkAfter > 0 {
+		if at := time.Unix(0, c.lastPacket+int64(parkAfter)); deadline.IsZero() || at.Before(deadline) {
+			deadline, toPark = at, true
+		}
+	}
+	return deadline, toPark
 }
 
 // process handles one packet from the client; done reports that the

@@ -441,3 +441,27 @@ func TestParkedReceiverKeepsFlow(t *testing.T) {
 		return !has
 	})
 }
+
+// TestBusyConnectionNotParkedOrExpired: the read deadline is not moved
+// with every packet, so it passes while a busy client keeps sending; the
+// reader then sets it again from the last packet instead of parking the
+// connection or ending it for its keep alive. Once the client stops, it
+// parks as usual.
+func TestBusyConnectionNotParkedOrExpired(t *testing.T) {
+	fl := newFakeLog()
+	g := startGateway(t, fl, func(c *Config) { c.ParkIdle = 300 * time.Millisecond })
+	nc, rd := connectAs(t, g, "t-1", 1) // keep alive 1 s: expired after 1.5 s without a packet
+	parks := g.Parks()
+	start := time.Now()
+	for i := 0; time.Since(start) < 2*time.Second; i++ {
+		write(t, nc, &packet.Pingreq{})
+		if _, ok := read(t, nc, rd, 2*time.Second).(*packet.Pingresp); !ok {
+			t.Fatalf("ping %d after %v: want PINGRESP", i, time.Since(start))
+		}
+		if g.Parks() != parks {
+			t.Fatalf("ping %d after %v: a connection pinging every 50 ms was parked", i, time.Since(start))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	waitParks(t, g, parks+1, 1)
+}

@@ -175,8 +175,10 @@ func checkConsumed(t *testing.T, topic string, want []sent, got []*Record) {
 			if got := Traceparent(r); got != w.tp {
 				t.Errorf("%s/%d@%d: traceparent %q, want %q", topic, p, r.Offset, got, w.tp)
 			}
-			if r.Timestamp.IsZero() || time.Since(r.Timestamp) > time.Hour {
-				t.Errorf("%s/%d@%d: timestamp %v", topic, p, r.Offset, r.Timestamp)
+			// The record's timestamp is the event's; now without one.
+			if us := w.env.GetTimestampUs(); us > 0 && !r.Timestamp.Equal(time.UnixMicro(us).Truncate(time.Millisecond)) ||
+				us == 0 && (r.Timestamp.IsZero() || time.Since(r.Timestamp) > time.Hour) {
+				t.Errorf("%s/%d@%d: timestamp %v, event time %d µs", topic, p, r.Offset, r.Timestamp, us)
 			}
 			if err := DecodeEnvelope(r, &env); err != nil {
 				t.Fatalf("%s/%d@%d: %v", topic, p, r.Offset, err)

@@ -3,6 +3,7 @@ package kafka
 import (
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/shoal-mqtt/shoal/internal/tracectx"
 
@@ -106,14 +107,20 @@ func NewRecord(topic string, key []byte, partition int32, env *eventspb.Envelope
 // Fill makes r a record for topic carrying env, as NewRecord makes a new
 // one, reusing r's buffer and produce state when it has them (a record from
 // a RecordPool, or one whose done callback has run): in steady state it
-// allocates nothing. Every other field of r is cleared. r must not be in
-// flight.
+// allocates nothing. The record's timestamp is the envelope's (the event
+// time; now when it has none). Every other field of r is cleared. r must
+// not be in flight.
 func (r *Record) Fill(topic string, key []byte, partition int32, env *eventspb.Envelope) {
 	if r.fs == nil {
 		r.fs = new(fillState)
 	}
 	st := r.fs
 	*r = Record{Topic: topic, Key: key, Partition: partition, st: r.st, fs: st}
+	if us := env.GetTimestampUs(); us > 0 {
+		// franz-go would read the clock for a zero timestamp, once per
+		// record: the event has just done so.
+		r.Timestamp = time.UnixMicro(us)
+	}
 	// One buffer holds the value, the type header's value, and room for a
 	// key and a traceparent.
 	t := EnvelopeType(env)

@@ -5,8 +5,11 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
 
 // TestConsumeReuse: a consumer with Reuse hands out correct batches poll
@@ -205,5 +208,32 @@ func TestProduceAllRelease(t *testing.T) {
 		if !bytes.Contains(r.Value, []byte("-")) {
 			t.Fatalf("record %d/%d: %q", r.Partition, r.Offset, r.Value)
 		}
+	}
+}
+
+// TestRecordTimestampIsTheEvents: a record filled from an envelope carries
+// the envelope's timestamp into the log (franz-go does not read the clock
+// for it); one without a timestamp gets the time it was produced.
+func TestRecordTimestampIsTheEvents(t *testing.T) {
+	e := startEmbedded(t, t.TempDir())
+	c := newTestClient(t, e, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	at := time.Date(2026, 11, 23, 12, 0, 0, 123456000, time.UTC)
+	stamped := NewRecord(TopicDeliveries, nil, 0, &eventspb.Envelope{Tenant: "t", TimestampUs: at.UnixMicro()})
+	if !stamped.Timestamp.Equal(at) {
+		t.Fatalf("filled record's timestamp %v, want the envelope's %v", stamped.Timestamp, at)
+	}
+	before := time.Now().Add(-time.Second)
+	bare := NewRecord(TopicDeliveries, nil, 0, &eventspb.Envelope{Tenant: "t"})
+	if err := c.ProduceSync(ctx, stamped, bare); err != nil {
+		t.Fatal(err)
+	}
+	recs := consumeN(t, c, ConsumeConfig{Topic: TopicDeliveries, Partitions: []int32{0}}, 2)
+	if want := at.Truncate(time.Millisecond); !recs[0].Timestamp.Equal(want) { // Kafka keeps milliseconds
+		t.Errorf("consumed timestamp %v, want the event's %v", recs[0].Timestamp, want)
+	}
+	if recs[1].Timestamp.Before(before) {
+		t.Errorf("a record without an event time has timestamp %v, before it was produced", recs[1].Timestamp)
 	}
 }

@@ -17,6 +17,7 @@ type envDecoder struct {
 	ev  eventspb.Envelope_Publish
 	pub eventspb.Publish
 	msg eventspb.Message
+	id  eventspb.MessageID
 }
 
 // decode decodes r's envelope, valid until the next decode.
@@ -26,9 +27,13 @@ func (d *envDecoder) decode(r *kafka.Record) (*eventspb.Envelope, error) {
 	d.msg = eventspb.Message{}
 	d.pub = eventspb.Publish{Message: &d.msg}
 	d.ev.Publish = &d.pub
-	d.env = eventspb.Envelope{Event: &d.ev}
+	d.id = eventspb.MessageID{}
+	d.env = eventspb.Envelope{MessageId: &d.id, Event: &d.ev}
 	if err := kafka.DecodeEnvelopeInto(r, &d.env); err != nil {
 		return nil, err
+	}
+	if d.id.GatewayEpoch == 0 && d.id.Seq == 0 {
+		d.env.MessageId = nil // none (a zero id is no id: gateways count from 1)
 	}
 	return &d.env, nil
 }

@@ -467,10 +467,19 @@ func (a *batchArena) take(n, nh int) ([]Record, []*Record, []Header) {
 	return carve(&a.recs, n), carve(&a.ptrs, n), carve(&a.hdrs, nh)
 }
 
+// arenaKeep is the number of records from which an arena that a poll
+// used only a quarter of lets its arrays go: a burst's poll does not hold
+// its memory forever.
+const arenaKeep = 4096
+
 // reset makes a's memory free for the next poll, dropping the references
 // to the last poll's bytes. A nil arena does nothing.
 func (a *batchArena) reset() {
 	if a == nil {
+		return
+	}
+	if cap(a.recs) > arenaKeep && len(a.recs) < cap(a.recs)/4 {
+		*a = batchArena{}
 		return
 	}
 	clear(a.recs)
@@ -505,8 +514,8 @@ type kgoRecords struct {
 }
 
 const (
-	kgoRecordsKept   = 16   // slices kept
-	kgoRecordsMaxLen = 8192 // records in a slice kept
+	kgoRecordsKept   = 8    // slices kept
+	kgoRecordsMaxLen = 4096 // records in a slice kept
 )
 
 // GetRecords returns a slice with room for n records.

@@ -93,6 +93,15 @@
 // kept long is copied. A produced record's bytes belong to the client until
 // its callback runs.
 //
+// What is reused instead of allocated per record: franz-go decodes fetches
+// into record slices from a pool (kgo.WithPools), recycled as soon as the
+// consumer has copied them into Records; a consumer with
+// ConsumeConfig.Reuse also reuses its Records and batches from one handler
+// call to the next (the handler keeps only bytes); RecordPool recycles
+// produced records and Pending.Release the states of a ProduceAll. A record
+// filled from an envelope carries the envelope's timestamp, so franz-go
+// does not read the clock for it.
+//
 // # Envelopes
 //
 // NewRecord marshals an eventspb.Envelope with vtprotobuf and sets the

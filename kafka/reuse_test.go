@@ -128,6 +128,17 @@ func TestBatchArena(t *testing.T) {
 	if len(big) != 1000 || len(ptrs) != 1000 || &r3[0] != first {
 		t.Fatal("growing the arena moved the batches already made")
 	}
+	a.reset() // no more than arenaKeep records: kept
+	if cap(a.recs) < 1000 {
+		t.Fatal("a small arena let its memory go")
+	}
+	a.take(arenaKeep+1, 0)
+	a.reset()
+	a.take(10, 0)
+	a.reset() // a tenth of a large array: let go
+	if a.recs != nil || a.ptrs != nil {
+		t.Fatalf("an arena of %d records used for 10 kept its memory", cap(a.recs))
+	}
 	var none *batchArena
 	rs, ps, hs := none.take(2, 0)
 	if len(rs) != 2 || len(ps) != 2 || hs != nil {

@@ -514,8 +514,8 @@ type kgoRecords struct {
 }
 
 const (
-	kgoRecordsKept   = 8    // slices kept
-	kgoRecordsMaxLen = 4096 // records in a slice kept
+	kgoRecordsKept   = 4    // slices kept (at most 5 MiB of records)
+	kgoRecordsMaxLen = 8192 // records in a slice kept (a full fetch of small records)
 )
 
 // GetRecords returns a slice with room for n records.

@@ -190,6 +190,9 @@ func (s *Service) runOnce(ctx context.Context) error {
 			}
 			return kafka.StartAtBeginning
 		},
+		// handle copies what it keeps (UnmarshalVT) and handlePoll waits
+		// for every partition before returning: no record outlives a poll.
+		Reuse: true,
 	}
 	if s.cfg.Group == "" {
 		for id := range s.sessionsPartitions {

@@ -85,6 +85,9 @@ type conn struct {
 	aliasOut     map[string]uint16
 	subs         map[string]*eventspb.SubscriptionOptions // filter as subscribed → options; nil until the first
 
+	// tcp is set for a TCP socket: its deadlines may pass and be set
+	// again (readLoop), unlike a WebSocket connection's.
+	tcp bool
 	// Parking (park.go): parkable is set for a connection that can be
 	// parked (a TCP socket where the gateway runs a poller); pk is guarded
 	// by the poller's mutex.
@@ -236,8 +239,8 @@ func newConn(g *Gateway, nc net.Conn) *conn {
 	c := &conn{g: g, nc: nc, id: g.connSeq.Add(1)}
 	c.rd.Init((*socket)(c), readBufferSize)
 	c.rd.MaxPacketSize = g.cfg.MaxPacketSize
-	_, c.parkable = nc.(*net.TCPConn)
-	c.parkable = c.parkable && g.park != nil
+	_, c.tcp = nc.(*net.TCPConn)
+	c.parkable = c.tcp && g.park != nil
 	return c
 }
 
@@ -627,13 +630,15 @@ func (c *conn) readLoop() (e ending, parked bool) {
 	if !c.parkable {
 		parkAfter = 0
 	}
-	// The socket's read deadline is set once, not moved with every packet
-	// (a system call's worth of timer work each): when it passes, the
-	// deadline is worked out again from the last packet's time, and a
-	// connection that was not idle after all gets the new one.
+	// A TCP socket's read deadline is set once, not moved with every
+	// packet (a system call's worth of timer work each): when it passes,
+	// the deadline is worked out again from the last packet's time, and a
+	// connection that was not idle after all gets the new one. Other
+	// connections (WebSocket) move it with every packet: a WebSocket
+	// connection closes when a deadline passes under a read.
 	armed := false
 	for {
-		if !armed {
+		if !armed || !c.tcp {
 			deadline, _ := c.readDeadline(parkAfter)
 			_ = c.nc.SetReadDeadline(deadline)
 			armed = true

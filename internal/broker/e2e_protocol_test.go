@@ -217,6 +217,34 @@ func TestWebSocket(t *testing.T) {
 	}
 }
 
+// TestWebSocketBusyKeepAlive: a WebSocket client that keeps publishing
+// for longer than its keep alive stays connected. (A WebSocket connection
+// closes when a read deadline passes under a read, so the gateway moves its
+// deadline with every packet there, not only when it passes as for TCP.)
+func TestWebSocketBusyKeepAlive(t *testing.T) {
+	b := startBroker(t)
+	lost := make(chan error, 1)
+	opts := mqtt3.NewClientOptions().AddBroker("ws://" + b.Addr("ws").String() + "/mqtt").SetClientID("ws-busy").
+		SetProtocolVersion(4).SetAutoReconnect(false).SetConnectTimeout(wait).SetKeepAlive(time.Second).
+		SetConnectionLostHandler(func(_ mqtt3.Client, err error) { lost <- err })
+	c := mqtt3.NewClient(opts)
+	if tok := c.Connect(); !tok.WaitTimeout(wait) || tok.Error() != nil {
+		t.Fatalf("connect over websocket: %v", tok.Error())
+	}
+	defer c.Disconnect(100)
+	start := time.Now()
+	for i := 0; time.Since(start) < 2500*time.Millisecond; i++ {
+		if tok := c.Publish("ws/busy", 1, false, "x"); !tok.WaitTimeout(wait) || tok.Error() != nil {
+			t.Fatalf("publish %d after %v: %v", i, time.Since(start), tok.Error())
+		}
+		select {
+		case err := <-lost:
+			t.Fatalf("connection lost after %v while publishing every 100 ms with a 1 s keep alive: %v", time.Since(start), err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 // TestSys subscribes to $SYS/broker/#.
 func TestSys(t *testing.T) {
 	b := startBroker(t, func(c *config.Config) { c.Gateway.SysInterval = 100 * time.Millisecond })

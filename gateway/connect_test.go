@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
@@ -22,12 +21,7 @@ func TestUnansweredConnectIsAbandoned(t *testing.T) {
 	r := runOnBackbone(t, kl, cfg, nil)
 	r.waitReady(t)
 
-	nc, err := net.Dial("tcp", r.g.Addr("mqtt").String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = nc.Close() }()
-	rd := packet.NewReader(nc, 256)
+	nc, rd := r.dial(t)
 	write(t, nc, &packet.Connect{Version: packet.V5, ClientID: []byte("t-1"), CleanStart: true,
 		WillFlag: true, WillTopic: []byte("t/will"), WillPayload: []byte("gone")})
 	if ca, ok := read(t, nc, rd, 5*time.Second).(*packet.Connack); !ok || ca.Code != packet.CodeServerUnavailable {
@@ -86,12 +80,7 @@ func TestStalledConnectIsAbandoned(t *testing.T) {
 	cfg.SessionTimeout = 200 * time.Millisecond
 	r := runOnBackbone(t, stallLog{fl}, cfg, nil)
 	r.waitReady(t)
-	nc, err := net.Dial("tcp", r.g.Addr("mqtt").String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = nc.Close() }()
-	rd := packet.NewReader(nc, 256)
+	nc, rd := r.dial(t)
 	write(t, nc, &packet.Connect{Version: packet.V5, ClientID: []byte("t-2"), CleanStart: true})
 	if ca, ok := read(t, nc, rd, 5*time.Second).(*packet.Connack); !ok || ca.Code != packet.CodeServerUnavailable {
 		t.Fatalf("got %+v, want CONNACK 0x88", ca)

@@ -62,18 +62,25 @@ type mqttConn struct {
 // with the connection id the gateway gave it.
 func connectTo(t *testing.T, r *gatewayRun, name string) *mqttConn {
 	t.Helper()
-	nc, err := net.Dial("tcp", r.g.Addr("mqtt").String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = nc.Close() })
-	rd := packet.NewReader(nc, 256)
+	nc, rd := r.dial(t)
 	write(t, nc, &packet.Connect{Version: packet.V5, ClientID: []byte("t-" + name), CleanStart: true})
 	if ca, ok := read(t, nc, rd, testTimeout).(*packet.Connack); !ok || ca.Code != 0 {
 		t.Fatalf("connect t-%s: got %+v, want CONNACK 0", name, ca)
 	}
 	c := connOf(t, r.g, "t-"+name)
 	return &mqttConn{nc: nc, rd: rd, id: c.id}
+}
+
+// dial opens a TCP connection to r's MQTT listener, closed when the test
+// ends, and a reader of it.
+func (r *gatewayRun) dial(t *testing.T) (net.Conn, *packet.Reader) {
+	t.Helper()
+	nc, err := net.Dial("tcp", r.g.Addr("mqtt").String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = nc.Close() })
+	return nc, packet.NewReader(nc, 256)
 }
 
 // delivery is a QoS 0 delivery of payload on topic "f" to c, on slot.
@@ -153,18 +160,25 @@ func (r *gatewayRun) expectTaken(t *testing.T, slot int32, id string, run uint64
 	}
 }
 
-// A gateway that reads another run's marker on its slot stops at once:
-// nothing of its slot after the marker reaches its clients, its listener
-// and connections close, and Run says who took the slot. The new run works.
-func TestSlotMarkerOfAnotherRunFences(t *testing.T) {
-	const slot = 2
+// gatewayOnSlot starts a backbone whose session service answers every
+// Connect, gateway gw-a on slot, and client "one" connected to it.
+func gatewayOnSlot(t *testing.T, slot int32) (*kafka.Client, *gatewayRun, *mqttConn) {
+	t.Helper()
 	kl := startBackbone(t)
 	answerConnects(t, kl)
 	cfg := DefaultConfig()
 	cfg.Slot, cfg.ID = slot, "gw-a"
 	a := runOnBackbone(t, kl, cfg, nil)
 	a.waitReady(t)
-	c1 := connectTo(t, a, "one")
+	return kl, a, connectTo(t, a, "one")
+}
+
+// A gateway that reads another run's marker on its slot stops at once:
+// nothing of its slot after the marker reaches its clients, its listener
+// and connections close, and Run says who took the slot. The new run works.
+func TestSlotMarkerOfAnotherRunFences(t *testing.T) {
+	const slot = 2
+	kl, a, c1 := gatewayOnSlot(t, slot)
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	if err := kl.ProduceSync(ctx, delivery(slot, "one", c1, "before")); err != nil {
@@ -173,8 +187,8 @@ func TestSlotMarkerOfAnotherRunFences(t *testing.T) {
 	c1.expectPublish(t, "before") // the slot consumer works, and its own marker did not stop it
 
 	t.Run("another gateway", func(t *testing.T) {
-		cfgB := cfg
-		cfgB.ID = "gw-b"
+		cfgB := DefaultConfig()
+		cfgB.Slot, cfgB.ID = slot, "gw-b"
 		b := runOnBackbone(t, kl, cfgB, nil)
 		b.waitReady(t)
 		// B's marker is the last record of the slot once B is ready.
@@ -221,13 +235,7 @@ func TestSlotMarkerOfAnotherRunFences(t *testing.T) {
 // records after it in the same batch are not handled.
 func TestSlotMarkerOfRestartedRunFences(t *testing.T) {
 	const slot = 5
-	kl := startBackbone(t)
-	answerConnects(t, kl)
-	cfg := DefaultConfig()
-	cfg.Slot, cfg.ID = slot, "gw-a"
-	a := runOnBackbone(t, kl, cfg, nil)
-	a.waitReady(t)
-	c1 := connectTo(t, a, "one")
+	kl, a, c1 := gatewayOnSlot(t, slot)
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	other := a.g.connBase() ^ 1<<40

@@ -65,6 +65,17 @@ func expectEnd(t *testing.T, nc net.Conn, rd *packet.Reader, within time.Duratio
 	}
 }
 
+// parkedClient starts a gateway (Config changed by opt) on a fake log,
+// connects t-1 without keep alive and waits until it is parked.
+func parkedClient(t *testing.T, opt func(*Config)) (*fakeLog, *Gateway, net.Conn, *packet.Reader) {
+	t.Helper()
+	fl := newFakeLog()
+	g := startGateway(t, fl, opt)
+	nc, rd := connectAs(t, g, "t-1", 0)
+	waitParks(t, g, 1, 1)
+	return fl, g, nc, rd
+}
+
 // waitEnded waits until no connection is established or parked.
 func waitEnded(t *testing.T, g *Gateway) {
 	t.Helper()
@@ -79,10 +90,7 @@ func waitEnded(t *testing.T, g *Gateway) {
 // TestParkAndWake: an idle connection parks; a packet wakes it and is
 // answered; it parks again; writes reach it while it is parked.
 func TestParkAndWake(t *testing.T) {
-	fl := newFakeLog()
-	g := startGateway(t, fl, parkFast)
-	nc, rd := connectAs(t, g, "t-1", 0)
-	waitParks(t, g, 1, 1)
+	fl, g, nc, rd := parkedClient(t, parkFast)
 	for i := range 3 {
 		write(t, nc, &packet.Pingreq{})
 		if _, ok := read(t, nc, rd, 2*time.Second).(*packet.Pingresp); !ok {
@@ -140,10 +148,7 @@ func hasFlow(c *conn) (bool, int) {
 // nothing is in flight, keeps it while a QoS 1 message waits for its
 // PUBACK, and goes on working after dropping it.
 func TestParkDropsIdleFlow(t *testing.T) {
-	fl := newFakeLog()
-	g := startGateway(t, fl, parkFast)
-	nc, rd := connectAs(t, g, "t-1", 0)
-	waitParks(t, g, 1, 1)
+	fl, g, nc, rd := parkedClient(t, parkFast)
 	c := connOf(t, g, "t-1")
 	if has, _ := hasFlow(c); has {
 		t.Fatal("an idle connection parked with its flow state")
@@ -178,10 +183,7 @@ func TestParkDropsIdleFlow(t *testing.T) {
 // buffer while the connection is parked and completed when the rest
 // arrives; the record in the log carries the whole payload.
 func TestParkSplitPacket(t *testing.T) {
-	fl := newFakeLog()
-	g := startGateway(t, fl, parkFast)
-	nc, rd := connectAs(t, g, "t-1", 0)
-	waitParks(t, g, 1, 1)
+	fl, g, nc, rd := parkedClient(t, parkFast)
 	payload := bytes.Repeat([]byte("0123456789"), 300) // larger than the initial read buffer
 	raw := (&packet.Publish{QoS: 1, PacketID: 9, Topic: []byte("split/topic"), Payload: payload}).Append(nil, packet.V5)
 	cuts := []int{1, 3, 700, len(raw) - 1, len(raw)} // inside the header, the length, the body, before the last byte
@@ -251,10 +253,7 @@ func TestParkKeepAlive(t *testing.T) {
 // or the client closes ends as a blocked reader's would: DISCONNECT with
 // the reason, the socket closed, the connection unregistered.
 func TestParkClose(t *testing.T) {
-	fl := newFakeLog()
-	g := startGateway(t, fl, parkFast)
-	nc, rd := connectAs(t, g, "t-1", 0)
-	waitParks(t, g, 1, 1)
+	fl, g, nc, rd := parkedClient(t, parkFast)
 	c := connOf(t, g, "t-1")
 	fl.slot <- kafka.Batch{Records: []*kafka.Record{kafka.NewRecord(kafka.TopicDeliveries, nil, 0, &eventspb.Envelope{
 		Tenant: "t", ClientId: "t-1",
@@ -342,10 +341,7 @@ func TestParkMany(t *testing.T) {
 // park_idle.
 func TestParkQuickAfterIdleWake(t *testing.T) {
 	const idle = 300 * time.Millisecond
-	fl := newFakeLog()
-	g := startGateway(t, fl, func(c *Config) { c.ParkIdle = idle })
-	nc, rd := connectAs(t, g, "t-1", 0)
-	waitParks(t, g, 1, 1)
+	_, g, nc, rd := parkedClient(t, func(c *Config) { c.ParkIdle = idle })
 	c := connOf(t, g, "t-1")
 	time.Sleep(idle) // idle for park_idle and more
 
@@ -379,10 +375,7 @@ func TestParkQuickAfterIdleWake(t *testing.T) {
 // packet is answered in order; a DISCONNECT sent to a parked connection
 // ends it.
 func TestParkWokenBurst(t *testing.T) {
-	fl := newFakeLog()
-	g := startGateway(t, fl, parkFast)
-	nc, rd := connectAs(t, g, "t-1", 0)
-	waitParks(t, g, 1, 1)
+	_, g, nc, rd := parkedClient(t, parkFast)
 	time.Sleep(50 * time.Millisecond) // idle for park_idle and more
 	const n = 3*quickPackets + 5
 	var burst []byte
@@ -411,10 +404,7 @@ func TestParkWokenBurst(t *testing.T) {
 // deliveries keeps its flow state between flushes, rather than making its
 // buffers again for every message, and drops it at its next park.
 func TestParkedReceiverKeepsFlow(t *testing.T) {
-	fl := newFakeLog()
-	g := startGateway(t, fl, parkFast)
-	nc, rd := connectAs(t, g, "t-1", 0)
-	waitParks(t, g, 1, 1)
+	fl, g, nc, rd := parkedClient(t, parkFast)
 	c := connOf(t, g, "t-1")
 	for i := range 3 {
 		payload := strconv.Itoa(i)

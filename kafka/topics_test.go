@@ -1,40 +1,16 @@
 package kafka
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/shoal-mqtt/shoal/internal/testutil/testlog"
 )
-
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) lines(substr string) []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []string
-	for _, l := range strings.Split(s.b.String(), "\n") {
-		if strings.Contains(l, substr) {
-			out = append(out, l)
-		}
-	}
-	return out
-}
 
 // topicConfig reads one configuration value of a topic from the broker.
 func topicConfig(t *testing.T, adm *kadm.Client, topic, key string) string {
@@ -107,7 +83,7 @@ func TestEnsureTopicsWarnsOnDifferences(t *testing.T) {
 	e := startEmbedded(t, t.TempDir())
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	var logs syncBuffer
+	var logs testlog.Buffer
 	c, err := NewClient(ctx, Config{Brokers: e.Addrs()}, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -122,12 +98,12 @@ func TestEnsureTopicsWarnsOnDifferences(t *testing.T) {
 	if err := c.EnsureTopics(ctx); err != nil {
 		t.Fatalf("EnsureTopics refused topics that differ only in retention and unkeyed partitions: %v", err)
 	}
-	ret := logs.lines("kafka topic retention differs")
+	ret := logs.Lines("kafka topic retention differs")
 	if len(ret) != 1 || !strings.Contains(ret[0], "level=WARN") || !strings.Contains(ret[0], "topic="+TopicMessages) ||
 		!strings.Contains(ret[0], "retention_ms=3600000") || !strings.Contains(ret[0], "configured_ms=604800000") {
 		t.Errorf("retention warnings %q, want one WARN naming %s, 3600000 and 604800000", ret, TopicMessages)
 	}
-	parts := logs.lines("more partitions than configured")
+	parts := logs.Lines("more partitions than configured")
 	if len(parts) != 1 || !strings.Contains(parts[0], "level=WARN") || !strings.Contains(parts[0], "topic="+TopicDeliveries) ||
 		!strings.Contains(parts[0], "partitions=20") || !strings.Contains(parts[0], "configured=16") {
 		t.Errorf("partition warnings %q, want one WARN naming %s, 20 and 16", parts, TopicDeliveries)

@@ -65,12 +65,12 @@ func (r *runner) runConnections(ctx context.Context, res *Result) error {
 	res.Connect = cs
 
 	mon.setPhase("settle")
-	ok := sleep(ctx, r.cfg.Warmup)
+	ok := Sleep(ctx, r.cfg.Warmup)
 	var held, end windowMark
 	if ok {
 		held = r.mark()
 		mon.setPhase("hold")
-		ok = sleep(ctx, r.cfg.Duration)
+		ok = Sleep(ctx, r.cfg.Duration)
 		end = r.mark()
 	}
 	mon.stopAndWait()

@@ -403,8 +403,8 @@ func (r *runner) expected() uint64 {
 	return n
 }
 
-// sleep waits d or until ctx ends; it reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
+// Sleep waits d or until ctx ends; it reports whether d passed.
+func Sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -436,7 +436,7 @@ func (r *runner) runTraffic(ctx context.Context, res *Result) error {
 	}
 
 	var w0, w1 windowMark
-	ok := sleep(ctx, r.cfg.Warmup)
+	ok := Sleep(ctx, r.cfg.Warmup)
 	if ok {
 		w0 = r.mark()
 		if r.cfg.OnMeasure != nil {
@@ -444,7 +444,7 @@ func (r *runner) runTraffic(ctx context.Context, res *Result) error {
 		}
 		r.measuring.Store(true)
 		mon.setPhase("measure")
-		ok = sleep(ctx, r.cfg.Duration)
+		ok = Sleep(ctx, r.cfg.Duration)
 		r.measuring.Store(false)
 		w1 = r.mark()
 	}
@@ -671,7 +671,7 @@ func (r *runner) drain(ctx context.Context) {
 		} else if time.Since(lastChange) > time.Second {
 			return
 		}
-		if !sleep(ctx, 20*time.Millisecond) {
+		if !Sleep(ctx, 20*time.Millisecond) {
 			return
 		}
 	}

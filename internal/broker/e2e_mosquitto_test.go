@@ -1,15 +1,15 @@
 package broker_test
 
 import (
-	"bytes"
 	"context"
 	"net"
 	"os/exec"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/shoal-mqtt/shoal/internal/testutil/testlog"
 )
 
 // TestMosquittoClients drives Debian's mosquitto_pub and mosquitto_sub
@@ -38,7 +38,7 @@ func TestMosquittoClients(t *testing.T) {
 			prefix := "tour-" + v
 			run("-t", prefix+"/retained", "-m", "kept", "-r", "-q", "1")
 
-			var out syncBuffer
+			var out testlog.Buffer
 			sub := exec.CommandContext(ctx, "mosquitto_sub", "-h", host, "-p", port, "-V", v,
 				"-t", prefix+"/#", "-q", "1", "-v", "-C", "3", "-W", "20")
 			sub.Stdout, sub.Stderr = &out, &out
@@ -69,22 +69,4 @@ func TestMosquittoClients(t *testing.T) {
 			}
 		})
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a writing process and a reading test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

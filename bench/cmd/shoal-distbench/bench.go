@@ -194,7 +194,7 @@ func runTopology(ctx context.Context, opt options, topo string, sa shoalArgs, bb
 		if _, err := load.Run(ctx, cfg, io.Discard); err != nil {
 			return nil, fmt.Errorf("prime: %w", err)
 		}
-		if !sleep(ctx, opt.pause) {
+		if !load.Sleep(ctx, opt.pause) {
 			return nil, ctx.Err()
 		}
 	}
@@ -227,7 +227,7 @@ func runTopology(ctx context.Context, opt options, topo string, sa shoalArgs, bb
 			if err != nil {
 				return results, err
 			}
-			if !sleep(ctx, opt.pause) {
+			if !load.Sleep(ctx, opt.pause) {
 				return results, ctx.Err()
 			}
 		}
@@ -275,16 +275,4 @@ func writeJSON(path string, res *load.Result) error {
 		return fmt.Errorf("write result: %w", err)
 	}
 	return nil
-}
-
-// sleep waits d unless ctx ends first; it reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

@@ -439,11 +439,14 @@ func TestParkedReceiverKeepsFlow(t *testing.T) {
 // parks as usual.
 func TestBusyConnectionNotParkedOrExpired(t *testing.T) {
 	fl := newFakeLog()
-	g := startGateway(t, fl, func(c *Config) { c.ParkIdle = 300 * time.Millisecond })
-	nc, rd := connectAs(t, g, "t-1", 1) // keep alive 1 s: expired after 1.5 s without a packet
+	// park_idle 1 s, keep alive 1 s (expired after 1.5 s without a packet):
+	// both deadlines pass under the loop, twice or more, with room for a
+	// loaded machine's pauses between pings.
+	g := startGateway(t, fl, func(c *Config) { c.ParkIdle = time.Second })
+	nc, rd := connectAs(t, g, "t-1", 1)
 	parks := g.Parks()
 	start := time.Now()
-	for i := 0; time.Since(start) < 2*time.Second; i++ {
+	for i := 0; time.Since(start) < 3*time.Second; i++ {
 		write(t, nc, &packet.Pingreq{})
 		if _, ok := read(t, nc, rd, 2*time.Second).(*packet.Pingresp); !ok {
 			t.Fatalf("ping %d after %v: want PINGRESP", i, time.Since(start))

@@ -24,6 +24,10 @@ func TestConsumeReuse(t *testing.T) {
 
 	const rounds, perPartition = 5, 40
 	parts := []int32{0, 1, 2}
+	// The producer has a context of its own: the consumer cancels ctx once
+	// it has read everything, which can be before the last acknowledgement.
+	pctx, pcancel := context.WithTimeout(context.Background(), testTimeout)
+	defer pcancel()
 	produced := make(chan struct{})
 	go func() {
 		defer close(produced)
@@ -37,7 +41,7 @@ func TestConsumeReuse(t *testing.T) {
 						Headers: []Header{{Key: "h", Value: fmt.Appendf(nil, "h%d-%d-%d", p, round, i)}}})
 				}
 			}
-			if err := c.ProduceSync(ctx, rs...); err != nil {
+			if err := c.ProduceSync(pctx, rs...); err != nil {
 				t.Errorf("round %d: %v", round, err)
 				return
 			}
@@ -175,8 +179,8 @@ func TestKgoRecordsPool(t *testing.T) {
 }
 
 // TestProduceAllRelease: Pendings released and made again by later calls
-// of other sizes report every record's own partition and offset, and
-// releasing a Pending that is not done leaves it working.
+// of other sizes report every record's own partition and offset, and a
+// Pending that is not done is not taken back.
 func TestProduceAllRelease(t *testing.T) {
 	e := startEmbedded(t, t.TempDir())
 	c := newTestClient(t, e, Config{})
@@ -193,7 +197,6 @@ func TestProduceAllRelease(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pd.Release() // not done yet (unless empty): must change nothing
 		if err := pd.Wait(ctx); err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}
@@ -210,6 +213,14 @@ func TestProduceAllRelease(t *testing.T) {
 			}
 		}
 	}
+	// A Pending not done yet is not taken back: its records are in flight.
+	notDone := &Pending{rs: []*Record{{}}}
+	notDone.sw.done = make(chan struct{})
+	notDone.Release()
+	if notDone.rs == nil {
+		t.Fatal("Release took back a Pending that is not done")
+	}
+
 	var total int
 	for _, n := range next {
 		total += int(n)

@@ -48,9 +48,11 @@ type conn struct {
 	ckey            string // key in Gateway.clients
 	rkey            []byte // Kafka key tenant/client
 	generation      uint64
+	sessionGen      uint64 // the generation that began the session (ConnectResult.session_generation)
 	keepAlive       time.Duration
 	sessionExpiry   uint32
 	problemInfo     bool
+	resumed         bool // CONNACK said session present
 	version         packet.Version
 	clientRecvMax   uint16
 	clientMaxPacket uint32
@@ -58,11 +60,15 @@ type conn struct {
 	ts              *Stats // the tenant's counters
 
 	// Reader only.
-	rs          *readState                 // what packets decode into; nil until needed and while parked
-	lastPacket  int64                      // unix ns: when the last packet was handled, or CONNACK queued (keepAliveDeadline)
-	qos0Done    func(*kafka.Record, error) // c.qos0Produced, bound at the first QoS 0 PUBLISH
-	aliasIn     []string
-	awaitingRel map[uint16]struct{}
+	rs         *readState                 // what packets decode into; nil until needed and while parked
+	lastPacket int64                      // unix ns: when the last packet was handled, or CONNACK queued (keepAliveDeadline)
+	qos0Done   func(*kafka.Record, error) // c.qos0Produced, bound at the first QoS 0 PUBLISH
+	aliasIn    []string
+	// awaitingRel holds the packet identifiers of the client's QoS 2
+	// PUBLISHes received on this connection and not released (PUBREL),
+	// each with the partition of shoal.messages its Publish went to when
+	// the router keeps it too (a persistent session), or -1.
+	awaitingRel map[uint16]int32
 	inInflight  atomic.Int32   // QoS 1/2 publishes from the client not yet completed
 	nonblock    bool           // reads return errWouldBlock rather than wait (park.go)
 	writing     sync.WaitGroup // log writes of this connection not yet completed
@@ -213,6 +219,9 @@ type pendingAck struct {
 	remaining atomic.Int32
 	ready     bool
 	failed    bool
+	// uncounted marks a PUBCOMP for an identifier an earlier connection
+	// of the session received: not in this connection's receive window.
+	uncounted bool
 }
 
 // outMsg is a QoS 1 or 2 message on its way to the client.
@@ -460,6 +469,7 @@ func (c *conn) handshake(ctx context.Context) bool {
 		}
 	}
 
+	c.resumed = res.SessionPresent
 	ack := packet.Connack{SessionPresent: res.SessionPresent}
 	if v5 {
 		p := &ack.Props

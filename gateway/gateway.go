@@ -564,6 +564,11 @@ func (g *Gateway) handleDeliveries(b kafka.Batch) error {
 				// (a resumed session's queued messages) must find it. They
 				// wait in the connection until its CONNACK is queued.
 				w.c.generation = res.Generation
+				w.c.sessionGen = res.SessionGeneration
+				if w.c.sessionGen == 0 {
+					// A session service that does not name sessions.
+					w.c.sessionGen = res.Generation
+				}
 				g.clients[w.c.ckey] = w.c
 				g.byID[w.c.id] = w.c
 			}

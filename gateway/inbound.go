@@ -86,8 +86,20 @@ func (c *conn) handlePublish(h packet.FixedHeader, body []byte) error {
 	ps.env.Tenant, ps.env.ClientId, ps.env.Gateway = c.tenant, c.clientID, g.cfg.ID
 	ps.env.TimestampUs = now.UnixMicro()
 	rec := g.recs.Get()
+	// A persistent session's QoS 2 message carries its packet identifier:
+	// the router keeps it until PUBREL and drops the message should the
+	// client send it again after a reconnect (exactly once across
+	// connections, router-svc/unreleased.go).
+	kept := p.QoS == 2 && c.sessionExpiry != 0
+	if kept {
+		ps.pub.PacketId, ps.pub.SessionGeneration = uint32(p.PacketID), c.sessionGen
+	}
 	rec.Fill(kafka.TopicMessages, nil, kafka.PartitionByKey, &ps.env)
 	rec.SetJoinedKey(c.tenant, m.Topic)
+	part := int32(-1)
+	if kept {
+		part = kafka.PartitionForKey(rec.Key, g.msgParts)
+	}
 	// A trace per message, continuing the client's own when it sent one.
 	var parent []byte
 	for _, u := range m.UserProperties {
@@ -109,9 +121,9 @@ func (c *conn) handlePublish(h packet.FixedHeader, body []byte) error {
 	if p.QoS == 2 {
 		pa.kind = packet.PUBREC
 		if c.awaitingRel == nil {
-			c.awaitingRel = make(map[uint16]struct{})
+			c.awaitingRel = make(map[uint16]int32)
 		}
-		c.awaitingRel[p.PacketID] = struct{}{}
+		c.awaitingRel[p.PacketID] = part
 	}
 	pa.remaining.Store(1)
 	c.queueAck(pa)
@@ -187,16 +199,45 @@ func (c *conn) refusePublish(name []byte, p *packet.Publish) packet.ReasonCode {
 	return 0
 }
 
-// handlePubrel completes an incoming QoS 2 flow.
+// handlePubrel completes an incoming QoS 2 flow. For a persistent session
+// the router keeps the identifier too: PUBCOMP waits until its release is
+// durable, so the client never reuses an identifier the router still
+// holds. An identifier this connection does not know may have been
+// received by an earlier connection of a resumed session, on another
+// gateway: it is released in every partition.
 func (c *conn) handlePubrel(id uint16) error {
 	pa := &pendingAck{kind: packet.PUBCOMP, id: id}
-	if _, ok := c.awaitingRel[id]; ok {
+	part, ok := c.awaitingRel[id]
+	switch {
+	case ok:
 		delete(c.awaitingRel, id)
-	} else {
+		if part >= 0 {
+			c.produceThenAck(pa, []*kafka.Record{c.releaseRecord(id, part)})
+			return nil
+		}
+	case c.resumed && c.sessionExpiry != 0:
+		pa.uncounted = true
+		recs := make([]*kafka.Record, 0, c.g.msgParts)
+		for p := range c.g.msgParts {
+			recs = append(recs, c.releaseRecord(id, p))
+		}
+		c.produceThenAck(pa, recs)
+		return nil
+	default:
 		pa.code = packet.CodePacketIdentifierNotFound
 	}
 	c.queueAck(pa)
 	return nil
+}
+
+// releaseRecord is the PublishRelease of packet identifier id for
+// partition part of shoal.messages.
+func (c *conn) releaseRecord(id uint16, part int32) *kafka.Record {
+	env := c.envelope(c.g.clock())
+	env.Event = &eventspb.Envelope_PublishRelease{PublishRelease: &eventspb.PublishRelease{
+		PacketId: uint32(id), SessionGeneration: c.sessionGen,
+	}}
+	return kafka.NewRecord(kafka.TopicMessages, c.rkey, part, env)
 }
 
 // handleSubscribe writes each subscription to the router's partitions and
@@ -426,7 +467,7 @@ func (c *conn) sendReadyAcks() {
 			// The client's flow ends with PUBACK, with a refusing PUBREC,
 			// or with PUBCOMP for an identifier we held.
 			if pa.kind == packet.PUBACK || (pa.kind == packet.PUBREC && pa.code.IsError()) ||
-				(pa.kind == packet.PUBCOMP && !pa.code.IsError()) {
+				(pa.kind == packet.PUBCOMP && !pa.code.IsError() && !pa.uncounted) {
 				c.inInflight.Add(-1)
 			}
 		case packet.SUBACK:

@@ -36,6 +36,7 @@ const (
 	EventInboxAppend          = "inbox_append"
 	EventSharedRedispatch     = "shared_redispatch"
 	EventInboxAck             = "inbox_ack"
+	EventPublishRelease       = "publish_release"
 )
 
 // EnvelopeType returns the event type of env, "" when it has no event.
@@ -69,6 +70,8 @@ func EnvelopeType(env *eventspb.Envelope) string {
 		return EventSharedRedispatch
 	case *eventspb.Envelope_InboxAck:
 		return EventInboxAck
+	case *eventspb.Envelope_PublishRelease:
+		return EventPublishRelease
 	}
 	return ""
 }
@@ -252,6 +255,8 @@ func EventType(r *Record) string {
 		return EventSharedRedispatch
 	case EventInboxAck:
 		return EventInboxAck
+	case EventPublishRelease:
+		return EventPublishRelease
 	}
 	return string(v)
 }

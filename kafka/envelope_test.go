@@ -79,6 +79,9 @@ func testEnvelopes() map[string]*eventspb.Envelope {
 		EventInboxAck: base(func(e *eventspb.Envelope) {
 			e.Event = &eventspb.Envelope_InboxAck{InboxAck: &eventspb.InboxAck{Seq: 9, Received: true, Generation: 2}}
 		}),
+		EventPublishRelease: base(func(e *eventspb.Envelope) {
+			e.Event = &eventspb.Envelope_PublishRelease{PublishRelease: &eventspb.PublishRelease{PacketId: 7, SessionGeneration: 3}}
+		}),
 		EventSessionTick: base(func(e *eventspb.Envelope) {
 			e.Event = &eventspb.Envelope_SessionTick{SessionTick: &eventspb.SessionTick{}}
 		}),

@@ -59,6 +59,10 @@ type tenant struct {
 	clients  map[string]*client
 	groups   map[filterKey]*shareGroup
 	retained retainedTree
+	// unreleased holds, by client id, the packet identifiers of QoS 2
+	// messages of persistent sessions routed here and not released yet
+	// (unreleased.go).
+	unreleased map[string]*unreleasedIDs
 }
 
 // subKey is the trie key of a subscription: within one filter, a client
@@ -244,8 +248,8 @@ func (s *Shard) LoadRetained(publish *eventspb.Envelope) error {
 	return nil
 }
 
-// Apply applies the record at offset: a Publish or a SubscriptionChange
-// (ARCHITECTURE.md). It appends the deliveries to produce and the state
+// Apply applies the record at offset: a Publish, a SubscriptionChange, a
+// SharedRedispatch or a PublishRelease (ARCHITECTURE.md). It appends the deliveries to produce and the state
 // mutations to store to out, and sets out.Mutations.Offset. A record at
 // or below the shard's offset was applied already and is ignored. A
 // record the shard cannot use is skipped with an error wrapping
@@ -266,6 +270,8 @@ func (s *Shard) Apply(rec *eventspb.Envelope, offset int64, out *Output) error {
 		return s.change(rec, ev.SubscriptionChange, out)
 	case *eventspb.Envelope_SharedRedispatch:
 		return s.redispatch(rec, ev.SharedRedispatch, out)
+	case *eventspb.Envelope_PublishRelease:
+		return s.release(rec, ev.PublishRelease, out)
 	default:
 		return fmt.Errorf("%w: unexpected event %T at offset %d", ErrMalformed, ev, offset)
 	}
@@ -310,7 +316,7 @@ func (s *Shard) tenant(name string) *tenant {
 // dropIfEmpty forgets a tenant left without subscriptions or retained
 // messages.
 func (s *Shard) dropIfEmpty(t *tenant) {
-	if len(t.clients) == 0 && t.retained.n == 0 {
+	if len(t.clients) == 0 && t.retained.n == 0 && len(t.unreleased) == 0 {
 		delete(s.tenants, t.name)
 	}
 }
@@ -322,6 +328,9 @@ func (s *Shard) publish(env *eventspb.Envelope, pub *eventspb.Publish, out *Outp
 	}
 	if err := topic.ValidateName(msg.Topic); err != nil {
 		return fmt.Errorf("%w: publish topic: %w", ErrMalformed, err)
+	}
+	if msg.Qos == 2 && pub.PacketId != 0 && !s.receive(env, pub, out) {
+		return nil // a repeat of a QoS 2 message routed before (unreleased.go)
 	}
 	now := s.clock()
 	expired := msg.ExpiresAtMs != 0 && msg.ExpiresAtMs < now.UnixMilli()
@@ -603,6 +612,8 @@ func (s *Shard) change(env *eventspb.Envelope, ch *eventspb.SubscriptionChange, 
 				}
 			}
 		}
+		// The session ended: its packet identifiers are released too.
+		s.endUnreleased(t, env.ClientId, gen, out)
 		s.dropIfEmpty(t)
 	default:
 		return fmt.Errorf("%w: subscription change op %v", ErrMalformed, ch.Op)

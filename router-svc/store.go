@@ -49,6 +49,9 @@ type ShardLoader interface {
 	// LoadRetained receives the Publish envelope that set a retained
 	// message.
 	LoadRetained(publish *eventspb.Envelope) error
+	// LoadUnreleased receives a kept packet identifier of a client's QoS 2
+	// message (unreleased.go).
+	LoadUnreleased(u Unreleased) error
 }
 
 // SubscriptionKey identifies one subscription within a shard: MQTT allows
@@ -102,9 +105,11 @@ type Mutations struct {
 	Offset        int64
 	Subscriptions []SubscriptionMutation
 	Retained      []RetainedMutation
+	Unreleased    []UnreleasedMutation
 
 	subIdx map[SubscriptionKey]int
 	retIdx map[RetainedKey]int
+	relIdx map[UnreleasedKey]int
 }
 
 // Reset empties m for reuse, keeping its memory. Offset becomes -1.
@@ -114,13 +119,17 @@ func (m *Mutations) Reset() {
 	m.Subscriptions = m.Subscriptions[:0]
 	clear(m.Retained)
 	m.Retained = m.Retained[:0]
+	clear(m.Unreleased)
+	m.Unreleased = m.Unreleased[:0]
 	clear(m.subIdx)
 	clear(m.retIdx)
+	clear(m.relIdx)
 }
 
-// Len returns the number of subscription and retained writes.
+// Len returns the number of subscription, retained and packet identifier
+// writes.
 func (m *Mutations) Len() int {
-	return len(m.Subscriptions) + len(m.Retained)
+	return len(m.Subscriptions) + len(m.Retained) + len(m.Unreleased)
 }
 
 func (m *Mutations) putSubscription(s SubscriptionMutation) {
@@ -147,9 +156,22 @@ func (m *Mutations) putRetained(r RetainedMutation) {
 	m.Retained = append(m.Retained, r)
 }
 
+func (m *Mutations) putUnreleased(u UnreleasedMutation) {
+	if m.relIdx == nil {
+		m.relIdx = make(map[UnreleasedKey]int)
+	}
+	if i, ok := m.relIdx[u.UnreleasedKey]; ok {
+		m.Unreleased[i] = u
+		return
+	}
+	m.relIdx[u.UnreleasedKey] = len(m.Unreleased)
+	m.Unreleased = append(m.Unreleased, u)
+}
+
 // Validate reports what no store can write: a stored subscription without
-// options or route, or a retained message whose envelope has no Publish
-// message or whose tenant and topic differ from its key. Adapters call it
+// options or route, a retained message whose envelope has no Publish
+// message or whose tenant and topic differ from its key, or a packet
+// identifier without client or identifier. Adapters call it
 // before writing anything, so a bad batch changes nothing.
 func (m *Mutations) Validate() error {
 	for i := range m.Subscriptions {
@@ -169,6 +191,11 @@ func (m *Mutations) Validate() error {
 		}
 		if msg.Topic != r.Key.Topic || r.Publish.Tenant != r.Key.Tenant {
 			return fmt.Errorf("retained %q of tenant %q: envelope of tenant %q, topic %q", r.Key.Topic, r.Key.Tenant, r.Publish.Tenant, msg.Topic)
+		}
+	}
+	for i := range m.Unreleased {
+		if u := &m.Unreleased[i]; u.Client == "" || u.PacketID == 0 {
+			return fmt.Errorf("unreleased packet identifier %d of client %q: no client or identifier", u.PacketID, u.Client)
 		}
 	}
 	return nil

@@ -115,7 +115,9 @@ func (m *machine) connect(k clientKey, sess *Session, env *eventspb.Envelope, c 
 	if sameConn && sess.RequestID == c.GetRequestId() {
 		// A duplicate of the request that opened the current connection
 		// (a producer retry): answer it again, change nothing.
-		return append(outs, m.connectResult(k, env.GetGateway(), c.GetRequestId(), sess.Route, now)), false
+		res := m.connectResult(k, env.GetGateway(), c.GetRequestId(), sess.Route, now)
+		res.env.GetConnectResult().SessionGeneration = sess.SessionGeneration
+		return append(outs, res), false
 	}
 	if sess.Online {
 		// Takeover: the newer connection wins. The same slot and connection
@@ -148,6 +150,15 @@ func (m *machine) connect(k clientKey, sess *Session, env *eventspb.Envelope, c 
 	// endSession otherwise).
 	sess.WillDueAt = time.Time{}
 
+	switch {
+	case !resume:
+		sess.SessionGeneration = sess.Generation + 1
+	case sess.SessionGeneration == 0:
+		// A session stored before sessions knew their first generation:
+		// nothing of it was kept by that generation yet, so any earlier
+		// one names it.
+		sess.SessionGeneration = sess.Generation
+	}
 	sess.Generation++
 	sess.Active = true
 	sess.Online = true
@@ -163,6 +174,7 @@ func (m *machine) connect(k clientKey, sess *Session, env *eventspb.Envelope, c 
 
 	outs = append(outs, m.presence(k, sess, now))
 	res := m.connectResult(k, env.GetGateway(), c.GetRequestId(), sess.Route, now)
+	res.env.GetConnectResult().SessionGeneration = sess.SessionGeneration
 	if resume {
 		// The session continues: the router still holds its subscriptions
 		// (the gateway moves them to the new connection before CONNACK),

@@ -121,7 +121,7 @@ func wantPresence(c conn, online, persistent bool, gen uint64) output {
 func wantResult(c conn, gen uint64) output {
 	return output{stage: stageAnswer, dest: toDeliveries, partition: c.slot, key: c.key().recordKey(),
 		env: wantEnv(c, c.gateway, &eventspb.Envelope{Event: &eventspb.Envelope_ConnectResult{
-			ConnectResult: &eventspb.ConnectResult{RequestId: c.request, Connection: c.connection, Generation: gen},
+			ConnectResult: &eventspb.ConnectResult{RequestId: c.request, Connection: c.connection, Generation: gen, SessionGeneration: gen},
 		}})}
 }
 
@@ -240,7 +240,7 @@ func TestConnectAnswers(t *testing.T) {
 
 	s := h.session(connA)
 	want := &Session{
-		Tenant: "acme", ClientID: "acme-dev1", Generation: 1, Active: true, Online: true,
+		Tenant: "acme", ClientID: "acme-dev1", Generation: 1, SessionGeneration: 1, Active: true, Online: true,
 		Route: &eventspb.Route{Slot: 1, Connection: 10, Generation: 1}, Gateway: "gw-1", RequestID: 100,
 		ProtocolVersion: 5, Username: "user-acme-dev1", ConnectedAt: testNow,
 	}
@@ -308,6 +308,7 @@ func TestPersistentSessionResumes(t *testing.T) {
 	res := wantResult(connA2, 2)
 	cr := res.env.GetConnectResult()
 	cr.SessionPresent = true
+	cr.SessionGeneration = 1 // the session began with the first connection
 	cr.Subscriptions = []*eventspb.SessionSubscription{sub}
 	checkOutputs(t, got, outputs(wantPresence(connA2, true, true, 2), res))
 	if s := h.session(connA2); !s.Active || len(s.Subscriptions) != 1 {
@@ -1179,5 +1180,46 @@ func TestTickLeavesIdleSessionsAlone(t *testing.T) {
 	}
 	if !ended {
 		t.Fatalf("the expired session did not end at the tick: %d outputs", len(got))
+	}
+}
+
+// A session is named by the generation of the connection that began it: a
+// resumed connection keeps it, a clean start takes its own, and a session
+// stored without it (by an older version) gets one at its next resumption
+// that no earlier connection of a later session can have.
+func TestSessionGeneration(t *testing.T) {
+	h := newHarness(t)
+	sessionGen := func(outs []output) uint64 {
+		t.Helper()
+		for _, o := range outs {
+			if cr := o.env.GetConnectResult(); cr != nil {
+				return cr.GetSessionGeneration()
+			}
+		}
+		t.Fatal("no ConnectResult")
+		return 0
+	}
+	if g := sessionGen(h.batch(connA.connect(false, 3600, nil))); g != 1 {
+		t.Errorf("first connection: session generation %d, want 1", g)
+	}
+	h.batch(connA.disconnect(1, false, nil))
+	if g := sessionGen(h.batch(connA2.connect(false, 3600, nil))); g != 1 {
+		t.Errorf("resumed: session generation %d, want 1", g)
+	}
+	h.batch(connA2.disconnect(2, false, nil))
+	if g := sessionGen(h.batch(connA.connect(true, 3600, nil))); g != 3 {
+		t.Errorf("clean start: session generation %d, want 3", g)
+	}
+	if s := h.session(connA); s.SessionGeneration != 3 {
+		t.Errorf("stored session generation %d, want 3", s.SessionGeneration)
+	}
+
+	// A session stored before the field existed.
+	h.batch(connA.disconnect(3, false, nil))
+	old := h.session(connA)
+	old.SessionGeneration = 0
+	h.p.sessions[connA.key()] = old
+	if g := sessionGen(h.batch(connA2.connect(false, 3600, nil))); g != 3 {
+		t.Errorf("resumed session stored without it: session generation %d, want 3", g)
 	}
 }

@@ -33,6 +33,7 @@ import (
 //	  uint64 inbox_seq = 17;
 //	  uint32 last_packet_id = 18;
 //	  repeated shoal.v1.Source sources = 19;
+//	  uint64 session_generation = 20;
 //	}
 //
 // Fields are only added, never renumbered; unknown fields are skipped, so
@@ -57,6 +58,7 @@ const (
 	fieldInboxSeq         protowire.Number = 17
 	fieldLastPacketID     protowire.Number = 18
 	fieldSources          protowire.Number = 19
+	fieldSessionGen       protowire.Number = 20
 )
 
 // vtMessage is what the eventspb messages kept in a session have.
@@ -90,6 +92,7 @@ func AppendSessionRow(b []byte, s *Session) []byte {
 	b = appendVarint(b, fieldInboxDropped, uint64(s.InboxDropped))
 	b = appendVarint(b, fieldInboxSeq, s.InboxSeq)
 	b = appendVarint(b, fieldLastPacketID, uint64(s.LastPacketID))
+	b = appendVarint(b, fieldSessionGen, s.SessionGeneration)
 	for _, src := range s.Sources {
 		b = appendMessage(b, fieldSources, src)
 	}
@@ -185,7 +188,8 @@ func DecodeSessionRow(b []byte, s *Session) error {
 func isVarintField(n protowire.Number) bool {
 	switch n {
 	case fieldGeneration, fieldActive, fieldOnline, fieldRequestID, fieldExpiry, fieldProtocolVersion,
-		fieldConnectedAtUs, fieldDisconnectedAtUs, fieldWillDueAtUs, fieldInboxDropped, fieldInboxSeq, fieldLastPacketID:
+		fieldConnectedAtUs, fieldDisconnectedAtUs, fieldWillDueAtUs, fieldInboxDropped, fieldInboxSeq, fieldLastPacketID,
+		fieldSessionGen:
 		return true
 	}
 	return false
@@ -213,6 +217,8 @@ func setVarint(s *Session, n protowire.Number, v uint64) error {
 		s.RequestID = v
 	case fieldInboxSeq:
 		s.InboxSeq = v
+	case fieldSessionGen:
+		s.SessionGeneration = v
 	case fieldLastPacketID:
 		if v > 0xFFFF {
 			return errRange

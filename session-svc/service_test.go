@@ -266,7 +266,7 @@ func out(gateway string, ev *eventspb.Envelope) *eventspb.Envelope {
 
 func result(g gw, gen uint64) got {
 	return got{g.slot, out(g.name, &eventspb.Envelope{Event: &eventspb.Envelope_ConnectResult{
-		ConnectResult: &eventspb.ConnectResult{RequestId: g.request, Connection: g.connection, Generation: gen},
+		ConnectResult: &eventspb.ConnectResult{RequestId: g.request, Connection: g.connection, Generation: gen, SessionGeneration: gen},
 	}})}
 }
 

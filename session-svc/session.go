@@ -25,6 +25,12 @@ type Session struct {
 	// connection: 1 for the first, raised by one at every accepted Connect,
 	// never lowered.
 	Generation uint64
+	// SessionGeneration is the generation of the connection that began
+	// the current (or last) session; resumed connections keep it. The
+	// gateway stamps it on the session's QoS 2 Publishes, so that a router
+	// tells the packet identifiers of this session from those of an
+	// earlier one (ConnectResult.session_generation).
+	SessionGeneration uint64
 	// Active says a session exists: the client is connected, or its
 	// persistent session outlives its last connection. False before the
 	// first connection and after the session ended (its subscriptions were
@@ -136,7 +142,7 @@ func (s *Session) Equal(o *Session) bool {
 		return s == o
 	}
 	return s.Tenant == o.Tenant && s.ClientID == o.ClientID &&
-		s.Generation == o.Generation && s.Active == o.Active && s.Online == o.Online &&
+		s.Generation == o.Generation && s.SessionGeneration == o.SessionGeneration && s.Active == o.Active && s.Online == o.Online &&
 		s.Route.EqualVT(o.Route) && s.Gateway == o.Gateway && s.RequestID == o.RequestID &&
 		s.ExpiryS == o.ExpiryS && s.ProtocolVersion == o.ProtocolVersion &&
 		s.Username == o.Username && s.Will.EqualVT(o.Will) &&

@@ -22,6 +22,7 @@ type memShard struct {
 	offset   int64
 	subs     map[routersvc.SubscriptionKey]routersvc.Subscription
 	retained map[routersvc.RetainedKey]*eventspb.Envelope
+	rels     map[routersvc.UnreleasedKey]routersvc.Unreleased
 }
 
 // NewMemory returns an empty in-memory store.
@@ -38,6 +39,7 @@ func (m *Memory) LoadShard(ctx context.Context, partition int32, l routersvc.Sha
 	sh := m.shards[partition]
 	var subs []routersvc.Subscription
 	var rets []*eventspb.Envelope
+	var rels []routersvc.Unreleased
 	offset := int64(-1)
 	if sh != nil {
 		offset = sh.offset
@@ -46,6 +48,9 @@ func (m *Memory) LoadShard(ctx context.Context, partition int32, l routersvc.Sha
 		}
 		for _, r := range sh.retained {
 			rets = append(rets, r.CloneVT())
+		}
+		for _, u := range sh.rels {
+			rels = append(rels, u)
 		}
 	}
 	m.mu.Unlock()
@@ -57,6 +62,11 @@ func (m *Memory) LoadShard(ctx context.Context, partition int32, l routersvc.Sha
 	for _, r := range rets {
 		if err := l.LoadRetained(r); err != nil {
 			return 0, fmt.Errorf("load shard %d: retained: %w", partition, err)
+		}
+	}
+	for _, u := range rels {
+		if err := l.LoadUnreleased(u); err != nil {
+			return 0, fmt.Errorf("load shard %d: unreleased packet identifier: %w", partition, err)
 		}
 	}
 	return offset, nil
@@ -77,6 +87,7 @@ func (m *Memory) ApplyShard(ctx context.Context, partition int32, mu *routersvc.
 		sh = &memShard{
 			subs:     make(map[routersvc.SubscriptionKey]routersvc.Subscription),
 			retained: make(map[routersvc.RetainedKey]*eventspb.Envelope),
+			rels:     make(map[routersvc.UnreleasedKey]routersvc.Unreleased),
 		}
 		m.shards[partition] = sh
 	}
@@ -92,6 +103,13 @@ func (m *Memory) ApplyShard(ctx context.Context, partition int32, mu *routersvc.
 			delete(sh.retained, r.Key)
 		} else {
 			sh.retained[r.Key] = r.Publish.CloneVT()
+		}
+	}
+	for _, u := range mu.Unreleased {
+		if u.Delete {
+			delete(sh.rels, u.UnreleasedKey)
+		} else {
+			sh.rels[u.UnreleasedKey] = u.Unreleased
 		}
 	}
 	sh.offset = mu.Offset

@@ -79,7 +79,7 @@ func (x SubscriptionChange_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SubscriptionChange_Op.Descriptor instead.
 func (SubscriptionChange_Op) EnumDescriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{6, 0}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{7, 0}
 }
 
 // Envelope wraps every event. The case of the event oneof is the event type;
@@ -115,6 +115,7 @@ type Envelope struct {
 	//	*Envelope_InboxAppend
 	//	*Envelope_SharedRedispatch
 	//	*Envelope_InboxAck
+	//	*Envelope_PublishRelease
 	Event         isEnvelope_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -325,6 +326,15 @@ func (x *Envelope) GetInboxAck() *InboxAck {
 	return nil
 }
 
+func (x *Envelope) GetPublishRelease() *PublishRelease {
+	if x != nil {
+		if x, ok := x.Event.(*Envelope_PublishRelease); ok {
+			return x.PublishRelease
+		}
+	}
+	return nil
+}
+
 type isEnvelope_Event interface {
 	isEnvelope_Event()
 }
@@ -385,6 +395,10 @@ type Envelope_InboxAck struct {
 	InboxAck *InboxAck `protobuf:"bytes,23,opt,name=inbox_ack,json=inboxAck,proto3,oneof"`
 }
 
+type Envelope_PublishRelease struct {
+	PublishRelease *PublishRelease `protobuf:"bytes,24,opt,name=publish_release,json=publishRelease,proto3,oneof"`
+}
+
 func (*Envelope_Publish) isEnvelope_Event() {}
 
 func (*Envelope_SubscriptionChange) isEnvelope_Event() {}
@@ -412,6 +426,8 @@ func (*Envelope_InboxAppend) isEnvelope_Event() {}
 func (*Envelope_SharedRedispatch) isEnvelope_Event() {}
 
 func (*Envelope_InboxAck) isEnvelope_Event() {}
+
+func (*Envelope_PublishRelease) isEnvelope_Event() {}
 
 // MessageID names one published message: the gateway instance that took it
 // in (a random 64-bit number chosen at start) and a sequence number there.
@@ -659,9 +675,17 @@ type Publish struct {
 	Message *Message               `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
 	// The publisher's protocol-level client identifier is in the envelope;
 	// this is the connection it used, for no-local checks.
-	Connection    uint64 `protobuf:"varint,2,opt,name=connection,proto3" json:"connection,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Connection uint64 `protobuf:"varint,2,opt,name=connection,proto3" json:"connection,omitempty"`
+	// For a QoS 2 PUBLISH of a persistent session: the client's packet
+	// identifier and the generation the session began with. The router shard
+	// of the topic keeps the identifier until its PublishRelease and drops a
+	// Publish that repeats one it keeps (a client resending after a
+	// reconnect, MQTT-4.3.3), so the message is routed exactly once. 0 for
+	// every other Publish.
+	PacketId          uint32 `protobuf:"varint,3,opt,name=packet_id,json=packetId,proto3" json:"packet_id,omitempty"`
+	SessionGeneration uint64 `protobuf:"varint,4,opt,name=session_generation,json=sessionGeneration,proto3" json:"session_generation,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Publish) Reset() {
@@ -708,6 +732,78 @@ func (x *Publish) GetConnection() uint64 {
 	return 0
 }
 
+func (x *Publish) GetPacketId() uint32 {
+	if x != nil {
+		return x.PacketId
+	}
+	return 0
+}
+
+func (x *Publish) GetSessionGeneration() uint64 {
+	if x != nil {
+		return x.SessionGeneration
+	}
+	return 0
+}
+
+// PublishRelease: the client released (PUBREL) the packet identifier of a
+// QoS 2 PUBLISH of its persistent session (topic shoal.messages, key
+// tenant/client, the partition of the Publish's topic; every partition when
+// the gateway does not know it, after the session resumed elsewhere).
+// Produced by the gateway, which sends PUBCOMP once it is durable.
+type PublishRelease struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	PacketId uint32                 `protobuf:"varint,1,opt,name=packet_id,json=packetId,proto3" json:"packet_id,omitempty"`
+	// The generation the session began with (Publish.session_generation).
+	SessionGeneration uint64 `protobuf:"varint,2,opt,name=session_generation,json=sessionGeneration,proto3" json:"session_generation,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *PublishRelease) Reset() {
+	*x = PublishRelease{}
+	mi := &file_shoal_v1_events_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PublishRelease) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PublishRelease) ProtoMessage() {}
+
+func (x *PublishRelease) ProtoReflect() protoreflect.Message {
+	mi := &file_shoal_v1_events_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PublishRelease.ProtoReflect.Descriptor instead.
+func (*PublishRelease) Descriptor() ([]byte, []int) {
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *PublishRelease) GetPacketId() uint32 {
+	if x != nil {
+		return x.PacketId
+	}
+	return 0
+}
+
+func (x *PublishRelease) GetSessionGeneration() uint64 {
+	if x != nil {
+		return x.SessionGeneration
+	}
+	return 0
+}
+
 // SubscriptionOptions are the options of one subscription.
 type SubscriptionOptions struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
@@ -723,7 +819,7 @@ type SubscriptionOptions struct {
 
 func (x *SubscriptionOptions) Reset() {
 	*x = SubscriptionOptions{}
-	mi := &file_shoal_v1_events_proto_msgTypes[5]
+	mi := &file_shoal_v1_events_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -735,7 +831,7 @@ func (x *SubscriptionOptions) String() string {
 func (*SubscriptionOptions) ProtoMessage() {}
 
 func (x *SubscriptionOptions) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[5]
+	mi := &file_shoal_v1_events_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -748,7 +844,7 @@ func (x *SubscriptionOptions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscriptionOptions.ProtoReflect.Descriptor instead.
 func (*SubscriptionOptions) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{5}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SubscriptionOptions) GetQos() uint32 {
@@ -811,7 +907,7 @@ type SubscriptionChange struct {
 
 func (x *SubscriptionChange) Reset() {
 	*x = SubscriptionChange{}
-	mi := &file_shoal_v1_events_proto_msgTypes[6]
+	mi := &file_shoal_v1_events_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -823,7 +919,7 @@ func (x *SubscriptionChange) String() string {
 func (*SubscriptionChange) ProtoMessage() {}
 
 func (x *SubscriptionChange) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[6]
+	mi := &file_shoal_v1_events_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -836,7 +932,7 @@ func (x *SubscriptionChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscriptionChange.ProtoReflect.Descriptor instead.
 func (*SubscriptionChange) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{6}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SubscriptionChange) GetOp() SubscriptionChange_Op {
@@ -895,7 +991,7 @@ type Route struct {
 
 func (x *Route) Reset() {
 	*x = Route{}
-	mi := &file_shoal_v1_events_proto_msgTypes[7]
+	mi := &file_shoal_v1_events_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -907,7 +1003,7 @@ func (x *Route) String() string {
 func (*Route) ProtoMessage() {}
 
 func (x *Route) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[7]
+	mi := &file_shoal_v1_events_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -920,7 +1016,7 @@ func (x *Route) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Route.ProtoReflect.Descriptor instead.
 func (*Route) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{7}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Route) GetSlot() int32 {
@@ -960,7 +1056,7 @@ type Will struct {
 
 func (x *Will) Reset() {
 	*x = Will{}
-	mi := &file_shoal_v1_events_proto_msgTypes[8]
+	mi := &file_shoal_v1_events_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -972,7 +1068,7 @@ func (x *Will) String() string {
 func (*Will) ProtoMessage() {}
 
 func (x *Will) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[8]
+	mi := &file_shoal_v1_events_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -985,7 +1081,7 @@ func (x *Will) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Will.ProtoReflect.Descriptor instead.
 func (*Will) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{8}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Will) GetMessage() *Message {
@@ -1029,7 +1125,7 @@ type Connect struct {
 
 func (x *Connect) Reset() {
 	*x = Connect{}
-	mi := &file_shoal_v1_events_proto_msgTypes[9]
+	mi := &file_shoal_v1_events_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1041,7 +1137,7 @@ func (x *Connect) String() string {
 func (*Connect) ProtoMessage() {}
 
 func (x *Connect) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[9]
+	mi := &file_shoal_v1_events_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1054,7 +1150,7 @@ func (x *Connect) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Connect.ProtoReflect.Descriptor instead.
 func (*Connect) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{9}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Connect) GetRoute() *Route {
@@ -1121,14 +1217,18 @@ type ConnectResult struct {
 	// Messages dropped while the session was offline because its inbox was
 	// full (session.max_inbox); the gateway tells a 5.0 client in the
 	// CONNACK's reason string.
-	InboxDropped  uint32 `protobuf:"varint,7,opt,name=inbox_dropped,json=inboxDropped,proto3" json:"inbox_dropped,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	InboxDropped uint32 `protobuf:"varint,7,opt,name=inbox_dropped,json=inboxDropped,proto3" json:"inbox_dropped,omitempty"`
+	// The generation of the connection that began the session: generation
+	// for a new session, that of an earlier connection for a resumed one.
+	// The gateway stamps it on the session's QoS 2 Publishes.
+	SessionGeneration uint64 `protobuf:"varint,8,opt,name=session_generation,json=sessionGeneration,proto3" json:"session_generation,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ConnectResult) Reset() {
 	*x = ConnectResult{}
-	mi := &file_shoal_v1_events_proto_msgTypes[10]
+	mi := &file_shoal_v1_events_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1140,7 +1240,7 @@ func (x *ConnectResult) String() string {
 func (*ConnectResult) ProtoMessage() {}
 
 func (x *ConnectResult) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[10]
+	mi := &file_shoal_v1_events_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1153,7 +1253,7 @@ func (x *ConnectResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnectResult.ProtoReflect.Descriptor instead.
 func (*ConnectResult) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{10}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ConnectResult) GetRequestId() uint64 {
@@ -1205,6 +1305,13 @@ func (x *ConnectResult) GetInboxDropped() uint32 {
 	return 0
 }
 
+func (x *ConnectResult) GetSessionGeneration() uint64 {
+	if x != nil {
+		return x.SessionGeneration
+	}
+	return 0
+}
+
 // Presence records whether a client is connected and where (topic
 // shoal.sessions, key tenant/client), produced by the session service.
 // Routers keep the newest generation per client.
@@ -1220,7 +1327,7 @@ type Presence struct {
 
 func (x *Presence) Reset() {
 	*x = Presence{}
-	mi := &file_shoal_v1_events_proto_msgTypes[11]
+	mi := &file_shoal_v1_events_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1232,7 +1339,7 @@ func (x *Presence) String() string {
 func (*Presence) ProtoMessage() {}
 
 func (x *Presence) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[11]
+	mi := &file_shoal_v1_events_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1245,7 +1352,7 @@ func (x *Presence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Presence.ProtoReflect.Descriptor instead.
 func (*Presence) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{11}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Presence) GetOnline() bool {
@@ -1292,7 +1399,7 @@ type Disconnect struct {
 
 func (x *Disconnect) Reset() {
 	*x = Disconnect{}
-	mi := &file_shoal_v1_events_proto_msgTypes[12]
+	mi := &file_shoal_v1_events_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1304,7 +1411,7 @@ func (x *Disconnect) String() string {
 func (*Disconnect) ProtoMessage() {}
 
 func (x *Disconnect) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[12]
+	mi := &file_shoal_v1_events_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1317,7 +1424,7 @@ func (x *Disconnect) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Disconnect.ProtoReflect.Descriptor instead.
 func (*Disconnect) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{12}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Disconnect) GetConnection() uint64 {
@@ -1374,7 +1481,7 @@ type Kick struct {
 
 func (x *Kick) Reset() {
 	*x = Kick{}
-	mi := &file_shoal_v1_events_proto_msgTypes[13]
+	mi := &file_shoal_v1_events_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1386,7 +1493,7 @@ func (x *Kick) String() string {
 func (*Kick) ProtoMessage() {}
 
 func (x *Kick) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[13]
+	mi := &file_shoal_v1_events_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1399,7 +1506,7 @@ func (x *Kick) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Kick.ProtoReflect.Descriptor instead.
 func (*Kick) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{13}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Kick) GetConnection() uint64 {
@@ -1452,7 +1559,7 @@ type Target struct {
 
 func (x *Target) Reset() {
 	*x = Target{}
-	mi := &file_shoal_v1_events_proto_msgTypes[14]
+	mi := &file_shoal_v1_events_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1464,7 +1571,7 @@ func (x *Target) String() string {
 func (*Target) ProtoMessage() {}
 
 func (x *Target) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[14]
+	mi := &file_shoal_v1_events_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1477,7 +1584,7 @@ func (x *Target) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Target.ProtoReflect.Descriptor instead.
 func (*Target) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{14}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Target) GetClientId() string {
@@ -1573,7 +1680,7 @@ type Delivery struct {
 
 func (x *Delivery) Reset() {
 	*x = Delivery{}
-	mi := &file_shoal_v1_events_proto_msgTypes[15]
+	mi := &file_shoal_v1_events_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1585,7 +1692,7 @@ func (x *Delivery) String() string {
 func (*Delivery) ProtoMessage() {}
 
 func (x *Delivery) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[15]
+	mi := &file_shoal_v1_events_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1598,7 +1705,7 @@ func (x *Delivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
 func (*Delivery) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{15}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Delivery) GetMessage() *Message {
@@ -1637,7 +1744,7 @@ type Source struct {
 
 func (x *Source) Reset() {
 	*x = Source{}
-	mi := &file_shoal_v1_events_proto_msgTypes[16]
+	mi := &file_shoal_v1_events_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1649,7 +1756,7 @@ func (x *Source) String() string {
 func (*Source) ProtoMessage() {}
 
 func (x *Source) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[16]
+	mi := &file_shoal_v1_events_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1662,7 +1769,7 @@ func (x *Source) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Source.ProtoReflect.Descriptor instead.
 func (*Source) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{16}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Source) GetPartition() int32 {
@@ -1690,7 +1797,7 @@ type SessionSubscription struct {
 
 func (x *SessionSubscription) Reset() {
 	*x = SessionSubscription{}
-	mi := &file_shoal_v1_events_proto_msgTypes[17]
+	mi := &file_shoal_v1_events_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1702,7 +1809,7 @@ func (x *SessionSubscription) String() string {
 func (*SessionSubscription) ProtoMessage() {}
 
 func (x *SessionSubscription) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[17]
+	mi := &file_shoal_v1_events_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1715,7 +1822,7 @@ func (x *SessionSubscription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionSubscription.ProtoReflect.Descriptor instead.
 func (*SessionSubscription) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{17}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SessionSubscription) GetFilter() string {
@@ -1745,7 +1852,7 @@ type SessionSubscriptions struct {
 
 func (x *SessionSubscriptions) Reset() {
 	*x = SessionSubscriptions{}
-	mi := &file_shoal_v1_events_proto_msgTypes[18]
+	mi := &file_shoal_v1_events_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1757,7 +1864,7 @@ func (x *SessionSubscriptions) String() string {
 func (*SessionSubscriptions) ProtoMessage() {}
 
 func (x *SessionSubscriptions) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[18]
+	mi := &file_shoal_v1_events_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1770,7 +1877,7 @@ func (x *SessionSubscriptions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionSubscriptions.ProtoReflect.Descriptor instead.
 func (*SessionSubscriptions) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{18}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SessionSubscriptions) GetAdded() []*SessionSubscription {
@@ -1821,7 +1928,7 @@ type GatewayHeartbeat struct {
 
 func (x *GatewayHeartbeat) Reset() {
 	*x = GatewayHeartbeat{}
-	mi := &file_shoal_v1_events_proto_msgTypes[19]
+	mi := &file_shoal_v1_events_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1833,7 +1940,7 @@ func (x *GatewayHeartbeat) String() string {
 func (*GatewayHeartbeat) ProtoMessage() {}
 
 func (x *GatewayHeartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[19]
+	mi := &file_shoal_v1_events_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1846,7 +1953,7 @@ func (x *GatewayHeartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GatewayHeartbeat.ProtoReflect.Descriptor instead.
 func (*GatewayHeartbeat) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{19}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GatewayHeartbeat) GetSlot() int32 {
@@ -1890,7 +1997,7 @@ type SessionTick struct {
 
 func (x *SessionTick) Reset() {
 	*x = SessionTick{}
-	mi := &file_shoal_v1_events_proto_msgTypes[20]
+	mi := &file_shoal_v1_events_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1902,7 +2009,7 @@ func (x *SessionTick) String() string {
 func (*SessionTick) ProtoMessage() {}
 
 func (x *SessionTick) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[20]
+	mi := &file_shoal_v1_events_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1915,7 +2022,7 @@ func (x *SessionTick) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionTick.ProtoReflect.Descriptor instead.
 func (*SessionTick) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{20}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{21}
 }
 
 // InboxAppend hands a QoS 1 or 2 message for a persistent session to the
@@ -1949,7 +2056,7 @@ type InboxAppend struct {
 
 func (x *InboxAppend) Reset() {
 	*x = InboxAppend{}
-	mi := &file_shoal_v1_events_proto_msgTypes[21]
+	mi := &file_shoal_v1_events_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1961,7 +2068,7 @@ func (x *InboxAppend) String() string {
 func (*InboxAppend) ProtoMessage() {}
 
 func (x *InboxAppend) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[21]
+	mi := &file_shoal_v1_events_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1974,7 +2081,7 @@ func (x *InboxAppend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InboxAppend.ProtoReflect.Descriptor instead.
 func (*InboxAppend) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{21}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *InboxAppend) GetMessage() *Message {
@@ -2043,7 +2150,7 @@ type InboxAck struct {
 
 func (x *InboxAck) Reset() {
 	*x = InboxAck{}
-	mi := &file_shoal_v1_events_proto_msgTypes[22]
+	mi := &file_shoal_v1_events_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2055,7 +2162,7 @@ func (x *InboxAck) String() string {
 func (*InboxAck) ProtoMessage() {}
 
 func (x *InboxAck) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[22]
+	mi := &file_shoal_v1_events_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2068,7 +2175,7 @@ func (x *InboxAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InboxAck.ProtoReflect.Descriptor instead.
 func (*InboxAck) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{22}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *InboxAck) GetSeq() uint64 {
@@ -2109,7 +2216,7 @@ type SharedRedispatch struct {
 
 func (x *SharedRedispatch) Reset() {
 	*x = SharedRedispatch{}
-	mi := &file_shoal_v1_events_proto_msgTypes[23]
+	mi := &file_shoal_v1_events_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2121,7 +2228,7 @@ func (x *SharedRedispatch) String() string {
 func (*SharedRedispatch) ProtoMessage() {}
 
 func (x *SharedRedispatch) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[23]
+	mi := &file_shoal_v1_events_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2134,7 +2241,7 @@ func (x *SharedRedispatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SharedRedispatch.ProtoReflect.Descriptor instead.
 func (*SharedRedispatch) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{23}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SharedRedispatch) GetMessage() *Message {
@@ -2169,7 +2276,7 @@ var File_shoal_v1_events_proto protoreflect.FileDescriptor
 
 const file_shoal_v1_events_proto_rawDesc = "" +
 	"\n" +
-	"\x15shoal/v1/events.proto\x12\bshoal.v1\"\xab\b\n" +
+	"\x15shoal/v1/events.proto\x12\bshoal.v1\"\xf0\b\n" +
 	"\bEnvelope\x12%\n" +
 	"\x0eschema_version\x18\x01 \x01(\rR\rschemaVersion\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x1b\n" +
@@ -2194,7 +2301,8 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"\fsession_tick\x18\x14 \x01(\v2\x15.shoal.v1.SessionTickH\x00R\vsessionTick\x12:\n" +
 	"\finbox_append\x18\x15 \x01(\v2\x15.shoal.v1.InboxAppendH\x00R\vinboxAppend\x12I\n" +
 	"\x11shared_redispatch\x18\x16 \x01(\v2\x1a.shoal.v1.SharedRedispatchH\x00R\x10sharedRedispatch\x121\n" +
-	"\tinbox_ack\x18\x17 \x01(\v2\x12.shoal.v1.InboxAckH\x00R\binboxAckB\a\n" +
+	"\tinbox_ack\x18\x17 \x01(\v2\x12.shoal.v1.InboxAckH\x00R\binboxAck\x12C\n" +
+	"\x0fpublish_release\x18\x18 \x01(\v2\x18.shoal.v1.PublishReleaseH\x00R\x0epublishReleaseB\a\n" +
 	"\x05event\"B\n" +
 	"\tMessageID\x12#\n" +
 	"\rgateway_epoch\x18\x01 \x01(\x04R\fgatewayEpoch\x12\x10\n" +
@@ -2215,12 +2323,17 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"\x0fuser_properties\x18\n" +
 	" \x03(\v2\x16.shoal.v1.UserPropertyR\x0euserProperties\x12\x1d\n" +
 	"\n" +
-	"has_expiry\x18\v \x01(\bR\thasExpiry\"V\n" +
+	"has_expiry\x18\v \x01(\bR\thasExpiry\"\xa2\x01\n" +
 	"\aPublish\x12+\n" +
 	"\amessage\x18\x01 \x01(\v2\x11.shoal.v1.MessageR\amessage\x12\x1e\n" +
 	"\n" +
 	"connection\x18\x02 \x01(\x04R\n" +
-	"connection\"\xc4\x01\n" +
+	"connection\x12\x1b\n" +
+	"\tpacket_id\x18\x03 \x01(\rR\bpacketId\x12-\n" +
+	"\x12session_generation\x18\x04 \x01(\x04R\x11sessionGeneration\"\\\n" +
+	"\x0ePublishRelease\x12\x1b\n" +
+	"\tpacket_id\x18\x01 \x01(\rR\bpacketId\x12-\n" +
+	"\x12session_generation\x18\x02 \x01(\x04R\x11sessionGeneration\"\xc4\x01\n" +
 	"\x13SubscriptionOptions\x12\x10\n" +
 	"\x03qos\x18\x01 \x01(\rR\x03qos\x12\x19\n" +
 	"\bno_local\x18\x02 \x01(\bR\anoLocal\x12.\n" +
@@ -2263,7 +2376,7 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"\x10protocol_version\x18\x05 \x01(\rR\x0fprotocolVersion\x12\x1a\n" +
 	"\busername\x18\x06 \x01(\tR\busername\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\a \x01(\x04R\trequestId\"\xa2\x02\n" +
+	"request_id\x18\a \x01(\x04R\trequestId\"\xd1\x02\n" +
 	"\rConnectResult\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\x04R\trequestId\x12\x1e\n" +
@@ -2277,7 +2390,8 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"generation\x18\x05 \x01(\x04R\n" +
 	"generation\x12C\n" +
 	"\rsubscriptions\x18\x06 \x03(\v2\x1d.shoal.v1.SessionSubscriptionR\rsubscriptions\x12#\n" +
-	"\rinbox_dropped\x18\a \x01(\rR\finboxDropped\"i\n" +
+	"\rinbox_dropped\x18\a \x01(\rR\finboxDropped\x12-\n" +
+	"\x12session_generation\x18\b \x01(\x04R\x11sessionGeneration\"i\n" +
 	"\bPresence\x12\x16\n" +
 	"\x06online\x18\x01 \x01(\bR\x06online\x12%\n" +
 	"\x05route\x18\x02 \x01(\v2\x0f.shoal.v1.RouteR\x05route\x12\x1e\n" +
@@ -2377,7 +2491,7 @@ func file_shoal_v1_events_proto_rawDescGZIP() []byte {
 }
 
 var file_shoal_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_shoal_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_shoal_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_shoal_v1_events_proto_goTypes = []any{
 	(SubscriptionChange_Op)(0),   // 0: shoal.v1.SubscriptionChange.Op
 	(*Envelope)(nil),             // 1: shoal.v1.Envelope
@@ -2385,66 +2499,68 @@ var file_shoal_v1_events_proto_goTypes = []any{
 	(*UserProperty)(nil),         // 3: shoal.v1.UserProperty
 	(*Message)(nil),              // 4: shoal.v1.Message
 	(*Publish)(nil),              // 5: shoal.v1.Publish
-	(*SubscriptionOptions)(nil),  // 6: shoal.v1.SubscriptionOptions
-	(*SubscriptionChange)(nil),   // 7: shoal.v1.SubscriptionChange
-	(*Route)(nil),                // 8: shoal.v1.Route
-	(*Will)(nil),                 // 9: shoal.v1.Will
-	(*Connect)(nil),              // 10: shoal.v1.Connect
-	(*ConnectResult)(nil),        // 11: shoal.v1.ConnectResult
-	(*Presence)(nil),             // 12: shoal.v1.Presence
-	(*Disconnect)(nil),           // 13: shoal.v1.Disconnect
-	(*Kick)(nil),                 // 14: shoal.v1.Kick
-	(*Target)(nil),               // 15: shoal.v1.Target
-	(*Delivery)(nil),             // 16: shoal.v1.Delivery
-	(*Source)(nil),               // 17: shoal.v1.Source
-	(*SessionSubscription)(nil),  // 18: shoal.v1.SessionSubscription
-	(*SessionSubscriptions)(nil), // 19: shoal.v1.SessionSubscriptions
-	(*GatewayHeartbeat)(nil),     // 20: shoal.v1.GatewayHeartbeat
-	(*SessionTick)(nil),          // 21: shoal.v1.SessionTick
-	(*InboxAppend)(nil),          // 22: shoal.v1.InboxAppend
-	(*InboxAck)(nil),             // 23: shoal.v1.InboxAck
-	(*SharedRedispatch)(nil),     // 24: shoal.v1.SharedRedispatch
+	(*PublishRelease)(nil),       // 6: shoal.v1.PublishRelease
+	(*SubscriptionOptions)(nil),  // 7: shoal.v1.SubscriptionOptions
+	(*SubscriptionChange)(nil),   // 8: shoal.v1.SubscriptionChange
+	(*Route)(nil),                // 9: shoal.v1.Route
+	(*Will)(nil),                 // 10: shoal.v1.Will
+	(*Connect)(nil),              // 11: shoal.v1.Connect
+	(*ConnectResult)(nil),        // 12: shoal.v1.ConnectResult
+	(*Presence)(nil),             // 13: shoal.v1.Presence
+	(*Disconnect)(nil),           // 14: shoal.v1.Disconnect
+	(*Kick)(nil),                 // 15: shoal.v1.Kick
+	(*Target)(nil),               // 16: shoal.v1.Target
+	(*Delivery)(nil),             // 17: shoal.v1.Delivery
+	(*Source)(nil),               // 18: shoal.v1.Source
+	(*SessionSubscription)(nil),  // 19: shoal.v1.SessionSubscription
+	(*SessionSubscriptions)(nil), // 20: shoal.v1.SessionSubscriptions
+	(*GatewayHeartbeat)(nil),     // 21: shoal.v1.GatewayHeartbeat
+	(*SessionTick)(nil),          // 22: shoal.v1.SessionTick
+	(*InboxAppend)(nil),          // 23: shoal.v1.InboxAppend
+	(*InboxAck)(nil),             // 24: shoal.v1.InboxAck
+	(*SharedRedispatch)(nil),     // 25: shoal.v1.SharedRedispatch
 }
 var file_shoal_v1_events_proto_depIdxs = []int32{
 	2,  // 0: shoal.v1.Envelope.message_id:type_name -> shoal.v1.MessageID
 	5,  // 1: shoal.v1.Envelope.publish:type_name -> shoal.v1.Publish
-	7,  // 2: shoal.v1.Envelope.subscription_change:type_name -> shoal.v1.SubscriptionChange
-	10, // 3: shoal.v1.Envelope.connect:type_name -> shoal.v1.Connect
-	11, // 4: shoal.v1.Envelope.connect_result:type_name -> shoal.v1.ConnectResult
-	12, // 5: shoal.v1.Envelope.presence:type_name -> shoal.v1.Presence
-	13, // 6: shoal.v1.Envelope.disconnect:type_name -> shoal.v1.Disconnect
-	14, // 7: shoal.v1.Envelope.kick:type_name -> shoal.v1.Kick
-	16, // 8: shoal.v1.Envelope.delivery:type_name -> shoal.v1.Delivery
-	19, // 9: shoal.v1.Envelope.session_subscriptions:type_name -> shoal.v1.SessionSubscriptions
-	20, // 10: shoal.v1.Envelope.gateway_heartbeat:type_name -> shoal.v1.GatewayHeartbeat
-	21, // 11: shoal.v1.Envelope.session_tick:type_name -> shoal.v1.SessionTick
-	22, // 12: shoal.v1.Envelope.inbox_append:type_name -> shoal.v1.InboxAppend
-	24, // 13: shoal.v1.Envelope.shared_redispatch:type_name -> shoal.v1.SharedRedispatch
-	23, // 14: shoal.v1.Envelope.inbox_ack:type_name -> shoal.v1.InboxAck
-	3,  // 15: shoal.v1.Message.user_properties:type_name -> shoal.v1.UserProperty
-	4,  // 16: shoal.v1.Publish.message:type_name -> shoal.v1.Message
-	0,  // 17: shoal.v1.SubscriptionChange.op:type_name -> shoal.v1.SubscriptionChange.Op
-	6,  // 18: shoal.v1.SubscriptionChange.options:type_name -> shoal.v1.SubscriptionOptions
-	8,  // 19: shoal.v1.SubscriptionChange.route:type_name -> shoal.v1.Route
-	4,  // 20: shoal.v1.Will.message:type_name -> shoal.v1.Message
-	8,  // 21: shoal.v1.Connect.route:type_name -> shoal.v1.Route
-	9,  // 22: shoal.v1.Connect.will:type_name -> shoal.v1.Will
-	18, // 23: shoal.v1.ConnectResult.subscriptions:type_name -> shoal.v1.SessionSubscription
-	8,  // 24: shoal.v1.Presence.route:type_name -> shoal.v1.Route
-	4,  // 25: shoal.v1.Delivery.message:type_name -> shoal.v1.Message
-	15, // 26: shoal.v1.Delivery.targets:type_name -> shoal.v1.Target
-	17, // 27: shoal.v1.Delivery.source:type_name -> shoal.v1.Source
-	6,  // 28: shoal.v1.SessionSubscription.options:type_name -> shoal.v1.SubscriptionOptions
-	18, // 29: shoal.v1.SessionSubscriptions.added:type_name -> shoal.v1.SessionSubscription
-	4,  // 30: shoal.v1.InboxAppend.message:type_name -> shoal.v1.Message
-	15, // 31: shoal.v1.InboxAppend.target:type_name -> shoal.v1.Target
-	17, // 32: shoal.v1.InboxAppend.source:type_name -> shoal.v1.Source
-	4,  // 33: shoal.v1.SharedRedispatch.message:type_name -> shoal.v1.Message
-	34, // [34:34] is the sub-list for method output_type
-	34, // [34:34] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	8,  // 2: shoal.v1.Envelope.subscription_change:type_name -> shoal.v1.SubscriptionChange
+	11, // 3: shoal.v1.Envelope.connect:type_name -> shoal.v1.Connect
+	12, // 4: shoal.v1.Envelope.connect_result:type_name -> shoal.v1.ConnectResult
+	13, // 5: shoal.v1.Envelope.presence:type_name -> shoal.v1.Presence
+	14, // 6: shoal.v1.Envelope.disconnect:type_name -> shoal.v1.Disconnect
+	15, // 7: shoal.v1.Envelope.kick:type_name -> shoal.v1.Kick
+	17, // 8: shoal.v1.Envelope.delivery:type_name -> shoal.v1.Delivery
+	20, // 9: shoal.v1.Envelope.session_subscriptions:type_name -> shoal.v1.SessionSubscriptions
+	21, // 10: shoal.v1.Envelope.gateway_heartbeat:type_name -> shoal.v1.GatewayHeartbeat
+	22, // 11: shoal.v1.Envelope.session_tick:type_name -> shoal.v1.SessionTick
+	23, // 12: shoal.v1.Envelope.inbox_append:type_name -> shoal.v1.InboxAppend
+	25, // 13: shoal.v1.Envelope.shared_redispatch:type_name -> shoal.v1.SharedRedispatch
+	24, // 14: shoal.v1.Envelope.inbox_ack:type_name -> shoal.v1.InboxAck
+	6,  // 15: shoal.v1.Envelope.publish_release:type_name -> shoal.v1.PublishRelease
+	3,  // 16: shoal.v1.Message.user_properties:type_name -> shoal.v1.UserProperty
+	4,  // 17: shoal.v1.Publish.message:type_name -> shoal.v1.Message
+	0,  // 18: shoal.v1.SubscriptionChange.op:type_name -> shoal.v1.SubscriptionChange.Op
+	7,  // 19: shoal.v1.SubscriptionChange.options:type_name -> shoal.v1.SubscriptionOptions
+	9,  // 20: shoal.v1.SubscriptionChange.route:type_name -> shoal.v1.Route
+	4,  // 21: shoal.v1.Will.message:type_name -> shoal.v1.Message
+	9,  // 22: shoal.v1.Connect.route:type_name -> shoal.v1.Route
+	10, // 23: shoal.v1.Connect.will:type_name -> shoal.v1.Will
+	19, // 24: shoal.v1.ConnectResult.subscriptions:type_name -> shoal.v1.SessionSubscription
+	9,  // 25: shoal.v1.Presence.route:type_name -> shoal.v1.Route
+	4,  // 26: shoal.v1.Delivery.message:type_name -> shoal.v1.Message
+	16, // 27: shoal.v1.Delivery.targets:type_name -> shoal.v1.Target
+	18, // 28: shoal.v1.Delivery.source:type_name -> shoal.v1.Source
+	7,  // 29: shoal.v1.SessionSubscription.options:type_name -> shoal.v1.SubscriptionOptions
+	19, // 30: shoal.v1.SessionSubscriptions.added:type_name -> shoal.v1.SessionSubscription
+	4,  // 31: shoal.v1.InboxAppend.message:type_name -> shoal.v1.Message
+	16, // 32: shoal.v1.InboxAppend.target:type_name -> shoal.v1.Target
+	18, // 33: shoal.v1.InboxAppend.source:type_name -> shoal.v1.Source
+	4,  // 34: shoal.v1.SharedRedispatch.message:type_name -> shoal.v1.Message
+	35, // [35:35] is the sub-list for method output_type
+	35, // [35:35] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_shoal_v1_events_proto_init() }
@@ -2467,16 +2583,17 @@ func file_shoal_v1_events_proto_init() {
 		(*Envelope_InboxAppend)(nil),
 		(*Envelope_SharedRedispatch)(nil),
 		(*Envelope_InboxAck)(nil),
+		(*Envelope_PublishRelease)(nil),
 	}
-	file_shoal_v1_events_proto_msgTypes[8].OneofWrappers = []any{}
-	file_shoal_v1_events_proto_msgTypes[12].OneofWrappers = []any{}
+	file_shoal_v1_events_proto_msgTypes[9].OneofWrappers = []any{}
+	file_shoal_v1_events_proto_msgTypes[13].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shoal_v1_events_proto_rawDesc), len(file_shoal_v1_events_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   24,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

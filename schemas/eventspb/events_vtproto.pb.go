@@ -172,6 +172,15 @@ func (m *Envelope_InboxAck) CloneVT() isEnvelope_Event {
 	return r
 }
 
+func (m *Envelope_PublishRelease) CloneVT() isEnvelope_Event {
+	if m == nil {
+		return (*Envelope_PublishRelease)(nil)
+	}
+	r := new(Envelope_PublishRelease)
+	r.PublishRelease = m.PublishRelease.CloneVT()
+	return r
+}
+
 func (m *MessageID) CloneVT() *MessageID {
 	if m == nil {
 		return (*MessageID)(nil)
@@ -256,6 +265,8 @@ func (m *Publish) CloneVT() *Publish {
 	r := new(Publish)
 	r.Message = m.Message.CloneVT()
 	r.Connection = m.Connection
+	r.PacketId = m.PacketId
+	r.SessionGeneration = m.SessionGeneration
 	if len(m.unknownFields) > 0 {
 		r.unknownFields = make([]byte, len(m.unknownFields))
 		copy(r.unknownFields, m.unknownFields)
@@ -264,6 +275,24 @@ func (m *Publish) CloneVT() *Publish {
 }
 
 func (m *Publish) CloneMessageVT() proto.Message {
+	return m.CloneVT()
+}
+
+func (m *PublishRelease) CloneVT() *PublishRelease {
+	if m == nil {
+		return (*PublishRelease)(nil)
+	}
+	r := new(PublishRelease)
+	r.PacketId = m.PacketId
+	r.SessionGeneration = m.SessionGeneration
+	if len(m.unknownFields) > 0 {
+		r.unknownFields = make([]byte, len(m.unknownFields))
+		copy(r.unknownFields, m.unknownFields)
+	}
+	return r
+}
+
+func (m *PublishRelease) CloneMessageVT() proto.Message {
 	return m.CloneVT()
 }
 
@@ -385,6 +414,7 @@ func (m *ConnectResult) CloneVT() *ConnectResult {
 	r.SessionPresent = m.SessionPresent
 	r.Generation = m.Generation
 	r.InboxDropped = m.InboxDropped
+	r.SessionGeneration = m.SessionGeneration
 	if rhs := m.Subscriptions; rhs != nil {
 		tmpContainer := make([]*SessionSubscription, len(rhs))
 		for k, v := range rhs {
@@ -1078,6 +1108,31 @@ func (this *Envelope_InboxAck) EqualVT(thatIface isEnvelope_Event) bool {
 	return true
 }
 
+func (this *Envelope_PublishRelease) EqualVT(thatIface isEnvelope_Event) bool {
+	that, ok := thatIface.(*Envelope_PublishRelease)
+	if !ok {
+		return false
+	}
+	if this == that {
+		return true
+	}
+	if this == nil && that != nil || this != nil && that == nil {
+		return false
+	}
+	if p, q := this.PublishRelease, that.PublishRelease; p != q {
+		if p == nil {
+			p = &PublishRelease{}
+		}
+		if q == nil {
+			q = &PublishRelease{}
+		}
+		if !p.EqualVT(q) {
+			return false
+		}
+	}
+	return true
+}
+
 func (this *MessageID) EqualVT(that *MessageID) bool {
 	if this == that {
 		return true
@@ -1197,11 +1252,39 @@ func (this *Publish) EqualVT(that *Publish) bool {
 	if this.Connection != that.Connection {
 		return false
 	}
+	if this.PacketId != that.PacketId {
+		return false
+	}
+	if this.SessionGeneration != that.SessionGeneration {
+		return false
+	}
 	return string(this.unknownFields) == string(that.unknownFields)
 }
 
 func (this *Publish) EqualMessageVT(thatMsg proto.Message) bool {
 	that, ok := thatMsg.(*Publish)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *PublishRelease) EqualVT(that *PublishRelease) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.PacketId != that.PacketId {
+		return false
+	}
+	if this.SessionGeneration != that.SessionGeneration {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *PublishRelease) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*PublishRelease)
 	if !ok {
 		return false
 	}
@@ -1398,6 +1481,9 @@ func (this *ConnectResult) EqualVT(that *ConnectResult) bool {
 		}
 	}
 	if this.InboxDropped != that.InboxDropped {
+		return false
+	}
+	if this.SessionGeneration != that.SessionGeneration {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
@@ -2173,6 +2259,27 @@ func (m *Envelope_InboxAck) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 	}
 	return len(dAtA) - i, nil
 }
+func (m *Envelope_PublishRelease) MarshalToVT(dAtA []byte) (int, error) {
+	size := m.SizeVT()
+	return m.MarshalToSizedBufferVT(dAtA[:size])
+}
+
+func (m *Envelope_PublishRelease) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	if m.PublishRelease != nil {
+		size, err := m.PublishRelease.MarshalToSizedBufferVT(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(size))
+		i--
+		dAtA[i] = 0x1
+		i--
+		dAtA[i] = 0xc2
+	}
+	return len(dAtA) - i, nil
+}
 func (m *MessageID) MarshalVT() (dAtA []byte, err error) {
 	if m == nil {
 		return nil, nil
@@ -2413,6 +2520,16 @@ func (m *Publish) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.SessionGeneration != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.SessionGeneration))
+		i--
+		dAtA[i] = 0x20
+	}
+	if m.PacketId != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.PacketId))
+		i--
+		dAtA[i] = 0x18
+	}
 	if m.Connection != 0 {
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.Connection))
 		i--
@@ -2427,6 +2544,49 @@ func (m *Publish) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(size))
 		i--
 		dAtA[i] = 0xa
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *PublishRelease) MarshalVT() (dAtA []byte, err error) {
+	if m == nil {
+		return nil, nil
+	}
+	size := m.SizeVT()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBufferVT(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *PublishRelease) MarshalToVT(dAtA []byte) (int, error) {
+	size := m.SizeVT()
+	return m.MarshalToSizedBufferVT(dAtA[:size])
+}
+
+func (m *PublishRelease) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
+	if m == nil {
+		return 0, nil
+	}
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if m.unknownFields != nil {
+		i -= len(m.unknownFields)
+		copy(dAtA[i:], m.unknownFields)
+	}
+	if m.SessionGeneration != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.SessionGeneration))
+		i--
+		dAtA[i] = 0x10
+	}
+	if m.PacketId != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.PacketId))
+		i--
+		dAtA[i] = 0x8
 	}
 	return len(dAtA) - i, nil
 }
@@ -2796,6 +2956,11 @@ func (m *ConnectResult) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 	if m.unknownFields != nil {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
+	}
+	if m.SessionGeneration != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.SessionGeneration))
+		i--
+		dAtA[i] = 0x40
 	}
 	if m.InboxDropped != 0 {
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.InboxDropped))
@@ -3936,6 +4101,18 @@ func (m *Envelope_InboxAck) SizeVT() (n int) {
 	}
 	return n
 }
+func (m *Envelope_PublishRelease) SizeVT() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	if m.PublishRelease != nil {
+		l = m.PublishRelease.SizeVT()
+		n += 2 + l + protohelpers.SizeOfVarint(uint64(l))
+	}
+	return n
+}
 func (m *MessageID) SizeVT() (n int) {
 	if m == nil {
 		return 0
@@ -4033,6 +4210,28 @@ func (m *Publish) SizeVT() (n int) {
 	}
 	if m.Connection != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.Connection))
+	}
+	if m.PacketId != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.PacketId))
+	}
+	if m.SessionGeneration != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.SessionGeneration))
+	}
+	n += len(m.unknownFields)
+	return n
+}
+
+func (m *PublishRelease) SizeVT() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	if m.PacketId != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.PacketId))
+	}
+	if m.SessionGeneration != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.SessionGeneration))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -4197,6 +4396,9 @@ func (m *ConnectResult) SizeVT() (n int) {
 	}
 	if m.InboxDropped != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.InboxDropped))
+	}
+	if m.SessionGeneration != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.SessionGeneration))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -5283,6 +5485,47 @@ func (m *Envelope) UnmarshalVT(dAtA []byte) error {
 				m.Event = &Envelope_InboxAck{InboxAck: v}
 			}
 			iNdEx = postIndex
+		case 24:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field PublishRelease", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if oneof, ok := m.Event.(*Envelope_PublishRelease); ok {
+				if err := oneof.PublishRelease.UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
+					return err
+				}
+			} else {
+				v := &PublishRelease{}
+				if err := v.UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
+					return err
+				}
+				m.Event = &Envelope_PublishRelease{PublishRelease: v}
+			}
+			iNdEx = postIndex
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
@@ -5936,6 +6179,133 @@ func (m *Publish) UnmarshalVT(dAtA []byte) error {
 				b := dAtA[iNdEx]
 				iNdEx++
 				m.Connection |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 3:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field PacketId", wireType)
+			}
+			m.PacketId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.PacketId |= uint32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 4:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field SessionGeneration", wireType)
+			}
+			m.SessionGeneration = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.SessionGeneration |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		default:
+			iNdEx = preIndex
+			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.unknownFields = append(m.unknownFields, dAtA[iNdEx:iNdEx+skippy]...)
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *PublishRelease) UnmarshalVT(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return protohelpers.ErrIntOverflow
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: PublishRelease: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: PublishRelease: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field PacketId", wireType)
+			}
+			m.PacketId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.PacketId |= uint32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field SessionGeneration", wireType)
+			}
+			m.SessionGeneration = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.SessionGeneration |= uint64(b&0x7F) << shift
 				if b < 0x80 {
 					break
 				}
@@ -6976,6 +7346,25 @@ func (m *ConnectResult) UnmarshalVT(dAtA []byte) error {
 				b := dAtA[iNdEx]
 				iNdEx++
 				m.InboxDropped |= uint32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 8:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field SessionGeneration", wireType)
+			}
+			m.SessionGeneration = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.SessionGeneration |= uint64(b&0x7F) << shift
 				if b < 0x80 {
 					break
 				}
@@ -9745,6 +10134,47 @@ func (m *Envelope) UnmarshalVTUnsafe(dAtA []byte) error {
 				m.Event = &Envelope_InboxAck{InboxAck: v}
 			}
 			iNdEx = postIndex
+		case 24:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field PublishRelease", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if oneof, ok := m.Event.(*Envelope_PublishRelease); ok {
+				if err := oneof.PublishRelease.UnmarshalVTUnsafe(dAtA[iNdEx:postIndex]); err != nil {
+					return err
+				}
+			} else {
+				v := &PublishRelease{}
+				if err := v.UnmarshalVTUnsafe(dAtA[iNdEx:postIndex]); err != nil {
+					return err
+				}
+				m.Event = &Envelope_PublishRelease{PublishRelease: v}
+			}
+			iNdEx = postIndex
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
@@ -10412,6 +10842,133 @@ func (m *Publish) UnmarshalVTUnsafe(dAtA []byte) error {
 				b := dAtA[iNdEx]
 				iNdEx++
 				m.Connection |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 3:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field PacketId", wireType)
+			}
+			m.PacketId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.PacketId |= uint32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 4:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field SessionGeneration", wireType)
+			}
+			m.SessionGeneration = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.SessionGeneration |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		default:
+			iNdEx = preIndex
+			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.unknownFields = append(m.unknownFields, dAtA[iNdEx:iNdEx+skippy]...)
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *PublishRelease) UnmarshalVTUnsafe(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return protohelpers.ErrIntOverflow
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: PublishRelease: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: PublishRelease: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field PacketId", wireType)
+			}
+			m.PacketId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.PacketId |= uint32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field SessionGeneration", wireType)
+			}
+			m.SessionGeneration = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.SessionGeneration |= uint64(b&0x7F) << shift
 				if b < 0x80 {
 					break
 				}
@@ -11464,6 +12021,25 @@ func (m *ConnectResult) UnmarshalVTUnsafe(dAtA []byte) error {
 				b := dAtA[iNdEx]
 				iNdEx++
 				m.InboxDropped |= uint32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 8:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field SessionGeneration", wireType)
+			}
+			m.SessionGeneration = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.SessionGeneration |= uint64(b&0x7F) << shift
 				if b < 0x80 {
 					break
 				}

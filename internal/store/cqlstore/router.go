@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"unicode/utf8"
 
@@ -19,6 +20,7 @@ var _ routersvc.Store = (*Store)(nil)
 const (
 	kindSubscription int8 = 1
 	kindRetained     int8 = 2
+	kindUnreleased   int8 = 3
 )
 
 // loadPageSize is the rows per page when loading a view partition: small
@@ -41,6 +43,12 @@ func subscriptionKey(k *routersvc.SubscriptionKey) shardKey {
 // retainedKey returns the row key of a retained message: k1 topic.
 func retainedKey(k *routersvc.RetainedKey) shardKey {
 	return shardKey{kind: kindRetained, tenant: k.Tenant, k1: k.Topic}
+}
+
+// unreleasedKey returns the row key of a QoS 2 packet identifier not
+// released yet: k1 client, k2 the identifier in decimal.
+func unreleasedKey(k *routersvc.UnreleasedKey) shardKey {
+	return shardKey{kind: kindUnreleased, tenant: k.Tenant, k1: k.Client, k2: strconv.Itoa(int(k.PacketID))}
 }
 
 // validUTF8 reports the first key part that is not valid UTF-8, which a
@@ -167,6 +175,18 @@ func (s *Store) LoadShard(ctx context.Context, partition int32, l routersvc.Shar
 				break
 			}
 			err = l.LoadRetained(env)
+		case kindUnreleased:
+			env := &eventspb.Envelope{}
+			if err = env.UnmarshalVT(value); err != nil {
+				err = fmt.Errorf("unreleased %q/%q/%q: decode: %w", k.tenant, k.k1, k.k2, err)
+				break
+			}
+			var u routersvc.Unreleased
+			if u, err = routersvc.UnreleasedOf(env); err != nil {
+				err = fmt.Errorf("unreleased %q/%q/%q: %w", k.tenant, k.k1, k.k2, err)
+				break
+			}
+			err = l.LoadUnreleased(u)
 		default:
 			skipped++ // a kind of a newer version of Shoal
 		}
@@ -280,6 +300,16 @@ func shardWrites(m *routersvc.Mutations) ([]rowWrite, error) {
 		}
 		writes = append(writes, rowWrite{key: retainedKey(&rm.Key)})
 		envs = append(envs, rm.Publish)
+	}
+	for i := range m.Unreleased {
+		um := &m.Unreleased[i]
+		var env *eventspb.Envelope
+		if !um.Delete {
+			env = um.Envelope()
+			total += env.SizeVT()
+		}
+		writes = append(writes, rowWrite{key: unreleasedKey(&um.UnreleasedKey)})
+		envs = append(envs, env)
 	}
 	buf := make([]byte, total) // never nil: a nil value would be a null
 	for i := range writes {

@@ -20,6 +20,7 @@
 //	'r' 'o' partition                                → offset of the last record applied (8-byte big-endian int64)
 //	'r' 's' partition tenant client group filter     → subscription: Envelope{tenant, client_id, subscription_change{op: ADD, filter, share_group, options, route}}
 //	'r' 't' partition tenant topic                   → retained message: the Envelope of the Publish that set it
+//	'r' 'q' partition tenant client packet-id        → a QoS 2 packet identifier not released yet (2-byte big-endian id): Envelope{tenant, client_id, publish{packet_id, session_generation}}
 //
 // (tenant, client, group: length-prefixed; filter, topic: the rest of the
 // key.) The router's values are protobuf (eventspb, vtprotobuf's

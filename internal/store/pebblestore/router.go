@@ -18,6 +18,7 @@ const (
 	tableOffset   = 'o'
 	tableSubs     = 's'
 	tableRetained = 't'
+	tableRelease  = 'q'
 )
 
 var _ routersvc.Store = (*DB)(nil)
@@ -51,6 +52,13 @@ func retainedKey(dst []byte, partition int32, k *routersvc.RetainedKey) []byte {
 	dst = tablePrefix(dst, tableRetained, partition)
 	dst = appendPart(dst, k.Tenant)
 	return append(dst, k.Topic...)
+}
+
+func unreleasedKey(dst []byte, partition int32, k *routersvc.UnreleasedKey) []byte {
+	dst = tablePrefix(dst, tableRelease, partition)
+	dst = appendPart(dst, k.Tenant)
+	dst = appendPart(dst, k.Client)
+	return binary.BigEndian.AppendUint16(dst, k.PacketID)
 }
 
 // prefixEnd returns the smallest key above every key starting with p (p
@@ -105,6 +113,16 @@ func (d *DB) LoadShard(ctx context.Context, partition int32, l routersvc.ShardLo
 	err = scan(ctx, snap, tablePrefix(nil, tableRetained, partition), l.LoadRetained)
 	if err != nil {
 		return 0, fmt.Errorf("load shard %d: retained: %w", partition, err)
+	}
+	err = scan(ctx, snap, tablePrefix(nil, tableRelease, partition), func(env *eventspb.Envelope) error {
+		u, err := routersvc.UnreleasedOf(env)
+		if err != nil {
+			return err
+		}
+		return l.LoadUnreleased(u)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("load shard %d: unreleased packet identifiers: %w", partition, err)
 	}
 	return offset, nil
 }
@@ -210,6 +228,19 @@ func addShard(b *pebble.Batch, key []byte, partition int32, m *routersvc.Mutatio
 		}
 		if err := set(b, key, r.Publish); err != nil {
 			return key, fmt.Errorf("retained %q: %w", r.Key.Topic, err)
+		}
+	}
+	for i := range m.Unreleased {
+		u := &m.Unreleased[i]
+		key = unreleasedKey(key[:0], partition, &u.UnreleasedKey)
+		if u.Delete {
+			if err := b.Delete(key, nil); err != nil {
+				return key, err
+			}
+			continue
+		}
+		if err := set(b, key, u.Envelope()); err != nil {
+			return key, fmt.Errorf("unreleased packet identifier %d of %q: %w", u.PacketID, u.Client, err)
 		}
 	}
 	key = offsetKey(key[:0], partition)

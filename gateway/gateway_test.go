@@ -35,6 +35,8 @@ type fakeLog struct {
 	// write; disconnects counts those written.
 	disconnectDelay time.Duration
 	disconnects     atomic.Int64
+	// answer, when set, changes every answer before it is sent.
+	answer func(*eventspb.ConnectResult)
 }
 
 type heldProduce struct {
@@ -72,9 +74,11 @@ func (f *fakeLog) ProduceSync(_ context.Context, rs ...*kafka.Record) error {
 				}}}
 				f.slot <- kafka.Batch{Records: []*kafka.Record{kafka.NewRecord(kafka.TopicDeliveries, nil, 0, stale)}}
 			}
-			res := &eventspb.Envelope{Event: &eventspb.Envelope_ConnectResult{ConnectResult: &eventspb.ConnectResult{
-				RequestId: c.RequestId, Connection: c.Route.Connection, Generation: 1,
-			}}}
+			cr := &eventspb.ConnectResult{RequestId: c.RequestId, Connection: c.Route.Connection, Generation: 1}
+			if f.answer != nil {
+				f.answer(cr)
+			}
+			res := &eventspb.Envelope{Event: &eventspb.Envelope_ConnectResult{ConnectResult: cr}}
 			f.slot <- kafka.Batch{Records: []*kafka.Record{kafka.NewRecord(kafka.TopicDeliveries, nil, 0, res)}}
 		}
 	}

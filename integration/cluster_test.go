@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/eclipse/paho.golang/paho"
+
+	"github.com/shoal-mqtt/shoal/internal/testutil/qos2resend"
 )
 
 // The cluster tests run the real shoal binary as separate processes (two
@@ -550,6 +552,24 @@ func TestCluster(t *testing.T) {
 			}
 		}
 	})
+
+	// Issue 12 §1: a QoS 2 publisher on gateway A loses its connection
+	// before it reads the PUBRECs, resumes its session on gateway B and
+	// sends its messages again (DUP): each reaches the subscribers once.
+	for _, v := range []int{4, 5} {
+		t.Run(fmt.Sprintf("QoS2ResendOnAnotherGateway/v%d", v), func(t *testing.T) {
+			proxy := qos2resend.NewProxy(t, ga.mqtt)
+			qos2resend.Scenario{
+				Version: v, ClientID: fmt.Sprintf("it-eo-%d", v), Topic: fmt.Sprintf("eo/%d", v), N: 6, Proxy: proxy,
+				SubscriberAddr: func() string { return gb.mqtt },
+				Between: func() bool {
+					proxy.SetTarget(gb.mqtt)
+					return false
+				},
+				Wait: clusterWait,
+			}.Run(t)
+		})
+	}
 
 	// killDuring streams n QoS 1 messages from gateway A to a persistent
 	// subscriber on gateway B, calling fail after a third of them and

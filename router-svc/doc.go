@@ -66,6 +66,16 @@
 //     not stored (a restart starts again at the first member). Queueing for
 //     offline members and re-dispatch of unacknowledged QoS 1/2 messages
 //     land with the sessions issue.
+//   - Exactly once for QoS 2 across reconnects (unreleased.go): a shard
+//     keeps the packet identifiers of the QoS 2 messages of persistent
+//     sessions it routed, per (tenant, client), each with the generation
+//     that began the session, until a PublishRelease of the same or a
+//     later session, or a REMOVE_ALL of a generation at or above it. A
+//     Publish whose identifier it keeps for the same session is a repeat:
+//     nothing is routed or retained. One of an earlier session (a late
+//     record of an ended connection) is routed but takes nothing from the
+//     newer session; one of a newer session replaces an older entry.
+//     Stored with the shard's state and offset.
 //   - Retained messages: a message is expired when expires_at_ms <
 //     now (the injected clock); expired messages are never sent. A retained
 //     publish that is already expired deletes the topic's retained message

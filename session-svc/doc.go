@@ -24,7 +24,10 @@
 //     deliveries to the new connection). Any other existing session ends:
 //     SubscriptionChange REMOVE_ALL with its generation to every partition
 //     of shoal.messages. Then Presence (online) on shoal.presence, then
-//     ConnectResult (reason 0) to the requester's slot, followed on the same
+//     ConnectResult (reason 0, with the session generation: the generation
+//     of the connection that began the session, kept with the session, so
+//     that routers tell its QoS 2 packet identifiers from those of an
+//     earlier session) to the requester's slot, followed on the same
 //     slot by every message of the session's inbox, oldest first (DUP and
 //     the original packet identifier for one sent before; PUBREL for a QoS
 //     2 one PUBREC'd before).

@@ -1,0 +1,115 @@
+package gateway
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
+	"github.com/shoal-mqtt/shoal/kafka"
+	"github.com/shoal-mqtt/shoal/schemas/eventspb"
+)
+
+// TestQoS2PersistentSessionRelease: a persistent session's QoS 2 Publish
+// carries its packet identifier and session generation for the router;
+// PUBCOMP waits until the PublishRelease is durable, in the partition of
+// the Publish; an identifier an earlier connection of the resumed session
+// received is released in every partition, and its PUBCOMP does not count
+// against this connection's receive window.
+func TestQoS2PersistentSessionRelease(t *testing.T) {
+	fl := newFakeLog()
+	fl.answer = func(cr *eventspb.ConnectResult) {
+		cr.Generation, cr.SessionGeneration, cr.SessionPresent = 4, 2, true
+	}
+	g := startGateway(t, fl)
+	nc, err := net.Dial("tcp", g.Addr("mqtt").String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = nc.Close() })
+	rd := packet.NewReader(nc, 256)
+	cp := &packet.Connect{Version: packet.V5, ClientID: []byte("t-p"), CleanStart: false}
+	cp.Props.SessionExpiry = 300
+	cp.Props.Set(packet.PropSessionExpiry)
+	write(t, nc, cp)
+	if ca, ok := read(t, nc, rd, 5*time.Second).(*packet.Connack); !ok || !ca.SessionPresent {
+		t.Fatalf("want CONNACK with session present, got %v", ca)
+	}
+
+	write(t, nc, &packet.Publish{QoS: 2, PacketID: 8, Topic: []byte("b"), Payload: []byte("2")})
+	fl.waitProduced(t, 1)
+	_, env := fl.heldEnvelope(t, 0)
+	if pub := env.GetPublish(); pub.GetPacketId() != 8 || pub.GetSessionGeneration() != 2 {
+		t.Fatalf("publish carries packet id %d, session generation %d; want 8, 2", pub.GetPacketId(), pub.GetSessionGeneration())
+	}
+	fl.complete(0, nil)
+	if a := readAck(t, nc, rd); a.Kind != packet.PUBREC || a.PacketID != 8 {
+		t.Fatalf("got %v %d, want PUBREC 8", a.Kind, a.PacketID)
+	}
+
+	write(t, nc, &packet.Ack{Kind: packet.PUBREL, PacketID: 8})
+	fl.waitProduced(t, 1)
+	rec, env := fl.heldEnvelope(t, 1)
+	want := kafka.PartitionForKey([]byte("t/b"), fl.Partitions(kafka.TopicMessages))
+	if rel := env.GetPublishRelease(); rel.GetPacketId() != 8 || rel.GetSessionGeneration() != 2 ||
+		rec.Topic != kafka.TopicMessages || rec.Partition != want || env.ClientId != "t-p" {
+		t.Fatalf("release %v to %s/%d, want packet 8, session generation 2, to %s/%d", env, rec.Topic, rec.Partition, kafka.TopicMessages, want)
+	}
+	expectSilence(t, nc, rd, 100*time.Millisecond) // no PUBCOMP before the release is durable
+	fl.complete(1, nil)
+	if a := readAck(t, nc, rd); a.Kind != packet.PUBCOMP || a.PacketID != 8 || a.Code != 0 {
+		t.Fatalf("got %v %d %v, want PUBCOMP 8", a.Kind, a.PacketID, a.Code)
+	}
+
+	// An identifier of an earlier connection of the session.
+	write(t, nc, &packet.Ack{Kind: packet.PUBREL, PacketID: 9})
+	fl.waitProduced(t, 4)
+	seen := map[int32]bool{}
+	for i := 2; i < 6; i++ {
+		rec, env := fl.heldEnvelope(t, i)
+		if env.GetPublishRelease().GetPacketId() != 9 || rec.Topic != kafka.TopicMessages {
+			t.Fatalf("record %d: %v to %s, want a release of 9", i, env, rec.Topic)
+		}
+		seen[rec.Partition] = true
+		fl.complete(i, nil)
+	}
+	if len(seen) != 4 {
+		t.Errorf("released in partitions %v, want all 4", seen)
+	}
+	if a := readAck(t, nc, rd); a.Kind != packet.PUBCOMP || a.PacketID != 9 || a.Code != 0 {
+		t.Fatalf("got %v %d %v, want PUBCOMP 9", a.Kind, a.PacketID, a.Code)
+	}
+	if n := connOf(t, g, "t-p").inInflight.Load(); n != 0 {
+		t.Errorf("%d publishes in flight after every flow completed, want 0", n)
+	}
+}
+
+// TestQoS2CleanSessionKeepsNothingInTheRouter: without a persistent
+// session the identifiers die with the connection: the Publish carries no
+// packet identifier, PUBCOMP needs no log write, and an unknown
+// identifier is answered 0x92.
+func TestQoS2CleanSessionKeepsNothingInTheRouter(t *testing.T) {
+	fl := newFakeLog()
+	g := startGateway(t, fl)
+	nc, rd := dial(t, g)
+	write(t, nc, &packet.Publish{QoS: 2, PacketID: 8, Topic: []byte("b"), Payload: []byte("2")})
+	fl.waitProduced(t, 1)
+	if _, env := fl.heldEnvelope(t, 0); env.GetPublish().GetPacketId() != 0 {
+		t.Fatalf("publish of a clean session carries packet id %d", env.GetPublish().GetPacketId())
+	}
+	fl.complete(0, nil)
+	readAck(t, nc, rd)
+	write(t, nc, &packet.Ack{Kind: packet.PUBREL, PacketID: 8})
+	if a := readAck(t, nc, rd); a.Kind != packet.PUBCOMP || a.Code != 0 {
+		t.Fatalf("got %v %v, want PUBCOMP", a.Kind, a.Code)
+	}
+	write(t, nc, &packet.Ack{Kind: packet.PUBREL, PacketID: 9})
+	if a := readAck(t, nc, rd); a.Kind != packet.PUBCOMP || a.Code != packet.CodePacketIdentifierNotFound {
+		t.Fatalf("got %v %v, want PUBCOMP 0x92", a.Kind, a.Code)
+	}
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	if len(fl.held) != 1 {
+		t.Errorf("%d records, want 1 (the publish)", len(fl.held))
+	}
+}

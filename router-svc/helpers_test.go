@@ -154,8 +154,7 @@ func normalize(t *testing.T, out *routersvc.Output) []dlv {
 				t.Errorf("client %q twice in one delivery", tg.ClientId)
 			}
 			seen[tg.ClientId] = true
-			ids := slices.Clone(tg.SubscriptionIds)
-			slices.Sort(ids)
+			ids := slices.Clone(tg.SubscriptionIds) // in the order sent: ascending
 			if len(ids) == 0 {
 				ids = nil
 			}

@@ -444,14 +444,17 @@ func (p *plan) online(c *client) bool {
 
 // merge folds subscription sb into its client's target: the highest QoS
 // granted (capped by the published QoS), retain if any subscription has
-// retain-as-published, every subscription identifier.
+// retain-as-published, every subscription identifier, in ascending order
+// (deterministic; clients such as Paho's C test suite expect it).
 func (p *plan) merge(tg *eventspb.Target, sb *sub) {
 	tg.Qos = max(tg.Qos, min(p.qos, sb.qos))
 	if sb.rap && p.msg.Retain {
 		tg.Retain = true
 	}
-	if sb.id != 0 && !slices.Contains(tg.SubscriptionIds, sb.id) {
-		tg.SubscriptionIds = append(tg.SubscriptionIds, sb.id)
+	if sb.id != 0 {
+		if i, found := slices.BinarySearch(tg.SubscriptionIds, sb.id); !found {
+			tg.SubscriptionIds = slices.Insert(tg.SubscriptionIds, i, sb.id)
+		}
 	}
 }
 

@@ -321,6 +321,22 @@ func TestShard(t *testing.T) {
 	}
 }
 
+// A client's target carries the identifiers of every matching
+// subscription once, in ascending order, whatever order the subscriptions
+// were made in or the trie matches them in.
+func TestShardSubscriptionIDsAscending(t *testing.T) {
+	runSteps(t, []step{
+		{rec: add("", "c", "a/b/c", id(40))},
+		{rec: add("", "c", "a/+/c", id(7))},
+		{rec: add("", "c", "#", id(300))},
+		{rec: add("", "c", "a/#", id(2))},
+		{rec: add("", "c", "+/b/#", id(7))},
+		{rec: add("", "c", "a/b/+", id(268435455))},
+		{rec: add("", "c", "+/+/+", id(1))},
+		{rec: pub("", "p", "a/b/c"), want: []dlv{D(1, "", "a/b/c", T("c", 2, false, 1, 2, 7, 40, 300, 268435455))}},
+	})
+}
+
 func TestShardManySlots(t *testing.T) {
 	var steps []step
 	var want []dlv

@@ -244,7 +244,7 @@ func TestSubscriptionIdentifiersAndOverlap(t *testing.T) {
 		qos    byte
 	}{{"ids/+", 0}, {"ids/#", 2}} {
 		s := &packet.Subscribe{PacketID: uint16(i + 1), Filters: []packet.Subscription{{Filter: []byte(f.filter), QoS: f.qos}}}
-		s.Props.SubscriptionIDs = []uint32{uint32(10 + i)}
+		s.Props.SubscriptionIDs = []uint32{uint32(11 - i)} // the higher identifier subscribed first
 		s.Props.Set(packet.PropSubscriptionID)
 		r.send(s)
 		if sa, ok := r.next(wait).(*packet.Suback); !ok || sa.Codes[0] != packet.ReasonCode(f.qos) {
@@ -257,9 +257,8 @@ func TestSubscriptionIdentifiersAndOverlap(t *testing.T) {
 	if !ok {
 		t.Fatal("want PUBLISH")
 	}
-	ids := slices.Clone(p.Props.SubscriptionIDs)
-	slices.Sort(ids)
-	if p.QoS != 2 || !slices.Equal(ids, []uint32{10, 11}) {
+	// Every matching identifier, in ascending order (issue 12 §4).
+	if ids := p.Props.SubscriptionIDs; p.QoS != 2 || !slices.Equal(ids, []uint32{10, 11}) {
 		t.Fatalf("overlapping subscriptions: QoS %d ids %v, want one delivery at QoS 2 with ids [10 11]", p.QoS, ids)
 	}
 	r.send(&packet.Ack{Kind: packet.PUBREC, PacketID: p.PacketID})

@@ -430,6 +430,45 @@ func TestCQLMigrationsConcurrentAndTwice(t *testing.T) {
 	}
 }
 
+// TestCQLKeyspaceReplicationFitsTheCluster: on the one-node cluster a
+// keyspace of three replicas is not created (every QUORUM request on it
+// would fail, issue 12: "Cannot achieve consistency level QUORUM"): Open
+// is refused, naming cql.replication_factor and the node count. The same
+// keyspace then opens with a factor of 1 and serves QUORUM reads and
+// writes, so the refused Open left nothing behind.
+func TestCQLKeyspaceReplicationFitsTheCluster(t *testing.T) {
+	cfg := cqlConfig(t)
+	cfg.ReplicationFactor = 3
+	ctx, cancel := context.WithTimeout(t.Context(), cqlTestTimeout)
+	defer cancel()
+	s, err := cqlstore.Open(ctx, cfg, testlog.New(t))
+	if err == nil {
+		_ = s.Close() // Close has no error to report
+		t.Fatal("a keyspace of 3 replicas was created on a cluster of one node")
+	}
+	t.Logf("refused: %v", err)
+	for _, want := range []string{"cql.replication_factor is 3", "the cluster has 1 node", "1 for a single node"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal does not say %q: %v", want, err)
+		}
+	}
+
+	cfg.ReplicationFactor = 1
+	s = openCQL(t, cfg)
+	sess := &sessionsvc.Session{Tenant: "t", ClientID: "c", Generation: 7}
+	if err := s.CommitSessions(ctx, 0, 41, []*sessionsvc.Session{sess}); err != nil {
+		t.Fatalf("CommitSessions: %v", err)
+	}
+	var loaded []*sessionsvc.Session
+	off, err := s.LoadSessions(ctx, 0, func(s *sessionsvc.Session) error { loaded = append(loaded, s); return nil })
+	if err != nil {
+		t.Fatalf("LoadSessions: %v", err)
+	}
+	if off != 41 || len(loaded) != 1 || loaded[0].Generation != 7 {
+		t.Fatalf("loaded offset %d, %d sessions, want offset 41 and the session of generation 7", off, len(loaded))
+	}
+}
+
 // The store is the gateway's slot leaser.
 var _ gateway.SlotLeaser = (*cqlstore.Store)(nil)
 

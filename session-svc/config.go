@@ -21,9 +21,10 @@ type Config struct {
 	// and consumes again from the stored offsets (`session.retry_backoff`).
 	RetryBackoff time.Duration `yaml:"retry_backoff"`
 	// ExpiryCheck is the period of the SessionTick the service writes to
-	// each partition it owns; at each tick the sessions whose expiry
-	// interval has passed end (`session.expiry_check`). A session expires
-	// at most this late.
+	// every partition it owns (`session.expiry_check`): gateways gone
+	// silent are judged at these ticks. Session expiry and delayed wills
+	// do not wait for them: the service writes a tick to a partition when
+	// its earliest pending deadline passes.
 	ExpiryCheck time.Duration `yaml:"expiry_check"`
 	// MaxInbox bounds the QoS 1/2 messages kept for one persistent session
 	// that its client has not acknowledged, queued while offline or in

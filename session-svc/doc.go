@@ -56,10 +56,12 @@
 //   - SessionSubscriptions of the current generation are kept with the
 //     session, for resumption.
 //   - SessionTick (written by the service itself to each partition it owns,
-//     every session.expiry_check): sessions offline for longer than their
-//     expiry interval, judged by the tick's timestamp so that a replay
-//     decides the same, end (REMOVE_ALL to every partition). A reconnect
-//     also finds an expired session ended, whether or not a tick came.
+//     every session.expiry_check, and to one partition when the earliest
+//     deadline of its sessions passes): sessions offline for longer than
+//     their expiry interval, judged by the tick's timestamp so that a
+//     replay decides the same, end (REMOVE_ALL to every partition), and
+//     delayed wills due are published. A reconnect also finds an expired
+//     session ended, whether or not a tick came.
 //
 // # Ordering and durability
 //
@@ -99,6 +101,22 @@
 //     after it publishes it; a connection that resumes the session first
 //     cancels it; a session that ends first (expiry, clean start) publishes
 //     it then. A normal DISCONNECT discards the will.
+//   - Deadlines wake the service, not a finer periodic tick: each partition
+//     keeps the earliest time a tick would change one of its sessions
+//     (Session.tickDueUs: a delayed will due, an expiry; rounded up to the
+//     microsecond of a tick's timestamp), recomputed from the sessions a
+//     tick scans anyway and from those a batch changed, so it may be early
+//     (a session resumed since) but never late. The tick loop writes a
+//     SessionTick stamped with its clock to that partition alone once the
+//     time has come, at most every wakeGap (100 ms) per partition, so that
+//     deadlines close together share a tick (each tick scans the
+//     partition's sessions) and a tick not yet consumed is not repeated at
+//     once. A will is then published within a produce-consume round trip
+//     of its time (about 10–30 ms on `shoal all`), not up to
+//     session.expiry_check late. A wake-up is an ordinary SessionTick on
+//     the log: a replay takes the same decisions. A periodic tick of a few
+//     milliseconds instead would scan every partition's sessions and write
+//     a record per partition hundreds of times a second, idle or not.
 //   - A DISCONNECT that raises a session expiry of 0 (a protocol error the
 //     gateway answers) leaves it at 0.
 //   - SessionSubscriptions apply removals, then additions; a subscription

@@ -38,6 +38,15 @@ type partition struct {
 	mu       sync.Mutex
 	sessions map[clientKey]*Session // committed
 	offset   int64                  // the last applied offset, -1 before any
+	// wakeUs is the timestamp (unix microseconds) of the first SessionTick
+	// that changes a committed session by itself (Session.tickDueUs: a
+	// delayed will due, a session expired), 0 when none is pending. It
+	// may be earlier than that (the session resumed since), never later.
+	// The service writes a tick to the partition at that time rather than
+	// waiting for its periodic one (Service.tickLoop).
+	wakeUs int64
+	// onWake, when set, is called after a commit that made wakeUs earlier.
+	onWake func()
 
 	// live is what the partition's log says of each slot's gateway (used
 	// by process only). It is not stored: after a load, a slot with online
@@ -75,6 +84,7 @@ func loadPartition(ctx context.Context, id int32, m *machine, store Store) (*par
 	off, err := store.LoadSessions(ctx, id, func(s *Session) error {
 		s.Tenant, s.Gateway = p.names.Get(s.Tenant), p.names.Get(s.Gateway)
 		p.sessions[clientKey{s.Tenant, s.ClientID}] = s
+		p.wakeUs = earliest(p.wakeUs, s.tickDueUs())
 		return nil
 	})
 	if err != nil {
@@ -82,6 +92,21 @@ func loadPartition(ctx context.Context, id int32, m *machine, store Store) (*par
 	}
 	p.offset = off
 	return p, nil
+}
+
+// earliest returns the earlier of two tick times, 0 meaning none.
+func earliest(a, b int64) int64 {
+	if a == 0 || (b != 0 && b < a) {
+		return b
+	}
+	return a
+}
+
+// wakeAt returns the partition's wakeUs.
+func (p *partition) wakeAt() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.wakeUs
 }
 
 // nextOffset is the offset to consume from.
@@ -149,6 +174,9 @@ func (p *partition) process(ctx context.Context, recs []record, write writeFunc)
 
 	last := base
 	var outs []output
+	// scanned: a tick of the batch looked at every committed session;
+	// scanWakeUs is the earliest tick time among those it left unchanged.
+	scanned, scanWakeUs := false, int64(0)
 	for _, r := range recs {
 		if r.offset <= base {
 			continue
@@ -197,7 +225,10 @@ func (p *partition) process(ctx context.Context, recs []record, write writeFunc)
 			}
 			p.lastTickUs = max(p.lastTickUs, now.UnixMicro())
 			dead := p.silentGateways(now.UnixMicro())
-			for _, k := range p.tickKeys(dirty, dead, now) {
+			var keys []clientKey
+			keys, scanWakeUs = p.tickKeys(dirty, dead, now)
+			scanned = true
+			for _, k := range keys {
 				sess, ok := dirty[k]
 				if !ok {
 					sess = p.committed(k)
@@ -215,6 +246,7 @@ func (p *partition) process(ctx context.Context, recs []record, write writeFunc)
 				var expired bool
 				outs, expired = p.m.expire(k, sess, now, outs)
 				if !changed && !expired {
+					scanWakeUs = earliest(scanWakeUs, sess.tickDueUs())
 					continue
 				}
 				dirty[k] = sess
@@ -264,7 +296,21 @@ func (p *partition) process(ctx context.Context, recs []record, write writeFunc)
 	p.mu.Lock()
 	maps.Copy(p.sessions, dirty)
 	p.offset = last
+	wake := p.wakeUs
+	if scanned {
+		// The sessions a tick left unchanged are in scanWakeUs; the
+		// others are dirty.
+		wake = scanWakeUs
+	}
+	for _, s := range changed {
+		wake = earliest(wake, s.tickDueUs())
+	}
+	sooner := wake != 0 && (p.wakeUs == 0 || wake < p.wakeUs)
+	p.wakeUs = wake
 	p.mu.Unlock()
+	if sooner && p.onWake != nil {
+		p.onWake()
+	}
 	return nil
 }
 
@@ -329,13 +375,22 @@ func (p *partition) keys(dirty map[clientKey]*Session) []clientKey {
 // session is online on a gateway gone silent (dead), has a will due, or
 // expired. The others are left alone without a copy, so that a tick costs
 // little for a partition of idle sessions. A slot not heard from since the
-// load that has online sessions gets its grace here.
-func (p *partition) tickKeys(dirty map[clientKey]*Session, dead map[int32]uint64, now time.Time) []clientKey {
+// load that has online sessions gets its grace here. It also returns the
+// earliest tick time (Session.tickDueUs) of the committed sessions it
+// leaves alone, 0 for none: the partition's next wake-up, unless one it
+// returned changes sooner.
+func (p *partition) tickKeys(dirty map[clientKey]*Session, dead map[int32]uint64, now time.Time) ([]clientKey, int64) {
 	var ks []clientKey
+	var wakeUs int64
 	p.mu.Lock()
 	for k, s := range p.sessions {
-		if _, ok := dirty[k]; !ok && p.tickMayChange(s, dead, now) {
+		if _, ok := dirty[k]; ok {
+			continue
+		}
+		if p.tickMayChange(s, dead, now) {
 			ks = append(ks, k)
+		} else {
+			wakeUs = earliest(wakeUs, s.tickDueUs())
 		}
 	}
 	p.mu.Unlock()
@@ -345,7 +400,7 @@ func (p *partition) tickKeys(dirty map[clientKey]*Session, dead map[int32]uint64
 	slices.SortFunc(ks, func(a, b clientKey) int {
 		return cmp.Or(cmp.Compare(a.tenant, b.tenant), cmp.Compare(a.client, b.client))
 	})
-	return ks
+	return ks, wakeUs
 }
 
 // tickMayChange reports whether a tick at now changes s (the conditions

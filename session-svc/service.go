@@ -38,6 +38,10 @@ type Service struct {
 
 	mu    sync.Mutex
 	parts []*partition // by partition number: nil while (re)loading or not owned
+
+	// wakeCh tells the tick loop that a partition's next wake-up may have
+	// moved sooner (capacity 1: a signal pending is enough).
+	wakeCh chan struct{}
 }
 
 // New returns a session service that reads shoal.sessions through client
@@ -73,6 +77,7 @@ func New(cfg Config, client *kafka.Client, store Store, log *slog.Logger, clock 
 	}
 	log = log.With("role", "session")
 	return &Service{
+		wakeCh:             make(chan struct{}, 1),
 		cfg:                cfg,
 		client:             client,
 		log:                log,
@@ -116,37 +121,151 @@ func (s *Service) Run(ctx context.Context) error {
 	return nil
 }
 
-// tickLoop writes a SessionTick to every partition the service owns each
-// Config.ExpiryCheck: the partitions' clock for session expiry, on the log
-// so that a replay takes the same decisions.
+// wakeGap is the shortest time between two SessionTicks the service writes
+// to one partition for its deadlines: each tick scans the partition's
+// sessions, so deadlines close together share a tick (one due within
+// wakeGap of the previous tick waits up to wakeGap), and a tick not yet
+// consumed is written again at most this often.
+const wakeGap = 100 * time.Millisecond
+
+// tickLoop writes the SessionTicks, the partitions' clock for session
+// expiry and will delay, on the log so that a replay takes the same
+// decisions: to every partition the service owns each Config.ExpiryCheck
+// (the gateways' liveness is judged at those), and to a partition as soon
+// as its earliest pending deadline (partition.wakeUs: a delayed will due,
+// a session expiring) has passed, so that a will is not published up to a
+// period late (MQTT-3.1.3-9).
 func (s *Service) tickLoop(ctx context.Context) {
-	t := time.NewTicker(s.cfg.ExpiryCheck)
-	defer t.Stop()
-	key := []byte("\x00tick") // no tenant/client key starts with NUL
+	period := time.NewTicker(s.cfg.ExpiryCheck)
+	defer period.Stop()
+	wake := time.NewTimer(s.cfg.ExpiryCheck)
+	wake.Stop()
+	defer wake.Stop()
+	lastUs := make(map[int32]int64) // the newest tick written to each partition
 	for {
+		every := false
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-period.C:
+			every = true
+		case <-s.wakeCh:
+		case <-wake.C:
 		}
 		if !s.Ready() {
-			continue
+			continue // becoming ready wakes the loop
 		}
 		now := s.m.now()
-		var rs []*kafka.Record
-		for _, p := range s.owned() {
-			rs = append(rs, kafka.NewRecord(kafka.TopicSessions, key, p, &eventspb.Envelope{
-				TimestampUs: now.UnixMicro(),
-				Event:       &eventspb.Envelope_SessionTick{SessionTick: &eventspb.SessionTick{}},
-			}))
+		plans := s.tickPlans(lastUs)
+		due, _ := dueTicks(now.UnixMicro(), wakeGap.Microseconds(), plans)
+		if every {
+			due = due[:0]
+			for _, pl := range plans {
+				due = append(due, pl.id)
+			}
 		}
-		if len(rs) == 0 {
-			continue
+		s.writeTicks(ctx, due, now)
+		for _, id := range due {
+			lastUs[id] = now.UnixMicro()
 		}
-		if err := s.client.ProduceSync(ctx, rs...); err != nil && ctx.Err() == nil {
-			s.log.Warn("write session ticks", "err", err)
+		// The write took a round trip: wait from the time it ended.
+		now = s.m.now()
+		switch due, nextUs := dueTicks(now.UnixMicro(), wakeGap.Microseconds(), s.tickPlans(lastUs)); {
+		case len(due) > 0:
+			wake.Reset(0)
+		case nextUs != 0:
+			wake.Reset(time.Duration(nextUs-now.UnixMicro()) * time.Microsecond)
+		default:
+			wake.Stop()
 		}
 	}
+}
+
+// tickPlan is what the tick loop knows of one owned partition.
+type tickPlan struct {
+	id     int32
+	wakeUs int64 // partition.wakeUs: its earliest pending deadline, 0 none
+	lastUs int64 // the newest tick written to it, 0 none
+}
+
+// tickPlans returns the tick plans of the partitions owned now.
+func (s *Service) tickPlans(lastUs map[int32]int64) []tickPlan {
+	s.mu.Lock()
+	parts := slices.Clone(s.parts)
+	s.mu.Unlock()
+	var plans []tickPlan
+	for id, p := range parts {
+		if p != nil {
+			plans = append(plans, tickPlan{id: int32(id), wakeUs: p.wakeAt(), lastUs: lastUs[int32(id)]})
+		}
+	}
+	return plans
+}
+
+// dueTicks returns the partitions a tick is due for at nowUs, and when
+// (unix microseconds) the next partition comes due, 0 when none has a
+// deadline pending. A partition is due at its deadline, or gapUs after
+// the newest tick written to it when that is later.
+func dueTicks(nowUs, gapUs int64, plans []tickPlan) (due []int32, nextUs int64) {
+	for _, pl := range plans {
+		if pl.wakeUs == 0 {
+			continue
+		}
+		at := pl.wakeUs
+		if pl.lastUs != 0 {
+			at = max(at, pl.lastUs+gapUs)
+		}
+		if at <= nowUs {
+			due = append(due, pl.id)
+		} else {
+			nextUs = earliest(nextUs, at)
+		}
+	}
+	return due, nextUs
+}
+
+// writeTicks writes a SessionTick stamped now to each of the partitions.
+func (s *Service) writeTicks(ctx context.Context, ids []int32, now time.Time) {
+	if len(ids) == 0 {
+		return
+	}
+	key := []byte("\x00tick") // no tenant/client key starts with NUL
+	rs := make([]*kafka.Record, 0, len(ids))
+	for _, id := range ids {
+		rs = append(rs, kafka.NewRecord(kafka.TopicSessions, key, id, &eventspb.Envelope{
+			TimestampUs: now.UnixMicro(),
+			Event:       &eventspb.Envelope_SessionTick{SessionTick: &eventspb.SessionTick{}},
+		}))
+	}
+	if err := s.client.ProduceSync(ctx, rs...); err != nil && ctx.Err() == nil {
+		s.log.Warn("write session ticks", "partitions", len(ids), "err", err)
+	}
+}
+
+// wake tells the tick loop that a partition's deadlines changed.
+func (s *Service) wake() {
+	select {
+	case s.wakeCh <- struct{}{}:
+	default:
+	}
+}
+
+// setReady marks the service ready and has the tick loop look at the
+// deadlines of the partitions it loaded.
+func (s *Service) setReady() {
+	s.ready.Store(true)
+	s.wake()
+}
+
+// loadPart loads partition id from the store; it wakes the tick loop
+// when a commit brings its next deadline forward.
+func (s *Service) loadPart(ctx context.Context, id int32) (*partition, error) {
+	p, err := loadPartition(ctx, id, s.m, s.store)
+	if err != nil {
+		return nil, err
+	}
+	p.onWake = s.wake
+	return p, nil
 }
 
 // failed handles the end of runOnce before ctx is done: it logs err and
@@ -196,7 +315,7 @@ func (s *Service) runOnce(ctx context.Context) error {
 	}
 	if s.cfg.Group == "" {
 		for id := range s.sessionsPartitions {
-			p, err := loadPartition(ctx, id, s.m, s.store)
+			p, err := s.loadPart(ctx, id)
 			if err != nil {
 				return err
 			}
@@ -204,11 +323,11 @@ func (s *Service) runOnce(ctx context.Context) error {
 			cc.Partitions = append(cc.Partitions, id)
 		}
 		s.log.Info("session state loaded", "partitions", len(cc.Partitions), "sessions", s.sessionCount())
-		cc.OnAssigned = func(context.Context, []int32) { s.ready.Store(true) }
+		cc.OnAssigned = func(context.Context, []int32) { s.setReady() }
 	} else {
 		cc.OnAssigned = func(ctx context.Context, ids []int32) {
 			for _, id := range ids {
-				p, err := loadPartition(ctx, id, s.m, s.store)
+				p, err := s.loadPart(ctx, id)
 				if err != nil {
 					// Its batches fail the consumer, which reloads.
 					s.log.Error("load assigned partition", "partition", id, "err", err)
@@ -216,6 +335,7 @@ func (s *Service) runOnce(ctx context.Context) error {
 				}
 				s.setPart(id, p)
 			}
+			s.wake()
 			s.log.Info("partitions assigned", "partitions", ids, "sessions", s.sessionCount())
 		}
 		cc.OnRevoked = func(_ context.Context, ids []int32) {
@@ -225,7 +345,7 @@ func (s *Service) runOnce(ctx context.Context) error {
 			s.log.Info("partitions revoked", "partitions", ids)
 		}
 		// A member may be assigned nothing: it serves once it consumes.
-		s.ready.Store(true)
+		s.setReady()
 	}
 	err := s.client.ConsumePolls(ctx, cc, s.handlePoll)
 	return err // the errors name the topic, partition and offset
@@ -358,19 +478,6 @@ func (s *Service) part(id int32) *partition {
 		return nil
 	}
 	return s.parts[id]
-}
-
-// owned returns the partitions loaded now.
-func (s *Service) owned() []int32 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var ids []int32
-	for id, p := range s.parts {
-		if p != nil {
-			ids = append(ids, int32(id))
-		}
-	}
-	return ids
 }
 
 func (s *Service) sessionCount() int {

@@ -82,7 +82,12 @@ func (b backbone) runService(t *testing.T) (*sessionsvc.Service, func()) {
 
 func (b backbone) runServiceWith(t *testing.T, cfg sessionsvc.Config, store sessionsvc.Store) (*sessionsvc.Service, func()) {
 	t.Helper()
-	svc, err := sessionsvc.New(cfg, b.client, store, testLogger(t), func() time.Time { return e2eNow })
+	return b.runServiceAt(t, cfg, store, func() time.Time { return e2eNow })
+}
+
+func (b backbone) runServiceAt(t *testing.T, cfg sessionsvc.Config, store sessionsvc.Store, clock func() time.Time) (*sessionsvc.Service, func()) {
+	t.Helper()
+	svc, err := sessionsvc.New(cfg, b.client, store, testLogger(t), clock)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -477,5 +482,45 @@ func TestServiceGroupSharesPartitions(t *testing.T) {
 	}
 	if results != 2*n || kicks != n {
 		t.Fatalf("%d connect results and %d kicks, want %d and %d", results, kicks, 2*n, n)
+	}
+}
+
+// TestServiceWakesForDelayedWill: a delayed will is published when it is
+// due, not at the next periodic SessionTick (an hour away here): the
+// service writes a tick to the partition at its earliest deadline, stamped
+// with the time it is due.
+func TestServiceWakesForDelayedWill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an embedded Kafka")
+	}
+	b := startBackbone(t)
+	var nowUs atomic.Int64
+	nowUs.Store(e2eNow.UnixMicro())
+	clock := func() time.Time { return time.UnixMicro(nowUs.Load()).UTC() }
+	cfg := sessionsvc.DefaultConfig()
+	cfg.ExpiryCheck = time.Hour
+	svc, _ := b.runServiceAt(t, cfg, b.store, clock)
+
+	a1 := gw{name: "gw-1", slot: 1, connection: 10, request: 100}
+	will := &eventspb.Will{Message: &eventspb.Message{Topic: "dev1/status", Payload: []byte("offline"), Qos: 1}, DelayIntervalS: 1}
+	b.produce(t, connectEnv(a1, 60, will), disconnectEnv(a1, 1, true))
+	waitFor(t, "the disconnect", func() bool {
+		s, ok := svc.Snapshot(tenant, client)
+		return ok && !s.Online && s.WillDueAt.Equal(e2eNow.Add(time.Second))
+	})
+	nowUs.Store(e2eNow.Add(time.Second).UnixMicro()) // the delay passes
+
+	willPart := kafka.PartitionForKey([]byte(tenant+"/dev1/status"), e2eMessages)
+	msgs := b.read(t, kafka.TopicMessages, nil, 1)
+	for _, g := range msgs {
+		g.Env.MessageId = nil
+	}
+	w := out(a1.name, &eventspb.Envelope{Event: &eventspb.Envelope_Publish{Publish: &eventspb.Publish{
+		Message: will.GetMessage(), Connection: a1.connection,
+	}}})
+	w.TimestampUs = e2eNow.Add(time.Second).UnixMicro()
+	check(t, "the will", msgs, []got{{willPart, w}})
+	if s, _ := svc.Snapshot(tenant, client); !s.WillDueAt.IsZero() || s.Will != nil {
+		t.Errorf("the will is still pending after its publication: due %v", s.WillDueAt)
 	}
 }

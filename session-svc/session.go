@@ -100,10 +100,38 @@ func (s *Session) Persistent() bool { return s.ExpiryS > 0 }
 // its expiry interval at now. An online session, one that never expires and
 // one that already ended do not expire.
 func (s *Session) Expired(now time.Time) bool {
+	at := s.expiresAt()
+	return !at.IsZero() && !now.Before(at)
+}
+
+// expiresAt is when the session expires if it stays offline; zero when it
+// cannot (online, ended, or never expiring).
+func (s *Session) expiresAt() time.Time {
 	if !s.Active || s.Online || s.ExpiryS == ExpiryNever || s.DisconnectedAt.IsZero() {
-		return false
+		return time.Time{}
 	}
-	return !now.Before(s.DisconnectedAt.Add(time.Duration(s.ExpiryS) * time.Second))
+	return s.DisconnectedAt.Add(time.Duration(s.ExpiryS) * time.Second)
+}
+
+// tickDueUs is the timestamp (unix microseconds) of the first SessionTick
+// that changes s by itself: its delayed will comes due or it expires,
+// whichever is first; 0 when neither is pending. A tick's timestamp is
+// whole microseconds, so a deadline between two is rounded up: a tick at
+// tickDueUs or later changes s (delayedWillDue, Expired), one before it
+// does not.
+func (s *Session) tickDueUs() int64 {
+	at := s.expiresAt()
+	if !s.Online && !s.WillDueAt.IsZero() && (at.IsZero() || s.WillDueAt.Before(at)) {
+		at = s.WillDueAt
+	}
+	if at.IsZero() {
+		return 0
+	}
+	us := at.UnixMicro()
+	if at.Nanosecond()%1000 != 0 {
+		us++
+	}
+	return us
 }
 
 // Clone returns a deep copy of s.

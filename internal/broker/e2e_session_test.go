@@ -193,6 +193,51 @@ func TestWillDelayEndToEnd(t *testing.T) {
 	watcher.expectNone(t, 2*time.Second)
 }
 
+// TestWillDelayTiming: a delayed will arrives min(will delay, session
+// expiry) after its connection's socket closed abruptly, within 0.5 s
+// (MQTT-3.1.3-9), with the default session.expiry_check: the service
+// wakes for the will rather than waiting for its periodic tick. One will
+// is due at its delay (3 s, expiry 5 s), the other at its session's end
+// (delay 4 s, expiry 2 s). The bound counts from the moment the test
+// closes the socket, which is before the server can notice it.
+func TestWillDelayTiming(t *testing.T) {
+	b := startBroker(t, func(c *config.Config) { c.Session.ExpiryCheck = config.Default().Session.ExpiryCheck })
+	watcher, _ := dialV5(t, mqttAddr(b), "wt-watch")
+	watcher.subscribe(t, paho.SubscribeOptions{Topic: "wt/#", QoS: 1})
+	const late = 500 * time.Millisecond
+	type willCase struct{ delay, expiry uint32 } // seconds
+	cases := map[string]willCase{"wt/delay": {3, 5}, "wt/expiry": {4, 2}}
+	closed := make(map[string]time.Time, len(cases))
+	for topic, c := range cases {
+		r := dialRaw(t, mqttAddr(b), packet.V5)
+		cp := &packet.Connect{ClientID: []byte("wt-" + topic[3:]), CleanStart: true, KeepAlive: 30, WillFlag: true,
+			WillQoS: 1, WillTopic: []byte(topic), WillPayload: []byte("gone")}
+		cp.Props.SessionExpiry = c.expiry
+		cp.Props.Set(packet.PropSessionExpiry)
+		cp.WillProps.WillDelay = c.delay
+		cp.WillProps.Set(packet.PropWillDelay)
+		if ca := r.connect(cp); ca.Code != 0 {
+			t.Fatalf("CONNACK %v", ca.Code)
+		}
+		closed[topic] = time.Now()
+		_ = r.nc.Close() // no DISCONNECT: the will is due
+	}
+	for range cases {
+		m := watcher.expect(t)
+		arrived := time.Now()
+		c, ok := cases[m.Topic]
+		if !ok {
+			t.Fatalf("unexpected message on %s", m.Topic)
+		}
+		due := time.Duration(min(c.delay, c.expiry)) * time.Second
+		el := arrived.Sub(closed[m.Topic])
+		t.Logf("%s: will delay %ds, session expiry %ds: arrived %v after the close", m.Topic, c.delay, c.expiry, el)
+		if el < due || el > due+late {
+			t.Errorf("%s: will arrived %v after the close, want %v to %v", m.Topic, el, due, due+late)
+		}
+	}
+}
+
 // TestOfflineInbox: QoS 1/2 messages published while a persistent session
 // is offline are delivered when it resumes; QoS 0 ones are not queued. (The
 // session machine's tests check the inbox keeps its order.)

@@ -186,6 +186,14 @@ func options() []option {
 			return nil
 		}},
 		{"cql-keyspace", "CQL keyspace of the views, created when missing (cql.keyspace)", str(func(c *Config) *string { return &c.CQL.Keyspace })},
+		{"cql-replication-factor", "replication factor of the keyspace Shoal creates, at most the cluster's nodes: 1 for a single node (cql.replication_factor)", func(c *Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return fmt.Errorf("cql.replication_factor: %w", err)
+			}
+			c.CQL.ReplicationFactor = n
+			return nil
+		}},
 		{"gateway-id", "name of this gateway instance in events and its slot lease (gateway.id)", str(func(c *Config) *string { return &c.Gateway.ID })},
 		{"gateway-slot", "partition of shoal.deliveries this gateway owns; -1 takes a free one by lease (gateway.slot)", func(c *Config, v string) error {
 			n, err := strconv.ParseInt(v, 10, 32)

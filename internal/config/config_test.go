@@ -182,3 +182,33 @@ func TestKafkaTopicKeysRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestCQLReplicationFactor: the factor of the keyspace Shoal creates is
+// reachable by flag and environment (a single node needs 1, README), and a
+// bad value is refused with the key named.
+func TestCQLReplicationFactor(t *testing.T) {
+	if d := Default(); d.CQL.ReplicationFactor != 3 {
+		t.Errorf("default cql.replication_factor %d, want 3", d.CQL.ReplicationFactor)
+	}
+	hosts := []string{"--cql-hosts", "db1:9042"}
+	c, err := Load("shoal", append(hosts, "--cql-replication-factor", "1"), env(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.CQL.ReplicationFactor != 1 {
+		t.Errorf("--cql-replication-factor 1: cql.replication_factor %d", c.CQL.ReplicationFactor)
+	}
+	c, err = Load("shoal", hosts, env(map[string]string{"SHOAL_CQL_REPLICATION_FACTOR": "2"}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.CQL.ReplicationFactor != 2 {
+		t.Errorf("SHOAL_CQL_REPLICATION_FACTOR=2: cql.replication_factor %d", c.CQL.ReplicationFactor)
+	}
+	for _, v := range []string{"three", "0"} {
+		_, err = Load("shoal", append(hosts, "--cql-replication-factor", v), env(nil), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "cql.replication_factor") {
+			t.Errorf("--cql-replication-factor %s: err = %v, want cql.replication_factor named", v, err)
+		}
+	}
+}

@@ -26,9 +26,15 @@ type Config struct {
 	Keyspace string `yaml:"keyspace"`
 	// ReplicationFactor is the replication factor of the keyspace Open
 	// creates (SimpleStrategy) when it is missing
-	// (`cql.replication_factor`). An existing keyspace is used as it is:
-	// create it yourself for NetworkTopologyStrategy (on ScyllaDB then
-	// with tablets = {'enabled': false}: see the package documentation).
+	// (`cql.replication_factor`): at most the nodes of the cluster, so 1
+	// for a single node. Open refuses to create a keyspace with more
+	// replicas than the cluster has nodes (it could not serve a QUORUM
+	// request), naming this key and the node count; the default, 3, is not
+	// lowered to fit a smaller cluster (one still starting would get a
+	// keyspace with too few replicas for good). An existing keyspace is
+	// used as it is, never altered: create it yourself for
+	// NetworkTopologyStrategy (on ScyllaDB then with tablets = {'enabled':
+	// false}: see the package documentation).
 	ReplicationFactor int `yaml:"replication_factor"`
 	// Consistency of reads and writes (`cql.consistency`): quorum (the
 	// default), local_quorum, one, local_one, two, three or all. With

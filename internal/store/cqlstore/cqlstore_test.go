@@ -408,3 +408,58 @@ func TestPendingMigrations(t *testing.T) {
 		t.Fatalf("edited migration: got %v, want an error naming %s", err, known[0].Name)
 	}
 }
+
+// TestCheckReplication: a keyspace with more replicas than the cluster has
+// nodes is refused, with the key, both numbers and the fix named; one that
+// fits is created.
+func TestCheckReplication(t *testing.T) {
+	for _, tc := range []struct {
+		rf, nodes int
+		refused   bool
+	}{
+		{1, 1, false}, {3, 3, false}, {3, 5, false}, {1, 3, false},
+		{DefaultReplicationFactor, 1, true}, {3, 2, true}, {2, 1, true}, {5, 4, true},
+		{3, 0, false}, // the driver knows no node: nothing to judge by
+	} {
+		err := checkReplication(tc.rf, tc.nodes)
+		if !tc.refused {
+			if err != nil {
+				t.Errorf("rf %d on %d nodes: %v, want it created", tc.rf, tc.nodes, err)
+			}
+			continue
+		}
+		if err == nil {
+			t.Errorf("rf %d on %d nodes: created, want it refused", tc.rf, tc.nodes)
+			continue
+		}
+		msg := err.Error()
+		nodes := fmt.Sprintf("the cluster has %d node", tc.nodes)
+		for _, want := range []string{"cql.replication_factor is " + fmt.Sprint(tc.rf), nodes, fmt.Sprintf("to at most %d", tc.nodes)} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("rf %d on %d nodes: %q does not say %q", tc.rf, tc.nodes, msg, want)
+			}
+		}
+	}
+	if msg := checkReplication(3, 1).Error(); !strings.Contains(msg, "1 node:") || !strings.Contains(msg, "1 for a single node") {
+		t.Errorf("one node: %q", msg)
+	}
+}
+
+func TestSimpleFactor(t *testing.T) {
+	for _, tc := range []struct {
+		replication map[string]string
+		rf          int
+		ok          bool
+	}{
+		{map[string]string{"class": "org.apache.cassandra.locator.SimpleStrategy", "replication_factor": "3"}, 3, true},
+		{map[string]string{"class": "SimpleStrategy", "replication_factor": "1"}, 1, true},
+		{map[string]string{"class": "org.apache.cassandra.locator.NetworkTopologyStrategy", "dc1": "3"}, 0, false},
+		{map[string]string{"class": "org.apache.cassandra.locator.SimpleStrategy"}, 0, false},
+		{nil, 0, false},
+	} {
+		rf, ok := simpleFactor(tc.replication)
+		if rf != tc.rf || ok != tc.ok {
+			t.Errorf("simpleFactor(%v) = %d, %v; want %d, %v", tc.replication, rf, ok, tc.rf, tc.ok)
+		}
+	}
+}

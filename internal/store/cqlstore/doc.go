@@ -9,7 +9,10 @@
 // # Schema and migrations
 //
 // [Open] creates the keyspace when it is missing (SimpleStrategy with
-// cql.replication_factor), then creates the bootstrap tables and applies
+// cql.replication_factor, refused when the factor exceeds the nodes of the
+// cluster's ring: such a keyspace could never serve a QUORUM request, and
+// an existing keyspace is never altered), then creates the bootstrap
+// tables and applies
 // the numbered migrations of schemas/cql that schema_migrations does not
 // list, holding a migration lock (a lightweight transaction with a TTL) so
 // that only one process changes the schema at a time; every statement is

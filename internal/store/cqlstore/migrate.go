@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/gocql/gocql"
@@ -38,8 +39,10 @@ type AppliedMigration struct {
 // missing and applies the migrations not recorded in schema_migrations,
 // holding the migration lock meanwhile:
 //
-//  1. CREATE KEYSPACE IF NOT EXISTS, then bootstrap.cql (CREATE TABLE IF
-//     NOT EXISTS): harmless when several processes do it at once.
+//  1. A missing keyspace is created (CREATE KEYSPACE IF NOT EXISTS) if
+//     the cluster has at least cql.replication_factor nodes, refused
+//     otherwise (ensureKeyspace); then bootstrap.cql (CREATE TABLE IF NOT
+//     EXISTS): harmless when several processes do it at once.
 //  2. Read schema_migrations; a recorded migration whose checksum differs
 //     from the embedded one is an error (an applied migration was edited).
 //     Nothing pending: done, without taking the lock.
@@ -58,8 +61,8 @@ type AppliedMigration struct {
 // statement is idempotent, a process that dies halfway is harmless: the
 // next one runs the unrecorded migration again.
 func (s *Store) migrate(ctx context.Context) error {
-	if err := s.exec(ctx, fmt.Sprintf(s.q.createKeyspace, s.cfg.ReplicationFactor)); err != nil {
-		return fmt.Errorf("create keyspace: %w", err)
+	if err := s.ensureKeyspace(ctx); err != nil {
+		return err
 	}
 	boot, err := cqlschema.Bootstrap()
 	if err != nil {
@@ -107,6 +110,80 @@ func (s *Store) migrate(ctx context.Context) error {
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.Timeout)
 	defer rcancel()
 	return errors.Join(err, s.releaseLock(rctx, owner))
+}
+
+// ensureKeyspace creates the keyspace (SimpleStrategy,
+// cql.replication_factor) when it is missing, unless the factor exceeds
+// the nodes of the cluster: such a keyspace could never serve a QUORUM
+// read or write, nor a lightweight transaction (they need a majority of
+// replicas that do not exist), and Shoal never alters a keyspace once it
+// exists. An existing keyspace is used as it is; one whose SimpleStrategy
+// factor exceeds the nodes is reported, with the statement that fixes it.
+func (s *Store) ensureKeyspace(ctx context.Context) error {
+	nodes := s.ringSize()
+	var replication map[string]string
+	err := s.session.Query(`SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = ?`, s.cfg.Keyspace).
+		WithContext(ctx).Scan(&replication)
+	switch {
+	case err == nil:
+		if rf, ok := simpleFactor(replication); ok && nodes > 0 && rf > nodes {
+			s.log.Warn("the keyspace has more replicas than the cluster has nodes; shoal does not alter an existing keyspace",
+				"keyspace", s.cfg.Keyspace, "replication_factor", rf, "nodes", nodes,
+				"fix", fmt.Sprintf("ALTER KEYSPACE %s WITH replication = {'class': 'SimpleStrategy', 'replication_factor': %d}", s.cfg.Keyspace, nodes))
+		}
+		return nil
+	case !errors.Is(err, gocql.ErrNotFound):
+		return fmt.Errorf("look the keyspace up: %w", err)
+	}
+	if err := checkReplication(s.cfg.ReplicationFactor, nodes); err != nil {
+		return fmt.Errorf("create keyspace: %w", err)
+	}
+	if err := s.exec(ctx, fmt.Sprintf(s.q.createKeyspace, s.cfg.ReplicationFactor)); err != nil {
+		return fmt.Errorf("create keyspace: %w", err)
+	}
+	s.log.Info("keyspace created", "keyspace", s.cfg.Keyspace, "replication_factor", s.cfg.ReplicationFactor, "nodes", nodes)
+	return nil
+}
+
+// ringSize returns how many nodes the driver knows in the cluster's ring:
+// system.local and system.peers of the node it connected to, kept up to
+// date by the cluster's events. Nodes that are down count: a keyspace of
+// three replicas on three nodes, one of them down for now, is right.
+func (s *Store) ringSize() int {
+	return len(s.session.GetHosts())
+}
+
+// checkReplication refuses a keyspace of rf replicas on a cluster of
+// nodes nodes (0: unknown, allowed), naming the key and what to set.
+func checkReplication(rf, nodes int) error {
+	if nodes < 1 || rf <= nodes {
+		return nil
+	}
+	return fmt.Errorf("cql.replication_factor is %d, but the cluster has %d %s: a keyspace with more replicas than nodes "+
+		"cannot serve QUORUM reads and writes or lightweight transactions, and shoal never alters a keyspace once it exists; "+
+		"set cql.replication_factor (--cql-replication-factor) to at most %d (1 for a single node), or start shoal once the cluster has %d nodes",
+		rf, nodes, plural(nodes, "node", "nodes"), nodes, rf)
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// simpleFactor returns the replication factor of a SimpleStrategy
+// keyspace's replication map (system_schema.keyspaces.replication), and
+// false for any other strategy.
+func simpleFactor(replication map[string]string) (int, bool) {
+	if c := replication["class"]; c != "SimpleStrategy" && c != "org.apache.cassandra.locator.SimpleStrategy" {
+		return 0, false
+	}
+	rf, err := strconv.Atoi(replication["replication_factor"])
+	if err != nil {
+		return 0, false
+	}
+	return rf, true
 }
 
 // applyPending applies the migrations still pending; the caller holds the

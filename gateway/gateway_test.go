@@ -214,6 +214,18 @@ func dial(t *testing.T, g *Gateway) (net.Conn, *packet.Reader) {
 	return connectAs(t, g, "t-1", 0)
 }
 
+// eventually polls cond until it holds or 5 s pass.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
 func write(t *testing.T, nc net.Conn, p packet.Packet) {
 	t.Helper()
 	if _, err := nc.Write(p.Append(nil, packet.V5)); err != nil {

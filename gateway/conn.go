@@ -83,10 +83,13 @@ type conn struct {
 	closed   bool // nothing more is queued for the writers (closeWrite, finish)
 	flushing bool
 	resting  bool // the reader parked: the flusher drops the flow state it leaves idle
-	// closeCode is the reason of a server-initiated close, set before
-	// closing.
-	closeCode packet.ReasonCode
-	*flow     // nil while no traffic is under way: see flow
+	// closeAfterConnack records a close asked for before CONNACK was
+	// queued (a takeover, the gateway stopping): the handshake queues
+	// CONNACK, then closes with closeCode [MQTT-3.2.0-1]. closeCode is the
+	// reason of a server-initiated close, set before closing.
+	closeAfterConnack bool
+	closeCode         packet.ReasonCode
+	*flow             // nil while no traffic is under way: see flow
 	// seen is, per partition of shoal.messages, the offset of the newest
 	// record a delivery to this connection was made for (see fresh).
 	seen []int64
@@ -513,20 +516,34 @@ func (c *conn) handshake(ctx context.Context) bool {
 			p.Set(packet.PropReasonString)
 		}
 	}
+	if g.beforeConnack != nil {
+		g.beforeConnack(c)
+	}
 	c.mu.Lock()
 	c.useFlow()
 	c.out.b = ack.Append(c.out.b, c.version)
 	c.ready = true
-	early := c.early
-	c.early = nil
+	closeNow, code := c.closeAfterConnack, c.closeCode
+	var early []earlyDelivery
+	if !closeNow {
+		early, c.early = c.early, nil
+	}
 	c.mu.Unlock()
+	accepted = true
+	if closeNow {
+		// Closed while the CONNACK was not queued yet (taken over by a
+		// newer connection, the gateway stopping): the client gets its
+		// CONNACK, then the DISCONNECT [MQTT-3.2.0-1]; deliveries held
+		// for it go back with the connection's end (finish).
+		c.closeWrite(code)
+		return true
+	}
 	// Deliveries that came before CONNACK follow it, in their order.
 	now := g.clock()
 	for _, e := range early {
 		c.deliver(nil, e.m, e.t, now) // owned copies; fresh when they arrived
 	}
 	c.kickFlush()
-	accepted = true
 	return true
 }
 
@@ -1035,12 +1052,30 @@ func (c *conn) closeWrite(code packet.ReasonCode) bool {
 // serverClose closes the connection with code from a goroutine other
 // than its reader's (a takeover, the gateway stopping, a full queue):
 // closeWrite, then the reader is woken to discard input and end the
-// connection. It may wait for the socket (closeWrite).
+// connection. Before the CONNACK is queued it only records the close,
+// which the handshake carries out after the CONNACK (closeLater). It may
+// wait for the socket (closeWrite).
 func (c *conn) serverClose(code packet.ReasonCode) {
-	if !c.closeWrite(code) {
+	if c.closeLater(code) || !c.closeWrite(code) {
 		return
 	}
 	c.wakeReader()
+}
+
+// closeLater records a close asked for before the connection's CONNACK
+// was queued and reports whether it did; the handshake closes the
+// connection right after queuing the CONNACK, since no other packet may
+// precede it [MQTT-3.2.0-1]. It never waits.
+func (c *conn) closeLater(code packet.ReasonCode) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ready {
+		return false
+	}
+	if !c.closeAfterConnack {
+		c.closeAfterConnack, c.closeCode = true, code
+	}
+	return true
 }
 
 // wakeReader makes the connection's reader notice the close another

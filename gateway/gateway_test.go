@@ -149,6 +149,13 @@ func startGateway(t testing.TB, fl *fakeLog, opts ...func(*Config)) *Gateway {
 // than 10 s to return).
 func runGateway(t testing.TB, fl *fakeLog, opts ...func(*Config)) (g *Gateway, stop func() error) {
 	t.Helper()
+	return runGatewayWith(t, fl, nil, opts...)
+}
+
+// runGatewayWith is runGateway with setup, when not nil, called on the
+// gateway before it runs (to set test hooks).
+func runGatewayWith(t testing.TB, fl *fakeLog, setup func(*Gateway), opts ...func(*Config)) (g *Gateway, stop func() error) {
+	t.Helper()
 	cfg := DefaultConfig()
 	cfg.MQTTListen, cfg.WSListen, cfg.SysInterval = "127.0.0.1:0", "", 0
 	for _, o := range opts {
@@ -157,6 +164,9 @@ func runGateway(t testing.TB, fl *fakeLog, opts ...func(*Config)) (g *Gateway, s
 	g, err := New(cfg, fl, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if setup != nil {
+		setup(g)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"testing"
@@ -160,4 +161,111 @@ func (s closeSeen) check(t *testing.T, typ packet.Type, want packet.ReasonCode) 
 	if !errors.Is(s.readErr, io.EOF) {
 		t.Errorf("after the %v the connection ended with %v, want the server's orderly close (EOF)", s.last.Type(), s.readErr)
 	}
+}
+
+// TestTakeoverRaceConnackFirst: two 5.0 connections with one client
+// identifier, opened at once, round after round. Each must read CONNACK
+// before any other packet [MQTT-3.2.0-1]; the one taken over then reads
+// DISCONNECT 0x8E and the end of the stream. (The session service can kick
+// the first connection before the gateway has queued its CONNACK; about
+// one round in 60 used to give that connection the DISCONNECT first.)
+// 200 rounds, or as many as fit in 30 s.
+func TestTakeoverRaceConnackFirst(t *testing.T) {
+	b := startBroker(t)
+	rounds := 200
+	if testing.Short() {
+		rounds = 20
+	}
+	stopAt := time.Now().Add(30 * time.Second)
+	done := 0
+	for ; done < rounds && time.Now().Before(stopAt); done++ {
+		cp := &packet.Connect{Version: packet.V5, ClientID: []byte(fmt.Sprintf("race-%d", done)), CleanStart: true, KeepAlive: 30}
+		var conns [2]net.Conn
+		var recv [2]<-chan packet.Packet
+		for i := range conns {
+			nc, err := net.DialTimeout("tcp", mqttAddr(b), wait)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = nc.Close() })
+			conns[i], recv[i] = nc, readAll(nc, cp)
+		}
+		for i := range recv {
+			p := nextOf(recv[i])
+			if ca, ok := p.(*packet.Connack); !ok || ca.Code != packet.CodeSuccess {
+				t.Fatalf("round %d, connection %d: first packet %s, want CONNACK (success) [MQTT-3.2.0-1]", done, i, describe(p))
+			}
+		}
+		// One of them is taken over: DISCONNECT 0x8E, then the end.
+		var p packet.Packet
+		var ok bool
+		loser := 0
+		select {
+		case p, ok = <-recv[0]:
+		case p, ok = <-recv[1]:
+			loser = 1
+		case <-time.After(wait):
+		}
+		if d, isDisc := p.(*packet.Disconnect); !ok || !isDisc || d.Code != packet.CodeSessionTakenOver {
+			t.Fatalf("round %d: after the CONNACKs %s (connection %d), want DISCONNECT 0x8E", done, describe(p), loser)
+		}
+		if p := nextOf(recv[loser]); p != nil {
+			t.Fatalf("round %d: the connection taken over read %v after its DISCONNECT", done, p.Type())
+		}
+		_ = conns[1-loser].Close()
+		if p := nextOf(recv[1-loser]); p != nil {
+			t.Fatalf("round %d: the newer connection read %v after its CONNACK", done, p.Type())
+		}
+		_ = conns[loser].Close()
+	}
+	t.Logf("%d rounds", done)
+}
+
+// readAll sends cp on nc and passes on every packet it reads, until the
+// connection ends or wait passes; then it closes the channel.
+func readAll(nc net.Conn, cp *packet.Connect) <-chan packet.Packet {
+	ch := make(chan packet.Packet, 4)
+	go func() {
+		defer close(ch)
+		_ = nc.SetDeadline(time.Now().Add(wait))
+		if _, err := nc.Write(cp.Append(nil, packet.V5)); err != nil {
+			return
+		}
+		rd := packet.NewReader(nc, 256)
+		for {
+			h, body, err := rd.ReadPacket()
+			if err != nil {
+				return
+			}
+			p, err := packet.Decode(h, body, packet.V5)
+			if err != nil {
+				return
+			}
+			ch <- p
+		}
+	}()
+	return ch
+}
+
+// nextOf returns the next packet of ch, nil once it is closed or after wait.
+func nextOf(ch <-chan packet.Packet) packet.Packet {
+	select {
+	case p := <-ch:
+		return p
+	case <-time.After(wait):
+		return nil
+	}
+}
+
+// describe names a packet and its reason code, if any ("none" for nil).
+func describe(p packet.Packet) string {
+	switch p := p.(type) {
+	case nil:
+		return "none"
+	case *packet.Connack:
+		return "CONNACK " + p.Code.String()
+	case *packet.Disconnect:
+		return "DISCONNECT " + p.Code.String()
+	}
+	return p.Type().String()
 }

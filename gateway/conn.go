@@ -71,18 +71,31 @@ type conn struct {
 	awaitingRel map[uint16]int32
 	inInflight  atomic.Int32   // QoS 1/2 publishes from the client not yet completed
 	nonblock    bool           // reads return errWouldBlock rather than wait (park.go)
+	refused     bool           // the handshake answered CONNACK with a failure code
 	writing     sync.WaitGroup // log writes of this connection not yet completed
 
 	// The connection's writer (who set flushing) only.
 	nb      nonBlockingWriter // nil: writes block (flushLoop)
 	nbKnown bool
 
+	// closing is set by the first closeWrite (a server-initiated close:
+	// DISCONNECT sent, the socket half-closed); the connection's reader
+	// then discards input and ends it. Atomic: the reader and the poller
+	// look at it without mu.
+	closing atomic.Bool
+
 	mu       sync.Mutex
 	ready    bool // CONNACK queued: deliveries may be written
-	closed   bool
+	closed   bool // nothing more is queued for the writers (closeWrite, finish)
 	flushing bool
 	resting  bool // the reader parked: the flusher drops the flow state it leaves idle
-	*flow         // nil while no traffic is under way: see flow
+	// closeAfterConnack records a close asked for before CONNACK was
+	// queued (a takeover, the gateway stopping): the handshake queues
+	// CONNACK, then closes with closeCode [MQTT-3.2.0-1]. closeCode is the
+	// reason of a server-initiated close, set before closing.
+	closeAfterConnack bool
+	closeCode         packet.ReasonCode
+	*flow             // nil while no traffic is under way: see flow
 	// seen is, per partition of shoal.messages, the offset of the newest
 	// record a delivery to this connection was made for (see fresh).
 	seen []int64
@@ -269,12 +282,14 @@ func (s *socket) Read(p []byte) (int, error) {
 }
 
 // ending is how a connection ended: whether the client's DISCONNECT
-// suppresses the will, the reason code, and a session expiry sent with
-// DISCONNECT (nil if none).
+// suppresses the will, the reason code, a session expiry sent with
+// DISCONNECT (nil if none), and whether the server closes it (server: a
+// DISCONNECT with the reason, then the graceful close of closeWrite).
 type ending struct {
 	clean  bool
 	reason packet.ReasonCode
 	expiry *uint32
+	server bool
 }
 
 // errClose ends a connection; code is the reason sent in a 5.0 DISCONNECT
@@ -296,6 +311,9 @@ func (g *Gateway) serve(ctx context.Context, nc net.Conn) {
 	}
 	c := newConn(g, nc)
 	if !c.handshake(ctx) {
+		if c.refused && c.halfClose() {
+			c.drain() // the client reads the CONNACK's reason code, then the end of the stream
+		}
 		_ = nc.Close()
 		g.live.done()
 		return
@@ -320,11 +338,26 @@ func (c *conn) serveReads(ctx context.Context) {
 }
 
 // end finishes an established connection and closes its socket. It is
-// called once per connection.
+// called once per connection, by the goroutine that owns its reader. A
+// connection the server closes (e.server) gets its DISCONNECT and its
+// sending side shut down (closeWrite; done already when another goroutine
+// began the close), and what the client still sends is discarded (drain)
+// while the end is reported, before the socket closes.
 func (c *conn) end(ctx context.Context, e ending) {
 	defer c.g.live.done()
 	c.add(ConnectionsCurrent, -1)
+	var drained chan struct{}
+	if e.server {
+		c.closeWrite(e.reason)
+		if c.halfCloses() {
+			drained = make(chan struct{})
+			go func() { defer close(drained); c.drain() }()
+		}
+	}
 	c.finish(ctx, e.clean, e.reason, e.expiry)
+	if drained != nil {
+		<-drained
+	}
 	c.close()
 }
 
@@ -348,10 +381,10 @@ func (c *conn) handshake(ctx context.Context) bool {
 		g.log.Debug("bad connect", "remote", c.nc.RemoteAddr(), "err", err)
 		switch {
 		case cp.Version == packet.V5:
-			c.writeNow((&packet.Connack{Code: code}).Append(nil, packet.V5))
+			c.refuse(code, packet.V5)
 		case code == packet.CodeUnsupportedProtocolVersion:
 			// [MQTT-3.1.2-2]: answer 0x01 in the 3.1.1 format.
-			c.writeNow((&packet.Connack{Code: code}).Append(nil, packet.V311))
+			c.refuse(code, packet.V311)
 		}
 		return false
 	}
@@ -362,7 +395,7 @@ func (c *conn) handshake(ctx context.Context) bool {
 	assigned := ""
 	if clientID == "" {
 		if !v5 && !cp.CleanStart {
-			c.writeNow((&packet.Connack{Code: packet.CodeClientIdentifierNotValid}).Append(nil, c.version))
+			c.refuse(packet.CodeClientIdentifierNotValid, c.version)
 			return false
 		}
 		assigned = newClientID(g.cfg.TenantSeparator)
@@ -402,7 +435,7 @@ func (c *conn) handshake(ctx context.Context) bool {
 		}
 		if pr.Present(packet.PropAuthMethod) {
 			// Enhanced authentication is not offered.
-			c.writeNow((&packet.Connack{Code: packet.CodeBadAuthenticationMethod}).Append(nil, c.version))
+			c.refuse(packet.CodeBadAuthenticationMethod, c.version)
 			return false
 		}
 	}
@@ -437,11 +470,11 @@ func (c *conn) handshake(ctx context.Context) bool {
 	res, err := g.askSession(ctx, c, req)
 	if err != nil {
 		g.log.Warn("connect not answered", "client", c.clientID, "tenant", c.tenant, "err", err)
-		c.writeNow((&packet.Connack{Code: packet.CodeServerUnavailable}).Append(nil, c.version))
+		c.refuse(packet.CodeServerUnavailable, c.version)
 		return false
 	}
 	if res.ReasonCode != 0 {
-		c.writeNow((&packet.Connack{Code: ReasonCodeOf(res.ReasonCode)}).Append(nil, c.version))
+		c.refuse(ReasonCodeOf(res.ReasonCode), c.version)
 		return false
 	}
 	// Accepted: the slot consumer registered the connection. From here a
@@ -464,7 +497,7 @@ func (c *conn) handshake(ctx context.Context) bool {
 		// after CONNACK is routed here.
 		if err := c.rebind(ctx, res.Subscriptions); err != nil {
 			g.log.Warn("rebind resumed session", "client", c.clientID, "tenant", c.tenant, "err", err)
-			c.writeNow((&packet.Connack{Code: packet.CodeServerUnavailable}).Append(nil, c.version))
+			c.refuse(packet.CodeServerUnavailable, c.version)
 			return false
 		}
 	}
@@ -493,21 +526,43 @@ func (c *conn) handshake(ctx context.Context) bool {
 			p.Set(packet.PropReasonString)
 		}
 	}
+	if g.beforeConnack != nil {
+		g.beforeConnack(c)
+	}
 	c.mu.Lock()
 	c.useFlow()
 	c.out.b = ack.Append(c.out.b, c.version)
 	c.ready = true
-	early := c.early
-	c.early = nil
+	closeNow, code := c.closeAfterConnack, c.closeCode
+	var early []earlyDelivery
+	if !closeNow {
+		early, c.early = c.early, nil
+	}
 	c.mu.Unlock()
+	accepted = true
+	if closeNow {
+		// Closed while the CONNACK was not queued yet (taken over by a
+		// newer connection, the gateway stopping): the client gets its
+		// CONNACK, then the DISCONNECT [MQTT-3.2.0-1]; deliveries held
+		// for it go back with the connection's end (finish).
+		c.closeWrite(code)
+		return true
+	}
 	// Deliveries that came before CONNACK follow it, in their order.
 	now := g.clock()
 	for _, e := range early {
 		c.deliver(nil, e.m, e.t, now) // owned copies; fresh when they arrived
 	}
 	c.kickFlush()
-	accepted = true
 	return true
+}
+
+// refuse answers CONNECT with a CONNACK carrying code in version v's
+// format; serve then closes the socket as closeWrite does, so that the
+// client reads the code.
+func (c *conn) refuse(code packet.ReasonCode, v packet.Version) {
+	c.writeNow((&packet.Connack{Code: code}).Append(nil, v))
+	c.refused = true
 }
 
 // askSession sends the Connect request and waits for its result, at most
@@ -653,8 +708,17 @@ func (c *conn) readLoop() (e ending, parked bool) {
 			_ = c.nc.SetReadDeadline(deadline)
 			armed = true
 		}
+		// A close another goroutine began (closeWrite) is looked for after
+		// the deadline is set, which may have replaced the past one that
+		// goroutine set to wake this reader (wakeReader).
+		if c.closing.Load() {
+			return c.closedByServer(), false
+		}
 		h, body, err := c.rd.ReadPacket()
 		if err != nil {
+			if c.closing.Load() {
+				return c.closedByServer(), false
+			}
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				deadline, toPark := c.readDeadline(parkAfter)
 				now := g.clock()
@@ -670,7 +734,7 @@ func (c *conn) readLoop() (e ending, parked bool) {
 					continue
 				}
 			}
-			return ending{reason: c.readError(err)}, false
+			return c.readEnding(err), false
 		}
 		if e, done := c.process(h, body); done {
 			return e, false
@@ -702,20 +766,19 @@ func (c *conn) readDeadline(parkAfter time.Duration) (deadline time.Time, toPark
 func (c *conn) process(h packet.FixedHeader, body []byte) (e ending, done bool) {
 	c.add(BytesReceived, int64(len(body)+2))
 	if h.Type == packet.DISCONNECT {
-		clean, reason, expiry := c.handleDisconnect(h, body)
-		return ending{clean, reason, expiry}, true
+		return c.handleDisconnect(h, body), true
 	}
 	if err := c.handle(h, body); err != nil {
+		// The DISCONNECT goes out with the connection's end (closeWrite),
+		// not here: this may be a poller's worker, which never waits for
+		// a socket.
 		var ec *errClose
 		if errors.As(err, &ec) {
-			c.sendDisconnect(ec.code)
 			c.g.log.Debug("closing connection", "client", c.clientID, "err", err)
-			return ending{reason: ec.code}, true
+			return ending{reason: ec.code, server: true}, true
 		}
-		code := packet.CodeOf(err)
-		c.sendDisconnect(code)
 		c.g.log.Debug("protocol fault", "client", c.clientID, "err", err)
-		return ending{reason: code}, true
+		return ending{reason: packet.CodeOf(err), server: true}, true
 	}
 	c.lastPacket = c.g.clock().UnixNano()
 	return ending{}, false
@@ -727,22 +790,27 @@ func (c *conn) keepAliveDeadline() int64 {
 	return c.lastPacket + int64(c.keepAlive+c.keepAlive/2)
 }
 
-// readError maps a read failure to a reason, answering 5.0 clients where
-// the specification wants a DISCONNECT.
-func (c *conn) readError(err error) packet.ReasonCode {
+// readEnding maps a read failure to the connection's ending: the server
+// closes it with a reason code where the specification wants a
+// DISCONNECT (a malformed or oversized packet, the keep alive passed).
+func (c *conn) readEnding(err error) ending {
 	var pe *packet.Error
 	switch {
 	case errors.As(err, &pe):
-		c.sendDisconnect(pe.Code)
-		return pe.Code
+		return ending{reason: pe.Code, server: true}
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		c.sendDisconnect(packet.CodeKeepAliveTimeout)
-		return packet.CodeKeepAliveTimeout
+		return ending{reason: packet.CodeKeepAliveTimeout, server: true}
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
-		return packet.CodeUnspecifiedError
+		return ending{reason: packet.CodeUnspecifiedError}
 	}
 	c.g.log.Debug("read", "client", c.clientID, "err", err)
-	return packet.CodeUnspecifiedError
+	return ending{reason: packet.CodeUnspecifiedError}
+}
+
+// closedByServer is the ending of a connection whose close another
+// goroutine began (closing is set).
+func (c *conn) closedByServer() ending {
+	return ending{reason: c.closeCode, server: true}
 }
 
 func (c *conn) handle(h packet.FixedHeader, body []byte) error {
@@ -789,37 +857,21 @@ func (c *conn) handle(h packet.FixedHeader, body []byte) error {
 }
 
 // handleDisconnect processes the client's DISCONNECT.
-func (c *conn) handleDisconnect(h packet.FixedHeader, body []byte) (bool, packet.ReasonCode, *uint32) {
+func (c *conn) handleDisconnect(h packet.FixedHeader, body []byte) ending {
 	d := c.decoders().disconnect()
 	if err := d.Decode(h, body, c.version); err != nil {
-		code := packet.CodeOf(err)
-		c.sendDisconnect(code)
-		return false, code, nil
+		return ending{reason: packet.CodeOf(err), server: true}
 	}
 	var expiry *uint32
 	if c.version == packet.V5 && d.Props.Present(packet.PropSessionExpiry) {
 		if c.sessionExpiry == 0 && d.Props.SessionExpiry != 0 {
 			// [MQTT-3.14.2-2]
-			c.sendDisconnect(packet.CodeProtocolError)
-			return false, packet.CodeProtocolError, nil
+			return ending{reason: packet.CodeProtocolError, server: true}
 		}
 		v := d.Props.SessionExpiry
 		expiry = &v
 	}
-	return d.Code != packet.CodeDisconnectWithWill, d.Code, expiry
-}
-
-// sendDisconnect writes a 5.0 DISCONNECT with code (nothing for 3.1.1,
-// whose server closes silently) and flushes it synchronously.
-func (c *conn) sendDisconnect(code packet.ReasonCode) {
-	if c.version != packet.V5 {
-		return
-	}
-	c.mu.Lock()
-	c.useFlow()
-	c.out.b = (&packet.Disconnect{Code: code}).Append(c.out.b, c.version)
-	c.mu.Unlock()
-	c.flushNow()
+	return ending{clean: d.Code != packet.CodeDisconnectWithWill, reason: d.Code, expiry: expiry}
 }
 
 // finish unregisters the connection and reports its end to the session
@@ -933,20 +985,146 @@ func newOutMsg(m *eventspb.Message, t *eventspb.Target) *outMsg {
 	return om
 }
 
-// kick closes the connection because its session was taken over.
-func (c *conn) kick(code packet.ReasonCode) {
-	c.sendDisconnect(code)
-	c.close()
+// kick closes the connection with code: its session was taken over
+// (0x8E), or it does not take its messages fast enough (0x97). See
+// serverClose.
+func (c *conn) kick(code packet.ReasonCode) { c.serverClose(code) }
+
+// shutdown closes the connection because the gateway stops. See
+// serverClose.
+func (c *conn) shutdown() { c.serverClose(packet.CodeServerShuttingDown) }
+
+// Server-initiated closes. A connection the gateway closes with a reason
+// code gets the code and then the end of the stream, even while the client
+// is still sending: closing a socket whose input is not all read resets the
+// connection (RST), which fails the client's writes with ECONNRESET (a
+// client library then gives up before it reads the reason) and may make the
+// client's stack drop what it received but had not delivered, the reason
+// code among it. So the gateway writes the DISCONNECT (or the refusing
+// CONNACK), shuts down its sending side (TCP FIN: the client reads up to
+// the end of the stream) and reads and discards what the client still
+// sends, until the client closes its side, for at most lingerTime and
+// lingerBytes; only then it closes the socket. A WebSocket connection,
+// which cannot be half-closed, ends with its close frame instead: closing
+// it writes the frame and discards messages until the client's.
+const (
+	lingerTime  = 2 * time.Second
+	lingerBytes = 4 << 20
+)
+
+// halfCloser is a connection whose sending side can be shut down alone:
+// *net.TCPConn (and *tls.Conn).
+type halfCloser interface{ CloseWrite() error }
+
+// halfCloses reports whether the connection's socket can be half-closed.
+func (c *conn) halfCloses() bool {
+	_, ok := c.nc.(halfCloser)
+	return ok
 }
 
-// shutdown closes the connection because the gateway stops.
-func (c *conn) shutdown() {
-	c.sendDisconnect(packet.CodeServerShuttingDown)
-	c.close()
+// halfClose shuts down the socket's sending side, if it can be alone, and
+// reports whether it could.
+func (c *conn) halfClose() bool {
+	hc, ok := c.nc.(halfCloser)
+	if ok {
+		_ = hc.CloseWrite()
+	}
+	return ok
 }
 
-// close closes the socket. A parked connection gets a reader again, which
-// finds the socket closed and ends the connection as a blocked read would.
+// closeWrite begins a server-initiated close with reason code: nothing
+// more is queued for the writers (closed), a 5.0 DISCONNECT with code (a
+// 3.1.1 server closes without one) is written after what the out buffer
+// holds, waiting for a writer that has the connection (flushNow), and the
+// socket is half-closed. The connection's reader then discards input and
+// ends the connection (end, drain). Only the first call does anything; it
+// reports whether it was that one. It may wait for the socket up to
+// write_timeout: never on the slot consumer or a writer of the pool.
+func (c *conn) closeWrite(code packet.ReasonCode) bool {
+	c.mu.Lock()
+	if c.closing.Load() {
+		c.mu.Unlock()
+		return false
+	}
+	c.closeCode = code
+	c.closing.Store(true)
+	c.closed = true
+	if c.version == packet.V5 {
+		c.useFlow()
+		c.out.b = (&packet.Disconnect{Code: code}).Append(c.out.b, c.version)
+	}
+	c.mu.Unlock()
+	c.flushNow()
+	c.halfClose()
+	return true
+}
+
+// serverClose closes the connection with code from a goroutine other
+// than its reader's (a takeover, the gateway stopping, a full queue):
+// closeWrite, then the reader is woken to discard input and end the
+// connection. Before the CONNACK is queued it only records the close,
+// which the handshake carries out after the CONNACK (closeLater). It may
+// wait for the socket (closeWrite).
+func (c *conn) serverClose(code packet.ReasonCode) {
+	if c.closeLater(code) || !c.closeWrite(code) {
+		return
+	}
+	c.wakeReader()
+}
+
+// closeLater records a close asked for before the connection's CONNACK
+// was queued and reports whether it did; the handshake closes the
+// connection right after queuing the CONNACK, since no other packet may
+// precede it [MQTT-3.2.0-1]. It never waits.
+func (c *conn) closeLater(code packet.ReasonCode) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ready {
+		return false
+	}
+	if !c.closeAfterConnack {
+		c.closeAfterConnack, c.closeCode = true, code
+	}
+	return true
+}
+
+// wakeReader makes the connection's reader notice the close another
+// goroutine began: a blocked read returns at once (a deadline in the
+// past; the reader looks at closing before every read), and a parked
+// connection gets a reader back. A WebSocket connection is closed (its
+// close frame), which ends its reader's read.
+func (c *conn) wakeReader() {
+	if !c.halfCloses() {
+		c.close()
+		return
+	}
+	_ = c.nc.SetReadDeadline(time.Unix(1, 0))
+	if c.parkable {
+		c.g.park.closed(c)
+	}
+}
+
+// drain reads and discards what the client sends until it closes its
+// side, lingerBytes were read or lingerTime passed (a socket deadline:
+// real time, not the gateway's clock). Reader owner only.
+func (c *conn) drain() {
+	until := time.Now().Add(lingerTime)
+	left := int64(lingerBytes)
+	for left > 0 {
+		_ = c.nc.SetReadDeadline(until)
+		n, err := io.CopyN(io.Discard, c.nc, left)
+		left -= n
+		// The past deadline of wakeReader may land after this one: only
+		// the drain's own deadline ends it.
+		if !errors.Is(err, os.ErrDeadlineExceeded) || !time.Now().Before(until) {
+			return
+		}
+	}
+}
+
+// close closes the socket at once. A parked connection gets a reader
+// again, which finds the socket closed and ends the connection as a
+// blocked read would.
 func (c *conn) close() {
 	_ = c.nc.Close()
 	if c.parkable {
@@ -1023,7 +1201,7 @@ func (c *conn) flushLoop(w outBuf, rest net.Buffers) {
 }
 
 // flushNow waits for any running flusher and writes what is left, so that
-// a final DISCONNECT leaves before the socket closes.
+// a final DISCONNECT leaves before the socket is shut down (closeWrite).
 func (c *conn) flushNow() {
 	deadline := c.g.clock().Add(c.g.cfg.WriteTimeout)
 	for {
@@ -1035,9 +1213,11 @@ func (c *conn) flushNow() {
 				w, c.out = c.out, outBuf{}
 			}
 			c.mu.Unlock()
-			_ = c.nc.SetWriteDeadline(deadline)
-			n, _ := w.writeTo(c.nc)
-			c.add(BytesSent, n)
+			if w.len() > 0 {
+				_ = c.nc.SetWriteDeadline(deadline)
+				n, _ := w.writeTo(c.nc)
+				c.add(BytesSent, n)
+			}
 			c.mu.Lock()
 			c.flushing = false
 			c.mu.Unlock()

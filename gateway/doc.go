@@ -8,10 +8,17 @@
 // its own slot of the deliveries topic.
 //
 // Shutdown (Run's context ends): the listeners close, every connection gets
-// a DISCONNECT (Server shutting down, MQTT 5) and its end is reported to the
-// log (its Disconnect record, its unacknowledged messages) before Run
-// returns, each bounded by gateway.session_timeout; a connection accepted
-// meanwhile is refused or shut down at once.
+// a DISCONNECT (Server shutting down, MQTT 5; after its CONNACK if that was
+// not queued yet) and its end is reported to the log (its Disconnect record,
+// its unacknowledged messages) before Run returns, each bounded by
+// gateway.session_timeout; a connection accepted meanwhile is refused or shut
+// down at once.
+//
+// Every close the gateway makes with a reason code (DISCONNECT or a refusing
+// CONNACK) half-closes the socket after the packet and discards what the
+// client still sends, until it closes its side or for at most 2 s, before
+// closing: a socket closed with unread input resets the connection, and the
+// client may never read the reason (conn.closeWrite, ARCHITECTURE.md).
 //
 // The gateway meets the router and session services only through the log; it
 // never imports them. It builds on the codec in internal/mqtt/packet.

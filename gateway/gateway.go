@@ -67,6 +67,11 @@ type Gateway struct {
 	waiting map[uint64]waiter // connect requests awaiting the session service
 	tenants map[string]*Stats // per-tenant counters for $SYS
 
+	// beforeConnack, set only by tests, runs in the handshake of an
+	// accepted connection just before its CONNACK is queued: a test holds
+	// the CONNACK there to order a takeover before it.
+	beforeConnack func(*conn)
+
 	ready   atomic.Bool
 	addrsMu sync.Mutex
 	addrs   map[string]net.Addr // listener name → bound address
@@ -581,8 +586,13 @@ func (g *Gateway) handleDeliveries(b kafka.Batch) error {
 			c := g.byID[ev.Kick.Connection]
 			g.mu.RUnlock()
 			if c != nil && c.tenant == env.Tenant && c.clientID == env.ClientId {
-				// Never block the slot consumer on one client's socket.
-				go c.kick(ReasonCodeOf(ev.Kick.ReasonCode))
+				// Before its CONNACK is queued the connection only records
+				// the close, at once, for its handshake (CONNACK first);
+				// otherwise the close writes to the socket, which never
+				// blocks the slot consumer.
+				if code := ReasonCodeOf(ev.Kick.ReasonCode); !c.closeLater(code) {
+					go c.kick(code)
+				}
 			}
 		case *eventspb.Envelope_GatewayHeartbeat:
 			hb := ev.GatewayHeartbeat

@@ -153,6 +153,13 @@ func startGateway(t testing.TB, fl *fakeLog, opts ...func(*Config)) *Gateway {
 // than 10 s to return).
 func runGateway(t testing.TB, fl *fakeLog, opts ...func(*Config)) (g *Gateway, stop func() error) {
 	t.Helper()
+	return runGatewayWith(t, fl, nil, opts...)
+}
+
+// runGatewayWith is runGateway with setup, when not nil, called on the
+// gateway before it runs (to set test hooks).
+func runGatewayWith(t testing.TB, fl *fakeLog, setup func(*Gateway), opts ...func(*Config)) (g *Gateway, stop func() error) {
+	t.Helper()
 	cfg := DefaultConfig()
 	cfg.MQTTListen, cfg.WSListen, cfg.SysInterval = "127.0.0.1:0", "", 0
 	for _, o := range opts {
@@ -161,6 +168,9 @@ func runGateway(t testing.TB, fl *fakeLog, opts ...func(*Config)) (g *Gateway, s
 	g, err := New(cfg, fl, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if setup != nil {
+		setup(g)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -216,6 +226,18 @@ func connectAs(t *testing.T, g *Gateway, id string, keepAlive uint16) (net.Conn,
 func dial(t *testing.T, g *Gateway) (net.Conn, *packet.Reader) {
 	t.Helper()
 	return connectAs(t, g, "t-1", 0)
+}
+
+// eventually polls cond until it holds or 5 s pass.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 }
 
 func write(t *testing.T, nc net.Conn, p packet.Packet) {

@@ -30,9 +30,11 @@ import (
 // one-second slots that the poller advances every second, so a parked
 // connection costs no timer; it is closed with 0x8D at the first tick at or
 // after its deadline (up to a second late). A socket closed by the gateway
-// (kick, shutdown, failed write) while parked is handed back to a reader
-// too (conn.close), which finds it closed and ends the connection as a
-// blocked Read would.
+// (a failed write) while parked is handed back to a reader too
+// (conn.close), which finds it closed and ends the connection as a blocked
+// Read would; so is one whose close the gateway began (kick, shutdown:
+// conn.serverClose), whose reader then discards input and ends it. A
+// connection being closed never parks.
 //
 // Ownership: the reader's fields (conn's first blocks) belong to one
 // goroutine at a time: the serving goroutine, then after each park a
@@ -50,8 +52,8 @@ type parkState struct {
 
 // park hands an idle connection to the poller, releasing its read buffer
 // and decode state. On true another goroutine owns the reader from now on;
-// on false (the poller stopped, or the socket is closed) the caller goes on
-// reading.
+// on false (the poller stopped, the socket is closed, or the connection is
+// being closed) the caller goes on reading.
 func (c *conn) park() bool {
 	c.rd.Release()
 	c.rs = nil
@@ -102,7 +104,8 @@ const quickPackets = 16
 // workers rather than a goroutine and a park_idle wait per connection. A
 // connection that turns out to send more (quickPackets in one pass) gets
 // a reader goroutine of its own, and one that ends is finished by one, so
-// that the worker never waits for the log.
+// that the worker never waits for the log or for the socket (the
+// DISCONNECT of a protocol error, the drain of a server-initiated close).
 //
 // buf is the worker's read buffer, lent to the connection's Reader for the
 // pass (a partial packet left at park is copied out), and a PINGRESP is
@@ -113,18 +116,27 @@ func (c *conn) quickServe(ctx context.Context, buf []byte) {
 	c.rd.Lend(buf)
 	c.nonblock = true
 	for n := 0; n < quickPackets; n++ {
+		if c.closing.Load() { // closed by another goroutine (serverClose)
+			c.nonblock = false
+			c.rd.Release()
+			go c.end(ctx, c.closedByServer())
+			return
+		}
 		h, body, err := c.rd.ReadPacket()
 		if errors.Is(err, errWouldBlock) {
 			c.nonblock = false
 			if c.park() { // (releases buf)
 				return
 			}
-			break // the poller stopped, or the socket closed
+			break // the poller stopped, the socket closed, or it is being closed
 		}
 		if err != nil {
 			c.nonblock = false
 			c.rd.Release()
-			e := ending{reason: c.readError(err)}
+			e := c.readEnding(err)
+			if c.closing.Load() {
+				e = c.closedByServer()
+			}
 			go c.end(ctx, e)
 			return
 		}
@@ -174,8 +186,7 @@ func (c *conn) replyNow(b []byte) bool {
 
 // expire ends a parked connection whose keep alive passed.
 func (c *conn) expire() {
-	c.sendDisconnect(packet.CodeKeepAliveTimeout)
-	c.end(c.g.park.ctx, ending{reason: packet.CodeKeepAliveTimeout})
+	c.end(c.g.park.ctx, ending{reason: packet.CodeKeepAliveTimeout, server: true})
 }
 
 // wheelSlots is the number of one-second slots of the keep-alive wheel, a

@@ -188,7 +188,10 @@ func token(ev *syscall.EpollEvent) uint64 {
 func (p *poller) park(c *conn, due int64) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.stopped {
+	// A connection being closed does not park: closing is set before
+	// serverClose looks for a parked connection under p.mu (closed), so
+	// either it finds this one parked or this one sees closing.
+	if p.stopped || c.closing.Load() {
 		return false
 	}
 	tc, ok := c.nc.(*net.TCPConn) // always, for a parkable connection
@@ -238,8 +241,8 @@ func (p *poller) take(c *conn) {
 	}
 }
 
-// closed hands a connection whose socket the gateway closed back to a
-// reader, if it is parked.
+// closed hands a connection whose socket the gateway closed, or whose
+// close it began (closing), back to a reader, if it is parked.
 func (p *poller) closed(c *conn) {
 	p.mu.Lock()
 	parked := c.pk.parked

@@ -20,18 +20,6 @@ import (
 // parkFast makes connections park after 20 ms without a byte.
 func parkFast(c *Config) { c.ParkIdle = 20 * time.Millisecond }
 
-// eventually polls cond until it holds or 5 s pass.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 // waitParks waits until the gateway has parked connections n times in
 // total and n connections are parked now.
 func waitParks(t *testing.T, g *Gateway, total, now int64) {

@@ -830,9 +830,17 @@ func (c *conn) handle(h packet.FixedHeader, body []byte) error {
 			return err
 		}
 		return c.handlePubrel(a.PacketID)
-	case packet.SUBSCRIBE:
-		return c.handleSubscribe(h, body)
-	case packet.UNSUBSCRIBE:
+	case packet.SUBSCRIBE, packet.UNSUBSCRIBE:
+		// Publishes read after this, on any connection, wait until its
+		// records are with the producer (order.go).
+		tk := c.g.order.begin()
+		defer c.g.order.end(tk)
+		if c.g.subscribeRead != nil {
+			c.g.subscribeRead(c)
+		}
+		if h.Type == packet.SUBSCRIBE {
+			return c.handleSubscribe(h, body)
+		}
 		return c.handleUnsubscribe(h, body)
 	case packet.PINGREQ:
 		if err := (&packet.Pingreq{}).Decode(h, body, c.version); err != nil {

@@ -65,12 +65,17 @@ type Gateway struct {
 	clients map[string]*conn // tenant + "\x00" + client id → connection
 	byID    map[uint64]*conn
 	waiting map[uint64]waiter // connect requests awaiting the session service
+	order   readOrder         // subscription changes before the publishes read after them (order.go)
 	tenants map[string]*Stats // per-tenant counters for $SYS
 
 	// beforeConnack, set only by tests, runs in the handshake of an
 	// accepted connection just before its CONNACK is queued: a test holds
 	// the CONNACK there to order a takeover before it.
 	beforeConnack func(*conn)
+	// subscribeRead, set only by tests, runs when a SUBSCRIBE or
+	// UNSUBSCRIBE was read, before it is handled: a test holds it there
+	// to read a PUBLISH on another connection meanwhile.
+	subscribeRead func(*conn)
 
 	ready   atomic.Bool
 	addrsMu sync.Mutex
@@ -148,6 +153,7 @@ func NewVersion(cfg Config, kl Log, log *slog.Logger, clock func() time.Time, ve
 	// Connection ids must not repeat across restarts of this gateway: the
 	// log still names connections of the previous run (routes, kicks).
 	g.connSeq.Store(g.epoch << 24)
+	g.order.init()
 	return g, nil
 }
 

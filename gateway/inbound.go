@@ -14,6 +14,8 @@ import (
 // log and acknowledges QoS 1 and 2 only once the write is durable.
 func (c *conn) handlePublish(h packet.FixedHeader, body []byte) error {
 	g := c.g
+	// Subscription changes read before this publish go to the log first.
+	order := g.order.mark()
 	p := c.decoders().publish()
 	if err := p.Decode(h, body, c.version); err != nil {
 		return err
@@ -109,6 +111,7 @@ func (c *conn) handlePublish(h packet.FixedHeader, body []byte) error {
 	}
 	rec.AddTraceChild(parent)
 	g.putScratch(ps)
+	g.order.wait(order)
 	if p.QoS == 0 {
 		if c.qos0Done == nil {
 			c.qos0Done = c.qos0Produced

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/eclipse/paho.golang/paho"
 
+	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
 	"github.com/shoal-mqtt/shoal/internal/testutil/qos2resend"
 )
 
@@ -553,6 +555,79 @@ func TestCluster(t *testing.T) {
 		}
 	})
 
+	// Issue 12 §6: client B sends SUBSCRIBE and, a moment later and before
+	// its SUBACK, client A publishes on that topic (Paho's 5.0
+	// interoperability test request/response). On B's gateway the
+	// subscription takes effect when the gateway reads it: no message is
+	// missed. Measured as well: SUBSCRIBE → SUBACK, and SUBSCRIBE →
+	// effective for a publisher on the other gateway (the first of probes
+	// sent every millisecond that arrives).
+	t.Run("SubscribeThenPublish", func(t *testing.T) {
+		rounds := 100
+		if testing.Short() {
+			rounds = 10
+		}
+		pub, _ := dialMQTT(t, ga.mqtt, "it-o-pub", true, 0)
+		far, _ := dialMQTT(t, gb.mqtt, "it-o-far", true, 0)
+		var subacks, effective []time.Duration
+		var missed []int
+		deadline := time.Now().Add(2 * clusterWait)
+		for i := range rounds {
+			if time.Now().After(deadline) {
+				t.Logf("stopped after %d rounds (time bound)", i)
+				break
+			}
+			sub := dialRawSub(t, ga.mqtt, fmt.Sprintf("it-o-sub-%d", i))
+			topic, probes := fmt.Sprintf("o/%d", i), fmt.Sprintf("o/%d/probe", i)
+			sent := sub.subscribe(topic, probes)
+			time.Sleep(5 * time.Millisecond) // a moment later
+			if err := pub.publish(topic, "m", 1, false); err != nil {
+				t.Fatal(err)
+			}
+			// Probes from the other gateway until one arrives.
+			var probeSent []time.Duration
+			got, firstProbe := false, -1
+			for k := 0; firstProbe < 0 && k < 2000; k++ {
+				probeSent = append(probeSent, time.Since(sent))
+				if err := far.publish(probes, strconv.Itoa(k), 0, false); err != nil {
+					t.Fatal(err)
+				}
+				for drained := false; !drained; {
+					select {
+					case m := <-sub.msgs:
+						if string(m.Topic) == topic {
+							got = true
+						} else if n, err := strconv.Atoi(string(m.Payload)); err == nil && firstProbe < 0 {
+							firstProbe = n
+						}
+					case <-time.After(time.Millisecond):
+						drained = true
+					}
+				}
+			}
+			if firstProbe >= 0 {
+				effective = append(effective, probeSent[firstProbe])
+			}
+			for wait := time.After(10 * time.Second); !got; {
+				select {
+				case m := <-sub.msgs:
+					got = got || string(m.Topic) == topic
+				case <-wait:
+					missed = append(missed, i)
+					got = true
+				}
+			}
+			if d := sub.subackAfter(); d > 0 {
+				subacks = append(subacks, d)
+			}
+			sub.close()
+		}
+		if len(missed) > 0 {
+			t.Fatalf("rounds %v: the subscriber missed a message published a moment after its SUBSCRIBE", missed)
+		}
+		t.Logf("SUBSCRIBE → SUBACK: %s; SUBSCRIBE → effective for the other gateway: %s", quantiles(subacks), quantiles(effective))
+	})
+
 	// Issue 12 §1: a QoS 2 publisher on gateway A loses its connection
 	// before it reads the PUBRECs, resumes its session on gateway B and
 	// sends its messages again (DUP): each reaches the subscribers once.
@@ -702,4 +777,107 @@ func TestCluster(t *testing.T) {
 		}
 	})
 	t.Logf("cluster test took %s", time.Since(began).Round(time.Millisecond))
+}
+
+// quantiles formats the median, 90th and 99th percentiles and the maximum
+// of ds.
+func quantiles(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "no samples"
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	q := func(f float64) time.Duration {
+		return s[min(len(s)-1, int(f*float64(len(s))))].Round(10 * time.Microsecond)
+	}
+	return fmt.Sprintf("p50 %v, p90 %v, p99 %v, max %v (%d samples)", q(0.5), q(0.9), q(0.99), s[len(s)-1].Round(10*time.Microsecond), len(s))
+}
+
+// rawSub is a 5.0 subscriber on Shoal's own codec: its SUBSCRIBE is on the
+// wire when subscribe returns (a library client writes it from a goroutine
+// of its own), and the SUBACK's arrival is timed.
+type rawSub struct {
+	t      *testing.T
+	nc     net.Conn
+	msgs   chan *packet.Publish
+	sent   time.Time
+	suback chan time.Duration
+	done   chan struct{}
+}
+
+func dialRawSub(t *testing.T, addr, id string) *rawSub {
+	t.Helper()
+	nc, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &rawSub{t: t, nc: nc, msgs: make(chan *packet.Publish, 1000), suback: make(chan time.Duration, 1), done: make(chan struct{})}
+	rd := packet.NewReader(nc, 1024)
+	if _, err := nc.Write((&packet.Connect{Version: packet.V5, ClientID: []byte(id), CleanStart: true, KeepAlive: 30}).Append(nil, packet.V5)); err != nil {
+		t.Fatal(err)
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(clusterWait))
+	h, body, err := rd.ReadPacket()
+	if err != nil {
+		t.Fatalf("%s: connack: %v", id, err)
+	}
+	if p, err := packet.Decode(h, body, packet.V5); err != nil || p.Type() != packet.CONNACK {
+		t.Fatalf("%s: want CONNACK, got %v (%v)", id, h.Type, err)
+	}
+	_ = nc.SetReadDeadline(time.Time{})
+	go func() {
+		defer close(s.done)
+		for {
+			h, body, err := rd.ReadPacket()
+			if err != nil {
+				return
+			}
+			p, err := packet.Decode(h, body, packet.V5)
+			if err != nil {
+				return
+			}
+			switch p := p.(type) {
+			case *packet.Suback:
+				s.suback <- time.Since(s.sent)
+			case *packet.Publish:
+				m := *p
+				m.Topic, m.Payload = slices.Clone(p.Topic), slices.Clone(p.Payload)
+				if p.QoS == 1 {
+					_, _ = nc.Write((&packet.Ack{Kind: packet.PUBACK, PacketID: p.PacketID}).Append(nil, packet.V5))
+				}
+				s.msgs <- &m
+			}
+		}
+	}()
+	return s
+}
+
+// subscribe writes a SUBSCRIBE of filters (QoS 1) and returns when it was
+// written.
+func (s *rawSub) subscribe(filters ...string) time.Time {
+	sub := &packet.Subscribe{PacketID: 1}
+	for _, f := range filters {
+		sub.Filters = append(sub.Filters, packet.Subscription{Filter: []byte(f), QoS: 1})
+	}
+	s.sent = time.Now()
+	if _, err := s.nc.Write(sub.Append(nil, packet.V5)); err != nil {
+		s.t.Fatal(err)
+	}
+	return s.sent
+}
+
+// subackAfter is how long the SUBACK took, 0 when none came within 10 s.
+func (s *rawSub) subackAfter() time.Duration {
+	select {
+	case d := <-s.suback:
+		return d
+	case <-time.After(10 * time.Second):
+		return 0
+	}
+}
+
+func (s *rawSub) close() {
+	_, _ = s.nc.Write((&packet.Disconnect{}).Append(nil, packet.V5))
+	_ = s.nc.Close()
+	<-s.done
 }

@@ -1,0 +1,74 @@
+package gateway
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// readOrder makes what a gateway reads take effect in that order across
+// its connections (issue 12 §6): a SUBSCRIBE or UNSUBSCRIBE read before a
+// PUBLISH, on any connection, is applied by the routers before that
+// PUBLISH. Each connection has its own reader, so two packets read one
+// after the other on two connections can reach the producer the other way
+// round; a subscription change handed to the producer first precedes the
+// publish in every partition (one producer: a partition keeps the order of
+// the Produce calls), and a router applies a partition in order.
+//
+// A SUBSCRIBE or UNSUBSCRIBE takes a ticket when it is read (begin) and
+// gives it back once every record it writes is handed to the producer
+// (end). A PUBLISH notes the newest ticket when it is read (mark) and,
+// before it hands its own record to the producer, waits until every ticket
+// up to that one was given back (wait): in the common case none is out,
+// and that costs two atomic loads.
+type readOrder struct {
+	begun atomic.Uint64 // tickets taken
+	done  atomic.Uint64 // every ticket up to done was given back
+
+	mu    sync.Mutex
+	cond  sync.Cond
+	ended map[uint64]struct{} // tickets given back above done+1
+}
+
+func (o *readOrder) init() {
+	o.cond.L = &o.mu
+	o.ended = make(map[uint64]struct{})
+}
+
+// begin takes a ticket for a subscription change just read.
+func (o *readOrder) begin() uint64 { return o.begun.Add(1) }
+
+// end gives ticket tk back: its records are with the producer.
+func (o *readOrder) end(tk uint64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	d := o.done.Load()
+	if tk != d+1 {
+		o.ended[tk] = struct{}{}
+		return
+	}
+	d = tk
+	for {
+		if _, ok := o.ended[d+1]; !ok {
+			break
+		}
+		delete(o.ended, d+1)
+		d++
+	}
+	o.done.Store(d)
+	o.cond.Broadcast()
+}
+
+// mark returns what a PUBLISH read now waits for.
+func (o *readOrder) mark() uint64 { return o.begun.Load() }
+
+// wait returns once every ticket up to mark was given back.
+func (o *readOrder) wait(mark uint64) {
+	if o.done.Load() >= mark {
+		return
+	}
+	o.mu.Lock()
+	for o.done.Load() < mark {
+		o.cond.Wait()
+	}
+	o.mu.Unlock()
+}

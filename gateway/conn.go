@@ -69,10 +69,14 @@ type conn struct {
 	// each with the partition of shoal.messages its Publish went to when
 	// the router keeps it too (a persistent session), or -1.
 	awaitingRel map[uint16]int32
-	inInflight  atomic.Int32   // QoS 1/2 publishes from the client not yet completed
-	nonblock    bool           // reads return errWouldBlock rather than wait (park.go)
-	refused     bool           // the handshake answered CONNACK with a failure code
-	writing     sync.WaitGroup // log writes of this connection not yet completed
+	// woke says the packet being handled needed a fresh read of the
+	// socket (nothing of it was buffered): its reader was likely just
+	// woken, maybe together with others (order.go).
+	woke       bool
+	inInflight atomic.Int32   // QoS 1/2 publishes from the client not yet completed
+	nonblock   bool           // reads return errWouldBlock rather than wait (park.go)
+	refused    bool           // the handshake answered CONNACK with a failure code
+	writing    sync.WaitGroup // log writes of this connection not yet completed
 
 	// The connection's writer (who set flushing) only.
 	nb      nonBlockingWriter // nil: writes block (flushLoop)
@@ -714,6 +718,7 @@ func (c *conn) readLoop() (e ending, parked bool) {
 		if c.closing.Load() {
 			return c.closedByServer(), false
 		}
+		c.woke = c.rd.Buffered() == 0
 		h, body, err := c.rd.ReadPacket()
 		if err != nil {
 			if c.closing.Load() {

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"runtime"
 	"strings"
 
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
@@ -14,7 +15,12 @@ import (
 // log and acknowledges QoS 1 and 2 only once the write is durable.
 func (c *conn) handlePublish(h packet.FixedHeader, body []byte) error {
 	g := c.g
-	// Subscription changes read before this publish go to the log first.
+	// Subscription changes read before this publish go to the log first
+	// (order.go). A reader just woken lets the readers woken with it run
+	// first: they may hold packets that arrived before this one.
+	if c.woke {
+		runtime.Gosched()
+	}
 	order := g.order.mark()
 	p := c.decoders().publish()
 	if err := p.Decode(h, body, c.version); err != nil {

@@ -122,6 +122,7 @@ func (c *conn) quickServe(ctx context.Context, buf []byte) {
 			go c.end(ctx, c.closedByServer())
 			return
 		}
+		c.woke = n == 0
 		h, body, err := c.rd.ReadPacket()
 		if errors.Is(err, errWouldBlock) {
 			c.nonblock = false

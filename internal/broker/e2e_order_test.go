@@ -34,7 +34,7 @@ func TestSubscribeBeforePublishAcrossConnections(t *testing.T) {
 		sub.connect(&packet.Connect{ClientID: []byte(fmt.Sprintf("ord-sub-%d", i)), CleanStart: true, KeepAlive: 30})
 		topic := fmt.Sprintf("ord/%d", i)
 		sub.send(&packet.Subscribe{PacketID: 1, Filters: []packet.Subscription{{Filter: []byte(topic), QoS: 1}}})
-		time.Sleep(time.Millisecond) // a moment later: read by the gateway, not yet acknowledged
+		time.Sleep(2 * time.Millisecond) // a moment later: read by the gateway, not yet acknowledged
 		pub.send(&packet.Publish{QoS: 1, PacketID: uint16(i%60000 + 1), Topic: []byte(topic), Payload: []byte("m")})
 		if a := nextAs[*packet.Ack](pub); a.Kind != packet.PUBACK || a.Code.IsError() {
 			t.Fatalf("round %d: publish answered %v %v", i, a.Kind, a.Code)

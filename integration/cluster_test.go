@@ -628,6 +628,50 @@ func TestCluster(t *testing.T) {
 		t.Logf("SUBSCRIBE → SUBACK: %s; SUBSCRIBE → effective for the other gateway: %s", quantiles(subacks), quantiles(effective))
 	})
 
+	// Issue 12 §2: a will with a delay arrives at min(delay, session
+	// expiry) after the close, within 0.5 s, in distributed mode too (the
+	// client on gateway A, its watcher on gateway B).
+	t.Run("WillDelayOnTime", func(t *testing.T) {
+		watcher, _ := dialMQTT(t, gb.mqtt, "it-wt-watch", true, 0)
+		watcher.subscribe("it-wt/#", 1)
+		const late = 500 * time.Millisecond
+		for _, c := range []struct {
+			topic         string
+			delay, expiry uint32 // seconds
+		}{{"it-wt/delay", 2, 4}, {"it-wt/expiry", 3, 1}} {
+			nc, err := net.DialTimeout("tcp", ga.mqtt, 10*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cp := &packet.Connect{Version: packet.V5, ClientID: []byte(strings.ReplaceAll(c.topic, "/", "-")), CleanStart: true,
+				KeepAlive: 30, WillFlag: true, WillQoS: 1, WillTopic: []byte(c.topic), WillPayload: []byte("gone")}
+			cp.Props.SessionExpiry = c.expiry
+			cp.Props.Set(packet.PropSessionExpiry)
+			cp.WillProps.WillDelay = c.delay
+			cp.WillProps.Set(packet.PropWillDelay)
+			if _, err := nc.Write(cp.Append(nil, packet.V5)); err != nil {
+				t.Fatal(err)
+			}
+			_ = nc.SetReadDeadline(time.Now().Add(clusterWait))
+			if h, _, err := packet.NewReader(nc, 256).ReadPacket(); err != nil || h.Type != packet.CONNACK {
+				t.Fatalf("%s: want CONNACK, got %v (%v)", c.topic, h.Type, err)
+			}
+			closed := time.Now()
+			_ = nc.Close() // no DISCONNECT: the will is due
+			select {
+			case m := <-watcher.msgs:
+				el := time.Since(closed)
+				due := time.Duration(min(c.delay, c.expiry)) * time.Second
+				t.Logf("%s: will delay %ds, session expiry %ds: arrived %v after the close", c.topic, c.delay, c.expiry, el)
+				if m.Topic != c.topic || el < due || el > due+late {
+					t.Errorf("%s: will on %s arrived %v after the close, want %v to %v", c.topic, m.Topic, el, due, due+late)
+				}
+			case <-time.After(clusterWait):
+				t.Fatalf("%s: no will", c.topic)
+			}
+		}
+	})
+
 	// Issue 12 §1: a QoS 2 publisher on gateway A loses its connection
 	// before it reads the PUBRECs, resumes its session on gateway B and
 	// sends its messages again (DUP): each reaches the subscribers once.

@@ -133,39 +133,30 @@ func (m *Mutations) Len() int {
 }
 
 func (m *Mutations) putSubscription(s SubscriptionMutation) {
-	if m.subIdx == nil {
-		m.subIdx = make(map[SubscriptionKey]int)
-	}
-	if i, ok := m.subIdx[s.SubscriptionKey]; ok {
-		m.Subscriptions[i] = s
-		return
-	}
-	m.subIdx[s.SubscriptionKey] = len(m.Subscriptions)
-	m.Subscriptions = append(m.Subscriptions, s)
+	putLast(&m.Subscriptions, &m.subIdx, s.SubscriptionKey, s)
 }
 
 func (m *Mutations) putRetained(r RetainedMutation) {
-	if m.retIdx == nil {
-		m.retIdx = make(map[RetainedKey]int)
-	}
-	if i, ok := m.retIdx[r.Key]; ok {
-		m.Retained[i] = r
-		return
-	}
-	m.retIdx[r.Key] = len(m.Retained)
-	m.Retained = append(m.Retained, r)
+	putLast(&m.Retained, &m.retIdx, r.Key, r)
 }
 
 func (m *Mutations) putUnreleased(u UnreleasedMutation) {
-	if m.relIdx == nil {
-		m.relIdx = make(map[UnreleasedKey]int)
+	putLast(&m.Unreleased, &m.relIdx, u.UnreleasedKey, u)
+}
+
+// putLast records v as the write of key k in list, replacing an earlier
+// write of k (idx maps keys to their place in list), so a list holds each
+// key's final state once.
+func putLast[K comparable, V any](list *[]V, idx *map[K]int, k K, v V) {
+	if *idx == nil {
+		*idx = make(map[K]int)
 	}
-	if i, ok := m.relIdx[u.UnreleasedKey]; ok {
-		m.Unreleased[i] = u
+	if i, ok := (*idx)[k]; ok {
+		(*list)[i] = v
 		return
 	}
-	m.relIdx[u.UnreleasedKey] = len(m.Unreleased)
-	m.Unreleased = append(m.Unreleased, u)
+	(*idx)[k] = len(*list)
+	*list = append(*list, v)
 }
 
 // Validate reports what no store can write: a stored subscription without

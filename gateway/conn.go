@@ -72,11 +72,14 @@ type conn struct {
 	// woke says the packet being handled needed a fresh read of the
 	// socket (nothing of it was buffered): its reader was likely just
 	// woken, maybe together with others (order.go).
-	woke       bool
-	inInflight atomic.Int32   // QoS 1/2 publishes from the client not yet completed
-	nonblock   bool           // reads return errWouldBlock rather than wait (park.go)
-	refused    bool           // the handshake answered CONNACK with a failure code
-	writing    sync.WaitGroup // log writes of this connection not yet completed
+	woke bool
+	// relBroadcasts counts the PUBRELs of identifiers this connection did
+	// not receive, each released in every partition (handlePubrel).
+	relBroadcasts uint16
+	inInflight    atomic.Int32   // QoS 1/2 publishes from the client not yet completed
+	nonblock      bool           // reads return errWouldBlock rather than wait (park.go)
+	refused       bool           // the handshake answered CONNACK with a failure code
+	writing       sync.WaitGroup // log writes of this connection not yet completed
 
 	// The connection's writer (who set flushing) only.
 	nb      nonBlockingWriter // nil: writes block (flushLoop)

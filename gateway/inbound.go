@@ -213,7 +213,12 @@ func (c *conn) refusePublish(name []byte, p *packet.Publish) packet.ReasonCode {
 // durable, so the client never reuses an identifier the router still
 // holds. An identifier this connection does not know may have been
 // received by an earlier connection of a resumed session, on another
-// gateway: it is released in every partition.
+// gateway: it is released in every partition. A connection may do that
+// for at most receive_maximum identifiers (the most a client can have left
+// unreleased on one earlier connection); beyond that an unknown identifier
+// is answered 0x92 without a write, so PUBRELs of made-up identifiers
+// cannot make a client's connection write a record to every partition
+// each.
 func (c *conn) handlePubrel(id uint16) error {
 	pa := &pendingAck{kind: packet.PUBCOMP, id: id}
 	part, ok := c.awaitingRel[id]
@@ -224,7 +229,8 @@ func (c *conn) handlePubrel(id uint16) error {
 			c.produceThenAck(pa, []*kafka.Record{c.releaseRecord(id, part)})
 			return nil
 		}
-	case c.resumed && c.sessionExpiry != 0:
+	case c.resumed && c.sessionExpiry != 0 && c.relBroadcasts < c.g.cfg.ReceiveMaximum:
+		c.relBroadcasts++
 		pa.uncounted = true
 		recs := make([]*kafka.Record, 0, c.g.msgParts)
 		for p := range c.g.msgParts {

@@ -113,3 +113,44 @@ func TestQoS2CleanSessionKeepsNothingInTheRouter(t *testing.T) {
 		t.Errorf("%d records, want 1 (the publish)", len(fl.held))
 	}
 }
+
+// TestQoS2UnknownReleasesBounded: PUBRELs of identifiers the connection
+// never received write to every partition for at most receive_maximum of
+// them; after that a made-up identifier is answered 0x92 without a write.
+func TestQoS2UnknownReleasesBounded(t *testing.T) {
+	fl := newFakeLog()
+	fl.answer = func(cr *eventspb.ConnectResult) { cr.SessionPresent = true }
+	g := startGateway(t, fl, func(c *Config) { c.ReceiveMaximum = 2 })
+	nc, err := net.Dial("tcp", g.Addr("mqtt").String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = nc.Close() })
+	rd := packet.NewReader(nc, 256)
+	cp := &packet.Connect{Version: packet.V5, ClientID: []byte("t-r"), CleanStart: false}
+	cp.Props.SessionExpiry = 300
+	cp.Props.Set(packet.PropSessionExpiry)
+	write(t, nc, cp)
+	if _, ok := read(t, nc, rd, 5*time.Second).(*packet.Connack); !ok {
+		t.Fatal("want CONNACK")
+	}
+	for id := uint16(1); id <= 2; id++ {
+		write(t, nc, &packet.Ack{Kind: packet.PUBREL, PacketID: id})
+		fl.waitProduced(t, 4)
+		for i := 4 * int(id-1); i < 4*int(id); i++ {
+			fl.complete(i, nil)
+		}
+		if a := readAck(t, nc, rd); a.Kind != packet.PUBCOMP || a.PacketID != id || a.Code != 0 {
+			t.Fatalf("got %v %d %v, want PUBCOMP %d", a.Kind, a.PacketID, a.Code, id)
+		}
+	}
+	write(t, nc, &packet.Ack{Kind: packet.PUBREL, PacketID: 3})
+	if a := readAck(t, nc, rd); a.Kind != packet.PUBCOMP || a.PacketID != 3 || a.Code != packet.CodePacketIdentifierNotFound {
+		t.Fatalf("got %v %d %v, want PUBCOMP 3 with 0x92", a.Kind, a.PacketID, a.Code)
+	}
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	if len(fl.held) != 8 {
+		t.Errorf("%d records written, want 8 (two releases to 4 partitions)", len(fl.held))
+	}
+}

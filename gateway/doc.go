@@ -20,6 +20,13 @@
 // closing: a socket closed with unread input resets the connection, and the
 // client may never read the reason (conn.closeWrite, ARCHITECTURE.md).
 //
+// What the gateway reads first takes effect first: a PUBLISH waits, before
+// it is written, for the SUBSCRIBEs and UNSUBSCRIBEs read before it on any
+// connection (order.go). A persistent session's QoS 2 PUBLISH carries its
+// packet identifier for the router, which drops a resend after a reconnect;
+// PUBCOMP follows the durable PublishRelease (inbound.go, ARCHITECTURE.md
+// "Exactly once for QoS 2").
+//
 // The gateway meets the router and session services only through the log; it
 // never imports them. It builds on the codec in internal/mqtt/packet.
 package gateway

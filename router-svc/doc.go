@@ -55,8 +55,8 @@
 //   - One target per client per delivery. All matching subscriptions of a
 //     client, including a shared subscription that picked it, fold into one
 //     target: QoS = min(published, highest granted), every distinct
-//     subscription identifier in ascending order, retain = the published flag if any matching
-//     subscription has retain-as-published. No-local compares client ids
+//     subscription identifier in ascending order, retain = the published
+//     flag if any matching subscription has retain-as-published. No-local compares client ids
 //     within the tenant; it does not apply to retained messages sent for a
 //     new subscription.
 //   - Shared subscriptions: a group is (tenant, share name, filter); its

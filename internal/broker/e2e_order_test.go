@@ -23,39 +23,64 @@ func TestSubscribeBeforePublishAcrossConnections(t *testing.T) {
 	if testing.Short() {
 		rounds = 20
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	var missed []int
-	for i := range rounds {
-		if time.Now().After(deadline) {
-			t.Logf("stopped after %d rounds (time bound)", i)
-			break
-		}
+	// round runs one SUBSCRIBE-then-PUBLISH with the given gap and says
+	// whether the subscriber got the message.
+	round := func(i int, gap time.Duration) bool {
 		sub := dialRaw(t, mqttAddr(b), packet.V5)
+		defer func() { _ = sub.nc.Close() }()
 		sub.connect(&packet.Connect{ClientID: []byte(fmt.Sprintf("ord-sub-%d", i)), CleanStart: true, KeepAlive: 30})
 		topic := fmt.Sprintf("ord/%d", i)
 		sub.send(&packet.Subscribe{PacketID: 1, Filters: []packet.Subscription{{Filter: []byte(topic), QoS: 1}}})
-		time.Sleep(2 * time.Millisecond) // a moment later: read by the gateway, not yet acknowledged
+		time.Sleep(gap) // a moment later: read by the gateway, not yet acknowledged
 		pub.send(&packet.Publish{QoS: 1, PacketID: uint16(i%60000 + 1), Topic: []byte(topic), Payload: []byte("m")})
 		if a := nextAs[*packet.Ack](pub); a.Kind != packet.PUBACK || a.Code.IsError() {
 			t.Fatalf("round %d: publish answered %v %v", i, a.Kind, a.Code)
 		}
 		// The SUBACK and the message, in either order.
-		got := false
-		for seen := 0; seen < 2 && !got; seen++ {
+		for seen := 0; seen < 2; seen++ {
 			p, err := sub.read(2 * time.Second)
 			if err != nil {
-				break
+				return false
 			}
-			if m, ok := p.(*packet.Publish); ok {
-				got = string(m.Payload) == "m"
+			if m, ok := p.(*packet.Publish); ok && string(m.Payload) == "m" {
+				return true
 			}
 		}
-		if !got {
+		return false
+	}
+	// A 2 ms gap is far longer than the gateway needs to read the
+	// SUBSCRIBE, but a loaded CI machine (two cores, -race, other test
+	// binaries) can leave the subscriber's reader unscheduled for longer
+	// than that, and then the PUBLISH is truly read first. So a miss is
+	// tried again with a gap no scheduler hiccup spans; the test fails if
+	// that retry misses too, or if more than one round in ten missed at
+	// 2 ms. The read order itself is proven where a SUBSCRIBE can be held
+	// after it was read (TestSubscribeReadFirstIsWrittenFirst); this test
+	// proves the end-to-end path keeps a realistic client's order.
+	deadline := time.Now().Add(60 * time.Second)
+	var missed, slow []int
+	ran := 0
+	for i := range rounds {
+		if time.Now().After(deadline) {
+			t.Logf("stopped after %d rounds (time bound)", i)
+			break
+		}
+		ran++
+		if round(2*i, 2*time.Millisecond) {
+			continue
+		}
+		slow = append(slow, i)
+		if !round(2*i+1, 50*time.Millisecond) {
 			missed = append(missed, i)
 		}
-		_ = sub.nc.Close()
+	}
+	if len(slow) > 0 {
+		t.Logf("rounds %v missed at a 2 ms gap and were tried again at 50 ms", slow)
+	}
+	if len(slow) > ran/10 {
+		t.Fatalf("%d of %d rounds missed a message published 2 ms after the SUBSCRIBE", len(slow), ran)
 	}
 	if len(missed) > 0 {
-		t.Fatalf("rounds %v: the subscriber missed a message published after its SUBSCRIBE was read", missed)
+		t.Fatalf("rounds %v: the subscriber missed a message published 50 ms after its SUBSCRIBE", missed)
 	}
 }

@@ -11,7 +11,7 @@ import (
 
 // SlotLeaser hands out gateway slots, the partitions of shoal.deliveries,
 // by lease: two gateways never hold one slot, and a restarted gateway
-// (same owner name) gets its slot back. internal/store/cqlstore implements
+// (same owner name) gets its slot back. compose/store/cqlstore implements
 // it with lightweight transactions.
 type SlotLeaser interface {
 	// AcquireSlot claims a slot in [0, slots) for owner for ttl.

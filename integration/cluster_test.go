@@ -21,6 +21,7 @@ import (
 
 	"github.com/eclipse/paho.golang/paho"
 
+	"github.com/shoal-mqtt/shoal/internal/localserver/serverproc"
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
 	"github.com/shoal-mqtt/shoal/internal/testutil/qos2resend"
 )
@@ -256,12 +257,11 @@ func dumpOnFailure(t *testing.T, path string) {
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := serverproc.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = ln.Close() }()
-	return ln.Addr().String()
+	return addr
 }
 
 // mqttClient is a Paho 5.0 client that collects what it receives.

@@ -16,10 +16,10 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/shoal-mqtt/shoal/compose/store/cqlstore"
 	"github.com/shoal-mqtt/shoal/gateway"
 	"github.com/shoal-mqtt/shoal/integration/servers"
-	"github.com/shoal-mqtt/shoal/internal/store/cqlstore"
-	"github.com/shoal-mqtt/shoal/internal/testutil/realcql"
+	"github.com/shoal-mqtt/shoal/internal/localserver/realcql"
 	"github.com/shoal-mqtt/shoal/internal/testutil/testlog"
 	routersvc "github.com/shoal-mqtt/shoal/router-svc"
 	routerstoretest "github.com/shoal-mqtt/shoal/router-svc/storetest"
@@ -29,7 +29,7 @@ import (
 	sessionstoretest "github.com/shoal-mqtt/shoal/session-svc/storetest"
 )
 
-// These tests run the CQL view store (internal/store/cqlstore) against a
+// These tests run the CQL view store (compose/store/cqlstore) against a
 // real Apache Cassandra 5 node (realcql), one per test binary, each test
 // in a keyspace of its own: the conformance suites of the router's and the
 // session service's stores, the batch size limits, the gateway slot leases

@@ -17,7 +17,7 @@
 //
 //   - without a Docker engine, as on the development and CI machines here,
 //     Apache Kafka 4.3.1 and Apache Cassandra 5.0.9 run as local processes
-//     on loopback ports (internal/testutil/realkafka, realcql), from jars
+//     on loopback ports (internal/localserver/realkafka, realcql), from jars
 //     fetched once from Maven Central into ~/.cache/shoal; the output says
 //     "no Docker engine: starting Kafka and Cassandra as local processes";
 //   - with a Docker engine (testcontainers-go's own health check, 5 s at

@@ -25,9 +25,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/shoal-mqtt/shoal/compose/config"
 	"github.com/shoal-mqtt/shoal/integration/servers"
-	"github.com/shoal-mqtt/shoal/internal/config"
-	"github.com/shoal-mqtt/shoal/internal/testutil/realkafka"
+	"github.com/shoal-mqtt/shoal/internal/localserver/realkafka"
 	"github.com/shoal-mqtt/shoal/internal/testutil/testlog"
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"

@@ -1,5 +1,10 @@
-// Package internal groups what several of Shoal's roles share and nothing
-// outside the module may import: the MQTT codec (internal/mqtt/packet), topic
-// names, filters and the subscription trie (internal/mqtt/topic), and later
-// configuration, telemetry, buffer pools and the view-store adapters.
+// Package internal is Shoal's ground floor: what every role stands on and
+// nothing outside the module may import. The MQTT codec
+// (internal/mqtt/packet), topic names, filters and the subscription trie
+// (internal/mqtt/topic), trace context in Kafka headers (tracectx), string
+// interning (intern), real servers as local processes for tests and the
+// distributed benchmark (localserver), and test helpers (testutil).
+//
+// Nothing here imports a role, kafka/ or the composition layer (compose/):
+// imports only point down, cmd → compose → roles → kafka/ → internal/.
 package internal

@@ -6,7 +6,7 @@
 //
 // It meets the gateway and session services only through the log and
 // declares the narrow view-store interface it needs in its own package
-// ([Store]; adapters: internal/store/pebblestore, and the CQL adapter;
+// ([Store]; adapters: compose/store/pebblestore, and the CQL adapter;
 // conformance suite: router-svc/storetest).
 //
 // # Pieces

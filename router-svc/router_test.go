@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shoal-mqtt/shoal/internal/store/pebblestore"
+	"github.com/shoal-mqtt/shoal/compose/store/pebblestore"
 	"github.com/shoal-mqtt/shoal/internal/tracectx"
 	"github.com/shoal-mqtt/shoal/kafka"
 	routersvc "github.com/shoal-mqtt/shoal/router-svc"

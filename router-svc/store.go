@@ -9,7 +9,7 @@ import (
 
 // Store is the view store the router needs: the durable state of each shard
 // (its subscriptions, its retained messages and the offset of the last
-// record applied). Adapters: internal/store/pebblestore (embedded backbone)
+// record applied). Adapters: compose/store/pebblestore (embedded backbone)
 // and the CQL adapter; router-svc/storetest is the conformance suite both
 // pass.
 type Store interface {

@@ -2,7 +2,7 @@
 # Fetches the runtime classpath of Apache Cassandra (org.apache.cassandra:
 # cassandra-all and every runtime dependency, about 100 jars) from Maven
 # Central into the tool cache, for the integration tests' real CQL database
-# (internal/testutil/realcql). Needs mvn and Java 17.
+# (internal/localserver/realcql). Needs mvn and Java 17.
 #
 # Idempotent: a completion marker written after a successful download makes
 # later runs return at once; an interrupted run leaves no marker and is

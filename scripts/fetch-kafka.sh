@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fetches Apache Kafka's broker jars (kafka_2.13 plus slf4j-simple for its
 # logs) from Maven Central with Maven, for the integration tests' real
-# Kafka (internal/testutil/realkafka). The jars go to
+# Kafka (internal/localserver/realkafka). The jars go to
 # ${SHOAL_CACHE:-$HOME/.cache/shoal}/kafka-<version>/lib and Maven's own
 # repository to ${SHOAL_CACHE:-$HOME/.cache/shoal}/m2, outside the work tree,
 # so that every clone on the machine shares them.

@@ -8,7 +8,7 @@
 // shoal.sessions; it writes shoal.deliveries, shoal.presence and
 // shoal.messages) and declares the narrow view-store interface it needs,
 // [Store], in its own package. The Pebble adapter is
-// internal/store/pebblestore; every adapter passes the conformance suite in
+// compose/store/pebblestore; every adapter passes the conformance suite in
 // session-svc/storetest.
 //
 // # What it does

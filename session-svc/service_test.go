@@ -14,8 +14,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/testing/protocmp"
 
+	"github.com/shoal-mqtt/shoal/compose/store/pebblestore"
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
-	"github.com/shoal-mqtt/shoal/internal/store/pebblestore"
 	"github.com/shoal-mqtt/shoal/internal/testutil/testlog"
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"

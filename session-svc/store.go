@@ -4,7 +4,7 @@ import "context"
 
 // Store is the view store the session service needs: the sessions of each
 // partition of shoal.sessions and the offset of the last record applied to
-// them. The Pebble adapter is internal/store/pebblestore; every adapter
+// them. The Pebble adapter is compose/store/pebblestore; every adapter
 // passes the conformance suite in session-svc/storetest.
 //
 // The service calls the methods of one partition from one goroutine at a

@@ -10,54 +10,16 @@ import (
 	"time"
 
 	"github.com/shoal-mqtt/shoal/bench/load"
-	"github.com/shoal-mqtt/shoal/internal/broker"
-	"github.com/shoal-mqtt/shoal/internal/config"
+	"github.com/shoal-mqtt/shoal/compose/broker/brokertest"
+	"github.com/shoal-mqtt/shoal/compose/config"
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
-	"github.com/shoal-mqtt/shoal/internal/testutil/testlog"
 )
 
-// startShoal runs `shoal all` in this process on loopback ports and stops
-// it when the test ends.
+// startShoal runs `shoal all` in this process on loopback ports (no
+// WebSocket listener) and stops it when the test ends.
 func startShoal(t *testing.T) string {
 	t.Helper()
-	cfg := config.Default()
-	cfg.DataDir = t.TempDir()
-	cfg.HTTPListen = "127.0.0.1:0"
-	cfg.Gateway.MQTTListen = "127.0.0.1:0"
-	cfg.Gateway.WSListen = ""
-	cfg.Kafka.Partitions = 4
-	cfg.Gateway.SysInterval = 0
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	b := broker.New(cfg, testlog.New(t), "test")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- b.Run(ctx) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for !b.Ready() {
-		select {
-		case err := <-done:
-			cancel()
-			t.Fatalf("broker stopped before ready: %v", err)
-		case <-time.After(10 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			cancel()
-			t.Fatal("broker not ready after 30s")
-		}
-	}
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("broker run: %v", err)
-			}
-		case <-time.After(20 * time.Second):
-			t.Error("broker did not stop within 20s")
-		}
-	})
+	b := brokertest.Start(t, func(c *config.Config) { c.Gateway.WSListen = "" })
 	return b.Addr("mqtt").String()
 }
 

@@ -11,8 +11,8 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/shoal-mqtt/shoal/internal/broker"
-	"github.com/shoal-mqtt/shoal/internal/config"
+	"github.com/shoal-mqtt/shoal/compose/broker"
+	"github.com/shoal-mqtt/shoal/compose/config"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".

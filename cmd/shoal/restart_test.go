@@ -15,6 +15,7 @@ import (
 
 	"github.com/eclipse/paho.golang/paho"
 
+	"github.com/shoal-mqtt/shoal/internal/localserver/serverproc"
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
 )
 
@@ -48,12 +49,11 @@ type shoalProc struct {
 
 func freePort(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := serverproc.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = ln.Close() }()
-	return ln.Addr().String()
+	return addr
 }
 
 // startShoal starts shoal all on dir and waits until /readyz says ready.

@@ -3,7 +3,7 @@
 //
 //   - as local processes: Apache Kafka (KRaft, one node) and Apache
 //     Cassandra 5 from jars fetched once from Maven Central
-//     (internal/testutil/realkafka, internal/testutil/realcql); this is the
+//     (internal/localserver/realkafka, internal/localserver/realcql); this is the
 //     path of the development and CI machines, which have no Docker engine;
 //   - as containers through testcontainers-go v0.40.0 when a Docker engine
 //     answers: its kafka module (a KRaft broker in the Confluent

@@ -1,7 +1,7 @@
 // Package cqlschema holds the CQL schema of Shoal's views (ScyllaDB or
 // Apache Cassandra), embedded in the binary: bootstrap.cql, the tables
 // that record applied migrations, and the numbered migrations
-// NNNN_name.cql. internal/store/cqlstore applies them at start;
+// NNNN_name.cql. compose/store/cqlstore applies them at start;
 // docs/cql.md describes the tables.
 //
 // Rules for the files:

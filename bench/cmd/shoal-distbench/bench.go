@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/shoal-mqtt/shoal/bench/load"
-	"github.com/shoal-mqtt/shoal/internal/testutil/realkafka"
+	"github.com/shoal-mqtt/shoal/internal/localserver/realkafka"
 )
 
 // bench runs everything: the backbone, then each topology's Shoal

@@ -1,7 +1,7 @@
 // Command shoal-distbench measures Shoal's distributed mode on a real
 // Kafka and a real CQL database on one machine: it starts a one-node
 // Apache Kafka (KRaft) and a one-node Apache Cassandra as local processes
-// (internal/testutil/realkafka and realcql: the jars are fetched once by
+// (internal/localserver/realkafka and realcql: the jars are fetched once by
 // scripts/fetch-kafka.sh and scripts/fetch-cassandra.sh), then Shoal's
 // roles as separate processes of the real binary (shoal session, shoal
 // router, shoal gateway), and runs the load generator's latency scenario

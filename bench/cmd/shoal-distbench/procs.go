@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,8 +16,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/shoal-mqtt/shoal/internal/testutil/realcql"
-	"github.com/shoal-mqtt/shoal/internal/testutil/realkafka"
+	"github.com/shoal-mqtt/shoal/internal/localserver/realcql"
+	"github.com/shoal-mqtt/shoal/internal/localserver/realkafka"
+	"github.com/shoal-mqtt/shoal/internal/localserver/serverproc"
 )
 
 // Bounds of the waits for processes.
@@ -123,7 +123,7 @@ type shoalArgs struct {
 func startShoal(a shoalArgs, role, name string) (*proc, error) {
 	p := &proc{name: name, done: make(chan struct{})}
 	var err error
-	if p.http, err = freeAddr(); err != nil {
+	if p.http, err = serverproc.FreeAddr(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	args := []string{role, "--config", a.config,
@@ -131,7 +131,7 @@ func startShoal(a shoalArgs, role, name string) (*proc, error) {
 		"--cql-hosts", strings.Join(a.cqlHosts, ","), "--cql-keyspace", keyspace,
 		"--http-listen", p.http, "--pprof", strconv.FormatBool(a.pprof)}
 	if role == "gateway" {
-		if p.mqtt, err = freeAddr(); err != nil {
+		if p.mqtt, err = serverproc.FreeAddr(); err != nil {
 			return nil, fmt.Errorf("start %s: %w", name, err)
 		}
 		args = append(args, "--mqtt-listen", p.mqtt, "--ws-listen", "", "--gateway-id", name, "--gateway-slot", "-1")
@@ -267,19 +267,6 @@ func (p *proc) profile(ctx context.Context, d time.Duration, path string) error 
 		return fmt.Errorf("profile %s: %w", p.name, err)
 	}
 	return nil
-}
-
-// freeAddr returns a loopback address that was free a moment ago.
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("pick a free port: %w", err)
-	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		return "", fmt.Errorf("pick a free port: %w", err)
-	}
-	return addr, nil
 }
 
 // buildShoal builds cmd/shoal into dir.

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/shoal-mqtt/shoal/bench/load"
-	"github.com/shoal-mqtt/shoal/internal/testutil/realcql"
-	"github.com/shoal-mqtt/shoal/internal/testutil/realkafka"
+	"github.com/shoal-mqtt/shoal/internal/localserver/realcql"
+	"github.com/shoal-mqtt/shoal/internal/localserver/realkafka"
 )
 
 // The issue 6 target: 50 pairs at 10,000 msg/s with p50 ≤ 5 ms, p99 ≤

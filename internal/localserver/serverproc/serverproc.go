@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 )
@@ -80,6 +81,16 @@ func (p *Process) Kill(timeout time.Duration) error {
 	case <-t.C:
 		return fmt.Errorf("pid %d still running %s after SIGKILL", p.PID(), timeout)
 	}
+}
+
+// FreeAddr returns a loopback address ("127.0.0.1:port") that was free a
+// moment ago.
+func FreeAddr() (string, error) {
+	ps, err := FreePorts(1)
+	if err != nil {
+		return "", err
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(ps[0])), nil
 }
 
 // FreePorts returns n distinct loopback ports that were free a moment ago.

@@ -9,7 +9,7 @@ import (
 
 	"github.com/eclipse/paho.golang/paho"
 
-	"github.com/shoal-mqtt/shoal/internal/config"
+	"github.com/shoal-mqtt/shoal/compose/config"
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
 )
 

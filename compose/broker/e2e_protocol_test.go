@@ -8,7 +8,7 @@ import (
 
 	mqtt3 "github.com/eclipse/paho.mqtt.golang"
 
-	"github.com/shoal-mqtt/shoal/internal/config"
+	"github.com/shoal-mqtt/shoal/compose/config"
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
 )
 

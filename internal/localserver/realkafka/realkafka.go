@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/shoal-mqtt/shoal/internal/testutil/serverproc"
+	"github.com/shoal-mqtt/shoal/internal/localserver/serverproc"
 )
 
 // Version is the Apache Kafka release the cluster runs (the one
@@ -257,7 +257,7 @@ func (c *Cluster) writeProperties() error {
 		"broker.session.timeout.ms=4000",
 		"broker.heartbeat.interval.ms=1000",
 	}
-	data := []byte("# Written by internal/testutil/realkafka.\n" + strings.Join(props, "\n") + "\n")
+	data := []byte("# Written by internal/localserver/realkafka.\n" + strings.Join(props, "\n") + "\n")
 	if err := os.WriteFile(c.propertiesPath(), data, 0o600); err != nil {
 		return fmt.Errorf("write server.properties: %w", err)
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shoal-mqtt/shoal/internal/config"
+	"github.com/shoal-mqtt/shoal/compose/config"
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
 )
 

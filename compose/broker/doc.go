@@ -3,9 +3,14 @@
 // gateway, router and session roles over it, with the HTTP endpoints
 // /metrics, /healthz and /readyz. It wires; the roles implement.
 //
+// Files: broker.go (roles, readiness, Run), backbone.go (the Kafka
+// clients, topics and view store the roles stand on), actors.go (each role
+// an actor of an oklog/run group with its interrupt), http.go, memory.go.
+// brokertest starts `shoal all` inside a test.
+//
 // Start-up order: backbone, topics, view store, router and session service,
 // then the gateway (which opens its listeners only once it consumes its
 // slot). Shutdown is the reverse, in two phases: the gateway stops first and
 // reports every connection's end to the log while the other roles still
-// run, then the rest stop and the backbone closes.
+// run, then the producer is flushed, the rest stop and the backbone closes.
 package broker

@@ -13,8 +13,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/shoal-mqtt/shoal/compose/store/cqlstore"
 	"github.com/shoal-mqtt/shoal/gateway"
-	"github.com/shoal-mqtt/shoal/internal/store/cqlstore"
 	"github.com/shoal-mqtt/shoal/kafka"
 	routersvc "github.com/shoal-mqtt/shoal/router-svc"
 	sessionsvc "github.com/shoal-mqtt/shoal/session-svc"

@@ -11,62 +11,23 @@ import (
 
 	"github.com/eclipse/paho.golang/paho"
 
-	"github.com/shoal-mqtt/shoal/internal/broker"
-	"github.com/shoal-mqtt/shoal/internal/config"
+	"github.com/shoal-mqtt/shoal/compose/broker"
+	"github.com/shoal-mqtt/shoal/compose/broker/brokertest"
+	"github.com/shoal-mqtt/shoal/compose/config"
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
-	"github.com/shoal-mqtt/shoal/internal/testutil/testlog"
 )
 
 // wait bounds every wait in these tests.
 const wait = 10 * time.Second
 
 // startBroker runs `shoal all` on loopback ports in a temporary directory
-// and stops it when the test ends.
+// and stops it when the test ends; sessions are checked for expiry every
+// 200 ms.
 func startBroker(t *testing.T, mut ...func(*config.Config)) *broker.Broker {
 	t.Helper()
-	cfg := config.Default()
-	cfg.DataDir = t.TempDir()
-	cfg.HTTPListen = "127.0.0.1:0"
-	cfg.Gateway.MQTTListen = "127.0.0.1:0"
-	cfg.Gateway.WSListen = "127.0.0.1:0"
-	cfg.Kafka.Partitions = 4
-	cfg.Gateway.SysInterval = 0
-	cfg.Session.ExpiryCheck = 200 * time.Millisecond
-	for _, m := range mut {
-		m(&cfg)
-	}
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	b := broker.New(cfg, testlog.New(t), "test")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- b.Run(ctx) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for !b.Ready() {
-		select {
-		case err := <-done:
-			cancel()
-			t.Fatalf("broker stopped before ready: %v", err)
-		case <-time.After(10 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			cancel()
-			t.Fatal("broker not ready after 30s")
-		}
-	}
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("broker run: %v", err)
-			}
-		case <-time.After(20 * time.Second):
-			t.Error("broker did not stop within 20s")
-		}
-	})
-	return b
+	return brokertest.Start(t, append([]func(*config.Config){func(c *config.Config) {
+		c.Session.ExpiryCheck = 200 * time.Millisecond
+	}}, mut...)...)
 }
 
 func mqttAddr(b *broker.Broker) string { return b.Addr("mqtt").String() }

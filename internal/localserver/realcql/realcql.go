@@ -18,7 +18,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/shoal-mqtt/shoal/internal/testutil/serverproc"
+	"github.com/shoal-mqtt/shoal/internal/localserver/serverproc"
 )
 
 // Version is the Apache Cassandra release the node runs (the one
@@ -364,7 +364,7 @@ func (n *Node) writeConfig() error {
 func (n *Node) yaml() []byte {
 	q := strconv.Quote // a Go-quoted path is a valid YAML double-quoted scalar
 	var b bytes.Buffer
-	fmt.Fprintf(&b, `# Written by internal/testutil/realcql: one node on loopback for tests.
+	fmt.Fprintf(&b, `# Written by internal/localserver/realcql: one node on loopback for tests.
 cluster_name: shoal-test
 num_tokens: 1
 initial_token: 0
@@ -402,7 +402,7 @@ network_authorizer: AllowAllNetworkAuthorizer
 // logbackXML sends INFO and above to stdout, which Start copies to its
 // writer.
 const logbackXML = `<configuration scan="false">
-  <!-- Written by internal/testutil/realcql. -->
+  <!-- Written by internal/localserver/realcql. -->
   <appender name="STDOUT" class="ch.qos.logback.core.ConsoleAppender">
     <encoder><pattern>%-5level %date{HH:mm:ss.SSS} [%thread] %logger{0}:%line - %msg%n</pattern></encoder>
   </appender>

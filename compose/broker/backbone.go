@@ -1,0 +1,172 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/shoal-mqtt/shoal/compose/store/cqlstore"
+	"github.com/shoal-mqtt/shoal/compose/store/pebblestore"
+	"github.com/shoal-mqtt/shoal/gateway"
+	"github.com/shoal-mqtt/shoal/kafka"
+	routersvc "github.com/shoal-mqtt/shoal/router-svc"
+	sessionsvc "github.com/shoal-mqtt/shoal/session-svc"
+)
+
+// views is what the router and the session service store their views in.
+type views interface {
+	routersvc.Store
+	sessionsvc.Store
+}
+
+// backbone is what the roles of one process stand on: the Kafka clients
+// (of the embedded backbone or an external cluster), the topics, and the
+// view store. close releases it all, in reverse.
+type backbone struct {
+	client   *kafka.Client
+	gwClient *kafka.Client // the gateway's producer: client, or one that lingers
+	views    views
+	leaser   gateway.SlotLeaser
+
+	closers []func() error // run in reverse by close
+}
+
+// close releases what openBackbone opened, last opened first, and returns
+// the first error.
+func (bb *backbone) close() error {
+	var errs []error
+	for i := len(bb.closers) - 1; i >= 0; i-- {
+		if err := bb.closers[i](); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	bb.closers = nil
+	if len(errs) > 0 {
+		return errs[0]
+	}
+	return nil
+}
+
+// openBackbone starts the embedded Kafka when no brokers are configured,
+// creates the Kafka clients and the topics, and opens the view store. On
+// error, what it had opened is closed again.
+func (b *Broker) openBackbone(ctx context.Context) (bb *backbone, err error) {
+	bb = &backbone{}
+	defer func() {
+		if err != nil {
+			_ = bb.close()
+		}
+	}()
+	cfg := b.cfg
+	if len(cfg.Kafka.Brokers) == 0 || len(cfg.CQL.Hosts) == 0 {
+		if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+			return nil, fmt.Errorf("data dir: %w", err)
+		}
+	}
+	if err := b.openKafka(ctx, bb); err != nil {
+		return nil, err
+	}
+	if err := bb.client.EnsureTopics(ctx); err != nil {
+		return nil, fmt.Errorf("kafka topics: %w", err)
+	}
+	if err := b.openViews(ctx, bb); err != nil {
+		return nil, err
+	}
+	return bb, nil
+}
+
+// openKafka connects the Kafka clients, to the embedded backbone (started
+// here, reached in-process) when kafka.brokers is empty.
+func (b *Broker) openKafka(ctx context.Context, bb *backbone) error {
+	cfg := b.cfg
+	brokers := cfg.Kafka.Brokers
+	var dial func(ctx context.Context, network, host string) (net.Conn, error)
+	if len(brokers) == 0 {
+		emb, err := kafka.StartEmbedded(kafka.EmbeddedConfig{
+			Dir:        filepath.Join(cfg.DataDir, "kafka"),
+			Addr:       cfg.Kafka.EmbeddedAddr,
+			SyncWrites: cfg.DataSync,
+		}, b.log)
+		if err != nil {
+			return fmt.Errorf("embedded kafka: %w", err)
+		}
+		bb.closers = append(bb.closers, func() error {
+			if err := emb.Close(); err != nil {
+				return fmt.Errorf("close embedded kafka: %w", err)
+			}
+			return nil
+		})
+		brokers = emb.Addrs()
+		dial = emb.Dial
+	}
+	kcfg := kafka.Config{
+		Brokers: brokers, ClientID: "shoal-" + strings.ReplaceAll(b.roles.String(), "+", "-"), Catalogue: cfg.Kafka.Catalogue(),
+		GroupSessionTimeout: cfg.Kafka.GroupSessionTimeout,
+		Dial:                dial,
+	}
+	if b.roles == RoleGateway {
+		kcfg.Linger = cfg.Gateway.ProduceLinger
+	}
+	client, err := kafka.NewClient(ctx, kcfg, b.log)
+	if err != nil {
+		return fmt.Errorf("kafka client: %w", err)
+	}
+	bb.closers = append(bb.closers, closeNil(client.Close))
+	bb.client, bb.gwClient = client, client
+	// The gateway's records linger (gateway.produce_linger) to share
+	// requests; the router's and the session service's are sent at once,
+	// so next to other roles the gateway has a producer of its own.
+	if b.roles&RoleGateway != 0 && b.roles != RoleGateway && cfg.Gateway.ProduceLinger > 0 {
+		gcfg := kcfg
+		gcfg.ClientID, gcfg.Linger = "shoal-gateway", cfg.Gateway.ProduceLinger
+		gw, err := kafka.NewClient(ctx, gcfg, b.log)
+		if err != nil {
+			return fmt.Errorf("kafka client of the gateway: %w", err)
+		}
+		bb.closers = append(bb.closers, closeNil(gw.Close))
+		bb.gwClient = gw
+	}
+	return nil
+}
+
+// closeNil adapts a Close without an error to the closers' signature.
+func closeNil(f func()) func() error { return func() error { f(); return nil } }
+
+// openViews opens the view store: the CQL database when cql.hosts is set
+// (also the gateways' slot leases), else Pebble under data_dir. A gateway
+// alone with an explicit slot has none.
+func (b *Broker) openViews(ctx context.Context, bb *backbone) error {
+	cfg := b.cfg
+	if len(cfg.CQL.Hosts) > 0 {
+		st, err := cqlstore.Open(ctx, cfg.CQL, b.log)
+		if err != nil {
+			return fmt.Errorf("cql view store: %w", err)
+		}
+		bb.closers = append(bb.closers, wrapClose("close view store", st.Close))
+		bb.views, bb.leaser = st, st
+		return nil
+	}
+	if b.roles&(RoleRouter|RoleSession) == 0 {
+		return nil
+	}
+	db, err := pebblestore.OpenWith(filepath.Join(cfg.DataDir, "views"), pebblestore.Options{NoSync: !cfg.DataSync}, b.log)
+	if err != nil {
+		return fmt.Errorf("view store: %w", err)
+	}
+	bb.closers = append(bb.closers, wrapClose("close view store", db.Close))
+	bb.views = db
+	return nil
+}
+
+// wrapClose names what failed to close.
+func wrapClose(what string, f func() error) func() error {
+	return func() error {
+		if err := f(); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		return nil
+	}
+}

@@ -1,0 +1,224 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/shoal-mqtt/shoal/compose/config"
+	"github.com/shoal-mqtt/shoal/gateway"
+	routersvc "github.com/shoal-mqtt/shoal/router-svc"
+	sessionsvc "github.com/shoal-mqtt/shoal/session-svc"
+)
+
+// Role is one of Shoal's roles; a Broker runs a set of them.
+type Role uint8
+
+// The roles.
+const (
+	RoleGateway Role = 1 << iota
+	RoleRouter
+	RoleSession
+	// RolesAll is `shoal all`.
+	RolesAll = RoleGateway | RoleRouter | RoleSession
+)
+
+// String names the roles of r, joined by "+": "gateway+router".
+func (r Role) String() string {
+	var names []string
+	for _, x := range []struct {
+		role Role
+		name string
+	}{{RoleGateway, "gateway"}, {RoleRouter, "router"}, {RoleSession, "session"}} {
+		if r&x.role != 0 {
+			names = append(names, x.name)
+		}
+	}
+	if r == RolesAll {
+		return "all"
+	}
+	return strings.Join(names, "+")
+}
+
+// Broker runs a set of roles in one process: `shoal all` (every role, on
+// the embedded backbone or an external one) or one role of a distributed
+// deployment (`shoal gateway`, `shoal router`, `shoal session`).
+type Broker struct {
+	cfg     config.Config
+	roles   Role
+	log     *slog.Logger
+	version string
+	clock   func() time.Time
+
+	mu       sync.Mutex
+	gateway  *gateway.Gateway
+	router   *routersvc.Router
+	session  *sessionsvc.Service
+	httpAddr net.Addr
+	started  chan struct{}
+}
+
+// New returns a broker running every role for cfg (already validated by
+// config.Load).
+func New(cfg config.Config, log *slog.Logger, version string) *Broker {
+	return NewRoles(cfg, RolesAll, log, version)
+}
+
+// NewRoles returns a broker running roles for cfg.
+func NewRoles(cfg config.Config, roles Role, log *slog.Logger, version string) *Broker {
+	return &Broker{cfg: cfg, roles: roles, log: log, version: version, clock: time.Now, started: make(chan struct{})}
+}
+
+// Ready reports whether every role is ready.
+func (b *Broker) Ready() bool { return b.notReady() == "" }
+
+func (b *Broker) notReady() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var not []string
+	for _, r := range b.readiness() {
+		if r.ready == nil || !r.ready() {
+			not = append(not, r.name)
+		}
+	}
+	return strings.Join(not, ", ")
+}
+
+// roleReady is one role's readiness probe, nil until the role exists.
+type roleReady struct {
+	name  string
+	ready func() bool
+}
+
+// readiness lists the readiness probe of each role this broker runs;
+// b.mu is held.
+func (b *Broker) readiness() []roleReady {
+	var rs []roleReady
+	if b.roles&RoleRouter != 0 {
+		r := roleReady{name: "router"}
+		if b.router != nil {
+			r.ready = b.router.Ready
+		}
+		rs = append(rs, r)
+	}
+	if b.roles&RoleSession != 0 {
+		r := roleReady{name: "session"}
+		if b.session != nil {
+			r.ready = b.session.Ready
+		}
+		rs = append(rs, r)
+	}
+	if b.roles&RoleGateway != 0 {
+		r := roleReady{name: "gateway"}
+		if b.gateway != nil {
+			r.ready = b.gateway.Ready
+		}
+		rs = append(rs, r)
+	}
+	return rs
+}
+
+// Started is closed once every role has been created (listeners may still
+// be opening: poll Ready).
+func (b *Broker) Started() <-chan struct{} { return b.started }
+
+// Addr returns a bound listener address: "mqtt", "ws" or "http".
+func (b *Broker) Addr(name string) net.Addr {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if name == "http" {
+		return b.httpAddr
+	}
+	if b.gateway == nil {
+		return nil
+	}
+	return b.gateway.Addr(name)
+}
+
+// checkRoles reports a configuration the roles cannot run with: a role of
+// a distributed deployment needs the external Kafka and, but for the
+// gateway with an explicit slot, the CQL database; the embedded backbone
+// is for `shoal all` alone.
+func (b *Broker) checkRoles() error {
+	cfg := b.cfg
+	if b.roles == RolesAll {
+		return nil
+	}
+	if len(cfg.Kafka.Brokers) == 0 {
+		return fmt.Errorf("kafka.brokers: `shoal %s` needs an external Kafka (--kafka-brokers); the embedded backbone is for `shoal all`", b.roles)
+	}
+	if b.roles&(RoleRouter|RoleSession) != 0 && len(cfg.CQL.Hosts) == 0 {
+		return fmt.Errorf("cql.hosts: `shoal %s` needs a CQL database for its views (--cql-hosts)", b.roles)
+	}
+	return nil
+}
+
+// Run runs the broker's roles until ctx is done or a role fails. It opens
+// the backbone (backbone.go), creates the roles, and runs each as an actor
+// of a run group (actors.go); when one actor returns, every other is
+// interrupted, in the order of shutdown the package doc describes.
+func (b *Broker) Run(ctx context.Context) (err error) {
+	if err := b.checkRoles(); err != nil {
+		return err
+	}
+	bb, err := b.openBackbone(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := bb.close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	if err := b.newRoles(bb); err != nil {
+		return err
+	}
+	g, err := b.actors(ctx, bb)
+	if err != nil {
+		return err
+	}
+	close(b.started)
+	return g.run()
+}
+
+// newRoles creates the roles this broker runs, over the backbone bb.
+func (b *Broker) newRoles(bb *backbone) (err error) {
+	cfg := b.cfg
+	var router *routersvc.Router
+	var session *sessionsvc.Service
+	var gw *gateway.Gateway
+	if b.roles&RoleRouter != 0 {
+		rcfg := cfg.Router
+		if b.roles != RolesAll && rcfg.Group == "" {
+			rcfg.Group = "shoal-router"
+		}
+		if router, err = routersvc.New(rcfg, bb.client, bb.views, b.log, b.clock); err != nil {
+			return err
+		}
+	}
+	if b.roles&RoleSession != 0 {
+		scfg := cfg.Session
+		if b.roles != RolesAll && scfg.Group == "" {
+			scfg.Group = "shoal-session"
+		}
+		if session, err = sessionsvc.New(scfg, bb.client, bb.views, b.log, b.clock); err != nil {
+			return err
+		}
+	}
+	if b.roles&RoleGateway != 0 {
+		if gw, err = gateway.NewVersion(cfg.Gateway, bb.gwClient, b.log, b.clock, b.version); err != nil {
+			return err
+		}
+		if bb.leaser != nil {
+			gw.SetSlotLeaser(bb.leaser)
+		}
+	}
+	b.mu.Lock()
+	b.router, b.session, b.gateway = router, session, gw
+	b.mu.Unlock()
+	return nil
+}

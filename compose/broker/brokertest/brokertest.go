@@ -1,0 +1,66 @@
+// Package brokertest starts `shoal all` inside a test: on loopback ports,
+// in a temporary data directory, stopped (and checked to stop cleanly)
+// when the test ends. The broker's own end-to-end tests and the load
+// generator's tests share it.
+package brokertest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/shoal-mqtt/shoal/compose/broker"
+	"github.com/shoal-mqtt/shoal/compose/config"
+	"github.com/shoal-mqtt/shoal/internal/testutil/testlog"
+)
+
+// Start runs every role of `shoal all` on the embedded backbone with the
+// test defaults (loopback listeners on free ports, 4 partitions, no $SYS
+// publishing), changed by mut, and returns once the broker is ready. The
+// broker is stopped when the test ends; an error from its Run, or a stop
+// that takes over 20 s, fails the test.
+func Start(t testing.TB, mut ...func(*config.Config)) *broker.Broker {
+	t.Helper()
+	cfg := config.Default()
+	cfg.DataDir = t.TempDir()
+	cfg.HTTPListen = "127.0.0.1:0"
+	cfg.Gateway.MQTTListen = "127.0.0.1:0"
+	cfg.Gateway.WSListen = "127.0.0.1:0"
+	cfg.Kafka.Partitions = 4
+	cfg.Gateway.SysInterval = 0
+	for _, m := range mut {
+		m(&cfg)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	b := broker.New(cfg, testlog.New(t), "test")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for !b.Ready() {
+		select {
+		case err := <-done:
+			cancel()
+			t.Fatalf("broker stopped before ready: %v", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatal("broker not ready after 30s")
+		}
+	}
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("broker run: %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Error("broker did not stop within 20s")
+		}
+	})
+	return b
+}

@@ -456,6 +456,17 @@ func (r *runner) runTraffic(ctx context.Context, res *Result) error {
 	mon.stopAndWait()
 	res.Series = mon.series
 
+	r.tally(res)
+	if !ok {
+		return fmt.Errorf("run cut short before the end of the measured window: %w", ctx.Err())
+	}
+	r.summarize(res, w0, w1, mon.brokerRSSMax)
+	return nil
+}
+
+// tally closes every connection and counts what the run sent, received,
+// lost and refused, over the whole run.
+func (r *runner) tally(res *Result) {
 	for _, c := range r.snapshotConns() {
 		if err := c.lostErr(); err != nil {
 			res.LostConns++
@@ -480,9 +491,12 @@ func (r *runner) runTraffic(ctx context.Context, res *Result) error {
 		res.Malformed += s.malformed
 		res.Foreign += s.foreign
 	}
-	if !ok {
-		return fmt.Errorf("run cut short before the end of the measured window: %w", ctx.Err())
-	}
+}
+
+// summarize fills res with the measured window between w0 and w1: rates,
+// latency, send lag, and the CPU and memory of the broker, the generator
+// and the named processes.
+func (r *runner) summarize(res *Result, w0, w1 windowMark, brokerRSSMax uint64) {
 	secs := (w1.at - w0.at).Seconds()
 	res.Measured = Window{
 		Seconds:          secs,
@@ -498,7 +512,7 @@ func (r *runner) runTraffic(ctx context.Context, res *Result) error {
 			res.SendLag = lag
 		}
 	}
-	res.Broker = usage(w0.broker, w1.broker, secs, mon.brokerRSSMax)
+	res.Broker = usage(w0.broker, w1.broker, secs, brokerRSSMax)
 	if res.Broker != nil {
 		res.Broker.PID = r.cfg.BrokerPID
 		if res.Broker.CPUSeconds > 0 {
@@ -517,7 +531,6 @@ func (r *runner) runTraffic(ctx context.Context, res *Result) error {
 	if w0.load != nil && w1.load != nil {
 		res.LoadAvg = &LoadAvg{Start: *w0.load, End: *w1.load}
 	}
-	return nil
 }
 
 // stopPublishers waits for the publisher goroutines, which stop at their

@@ -14,6 +14,7 @@ import (
 
 	"github.com/shoal-mqtt/shoal/bench/load"
 	"github.com/shoal-mqtt/shoal/internal/localserver/realkafka"
+	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
 )
 
 // bench runs everything: the backbone, then each topology's Shoal
@@ -119,83 +120,18 @@ func runTopology(ctx context.Context, opt options, topo string, sa shoalArgs, bb
 	if err := os.MkdirAll(sa.logDir, 0o755); err != nil {
 		return nil, fmt.Errorf("log directory: %w", err)
 	}
-	var procs []*proc
+	c := &cluster{}
 	defer func() {
-		// Gateways first, as an operator would drain a cluster.
-		for _, p := range slices.Backward(procs) {
-			if serr := p.stop(); serr != nil {
-				err = errors.Join(err, serr)
-			}
+		if serr := c.stop(); serr != nil {
+			err = errors.Join(err, serr)
 		}
 	}()
-	start := func(role, name string) (*proc, error) {
-		p, err := startShoal(sa, role, name)
-		if err != nil {
-			return nil, err
-		}
-		procs = append(procs, p)
-		return p, nil
-	}
-	fmt.Fprintf(stderr, "%s: starting shoal session, router and gateways\n", topo)
-	began := time.Now()
-	session, err := start("session", "session")
-	if err != nil {
+	if err := c.start(ctx, topo, sa, bb, stderr); err != nil {
 		return nil, err
 	}
-	router, err := start("router", "router")
-	if err != nil {
-		return nil, err
-	}
-	for _, p := range []*proc{session, router} {
-		if err := p.waitReady(ctx); err != nil {
-			return nil, err
-		}
-	}
-	gws := []*proc{}
-	n := 1
-	if topo == topoTwo {
-		n = 2
-	}
-	for i := range n {
-		gw, err := start("gateway", fmt.Sprintf("gateway-%d", i+1))
-		if err != nil {
-			return nil, err
-		}
-		gws = append(gws, gw)
-	}
-	for _, gw := range gws {
-		if err := gw.waitReady(ctx); err != nil {
-			return nil, err
-		}
-	}
-	fmt.Fprintf(stderr, "%s: ready after %s\n", topo, time.Since(began).Round(100*time.Millisecond))
-
-	named := make([]load.Process, 0, len(procs)+2)
-	for _, gw := range gws {
-		named = append(named, load.Process{Name: gw.name, PID: gw.pid()})
-	}
-	named = append(named,
-		load.Process{Name: router.name, PID: router.pid()},
-		load.Process{Name: session.name, PID: session.pid()},
-		load.Process{Name: "kafka", PID: bb.kafka.PID()},
-		load.Process{Name: "cassandra", PID: bb.cql.PID()})
 	if opt.prime > 0 {
-		// Not recorded: the JVMs compile their hot paths, every process
-		// warms its connections and buffers.
-		cfg := opt.loadConfig(topo, opt.qos[0], 0)
-		cfg.Prefix = "bench-" + topoShort(topo) + "-prime"
-		cfg.Name = "prime"
-		cfg.Duration = opt.prime
-		cfg.Addr = gws[0].mqtt
-		if len(gws) > 1 {
-			cfg.SubscriberAddr = gws[1].mqtt
-		}
-		fmt.Fprintf(stderr, "%s: priming for %s (not recorded)\n", topo, opt.prime)
-		if _, err := load.Run(ctx, cfg, io.Discard); err != nil {
-			return nil, fmt.Errorf("prime: %w", err)
-		}
-		if !load.Sleep(ctx, opt.pause) {
-			return nil, ctx.Err()
+		if err := c.prime(ctx, opt, topo, stderr); err != nil {
+			return nil, err
 		}
 	}
 	for round := 1; round <= opt.rounds; round++ {
@@ -204,25 +140,9 @@ func runTopology(ctx context.Context, opt options, topo string, sa shoalArgs, bb
 			slices.Reverse(qs)
 		}
 		for _, q := range qs {
-			for _, p := range procs {
-				if err := p.alive(); err != nil {
-					return results, err
-				}
-			}
-			cfg := opt.loadConfig(topo, q, round)
-			cfg.Addr = gws[0].mqtt
-			if len(gws) > 1 {
-				cfg.SubscriberAddr = gws[1].mqtt
-			}
-			cfg.BrokerPID = gws[0].pid()
-			cfg.Processes = named
-			res, err := runOnce(ctx, opt, cfg, procs, stderr)
-			if err == nil { // a run cut short measured nothing worth keeping
+			res, err := c.measure(ctx, opt, topo, q, round, stdout, stderr)
+			if res != nil {
 				results = append(results, res)
-				if werr := writeJSON(filepath.Join(opt.out, fmt.Sprintf("%s-latency-qos%d-r%d.json", topo, q, round)), res); werr != nil {
-					return results, werr
-				}
-				writeRunLine(stdout, res)
 			}
 			if err != nil {
 				return results, err
@@ -233,6 +153,132 @@ func runTopology(ctx context.Context, opt options, topo string, sa shoalArgs, bb
 		}
 	}
 	return results, nil
+}
+
+// cluster is the Shoal processes of one topology: a session service, a
+// router and one or two gateways.
+type cluster struct {
+	procs []*proc        // in start order
+	gws   []*proc        // the gateways among procs
+	named []load.Process // every process measured, the backbone's too
+}
+
+// start starts the session service and the router, waits for them, then
+// the gateways.
+func (c *cluster) start(ctx context.Context, topo string, sa shoalArgs, bb *backbone, stderr io.Writer) error {
+	start := func(role, name string) (*proc, error) {
+		p, err := startShoal(sa, role, name)
+		if err != nil {
+			return nil, err
+		}
+		c.procs = append(c.procs, p)
+		return p, nil
+	}
+	fmt.Fprintf(stderr, "%s: starting shoal session, router and gateways\n", topo)
+	began := time.Now()
+	session, err := start("session", "session")
+	if err != nil {
+		return err
+	}
+	router, err := start("router", "router")
+	if err != nil {
+		return err
+	}
+	for _, p := range []*proc{session, router} {
+		if err := p.waitReady(ctx); err != nil {
+			return err
+		}
+	}
+	n := 1
+	if topo == topoTwo {
+		n = 2
+	}
+	for i := range n {
+		gw, err := start("gateway", fmt.Sprintf("gateway-%d", i+1))
+		if err != nil {
+			return err
+		}
+		c.gws = append(c.gws, gw)
+	}
+	for _, gw := range c.gws {
+		if err := gw.waitReady(ctx); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(stderr, "%s: ready after %s\n", topo, time.Since(began).Round(100*time.Millisecond))
+	for _, gw := range c.gws {
+		c.named = append(c.named, load.Process{Name: gw.name, PID: gw.pid()})
+	}
+	c.named = append(c.named,
+		load.Process{Name: router.name, PID: router.pid()},
+		load.Process{Name: session.name, PID: session.pid()},
+		load.Process{Name: "kafka", PID: bb.kafka.PID()},
+		load.Process{Name: "cassandra", PID: bb.cql.PID()})
+	return nil
+}
+
+// stop stops the processes, gateways first, as an operator would drain a
+// cluster.
+func (c *cluster) stop() error {
+	var err error
+	for _, p := range slices.Backward(c.procs) {
+		if serr := p.stop(); serr != nil {
+			err = errors.Join(err, serr)
+		}
+	}
+	c.procs = nil
+	return err
+}
+
+// addrs points cfg's publishers at the first gateway and its subscribers
+// at the second, when there is one.
+func (c *cluster) addrs(cfg *load.Config) {
+	cfg.Addr = c.gws[0].mqtt
+	if len(c.gws) > 1 {
+		cfg.SubscriberAddr = c.gws[1].mqtt
+	}
+}
+
+// prime runs load that is not recorded: the JVMs compile their hot paths,
+// every process warms its connections and buffers.
+func (c *cluster) prime(ctx context.Context, opt options, topo string, stderr io.Writer) error {
+	cfg := opt.loadConfig(topo, opt.qos[0], 0)
+	cfg.Prefix = "bench-" + topoShort(topo) + "-prime"
+	cfg.Name = "prime"
+	cfg.Duration = opt.prime
+	c.addrs(&cfg)
+	fmt.Fprintf(stderr, "%s: priming for %s (not recorded)\n", topo, opt.prime)
+	if _, err := load.Run(ctx, cfg, io.Discard); err != nil {
+		return fmt.Errorf("prime: %w", err)
+	}
+	if !load.Sleep(ctx, opt.pause) {
+		return ctx.Err()
+	}
+	return nil
+}
+
+// measure runs one recorded run at QoS q, once every process is checked
+// alive, and writes its JSON and its line. A run cut short measured
+// nothing worth keeping: it returns no result.
+func (c *cluster) measure(ctx context.Context, opt options, topo string, q packet.QoS, round int, stdout, stderr io.Writer) (*load.Result, error) {
+	for _, p := range c.procs {
+		if err := p.alive(); err != nil {
+			return nil, err
+		}
+	}
+	cfg := opt.loadConfig(topo, q, round)
+	c.addrs(&cfg)
+	cfg.BrokerPID = c.gws[0].pid()
+	cfg.Processes = c.named
+	res, err := runOnce(ctx, opt, cfg, c.procs, stderr)
+	if err != nil {
+		return nil, err
+	}
+	if werr := writeJSON(filepath.Join(opt.out, fmt.Sprintf("%s-latency-qos%d-r%d.json", topo, q, round)), res); werr != nil {
+		return res, werr
+	}
+	writeRunLine(stdout, res)
+	return res, nil
 }
 
 // runOnce runs the generator once, taking CPU profiles of procs over its

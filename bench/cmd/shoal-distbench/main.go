@@ -87,6 +87,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// parse reads the command line into options. It is long because it
+// declares every flag of the tool, one per line, and then checks them:
+// a list, not a knot, kept in one place so the usage text matches.
 func parse(args []string, stderr io.Writer, now time.Time) (options, error) {
 	opt := options{args: args}
 	fs := flag.NewFlagSet("shoal-distbench", flag.ContinueOnError)

@@ -128,179 +128,233 @@ func (p *partition) nextOffset() int64 {
 // skipped.
 func (p *partition) process(ctx context.Context, recs []record, write writeFunc) error {
 	base := p.offset // only process changes it, from one goroutine
-	dirty := make(map[clientKey]*Session)
-	// inRound holds the clients with outputs in the round, with the latest
-	// stage among them.
-	inRound := make(map[clientKey]stage)
-	var pending [numStages][]output
-	flush := func() error {
-		for st := range pending {
-			if len(pending[st]) == 0 {
-				continue
-			}
-			if err := write(ctx, pending[st]); err != nil {
-				return fmt.Errorf("write %d outputs of partition %d: %w", len(pending[st]), p.id, err)
-			}
-			pending[st] = pending[st][:0]
-		}
-		clear(inRound)
-		return nil
+	b := &batch{
+		p:       p,
+		write:   func(outs []output) error { return write(ctx, outs) },
+		dirty:   make(map[clientKey]*Session),
+		inRound: make(map[clientKey]stage),
 	}
-
-	// emit queues one client's outputs, starting a new round when the
-	// client already has outputs in this one at a later stage than the
-	// first of these (which would otherwise be written before them). A run
-	// of forwarded inbox messages, all of one stage, shares a round: the
-	// write keeps the order of outputs to one partition.
-	emit := func(k clientKey, outs []output) error {
-		if len(outs) == 0 {
-			return nil
-		}
-		first, last := outs[0].stage, outs[0].stage
-		for _, o := range outs[1:] {
-			first, last = min(first, o.stage), max(last, o.stage)
-		}
-		if prev, again := inRound[k]; again && prev > first {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
-		inRound[k] = max(inRound[k], last)
-		for _, o := range outs {
-			pending[o.stage] = append(pending[o.stage], o)
-		}
-		return nil
-	}
-
 	last := base
-	var outs []output
-	// scanned: a tick of the batch looked at every committed session;
-	// scanWakeUs is the earliest tick time among those it left unchanged.
-	scanned, scanWakeUs := false, int64(0)
 	for _, r := range recs {
 		if r.offset <= base {
 			continue
 		}
 		last = r.offset
-		if r.env == nil {
-			continue
-		}
-		if hb := r.env.GetGatewayHeartbeat(); hb != nil {
-			// A gateway that restarted on its slot: the connections of its
-			// earlier runs are gone.
-			base, ts := hb.GetConnectionBase(), r.env.GetTimestampUs()
-			e := p.live[hb.GetSlot()]
-			if e != nil && e.base == base {
-				e.lastUs = max(e.lastUs, ts)
-				continue
-			}
-			if e != nil && hb.GetMarkerOffset() < e.marker {
-				// An earlier run that lost the slot (it was paused past
-				// its lease) and has not noticed yet: not a restart.
-				p.m.log.Warn("heartbeat of a gateway run that lost its slot ignored", "partition", p.id,
-					"slot", hb.GetSlot(), "gateway", r.env.GetGateway(), "marker", hb.GetMarkerOffset(), "current_marker", e.marker)
-				continue
-			}
-			p.live[hb.GetSlot()] = &slotLiveness{base: base, marker: hb.GetMarkerOffset(), lastUs: ts}
-			gone := func(sess *Session) bool {
-				return sess.Route.GetSlot() == hb.GetSlot() && !sameRun(sess.Route.GetConnection(), base)
-			}
-			if err := p.endConnections(dirty, gone, emit); err != nil {
-				return err
-			}
-			continue
-		}
-		if r.env.GetSessionTick() != nil {
-			// The partition's clock: end the connections of gateways gone
-			// silent and the sessions expired at the tick's time (from
-			// the log, so a replay decides the same).
-			now := time.UnixMicro(r.env.GetTimestampUs())
-			if gap := now.UnixMicro() - p.lastTickUs; p.lastTickUs == 0 || gap > p.m.gatewayTimeout.Microseconds()/2 {
-				// The log itself was silent (Kafka down, the service
-				// stopped): nobody could write heartbeats, so every
-				// gateway gets a new grace period.
-				for _, e := range p.live {
-					e.lastUs = max(e.lastUs, now.UnixMicro())
-				}
-			}
-			p.lastTickUs = max(p.lastTickUs, now.UnixMicro())
-			dead := p.silentGateways(now.UnixMicro())
-			var keys []clientKey
-			keys, scanWakeUs = p.tickKeys(dirty, dead, now)
-			scanned = true
-			for _, k := range keys {
-				sess, ok := dirty[k]
-				if !ok {
-					sess = p.committed(k)
-				}
-				outs = outs[:0]
-				changed := false
-				if sess.Online {
-					slot := sess.Route.GetSlot()
-					if base, isDead := dead[slot]; isDead && sameRun(sess.Route.GetConnection(), base) {
-						outs, changed = p.m.gatewayGone(k, sess, outs)
-					} else if p.live[slot] == nil {
-						p.live[slot] = &slotLiveness{lastUs: now.UnixMicro()} // grace
-					}
-				}
-				var expired bool
-				outs, expired = p.m.expire(k, sess, now, outs)
-				if !changed && !expired {
-					scanWakeUs = earliest(scanWakeUs, sess.tickDueUs())
-					continue
-				}
-				dirty[k] = sess
-				if err := emit(k, outs); err != nil {
-					return err
-				}
-			}
-			continue
-		}
-		// The session keeps the tenant (in its key) and the gateway id.
-		r.env.Tenant, r.env.Gateway = p.names.Get(r.env.Tenant), p.names.Get(r.env.Gateway)
-		k := clientKey{r.env.GetTenant(), r.env.GetClientId()}
-		if k.client == "" {
-			p.m.log.Warn("session event without a client id skipped", "partition", p.id, "offset", r.offset,
-				"event", eventName(r.env))
-			continue
-		}
-		sess, ok := dirty[k]
-		if !ok {
-			sess = p.committed(k)
-		}
-		var changed bool
-		outs, changed = p.m.apply(k, sess, r.env, outs[:0])
-		if changed {
-			dirty[k] = sess
-		}
-		for i := range outs {
-			outs[i].trace = r.trace
-		}
-		if err := emit(k, outs); err != nil {
+		if err := b.apply(r); err != nil {
 			return err
 		}
 	}
-	if err := flush(); err != nil {
+	if err := b.flush(); err != nil {
 		return err
 	}
 	if last == base {
 		return nil
 	}
+	return b.commit(ctx, last)
+}
 
-	changed := slices.SortedFunc(maps.Values(dirty), func(a, b *Session) int {
-		return cmp.Or(cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.ClientID, b.ClientID))
+// batch is what one call of partition.process has applied and not
+// committed yet: the sessions it changed and the outputs it has not written.
+type batch struct {
+	p *partition
+	// write is process's writeFunc with its context.
+	write func(outs []output) error
+	// dirty holds the sessions the batch changed: private copies, committed
+	// at its end.
+	dirty map[clientKey]*Session
+	// inRound holds the clients with outputs in the round, with the latest
+	// stage among them.
+	inRound map[clientKey]stage
+	pending [numStages][]output
+	// outs is the outputs of the record being applied (reused).
+	outs []output
+	// scanned: a tick of the batch looked at every committed session;
+	// scanWakeUs is the earliest tick time among those it left unchanged.
+	scanned    bool
+	scanWakeUs int64
+}
+
+// apply applies one record by the kind of its event.
+func (b *batch) apply(r record) error {
+	if r.env == nil {
+		return nil // undecodable: skipped, but its offset is applied
+	}
+	if hb := r.env.GetGatewayHeartbeat(); hb != nil {
+		return b.heartbeat(r.env, hb)
+	}
+	if r.env.GetSessionTick() != nil {
+		return b.tick(time.UnixMicro(r.env.GetTimestampUs()))
+	}
+	return b.event(r)
+}
+
+// heartbeat applies a gateway's heartbeat to its slot's liveness; a gateway
+// that restarted on its slot ends the connections of its earlier runs.
+func (b *batch) heartbeat(env *eventspb.Envelope, hb *eventspb.GatewayHeartbeat) error {
+	p := b.p
+	base, ts := hb.GetConnectionBase(), env.GetTimestampUs()
+	e := p.live[hb.GetSlot()]
+	if e != nil && e.base == base {
+		e.lastUs = max(e.lastUs, ts)
+		return nil
+	}
+	if e != nil && hb.GetMarkerOffset() < e.marker {
+		// An earlier run that lost the slot (it was paused past
+		// its lease) and has not noticed yet: not a restart.
+		p.m.log.Warn("heartbeat of a gateway run that lost its slot ignored", "partition", p.id,
+			"slot", hb.GetSlot(), "gateway", env.GetGateway(), "marker", hb.GetMarkerOffset(), "current_marker", e.marker)
+		return nil
+	}
+	p.live[hb.GetSlot()] = &slotLiveness{base: base, marker: hb.GetMarkerOffset(), lastUs: ts}
+	return b.endConnections(func(sess *Session) bool {
+		return sess.Route.GetSlot() == hb.GetSlot() && !sameRun(sess.Route.GetConnection(), base)
+	})
+}
+
+// tick applies a SessionTick at now, the partition's clock: it ends the
+// connections of gateways gone silent and the sessions expired at the
+// tick's time (from the log, so a replay decides the same).
+func (b *batch) tick(now time.Time) error {
+	p := b.p
+	if gap := now.UnixMicro() - p.lastTickUs; p.lastTickUs == 0 || gap > p.m.gatewayTimeout.Microseconds()/2 {
+		// The log itself was silent (Kafka down, the service
+		// stopped): nobody could write heartbeats, so every
+		// gateway gets a new grace period.
+		for _, e := range p.live {
+			e.lastUs = max(e.lastUs, now.UnixMicro())
+		}
+	}
+	p.lastTickUs = max(p.lastTickUs, now.UnixMicro())
+	dead := p.silentGateways(now.UnixMicro())
+	var keys []clientKey
+	keys, b.scanWakeUs = p.tickKeys(b.dirty, dead, now)
+	b.scanned = true
+	for _, k := range keys {
+		if err := b.tickSession(k, dead, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tickSession applies a tick at now to client k's session: its connection
+// ends when its gateway is dead (its slot's run in dead), and it expires
+// when due. A session left unchanged counts in scanWakeUs.
+func (b *batch) tickSession(k clientKey, dead map[int32]uint64, now time.Time) error {
+	p := b.p
+	sess := b.session(k)
+	outs := b.outs[:0]
+	changed := false
+	if sess.Online {
+		slot := sess.Route.GetSlot()
+		if base, isDead := dead[slot]; isDead && sameRun(sess.Route.GetConnection(), base) {
+			outs, changed = p.m.gatewayGone(k, sess, outs)
+		} else if p.live[slot] == nil {
+			p.live[slot] = &slotLiveness{lastUs: now.UnixMicro()} // grace
+		}
+	}
+	var expired bool
+	outs, expired = p.m.expire(k, sess, now, outs)
+	b.outs = outs
+	if !changed && !expired {
+		b.scanWakeUs = earliest(b.scanWakeUs, sess.tickDueUs())
+		return nil
+	}
+	b.dirty[k] = sess
+	return b.emit(k, outs)
+}
+
+// event applies a client's event to its session.
+func (b *batch) event(r record) error {
+	p := b.p
+	// The session keeps the tenant (in its key) and the gateway id.
+	r.env.Tenant, r.env.Gateway = p.names.Get(r.env.Tenant), p.names.Get(r.env.Gateway)
+	k := clientKey{r.env.GetTenant(), r.env.GetClientId()}
+	if k.client == "" {
+		p.m.log.Warn("session event without a client id skipped", "partition", p.id, "offset", r.offset,
+			"event", eventName(r.env))
+		return nil
+	}
+	sess := b.session(k)
+	outs, changed := p.m.apply(k, sess, r.env, b.outs[:0])
+	b.outs = outs
+	if changed {
+		b.dirty[k] = sess
+	}
+	for i := range outs {
+		outs[i].trace = r.trace
+	}
+	return b.emit(k, outs)
+}
+
+// session returns client k's session as the batch has it: the one it
+// changed, or a private copy of the committed one.
+func (b *batch) session(k clientKey) *Session {
+	if sess, ok := b.dirty[k]; ok {
+		return sess
+	}
+	return b.p.committed(k)
+}
+
+// emit queues one client's outputs, starting a new round when the client
+// already has outputs in this one at a later stage than the first of these
+// (which would otherwise be written before them). A run of forwarded inbox
+// messages, all of one stage, shares a round: the write keeps the order of
+// outputs to one partition.
+func (b *batch) emit(k clientKey, outs []output) error {
+	if len(outs) == 0 {
+		return nil
+	}
+	first, last := outs[0].stage, outs[0].stage
+	for _, o := range outs[1:] {
+		first, last = min(first, o.stage), max(last, o.stage)
+	}
+	if prev, again := b.inRound[k]; again && prev > first {
+		if err := b.flush(); err != nil {
+			return err
+		}
+	}
+	b.inRound[k] = max(b.inRound[k], last)
+	for _, o := range outs {
+		b.pending[o.stage] = append(b.pending[o.stage], o)
+	}
+	return nil
+}
+
+// flush ends the round: it writes the queued outputs, stage by stage.
+func (b *batch) flush() error {
+	for st := range b.pending {
+		if len(b.pending[st]) == 0 {
+			continue
+		}
+		if err := b.write(b.pending[st]); err != nil {
+			return fmt.Errorf("write %d outputs of partition %d: %w", len(b.pending[st]), b.p.id, err)
+		}
+		b.pending[st] = b.pending[st][:0]
+	}
+	clear(b.inRound)
+	return nil
+}
+
+// commit stores the sessions the batch changed with last, the offset of
+// its last record, and makes them the partition's state; it calls onWake
+// when that brings the partition's next wake-up forward.
+func (b *batch) commit(ctx context.Context, last int64) error {
+	p := b.p
+	changed := slices.SortedFunc(maps.Values(b.dirty), func(x, y *Session) int {
+		return cmp.Or(cmp.Compare(x.Tenant, y.Tenant), cmp.Compare(x.ClientID, y.ClientID))
 	})
 	if err := p.store.CommitSessions(ctx, p.id, last, changed); err != nil {
 		return fmt.Errorf("commit partition %d at offset %d: %w", p.id, last, err)
 	}
 	p.mu.Lock()
-	maps.Copy(p.sessions, dirty)
+	maps.Copy(p.sessions, b.dirty)
 	p.offset = last
 	wake := p.wakeUs
-	if scanned {
+	if b.scanned {
 		// The sessions a tick left unchanged are in scanWakeUs; the
 		// others are dirty.
-		wake = scanWakeUs
+		wake = b.scanWakeUs
 	}
 	for _, s := range changed {
 		wake = earliest(wake, s.tickDueUs())
@@ -332,20 +386,18 @@ func (p *partition) silentGateways(nowUs int64) map[int32]uint64 {
 
 // endConnections ends, uncleanly, the connections of the online sessions
 // that gone selects.
-func (p *partition) endConnections(dirty map[clientKey]*Session, gone func(*Session) bool, emit func(clientKey, []output) error) error {
-	for _, k := range p.keys(dirty) {
-		sess, ok := dirty[k]
-		if !ok {
-			sess = p.committed(k)
-		}
+func (b *batch) endConnections(gone func(*Session) bool) error {
+	p := b.p
+	for _, k := range p.keys(b.dirty) {
+		sess := b.session(k)
 		if !sess.Online || !gone(sess) {
 			continue
 		}
 		outs, changed := p.m.gatewayGone(k, sess, nil)
 		if changed {
-			dirty[k] = sess
+			b.dirty[k] = sess
 		}
-		if err := emit(k, outs); err != nil {
+		if err := b.emit(k, outs); err != nil {
 			return err
 		}
 	}

@@ -4,8 +4,10 @@ import "context"
 
 // Store is the view store the session service needs: the sessions of each
 // partition of shoal.sessions and the offset of the last record applied to
-// them. The Pebble adapter is compose/store/pebblestore; every adapter
-// passes the conformance suite in session-svc/storetest.
+// them. Adapters: pebblestore (embedded) and cqlstore (ScyllaDB or
+// Cassandra); both store a session as its row (AppendSessionRow,
+// DecodeSessionRow) and pass the conformance suite in session-svc/storetest,
+// the CQL one in the integration tests.
 //
 // The service calls the methods of one partition from one goroutine at a
 // time; different partitions may be used concurrently.
@@ -17,7 +19,11 @@ type Store interface {
 	LoadSessions(ctx context.Context, partition int32, fn func(*Session) error) (offset int64, err error)
 	// CommitSessions stores the sessions, each replacing any stored session
 	// of the same tenant and client id, and offset as the partition's last
-	// applied offset, all or nothing and durably before it returns. It does
-	// not keep the sessions after it returns.
+	// applied offset, all or nothing and durably before it returns, unless
+	// the adapter was opened to trade that for speed (pebblestore's
+	// Options.NoSync, which `shoal all` sets when its embedded log does not
+	// sync either): then a crash may lose the latest commits, each whole,
+	// and the service consumes their records again from the stored offset.
+	// It does not keep the sessions after it returns.
 	CommitSessions(ctx context.Context, partition int32, offset int64, sessions []*Session) error
 }

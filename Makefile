@@ -100,8 +100,10 @@ proto-check: ## buf lint, buf breaking against schemas/BASELINE, and a diff chec
 	cd schemas && PATH="$(TOOLS):$$PATH" buf lint
 	@if [ -s schemas/BASELINE ]; then \
 	  ref=$$(tr -d '[:space:]' < schemas/BASELINE); \
-	  echo "buf breaking against $$ref"; \
-	  (cd schemas && PATH="$(TOOLS):$$PATH" buf breaking --against "../.git#ref=$$ref,subdir=schemas/proto"); \
+	  if git cat-file -e "$$ref^{commit}" 2>/dev/null; then \
+	    echo "buf breaking against $$ref"; \
+	    (cd schemas && PATH="$(TOOLS):$$PATH" buf breaking --against "../.git#ref=$$ref,subdir=schemas/proto"); \
+	  else echo "buf breaking: baseline $$ref is not in this clone (shallow?): skipped" >&2; fi; \
 	fi
 	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	  cp -r schemas/proto schemas/buf.yaml schemas/buf.gen.yaml "$$tmp"/; \

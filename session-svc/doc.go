@@ -7,8 +7,8 @@
 // It meets the gateway and router services only through the log (it reads
 // shoal.sessions; it writes shoal.deliveries, shoal.presence and
 // shoal.messages) and declares the narrow view-store interface it needs,
-// [Store], in its own package. The Pebble adapter is
-// compose/store/pebblestore; every adapter passes the conformance suite in
+// [Store], in its own package. Its adapters are compose/store/pebblestore
+// and compose/store/cqlstore; both pass the conformance suite in
 // session-svc/storetest.
 //
 // # What it does

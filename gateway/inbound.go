@@ -274,10 +274,9 @@ func (c *conn) handleSubscribe(h packet.FixedHeader, body []byte) error {
 	now := g.clock()
 	for i, f := range s.Filters {
 		filter := string(f.Filter)
+		// ParseShared validates the filter, shared or not (an ordinary
+		// one comes back unchanged as inner).
 		group, inner, shared, err := topic.ParseShared(filter)
-		if err == nil && !shared {
-			inner, err = filter, topic.ValidateFilter(filter)
-		}
 		if err != nil {
 			pa.codes[i] = packet.CodeTopicFilterInvalid
 			if !v5 {
@@ -337,10 +336,7 @@ func (c *conn) handleUnsubscribe(h packet.FixedHeader, body []byte) error {
 		_, had := c.subs[filter]
 		delete(c.subs, filter)
 		c.mu.Unlock()
-		group, inner, shared, err := topic.ParseShared(filter)
-		if err == nil && !shared {
-			inner, err = filter, topic.ValidateFilter(filter)
-		}
+		group, inner, _, err := topic.ParseShared(filter)
 		switch {
 		case err != nil:
 			pa.codes[i] = packet.CodeTopicFilterInvalid
@@ -370,12 +366,9 @@ func (c *conn) rebind(ctx context.Context, subs []*eventspb.SessionSubscription)
 	now := g.clock()
 	var recs []*kafka.Record
 	for _, s := range subs {
-		group, inner, shared, err := topic.ParseShared(s.Filter)
+		group, inner, _, err := topic.ParseShared(s.Filter)
 		if err != nil {
 			continue // never accepted, so never stored
-		}
-		if !shared {
-			inner = s.Filter
 		}
 		recs = c.appendChange(recs, now, &eventspb.SubscriptionChange{
 			Op:         eventspb.SubscriptionChange_OP_ADD,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"strings"
+	"time"
 
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
 	"github.com/shoal-mqtt/shoal/internal/mqtt/topic"
@@ -489,5 +490,29 @@ func (c *conn) sendReadyAcks() {
 	if n > 0 {
 		clear(c.acks[:n])
 		c.acks = c.acks[n:]
+	}
+}
+
+// setMessageProps copies the pass-through properties of a PUBLISH or will.
+func setMessageProps(m *eventspb.Message, p *packet.Properties, now time.Time) {
+	m.PayloadUtf8 = p.Present(packet.PropPayloadFormat) && p.PayloadFormat == 1
+	if p.Present(packet.PropMessageExpiry) {
+		m.HasExpiry = true
+		m.ExpiresAtMs = now.UnixMilli() + int64(p.MessageExpiry)*1000
+	}
+	if p.Present(packet.PropContentType) {
+		m.ContentType = string(p.ContentType)
+	}
+	if p.Present(packet.PropResponseTopic) {
+		m.ResponseTopic = string(p.ResponseTopic)
+	}
+	if p.Present(packet.PropCorrelationData) {
+		m.CorrelationData = append([]byte(nil), p.CorrelationData...)
+	}
+	if len(p.User) > 0 {
+		m.UserProperties = make([]*eventspb.UserProperty, len(p.User))
+		for i, u := range p.User {
+			m.UserProperties[i] = &eventspb.UserProperty{Key: string(u.Key), Value: string(u.Value)}
+		}
 	}
 }

@@ -243,7 +243,7 @@ func (c *conn) wakeReader() {
 		return
 	}
 	_ = c.nc.SetReadDeadline(time.Unix(1, 0))
-	if c.parkable {
+	if c.parkable() {
 		c.g.park.closed(c)
 	}
 }
@@ -271,7 +271,7 @@ func (c *conn) drain() {
 // blocked read would.
 func (c *conn) close() {
 	_ = c.nc.Close()
-	if c.parkable {
+	if c.parkable() {
 		c.g.park.closed(c)
 	}
 }

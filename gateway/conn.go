@@ -6,10 +6,12 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 	"unicode/utf8"
 	"unsafe"
 
+	"github.com/shoal-mqtt/shoal/gateway/listener"
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
@@ -102,14 +104,13 @@ type conn struct {
 	aliasOut     map[string]uint16
 	subs         map[string]*eventspb.SubscriptionOptions // filter as subscribed → options; nil until the first
 
-	// tcp is set for a TCP socket: its deadlines may pass and be set
-	// again (readLoop), unlike a WebSocket connection's.
-	tcp bool
-	// Parking (park.go): parkable is set for a connection that can be
-	// parked (a TCP socket where the gateway runs a poller); pk is guarded
-	// by the poller's mutex.
-	parkable bool
-	pk       parkState
+	// raw is the socket when nc's bytes are its own (listener.Conn.Raw: a
+	// TCP socket), else nil: its deadlines may pass and be set again
+	// (readLoop), unlike a WebSocket connection's, and its descriptor is
+	// read and written without blocking (park.go, writenb_linux.go).
+	raw syscall.Conn
+	// Parking (park.go): pk is guarded by the poller's mutex.
+	pk parkState
 }
 
 // flow is the part of a connection's state under conn.mu that only
@@ -201,14 +202,19 @@ type outMsg struct {
 	inboxSeq uint64
 }
 
-func newConn(g *Gateway, nc net.Conn) *conn {
-	c := &conn{g: g, nc: nc, id: g.connSeq.Add(1)}
+// newConn makes the connection of stream nc; raw is its socket when nc's
+// bytes are the socket's own (listener.Conn.Raw), else nil.
+func newConn(g *Gateway, nc net.Conn, raw syscall.Conn) *conn {
+	c := &conn{g: g, nc: nc, raw: raw, id: g.connSeq.Add(1)}
 	c.rd.Init((*socket)(c), readBufferSize)
 	c.rd.MaxPacketSize = g.cfg.MaxPacketSize
-	_, c.tcp = nc.(*net.TCPConn)
-	c.parkable = c.tcp && g.park != nil
 	return c
 }
+
+// parkable reports whether the connection can be parked: its socket is
+// read directly and the gateway runs a poller (set by Run before any
+// connection is accepted).
+func (c *conn) parkable() bool { return c.raw != nil && c.g.park != nil }
 
 // ending is how a connection ended: whether the client's DISCONNECT
 // suppresses the will, the reason code, a session expiry sent with
@@ -232,14 +238,16 @@ func (e *errClose) Error() string { return e.msg + " (" + e.code.String() + ")" 
 
 func closeWith(code packet.ReasonCode, msg string) error { return &errClose{code: code, msg: msg} }
 
-// serve runs one connection until it ends or its reader parks it.
-func (g *Gateway) serve(ctx context.Context, nc net.Conn) {
+// serve runs one connection, whichever listener accepted it, until it
+// ends or its reader parks it (a listener.Handler).
+func (g *Gateway) serve(ctx context.Context, lc listener.Conn) {
+	nc := lc.NetConn
 	if !g.live.add() {
 		_ = nc.Close() // shutting down
 		return
 	}
-	c := newConn(g, nc)
-	if !c.handshake(ctx) {
+	c := newConn(g, nc, lc.Raw)
+	if !c.handshake(ctx, lc.ClientAddr) {
 		if c.refused && c.halfClose() {
 			c.drain() // the client reads the CONNACK's reason code, then the end of the stream
 		}

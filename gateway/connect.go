@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -20,23 +21,24 @@ import (
 // gives up waiting) and queues the CONNACK.
 
 // handshake reads CONNECT, asks the session service, and answers CONNACK.
-// It reports whether the connection is established.
-func (c *conn) handshake(ctx context.Context) bool {
+// It reports whether the connection is established. client is the
+// client's address, for logs.
+func (c *conn) handshake(ctx context.Context, client net.Addr) bool {
 	g := c.g
 	_ = c.nc.SetReadDeadline(g.clock().Add(g.cfg.ConnectTimeout))
 	h, body, err := c.rd.ReadPacket()
 	if err != nil {
-		g.log.Debug("no connect", "remote", c.nc.RemoteAddr(), "err", err)
+		g.log.Debug("no connect", "remote", client, "err", err)
 		return false
 	}
 	if h.Type != packet.CONNECT {
-		g.log.Debug("first packet is not CONNECT", "remote", c.nc.RemoteAddr(), "type", h.Type)
+		g.log.Debug("first packet is not CONNECT", "remote", client, "type", h.Type)
 		return false
 	}
 	var cp packet.Connect
 	if err := cp.Decode(h, body, 0); err != nil {
 		code := packet.CodeOf(err)
-		g.log.Debug("bad connect", "remote", c.nc.RemoteAddr(), "err", err)
+		g.log.Debug("bad connect", "remote", client, "err", err)
 		switch {
 		case cp.Version == packet.V5:
 			c.refuse(code, packet.V5)

@@ -74,7 +74,7 @@ func newFanOut(tb testing.TB, n int, qos uint32, version packet.Version) *fanOut
 	}
 	for i := range n {
 		sc := &sinkConn{}
-		c := newConn(g, sc)
+		c := newConn(g, sc, nil)
 		c.version = version
 		c.tenant, c.clientID = "bench", fmt.Sprintf("bench-s-%d", i)
 		c.ckey = clientKey(c.tenant, c.clientID)

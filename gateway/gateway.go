@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -167,13 +166,6 @@ func (g *Gateway) Parked() int64 { return g.parked.Load() }
 // Parks returns the number of times a connection was parked since start.
 func (g *Gateway) Parks() int64 { return g.parks.Load() }
 
-// Addr returns the bound address of a listener ("mqtt" or "ws"), or nil.
-func (g *Gateway) Addr(name string) net.Addr {
-	g.addrsMu.Lock()
-	defer g.addrsMu.Unlock()
-	return g.addrs[name]
-}
-
 // Run consumes the gateway's slot of shoal.deliveries, then opens the
 // listeners, until ctx is done.
 func (g *Gateway) Run(ctx context.Context) error {
@@ -267,48 +259,13 @@ func (g *Gateway) Run(ctx context.Context) error {
 		}
 	}
 
-	var listeners []net.Listener
-	if g.cfg.MQTTListen != "" {
-		ln, err := net.Listen("tcp", g.cfg.MQTTListen)
-		if err != nil {
-			cancel()
-			wg.Wait()
-			return fmt.Errorf("gateway: listen mqtt %s: %w", g.cfg.MQTTListen, err)
-		}
-		g.setAddr("mqtt", ln.Addr())
-		listeners = append(listeners, ln)
-		wg.Add(1)
-		go func() { defer wg.Done(); g.acceptLoop(ctx, ln) }()
+	listeners, err := g.openListeners()
+	if err != nil {
+		cancel()
+		wg.Wait()
+		return err
 	}
-	if g.cfg.WSListen != "" {
-		ln, err := net.Listen("tcp", g.cfg.WSListen)
-		if err != nil {
-			cancel()
-			for _, l := range listeners {
-				_ = l.Close()
-			}
-			wg.Wait()
-			return fmt.Errorf("gateway: listen websocket %s: %w", g.cfg.WSListen, err)
-		}
-		g.setAddr("ws", ln.Addr())
-		listeners = append(listeners, ln)
-		srv := &http.Server{Handler: g.wsHandler(ctx), ReadHeaderTimeout: g.cfg.ConnectTimeout}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) && ctx.Err() == nil {
-				errc <- fmt.Errorf("gateway: serve websocket: %w", err)
-			}
-		}()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-ctx.Done()
-			sctx, c := context.WithTimeout(context.Background(), time.Second)
-			defer c()
-			_ = srv.Shutdown(sctx)
-		}()
-	}
+	g.serveListeners(ctx, listeners, &wg, errc)
 	wg.Add(1)
 	go func() { defer wg.Done(); g.sysLoop(ctx, g.version) }()
 	g.ready.Store(true)
@@ -320,9 +277,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	}
 	g.ready.Store(false)
 	cancel()
-	for _, l := range listeners {
-		_ = l.Close()
-	}
+	closeListeners(listeners)
 	g.live.close()
 	g.closeAll()
 	// Every connection reports its end (its Disconnect record, its
@@ -467,35 +422,6 @@ func (g *Gateway) heartbeatLoop(ctx context.Context) {
 		if err := g.heartbeat(ctx); err != nil && ctx.Err() == nil {
 			g.log.Warn("write heartbeat", "slot", g.slot.Load(), "err", err)
 		}
-	}
-}
-
-func (g *Gateway) setAddr(name string, a net.Addr) {
-	g.addrsMu.Lock()
-	g.addrs[name] = a
-	g.addrsMu.Unlock()
-}
-
-func (g *Gateway) acceptLoop(ctx context.Context, ln net.Listener) {
-	var delay time.Duration
-	for {
-		nc, err := ln.Accept()
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
-				return
-			}
-			// Temporary failure (e.g. out of file descriptors): back off.
-			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-			g.log.Warn("accept", "err", err, "retry_in", delay)
-			select {
-			case <-time.After(delay):
-			case <-ctx.Done():
-				return
-			}
-			continue
-		}
-		delay = 0
-		go g.serve(ctx, nc)
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"runtime"
 	"sync"
@@ -93,17 +92,16 @@ var errWouldBlock = errors.New("no data to read")
 // readNow reads what is waiting on the socket without waiting for more:
 // errWouldBlock when nothing is, io.EOF when the peer closed.
 func (c *conn) readNow(p []byte) (int, error) {
-	tc, ok := c.nc.(*net.TCPConn)
-	if !ok {
+	if c.raw == nil {
 		return 0, errors.ErrUnsupported
 	}
-	raw, err := tc.SyscallConn()
+	rc, err := c.raw.SyscallConn()
 	if err != nil {
 		return 0, fmt.Errorf("read: %w", err)
 	}
 	var n int
 	var rerr error
-	err = raw.Read(func(fd uintptr) bool {
+	err = rc.Read(func(fd uintptr) bool {
 		for {
 			n, rerr = syscall.Read(int(fd), p)
 			if !errors.Is(rerr, syscall.EINTR) {
@@ -127,16 +125,15 @@ func (c *conn) readNow(p []byte) (int, error) {
 // writeSome writes what the socket takes of b without waiting and returns
 // how much that was.
 func (c *conn) writeSome(b []byte) int {
-	tc, ok := c.nc.(*net.TCPConn)
-	if !ok {
+	if c.raw == nil {
 		return 0
 	}
-	raw, err := tc.SyscallConn()
+	rc, err := c.raw.SyscallConn()
 	if err != nil {
 		return 0
 	}
 	var n int
-	_ = raw.Write(func(fd uintptr) bool {
+	_ = rc.Write(func(fd uintptr) bool {
 		for {
 			m, err := syscall.Write(int(fd), b)
 			if errors.Is(err, syscall.EINTR) {
@@ -194,16 +191,15 @@ func (p *poller) park(c *conn, due int64) bool {
 	if p.stopped || c.closing.Load() {
 		return false
 	}
-	tc, ok := c.nc.(*net.TCPConn) // always, for a parkable connection
-	if !ok {
+	if c.raw == nil { // never, for a parkable connection
 		return false
 	}
-	raw, err := tc.SyscallConn()
+	rc, err := c.raw.SyscallConn()
 	if err != nil {
 		return false // closed: the caller's next read says so
 	}
 	var ctlErr error
-	err = raw.Control(func(fd uintptr) {
+	err = rc.Control(func(fd uintptr) {
 		ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLRDHUP | syscall.EPOLLONESHOT}
 		setToken(&ev, c.id)
 		op := syscall.EPOLL_CTL_MOD

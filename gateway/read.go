@@ -92,18 +92,18 @@ func (r *readState) disconnect() *packet.Disconnect {
 func (c *conn) readLoop() (e ending, parked bool) {
 	g := c.g
 	parkAfter := g.cfg.ParkIdle
-	if !c.parkable {
+	if !c.parkable() {
 		parkAfter = 0
 	}
-	// A TCP socket's read deadline is set once, not moved with every
-	// packet (a system call's worth of timer work each): when it passes,
-	// the deadline is worked out again from the last packet's time, and a
-	// connection that was not idle after all gets the new one. Other
+	// A socket's read deadline (raw: a TCP socket) is set once, not moved
+	// with every packet (a system call's worth of timer work each): when it
+	// passes, the deadline is worked out again from the last packet's time,
+	// and a connection that was not idle after all gets the new one. Other
 	// connections (WebSocket) move it with every packet: a WebSocket
 	// connection closes when a deadline passes under a read.
 	armed := false
 	for {
-		if !armed || !c.tcp {
+		if !armed || c.raw == nil {
 			deadline, _ := c.readDeadline(parkAfter)
 			_ = c.nc.SetReadDeadline(deadline)
 			armed = true

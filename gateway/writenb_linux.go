@@ -21,16 +21,16 @@ type tcpWriter struct {
 }
 
 // newNonBlockingWriter returns the non-blocking writer of nc, or nil when
-// it has none.
-func newNonBlockingWriter(nc net.Conn) nonBlockingWriter {
+// it has none; raw is nc's socket when nc's bytes are the socket's own (a
+// TCP socket), else nil.
+func newNonBlockingWriter(nc net.Conn, raw syscall.Conn) nonBlockingWriter {
 	if nb, ok := nc.(nonBlockingWriter); ok {
 		return nb
 	}
-	tc, ok := nc.(*net.TCPConn)
-	if !ok {
+	if raw == nil {
 		return nil
 	}
-	rc, err := tc.SyscallConn()
+	rc, err := raw.SyscallConn()
 	if err != nil {
 		return nil
 	}

@@ -2,11 +2,14 @@
 
 package gateway
 
-import "net"
+import (
+	"net"
+	"syscall"
+)
 
 // newNonBlockingWriter returns nc's own non-blocking writer, if it has one:
 // elsewhere than on Linux every connection writes on the blocking path.
-func newNonBlockingWriter(nc net.Conn) nonBlockingWriter {
+func newNonBlockingWriter(nc net.Conn, _ syscall.Conn) nonBlockingWriter {
 	if nb, ok := nc.(nonBlockingWriter); ok {
 		return nb
 	}

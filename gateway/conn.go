@@ -104,11 +104,13 @@ type conn struct {
 	aliasOut     map[string]uint16
 	subs         map[string]*eventspb.SubscriptionOptions // filter as subscribed → options; nil until the first
 
-	// raw is the socket when nc's bytes are its own (listener.Conn.Raw: a
-	// TCP socket), else nil: its deadlines may pass and be set again
-	// (readLoop), unlike a WebSocket connection's, and its descriptor is
-	// read and written without blocking (park.go, writenb_linux.go).
-	raw syscall.Conn
+	// tcp is the TCP socket when nc's bytes are its own (listener.Conn.Raw
+	// is a *net.TCPConn), else nil: its deadlines may pass and be set
+	// again (readLoop), unlike a WebSocket connection's, and its descriptor
+	// is read and written without blocking (park.go, writenb_linux.go).
+	// The concrete type keeps those reads and writes free of allocations:
+	// the compiler sees through tcp.SyscallConn to the closures it runs.
+	tcp *net.TCPConn
 	// Parking (park.go): pk is guarded by the poller's mutex.
 	pk parkState
 }
@@ -205,16 +207,17 @@ type outMsg struct {
 // newConn makes the connection of stream nc; raw is its socket when nc's
 // bytes are the socket's own (listener.Conn.Raw), else nil.
 func newConn(g *Gateway, nc net.Conn, raw syscall.Conn) *conn {
-	c := &conn{g: g, nc: nc, raw: raw, id: g.connSeq.Add(1)}
+	c := &conn{g: g, nc: nc, id: g.connSeq.Add(1)}
+	c.tcp, _ = raw.(*net.TCPConn)
 	c.rd.Init((*socket)(c), readBufferSize)
 	c.rd.MaxPacketSize = g.cfg.MaxPacketSize
 	return c
 }
 
-// parkable reports whether the connection can be parked: its socket is
-// read directly and the gateway runs a poller (set by Run before any
+// parkable reports whether the connection can be parked: a TCP socket read
+// directly, on a gateway that runs a poller (set by Run before any
 // connection is accepted).
-func (c *conn) parkable() bool { return c.raw != nil && c.g.park != nil }
+func (c *conn) parkable() bool { return c.tcp != nil && c.g.park != nil }
 
 // ending is how a connection ended: whether the client's DISCONNECT
 // suppresses the will, the reason code, a session expiry sent with

@@ -92,16 +92,17 @@ var errWouldBlock = errors.New("no data to read")
 // readNow reads what is waiting on the socket without waiting for more:
 // errWouldBlock when nothing is, io.EOF when the peer closed.
 func (c *conn) readNow(p []byte) (int, error) {
-	if c.raw == nil {
+	tc := c.tcp
+	if tc == nil {
 		return 0, errors.ErrUnsupported
 	}
-	rc, err := c.raw.SyscallConn()
+	raw, err := tc.SyscallConn()
 	if err != nil {
 		return 0, fmt.Errorf("read: %w", err)
 	}
 	var n int
 	var rerr error
-	err = rc.Read(func(fd uintptr) bool {
+	err = raw.Read(func(fd uintptr) bool {
 		for {
 			n, rerr = syscall.Read(int(fd), p)
 			if !errors.Is(rerr, syscall.EINTR) {
@@ -125,15 +126,16 @@ func (c *conn) readNow(p []byte) (int, error) {
 // writeSome writes what the socket takes of b without waiting and returns
 // how much that was.
 func (c *conn) writeSome(b []byte) int {
-	if c.raw == nil {
+	tc := c.tcp
+	if tc == nil {
 		return 0
 	}
-	rc, err := c.raw.SyscallConn()
+	raw, err := tc.SyscallConn()
 	if err != nil {
 		return 0
 	}
 	var n int
-	_ = rc.Write(func(fd uintptr) bool {
+	_ = raw.Write(func(fd uintptr) bool {
 		for {
 			m, err := syscall.Write(int(fd), b)
 			if errors.Is(err, syscall.EINTR) {
@@ -191,15 +193,16 @@ func (p *poller) park(c *conn, due int64) bool {
 	if p.stopped || c.closing.Load() {
 		return false
 	}
-	if c.raw == nil { // never, for a parkable connection
+	tc := c.tcp // never nil, for a parkable connection
+	if tc == nil {
 		return false
 	}
-	rc, err := c.raw.SyscallConn()
+	raw, err := tc.SyscallConn()
 	if err != nil {
 		return false // closed: the caller's next read says so
 	}
 	var ctlErr error
-	err = rc.Control(func(fd uintptr) {
+	err = raw.Control(func(fd uintptr) {
 		ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLRDHUP | syscall.EPOLLONESHOT}
 		setToken(&ev, c.id)
 		op := syscall.EPOLL_CTL_MOD

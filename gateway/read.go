@@ -95,15 +95,15 @@ func (c *conn) readLoop() (e ending, parked bool) {
 	if !c.parkable() {
 		parkAfter = 0
 	}
-	// A socket's read deadline (raw: a TCP socket) is set once, not moved
-	// with every packet (a system call's worth of timer work each): when it
-	// passes, the deadline is worked out again from the last packet's time,
-	// and a connection that was not idle after all gets the new one. Other
+	// A TCP socket's read deadline is set once, not moved with every
+	// packet (a system call's worth of timer work each): when it passes,
+	// the deadline is worked out again from the last packet's time, and a
+	// connection that was not idle after all gets the new one. Other
 	// connections (WebSocket) move it with every packet: a WebSocket
 	// connection closes when a deadline passes under a read.
 	armed := false
 	for {
-		if !armed || c.raw == nil {
+		if !armed || c.tcp == nil {
 			deadline, _ := c.readDeadline(parkAfter)
 			_ = c.nc.SetReadDeadline(deadline)
 			armed = true

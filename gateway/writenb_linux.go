@@ -21,16 +21,16 @@ type tcpWriter struct {
 }
 
 // newNonBlockingWriter returns the non-blocking writer of nc, or nil when
-// it has none; raw is nc's socket when nc's bytes are the socket's own (a
-// TCP socket), else nil.
-func newNonBlockingWriter(nc net.Conn, raw syscall.Conn) nonBlockingWriter {
+// it has none; tc is nc's TCP socket when nc's bytes are the socket's own
+// (conn.tcp), else nil.
+func newNonBlockingWriter(nc net.Conn, tc *net.TCPConn) nonBlockingWriter {
 	if nb, ok := nc.(nonBlockingWriter); ok {
 		return nb
 	}
-	if raw == nil {
+	if tc == nil {
 		return nil
 	}
-	rc, err := raw.SyscallConn()
+	rc, err := tc.SyscallConn()
 	if err != nil {
 		return nil
 	}

@@ -2,14 +2,11 @@
 
 package gateway
 
-import (
-	"net"
-	"syscall"
-)
+import "net"
 
 // newNonBlockingWriter returns nc's own non-blocking writer, if it has one:
 // elsewhere than on Linux every connection writes on the blocking path.
-func newNonBlockingWriter(nc net.Conn, _ syscall.Conn) nonBlockingWriter {
+func newNonBlockingWriter(nc net.Conn, _ *net.TCPConn) nonBlockingWriter {
 	if nb, ok := nc.(nonBlockingWriter); ok {
 		return nb
 	}

@@ -23,7 +23,7 @@ import (
 
 // nonBlockingWriter writes what it can of bufs at once and never waits: it
 // reports how many bytes it wrote and whether the rest would have blocked.
-// Connections read from their socket directly (conn.raw: TCP) get one
+// Connections read from their TCP socket directly (conn.tcp) get one
 // (writenb_linux.go); test connections may implement it themselves.
 type nonBlockingWriter interface {
 	writeNB(bufs [][]byte) (n int, blocked bool, err error)
@@ -122,7 +122,7 @@ func (c *conn) writeOnce() (more bool, written int64) {
 	c.mu.Unlock()
 
 	if !c.nbKnown { // only the connection's writer gets here
-		c.nb, c.nbKnown = newNonBlockingWriter(c.nc, c.raw), true
+		c.nb, c.nbKnown = newNonBlockingWriter(c.nc, c.tcp), true
 	}
 	if c.nb == nil {
 		go c.flushLoop(w, nil)

@@ -22,8 +22,64 @@ import (
 
 // handshake reads CONNECT, asks the session service, and answers CONNACK.
 // It reports whether the connection is established. client is the
-// client's address, for logs.
+// client's address, for logs. Its steps: readConnect, identify,
+// takeOptions, askSession (the request from connectRequest),
+// restoreSubscriptions, then connack and queueConnack.
 func (c *conn) handshake(ctx context.Context, client net.Addr) bool {
+	g := c.g
+	var cp packet.Connect
+	if !c.readConnect(&cp, client) {
+		return false
+	}
+	assigned, ok := c.identify(&cp)
+	if !ok {
+		return false
+	}
+	serverKA, ok := c.takeOptions(&cp)
+	if !ok {
+		return false
+	}
+	res, err := g.askSession(ctx, c, c.connectRequest(&cp))
+	if err != nil {
+		g.log.Warn("connect not answered", "client", c.clientID, "tenant", c.tenant, "err", err)
+		c.refuse(packet.CodeServerUnavailable, c.version)
+		return false
+	}
+	if res.ReasonCode != 0 {
+		c.refuse(ReasonCodeOf(res.ReasonCode), c.version)
+		return false
+	}
+	// Accepted: the slot consumer registered the connection. From here a
+	// failure must also unregister it and report its end, as clean: the
+	// client gets no CONNACK, so it never had a connection whose loss its
+	// will would announce.
+	accepted := false
+	defer func() {
+		if !accepted {
+			c.finish(ctx, true, packet.CodeServerUnavailable, nil)
+		}
+	}()
+	if err := c.restoreSubscriptions(ctx, res.Subscriptions); err != nil {
+		g.log.Warn("rebind resumed session", "client", c.clientID, "tenant", c.tenant, "err", err)
+		c.refuse(packet.CodeServerUnavailable, c.version)
+		return false
+	}
+	c.resumed = res.SessionPresent
+	ack := c.connack(res, assigned, serverKA)
+	if g.beforeConnack != nil {
+		g.beforeConnack(c)
+	}
+	accepted = true
+	c.queueConnack(&ack)
+	return true
+}
+
+// readConnect reads the connection's first packet, which must be a
+// CONNECT, into cp, within Config.ConnectTimeout. A CONNECT that does not
+// decode is answered where the specification wants it (a 5.0 client; an
+// unsupported protocol version). cp's byte slices alias the read buffer
+// until the next read.
+func (c *conn) readConnect(cp *packet.Connect, client net.Addr) bool {
 	g := c.g
 	_ = c.nc.SetReadDeadline(g.clock().Add(g.cfg.ConnectTimeout))
 	h, body, err := c.rd.ReadPacket()
@@ -35,7 +91,6 @@ func (c *conn) handshake(ctx context.Context, client net.Addr) bool {
 		g.log.Debug("first packet is not CONNECT", "remote", client, "type", h.Type)
 		return false
 	}
-	var cp packet.Connect
 	if err := cp.Decode(h, body, 0); err != nil {
 		code := packet.CodeOf(err)
 		g.log.Debug("bad connect", "remote", client, "err", err)
@@ -49,14 +104,20 @@ func (c *conn) handshake(ctx context.Context, client net.Addr) bool {
 		return false
 	}
 	c.version = cp.Version
-	v5 := c.version == packet.V5
+	return true
+}
 
+// identify sets the connection's client identifier (one assigned, and
+// returned as assigned, when the client sent none), its tenant, and the
+// keys and counters that follow from them. A 3.1.1 client without an
+// identifier must start a clean session, or it is refused.
+func (c *conn) identify(cp *packet.Connect) (assigned string, ok bool) {
+	g := c.g
 	clientID, tenant := string(cp.ClientID), ""
-	assigned := ""
 	if clientID == "" {
-		if !v5 && !cp.CleanStart {
+		if c.version != packet.V5 && !cp.CleanStart {
 			c.refuse(packet.CodeClientIdentifierNotValid, c.version)
-			return false
+			return "", false
 		}
 		assigned = newClientID(g.cfg.TenantSeparator)
 		clientID = assigned
@@ -69,8 +130,17 @@ func (c *conn) handshake(ctx context.Context, client net.Addr) bool {
 	c.tenant, c.clientID = c.ckey[:len(tenant)], c.ckey[len(tenant)+1:]
 	c.ts = g.tenantStats(c.tenant)
 	c.rkey = recordKey(c.tenant, c.clientID)
+	return assigned, true
+}
 
-	// Limits and options from the client.
+// takeOptions takes the limits and options the client asked for: session
+// expiry, receive maximum, maximum packet size, topic aliases, problem
+// information and keep alive, which Config.MaxKeepAlive caps for a 5.0
+// client (serverKA: CONNACK says so). A client asking for enhanced
+// authentication is refused: it is not offered.
+func (c *conn) takeOptions(cp *packet.Connect) (serverKA, ok bool) {
+	g := c.g
+	v5 := c.version == packet.V5
 	c.clientRecvMax, c.clientMaxPacket, c.problemInfo = maxWindow, packet.MaxRemainingLength+5, true
 	if cp.CleanStart {
 		c.sessionExpiry = 0
@@ -96,17 +166,21 @@ func (c *conn) handshake(ctx context.Context, client net.Addr) bool {
 		if pr.Present(packet.PropAuthMethod) {
 			// Enhanced authentication is not offered.
 			c.refuse(packet.CodeBadAuthenticationMethod, c.version)
-			return false
+			return false, false
 		}
 	}
 	ka := time.Duration(cp.KeepAlive) * time.Second
-	serverKA := false
 	if max := g.cfg.MaxKeepAlive; max > 0 && (ka == 0 || ka > max) && v5 {
 		ka, serverKA = max, true
 	}
 	c.keepAlive = ka
+	return serverKA, true
+}
 
-	// Ask the session service.
+// connectRequest is the Connect event that asks the session service for
+// the client's session, with the client's will.
+func (c *conn) connectRequest(cp *packet.Connect) *eventspb.Connect {
+	g := c.g
 	req := &eventspb.Connect{
 		Route:           &eventspb.Route{Slot: g.slot.Load(), Connection: c.id},
 		CleanStart:      cp.CleanStart,
@@ -116,8 +190,8 @@ func (c *conn) handshake(ctx context.Context, client net.Addr) bool {
 		RequestId:       g.reqSeq.Add(1),
 	}
 	if cp.WillFlag {
-		req.Will = &eventspb.Will{Message: willMessage(&cp, g.clock())}
-		if v5 {
+		req.Will = &eventspb.Will{Message: willMessage(cp, g.clock())}
+		if c.version == packet.V5 {
 			req.Will.DelayIntervalS = cp.WillProps.WillDelay
 			if m := req.Will.Message; m.HasExpiry {
 				// The interval starts when the will is published.
@@ -127,44 +201,32 @@ func (c *conn) handshake(ctx context.Context, client net.Addr) bool {
 			}
 		}
 	}
-	res, err := g.askSession(ctx, c, req)
-	if err != nil {
-		g.log.Warn("connect not answered", "client", c.clientID, "tenant", c.tenant, "err", err)
-		c.refuse(packet.CodeServerUnavailable, c.version)
-		return false
-	}
-	if res.ReasonCode != 0 {
-		c.refuse(ReasonCodeOf(res.ReasonCode), c.version)
-		return false
-	}
-	// Accepted: the slot consumer registered the connection. From here a
-	// failure must also unregister it and report its end, as clean: the
-	// client gets no CONNACK, so it never had a connection whose loss its
-	// will would announce.
-	accepted := false
-	defer func() {
-		if !accepted {
-			c.finish(ctx, true, packet.CodeServerUnavailable, nil)
-		}
-	}()
-	if len(res.Subscriptions) > 0 {
-		c.subs = make(map[string]*eventspb.SubscriptionOptions, len(res.Subscriptions))
-		for _, s := range res.Subscriptions {
-			c.subs[s.Filter] = s.Options
-		}
-		// A resumed session: move its subscriptions to this connection in
-		// every router shard before CONNACK, so that whatever is published
-		// after CONNACK is routed here.
-		if err := c.rebind(ctx, res.Subscriptions); err != nil {
-			g.log.Warn("rebind resumed session", "client", c.clientID, "tenant", c.tenant, "err", err)
-			c.refuse(packet.CodeServerUnavailable, c.version)
-			return false
-		}
-	}
+	return req
+}
 
-	c.resumed = res.SessionPresent
+// restoreSubscriptions takes over the subscriptions of a resumed session
+// (subs, from the session service's answer): the connection's own copy,
+// and a move to this connection in every router shard before CONNACK
+// (rebind), so that whatever is published after CONNACK is routed here.
+func (c *conn) restoreSubscriptions(ctx context.Context, subs []*eventspb.SessionSubscription) error {
+	if len(subs) == 0 {
+		return nil
+	}
+	c.subs = make(map[string]*eventspb.SubscriptionOptions, len(subs))
+	for _, s := range subs {
+		c.subs[s.Filter] = s.Options
+	}
+	return c.rebind(ctx, subs)
+}
+
+// connack is the CONNACK of an accepted connection. In 5.0 it states the
+// gateway's limits, the identifier assigned to the client (assigned), the
+// server keep alive (serverKA) and how many queued messages the session's
+// inbox dropped while the client was away.
+func (c *conn) connack(res *eventspb.ConnectResult, assigned string, serverKA bool) packet.Connack {
+	g := c.g
 	ack := packet.Connack{SessionPresent: res.SessionPresent}
-	if v5 {
+	if c.version == packet.V5 {
 		p := &ack.Props
 		p.ReceiveMax = g.cfg.ReceiveMaximum
 		p.Set(packet.PropReceiveMax)
@@ -177,7 +239,7 @@ func (c *conn) handshake(ctx context.Context, client net.Addr) bool {
 			p.Set(packet.PropAssignedClientID)
 		}
 		if serverKA {
-			p.ServerKeepAlive = uint16(ka / time.Second)
+			p.ServerKeepAlive = uint16(c.keepAlive / time.Second)
 			p.Set(packet.PropServerKeepAlive)
 		}
 		if res.InboxDropped > 0 && c.problemInfo {
@@ -186,9 +248,14 @@ func (c *conn) handshake(ctx context.Context, client net.Addr) bool {
 			p.Set(packet.PropReasonString)
 		}
 	}
-	if g.beforeConnack != nil {
-		g.beforeConnack(c)
-	}
+	return ack
+}
+
+// queueConnack queues the CONNACK, after which deliveries may be written.
+// A close asked for while it was not queued yet follows it at once
+// (closeLater); otherwise the deliveries that came before it follow it, in
+// their order.
+func (c *conn) queueConnack(ack *packet.Connack) {
 	c.mu.Lock()
 	c.useFlow()
 	c.out.b = ack.Append(c.out.b, c.version)
@@ -199,22 +266,20 @@ func (c *conn) handshake(ctx context.Context, client net.Addr) bool {
 		early, c.early = c.early, nil
 	}
 	c.mu.Unlock()
-	accepted = true
 	if closeNow {
 		// Closed while the CONNACK was not queued yet (taken over by a
 		// newer connection, the gateway stopping): the client gets its
 		// CONNACK, then the DISCONNECT [MQTT-3.2.0-1]; deliveries held
 		// for it go back with the connection's end (finish).
 		c.closeWrite(code)
-		return true
+		return
 	}
 	// Deliveries that came before CONNACK follow it, in their order.
-	now := g.clock()
+	now := c.g.clock()
 	for _, e := range early {
 		c.deliver(nil, e.m, e.t, now) // owned copies; fresh when they arrived
 	}
 	c.kickFlush()
-	return true
 }
 
 // refuse answers CONNECT with a CONNACK carrying code in version v's

@@ -2,6 +2,9 @@ package gateway
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"sync"
 	"time"
 
 	"github.com/shoal-mqtt/shoal/kafka"
@@ -11,6 +14,58 @@ import (
 // The slot consumer: the records of the gateway's slot of shoal.deliveries
 // (deliveries, answers to Connect, kicks, run markers), dispatched on one
 // goroutine, and the messages handed back when their client is not here.
+
+// writeMarker writes this run's marker to the gateway's slot: the marker's
+// offset positions the slot consumer, since every later answer to this run
+// is found after it. The marker names this run, and fences off an earlier
+// run that still reads the slot (handleDeliveries).
+func (g *Gateway) writeMarker(ctx context.Context) (*kafka.Record, error) {
+	marker := kafka.NewRecord(kafka.TopicDeliveries, nil, g.slot.Load(), &eventspb.Envelope{
+		Gateway:     g.cfg.ID,
+		TimestampUs: g.clock().UnixMicro(),
+		Event: &eventspb.Envelope_GatewayHeartbeat{GatewayHeartbeat: &eventspb.GatewayHeartbeat{
+			Slot: g.slot.Load(), ConnectionBase: g.connBase(),
+		}},
+	})
+	if err := g.kl.ProduceSync(ctx, marker); err != nil {
+		return nil, fmt.Errorf("gateway: write slot marker: %w", err)
+	}
+	g.markerOffset = marker.Offset
+	return marker, nil
+}
+
+// consumeSlot starts the slot consumer, a goroutine of wg, reading the slot
+// from marker on; the channel it returns is closed once the consumer has
+// read its first batch (it is positioned). When it stops before ctx ends
+// it sends why to errc: another run's marker (a SlotTakenError), or the
+// consumer's failure.
+func (g *Gateway) consumeSlot(ctx context.Context, marker *kafka.Record, wg *sync.WaitGroup, errc chan<- error) <-chan struct{} {
+	positioned := make(chan struct{})
+	var once sync.Once
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		err := g.kl.Consume(ctx, kafka.ConsumeConfig{
+			Topic:      kafka.TopicDeliveries,
+			Partitions: []int32{g.slot.Load()},
+			Start:      func(int32) int64 { return marker.Offset },
+			Reuse:      true, // the slot decoder keeps no record, only bytes they refer to
+		}, func(ctx context.Context, b kafka.Batch) error {
+			once.Do(func() { close(positioned) })
+			return g.handleDeliveries(b)
+		})
+		var taken *SlotTakenError
+		switch {
+		case errors.As(err, &taken):
+			g.log.Error("slot taken over by another gateway run; stopping", "slot", taken.Slot,
+				"by", taken.Gateway, "run", fmt.Sprintf("%#x", taken.Run), "offset", taken.Offset)
+			errc <- fmt.Errorf("gateway: %w", taken)
+		case err != nil:
+			errc <- fmt.Errorf("gateway: consume slot %d: %w", g.slot.Load(), err)
+		}
+	}()
+	return positioned
+}
 
 // handleDeliveries dispatches the records of our slot. The marker of
 // another run (a GatewayHeartbeat with another gateway id or connection

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shoal-mqtt/shoal/gateway/listener"
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
@@ -167,7 +168,11 @@ func (g *Gateway) Parked() int64 { return g.parked.Load() }
 func (g *Gateway) Parks() int64 { return g.parks.Load() }
 
 // Run consumes the gateway's slot of shoal.deliveries, then opens the
-// listeners, until ctx is done.
+// listeners, until ctx is done. Its steps: lease the slot, write this
+// run's marker to it and consume the slot from there (writeMarker,
+// consumeSlot), announce the run (the first heartbeat), keep the slot
+// (keepSlot), start the poller, open and serve the listeners; at the end,
+// close everything down (stopServing).
 func (g *Gateway) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -178,48 +183,15 @@ func (g *Gateway) Run(ctx context.Context) error {
 		}
 		return fmt.Errorf("gateway: %w", err)
 	}
-
-	// Position the slot consumer: a marker record written to our own slot
-	// gives an offset at which every later answer to us is found. The
-	// marker names this run, and fences off an earlier run that still
-	// reads the slot (handleDeliveries).
-	marker := kafka.NewRecord(kafka.TopicDeliveries, nil, g.slot.Load(), &eventspb.Envelope{
-		Gateway:     g.cfg.ID,
-		TimestampUs: g.clock().UnixMicro(),
-		Event: &eventspb.Envelope_GatewayHeartbeat{GatewayHeartbeat: &eventspb.GatewayHeartbeat{
-			Slot: g.slot.Load(), ConnectionBase: g.connBase(),
-		}},
-	})
-	if err := g.kl.ProduceSync(ctx, marker); err != nil {
-		return fmt.Errorf("gateway: write slot marker: %w", err)
+	marker, err := g.writeMarker(ctx)
+	if err != nil {
+		return err
 	}
-	g.markerOffset = marker.Offset
-	positioned := make(chan struct{})
-	var once sync.Once
+	// The first error of the goroutines that can fail: the slot consumer,
+	// the lease renewal and each of the (two) listeners.
 	errc := make(chan error, 4)
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		err := g.kl.Consume(ctx, kafka.ConsumeConfig{
-			Topic:      kafka.TopicDeliveries,
-			Partitions: []int32{g.slot.Load()},
-			Start:      func(int32) int64 { return marker.Offset },
-			Reuse:      true, // the slot decoder keeps no record, only bytes they refer to
-		}, func(ctx context.Context, b kafka.Batch) error {
-			once.Do(func() { close(positioned) })
-			return g.handleDeliveries(b)
-		})
-		var taken *SlotTakenError
-		switch {
-		case errors.As(err, &taken):
-			g.log.Error("slot taken over by another gateway run; stopping", "slot", taken.Slot,
-				"by", taken.Gateway, "run", fmt.Sprintf("%#x", taken.Run), "offset", taken.Offset)
-			errc <- fmt.Errorf("gateway: %w", taken)
-		case err != nil:
-			errc <- fmt.Errorf("gateway: consume slot %d: %w", g.slot.Load(), err)
-		}
-	}()
+	positioned := g.consumeSlot(ctx, marker, &wg, errc)
 	select {
 	case <-positioned:
 	case err := <-errc:
@@ -236,29 +208,10 @@ func (g *Gateway) Run(ctx context.Context) error {
 		wg.Wait()
 		return fmt.Errorf("gateway: first heartbeat: %w", err)
 	}
-	wg.Add(1)
-	go func() { defer wg.Done(); g.heartbeatLoop(ctx) }()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := g.renewLoop(ctx, leasedAt); err != nil {
-			errc <- fmt.Errorf("gateway: %w", err)
-		}
-	}()
-
-	if g.cfg.ParkIdle > 0 {
-		p, err := newPoller(ctx, g)
-		switch {
-		case errors.Is(err, errors.ErrUnsupported):
-			g.log.Info("idle connections keep their reader: parking is not supported here")
-		case err != nil:
-			g.log.Warn("idle connections keep their reader: no poller", "err", err)
-		default:
-			g.park = p
-			defer p.stop()
-		}
+	g.keepSlot(ctx, leasedAt, &wg, errc)
+	if p := g.startPoller(ctx); p != nil {
+		defer p.stop()
 	}
-
 	listeners, err := g.openListeners()
 	if err != nil {
 		cancel()
@@ -277,6 +230,29 @@ func (g *Gateway) Run(ctx context.Context) error {
 	}
 	g.ready.Store(false)
 	cancel()
+	g.stopServing(listeners)
+	wg.Wait()
+	return err
+}
+
+// keepSlot keeps the slot this run's, on goroutines of wg until ctx ends:
+// heartbeats every Config.Heartbeat, and lease renewals, whose loss it
+// sends to errc.
+func (g *Gateway) keepSlot(ctx context.Context, leasedAt time.Time, wg *sync.WaitGroup, errc chan<- error) {
+	wg.Add(1)
+	go func() { defer wg.Done(); g.heartbeatLoop(ctx) }()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := g.renewLoop(ctx, leasedAt); err != nil {
+			errc <- fmt.Errorf("gateway: %w", err)
+		}
+	}()
+}
+
+// stopServing closes the listeners and every connection (shutdown), and
+// waits for the connections to report their ends.
+func (g *Gateway) stopServing(listeners []listener.Listener) {
 	closeListeners(listeners)
 	g.live.close()
 	g.closeAll()
@@ -286,8 +262,6 @@ func (g *Gateway) Run(ctx context.Context) error {
 	if n := g.live.wait(2*g.cfg.SessionTimeout + time.Second); n > 0 {
 		g.log.Warn("connections still ending at shutdown", "connections", n)
 	}
-	wg.Wait()
-	return err
 }
 
 // liveConns counts the connections being served, from accept until their

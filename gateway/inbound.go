@@ -28,28 +28,9 @@ func (c *conn) handlePublish(h packet.FixedHeader, body []byte) error {
 		return err
 	}
 	c.add(MessagesReceived, 1)
-	name := p.Topic
-	if c.version == packet.V5 {
-		if p.Props.Present(packet.PropSubscriptionID) {
-			return closeWith(packet.CodeProtocolError, "subscription identifier in a PUBLISH from a client")
-		}
-		if p.Props.Present(packet.PropTopicAlias) {
-			a := p.Props.TopicAlias
-			if a > g.cfg.TopicAliasMaximum {
-				return closeWith(packet.CodeTopicAliasInvalid, "topic alias above the maximum")
-			}
-			if c.aliasIn == nil {
-				c.aliasIn = make([]string, g.cfg.TopicAliasMaximum)
-			}
-			if len(name) == 0 {
-				if c.aliasIn[a-1] == "" {
-					return closeWith(packet.CodeProtocolError, "unknown topic alias")
-				}
-				name = stringBytes(c.aliasIn[a-1])
-			} else {
-				c.aliasIn[a-1] = string(name)
-			}
-		}
+	name, err := c.publishTopic(p)
+	if err != nil {
+		return err
 	}
 	if p.QoS > 0 {
 		if _, dup := c.awaitingRel[p.PacketID]; dup && p.QoS == 2 {
@@ -77,10 +58,75 @@ func (c *conn) handlePublish(h packet.FixedHeader, body []byte) error {
 		return nil
 	}
 
+	rec, part := c.publishRecord(p, name)
+	g.order.wait(order)
+	if p.QoS == 0 {
+		if c.qos0Done == nil {
+			c.qos0Done = c.qos0Produced
+		}
+		c.writing.Add(1)
+		g.kl.Produce(context.Background(), rec, c.qos0Done)
+		return nil
+	}
+	pa := &pendingAck{kind: packet.PUBACK, id: p.PacketID}
+	if p.QoS == 2 {
+		pa.kind = packet.PUBREC
+		if c.awaitingRel == nil {
+			c.awaitingRel = make(map[uint16]int32)
+		}
+		c.awaitingRel[p.PacketID] = part
+	}
+	pa.remaining.Store(1)
+	c.queueAck(pa)
+	c.writing.Add(1)
+	g.kl.Produce(context.Background(), rec, func(r *kafka.Record, err error) {
+		c.ackDone(pa, err)
+		g.recs.Put(r)
+	})
+	return nil
+}
+
+// publishTopic returns the topic name of a client's PUBLISH: its own, or
+// in 5.0 the one its topic alias stands for (an alias sent with a name is
+// set to it). A subscription identifier, or an alias above the maximum or
+// never set, ends the connection.
+func (c *conn) publishTopic(p *packet.Publish) ([]byte, error) {
+	g := c.g
+	name := p.Topic
+	if c.version != packet.V5 {
+		return name, nil
+	}
+	if p.Props.Present(packet.PropSubscriptionID) {
+		return nil, closeWith(packet.CodeProtocolError, "subscription identifier in a PUBLISH from a client")
+	}
+	if p.Props.Present(packet.PropTopicAlias) {
+		a := p.Props.TopicAlias
+		if a > g.cfg.TopicAliasMaximum {
+			return nil, closeWith(packet.CodeTopicAliasInvalid, "topic alias above the maximum")
+		}
+		if c.aliasIn == nil {
+			c.aliasIn = make([]string, g.cfg.TopicAliasMaximum)
+		}
+		if len(name) == 0 {
+			if c.aliasIn[a-1] == "" {
+				return nil, closeWith(packet.CodeProtocolError, "unknown topic alias")
+			}
+			name = stringBytes(c.aliasIn[a-1])
+		} else {
+			c.aliasIn[a-1] = string(name)
+		}
+	}
+	return name, nil
+}
+
+// publishRecord is the Publish record of p, whose topic is name. The event
+// is built in pooled scratch structs and marshalled into a pooled record
+// at once: nothing of it outlives this call but the record. part is the
+// partition of shoal.messages the record goes to when the router keeps
+// its packet identifier (a persistent session's QoS 2 message), else -1.
+func (c *conn) publishRecord(p *packet.Publish, name []byte) (*kafka.Record, int32) {
+	g := c.g
 	now := g.clock()
-	// The event is built in pooled scratch structs and marshalled into a
-	// pooled record at once: nothing of it outlives this call but the
-	// record.
 	ps := g.getScratch()
 	m := &ps.msg
 	m.Topic = string(name)
@@ -118,31 +164,7 @@ func (c *conn) handlePublish(h packet.FixedHeader, body []byte) error {
 	}
 	rec.AddTraceChild(parent)
 	g.putScratch(ps)
-	g.order.wait(order)
-	if p.QoS == 0 {
-		if c.qos0Done == nil {
-			c.qos0Done = c.qos0Produced
-		}
-		c.writing.Add(1)
-		g.kl.Produce(context.Background(), rec, c.qos0Done)
-		return nil
-	}
-	pa := &pendingAck{kind: packet.PUBACK, id: p.PacketID}
-	if p.QoS == 2 {
-		pa.kind = packet.PUBREC
-		if c.awaitingRel == nil {
-			c.awaitingRel = make(map[uint16]int32)
-		}
-		c.awaitingRel[p.PacketID] = part
-	}
-	pa.remaining.Store(1)
-	c.queueAck(pa)
-	c.writing.Add(1)
-	g.kl.Produce(context.Background(), rec, func(r *kafka.Record, err error) {
-		c.ackDone(pa, err)
-		g.recs.Put(r)
-	})
-	return nil
+	return rec, part
 }
 
 // publishScratch is the Publish event built for a PUBLISH, pooled by the

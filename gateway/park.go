@@ -42,6 +42,27 @@ import (
 // poller's mutex orders the hand-over; a parked connection stays parked
 // until exactly one of wake, expiry, close or stop takes it out.
 
+// startPoller starts the poller that parks idle connections, when
+// Config.ParkIdle asks for it and the platform has one, and sets
+// Gateway.park; it returns nil otherwise (every connection keeps its
+// reader). Run calls it before the listeners open.
+func (g *Gateway) startPoller(ctx context.Context) *poller {
+	if g.cfg.ParkIdle <= 0 {
+		return nil
+	}
+	p, err := newPoller(ctx, g)
+	switch {
+	case errors.Is(err, errors.ErrUnsupported):
+		g.log.Info("idle connections keep their reader: parking is not supported here")
+		return nil
+	case err != nil:
+		g.log.Warn("idle connections keep their reader: no poller", "err", err)
+		return nil
+	}
+	g.park = p
+	return p
+}
+
 // parkState is a connection's place in the poller, guarded by its mutex.
 type parkState struct {
 	due        int64 // keep alive deadline in unix seconds while parked; 0 none

@@ -63,7 +63,7 @@ const fanOutBase = 1 << 49
 func newFanOut(tb testing.TB, n int, qos uint32, version packet.Version) *fanOut {
 	tb.Helper()
 	cfg := DefaultConfig()
-	g, err := New(cfg, newFakeLog(), testlog.New(tb), nil)
+	g, err := New(cfg, newFakeLog(), testlog.New(tb), nil, "dev")
 	if err != nil {
 		tb.Fatal(err)
 	}

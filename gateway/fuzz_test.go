@@ -76,7 +76,7 @@ func FuzzConnection(f *testing.F) {
 			v = packet.V311
 		}
 		il := &instantLog{}
-		g, err := New(cfg, il, log, nil)
+		g, err := New(cfg, il, log, nil, "dev")
 		if err != nil {
 			t.Fatal(err)
 		}

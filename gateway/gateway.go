@@ -118,13 +118,10 @@ func (c *conn) add(k Counter, n int64) {
 	}
 }
 
-// New returns a gateway. clock may be nil (time.Now).
-func New(cfg Config, kl Log, log *slog.Logger, clock func() time.Time) (*Gateway, error) {
-	return NewVersion(cfg, kl, log, clock, "dev")
-}
-
-// NewVersion is New with the version published in $SYS/broker/version.
-func NewVersion(cfg Config, kl Log, log *slog.Logger, clock func() time.Time, version string) (*Gateway, error) {
+// New returns a gateway that writes to and reads from the event log kl.
+// clock may be nil (time.Now); version is the version it publishes in
+// $SYS/broker/version.
+func New(cfg Config, kl Log, log *slog.Logger, clock func() time.Time, version string) (*Gateway, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

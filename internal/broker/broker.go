@@ -226,7 +226,7 @@ func (b *Broker) Run(ctx context.Context) (err error) {
 		}
 	}
 	if b.roles&RoleGateway != 0 {
-		if gw, err = gateway.NewVersion(cfg.Gateway, gwClient, b.log, b.clock, b.version); err != nil {
+		if gw, err = gateway.New(cfg.Gateway, gwClient, b.log, b.clock, b.version); err != nil {
 			return err
 		}
 		if leaser != nil {

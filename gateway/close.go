@@ -48,8 +48,8 @@ func (c *conn) end(ctx context.Context, e ending) {
 func (c *conn) finish(ctx context.Context, clean bool, reason packet.ReasonCode, expiry *uint32) {
 	g := c.g
 	g.mu.Lock()
-	if g.clients[c.ckey] == c {
-		delete(g.clients, c.ckey)
+	if g.clients[c.clientsKey] == c {
+		delete(g.clients, c.clientsKey)
 	}
 	delete(g.byID, c.id)
 	g.mu.Unlock()
@@ -104,12 +104,12 @@ func (c *conn) finish(ctx context.Context, clean bool, reason packet.ReasonCode,
 	}
 	env := c.envelope(c.g.clock())
 	env.Event = &eventspb.Envelope_Disconnect{Disconnect: d}
-	rec := kafka.NewRecord(kafka.TopicSessions, c.rkey, kafka.PartitionByKey, env)
+	rec := kafka.NewRecord(kafka.TopicSessions, c.clientRecordKey, kafka.PartitionByKey, env)
 	// The connection's end must reach the session service even when the
 	// gateway is shutting down.
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.SessionTimeout)
 	defer cancel()
-	if err := g.kl.ProduceSync(pctx, rec); err != nil {
+	if err := g.eventLog.ProduceSync(pctx, rec); err != nil {
 		g.log.Error("report disconnect", "client", c.clientID, "tenant", c.tenant, "err", err)
 	}
 	persistent := c.sessionExpiry != 0 && (expiry == nil || *expiry != 0)

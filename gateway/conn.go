@@ -38,8 +38,8 @@ type conn struct {
 	// struct into a smaller size class: keep the small ones together.)
 	tenant          string
 	clientID        string
-	ckey            string // key in Gateway.clients
-	rkey            []byte // Kafka key tenant/client
+	clientsKey      string // key in Gateway.clients
+	clientRecordKey []byte // Kafka key of the client's records: tenant/client
 	generation      uint64
 	sessionGen      uint64 // the generation that began the session (ConnectResult.session_generation)
 	keepAlive       time.Duration
@@ -75,8 +75,8 @@ type conn struct {
 	writing       sync.WaitGroup // log writes of this connection not yet completed
 
 	// The connection's writer (who set flushing) only.
-	nb      nonBlockingWriter // nil: writes block (flushLoop)
-	nbKnown bool
+	nonBlocking      nonBlockingWriter // nil: writes block (flushLoop)
+	nonBlockingKnown bool
 
 	// closing is set by the first closeWrite (a server-initiated close:
 	// DISCONNECT sent, the socket half-closed); the connection's reader
@@ -111,8 +111,8 @@ type conn struct {
 	// The concrete type keeps those reads and writes free of allocations:
 	// the compiler sees through tcp.SyscallConn to the closures it runs.
 	tcp *net.TCPConn
-	// Parking (park.go): pk is guarded by the poller's mutex.
-	pk parkState
+	// Parking (park.go): parking is guarded by the poller's mutex.
+	parking parkState
 }
 
 // flow is the part of a connection's state under conn.mu that only

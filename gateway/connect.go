@@ -126,10 +126,10 @@ func (c *conn) identify(cp *packet.Connect) (assigned string, ok bool) {
 	}
 	// The tenant and the client id are views of the key: one allocation
 	// that lives as long as the connection, not three.
-	c.ckey = clientKey(tenant, clientID)
-	c.tenant, c.clientID = c.ckey[:len(tenant)], c.ckey[len(tenant)+1:]
+	c.clientsKey = clientKey(tenant, clientID)
+	c.tenant, c.clientID = c.clientsKey[:len(tenant)], c.clientsKey[len(tenant)+1:]
 	c.ts = g.tenantStats(c.tenant)
-	c.rkey = recordKey(c.tenant, c.clientID)
+	c.clientRecordKey = recordKey(c.tenant, c.clientID)
 	return assigned, true
 }
 
@@ -308,10 +308,10 @@ func (g *Gateway) askSession(ctx context.Context, c *conn, req *eventspb.Connect
 	g.mu.Unlock()
 	env := c.envelope(c.g.clock())
 	env.Event = &eventspb.Envelope_Connect{Connect: req}
-	rec := kafka.NewRecord(kafka.TopicSessions, c.rkey, kafka.PartitionByKey, env)
+	rec := kafka.NewRecord(kafka.TopicSessions, c.clientRecordKey, kafka.PartitionByKey, env)
 	tctx, cancel := context.WithTimeout(ctx, g.cfg.SessionTimeout)
 	defer cancel()
-	err := g.kl.ProduceSync(tctx, rec)
+	err := g.eventLog.ProduceSync(tctx, rec)
 	if err == nil {
 		select {
 		case r := <-ch:
@@ -347,10 +347,10 @@ func (g *Gateway) abandonConnect(ctx context.Context, c *conn) {
 		ReasonCode: uint32(packet.CodeServerUnavailable),
 		Abandoned:  true,
 	}}
-	rec := kafka.NewRecord(kafka.TopicSessions, c.rkey, kafka.PartitionByKey, env)
+	rec := kafka.NewRecord(kafka.TopicSessions, c.clientRecordKey, kafka.PartitionByKey, env)
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.SessionTimeout)
 	defer cancel()
-	g.kl.Produce(pctx, rec, func(_ *kafka.Record, err error) {
+	g.eventLog.Produce(pctx, rec, func(_ *kafka.Record, err error) {
 		if err != nil {
 			g.log.Warn("write abandoned connect", "client", c.clientID, "tenant", c.tenant, "connection", c.id, "err", err)
 		}

@@ -27,7 +27,7 @@ func (g *Gateway) writeMarker(ctx context.Context) (*kafka.Record, error) {
 			Slot: g.slot.Load(), ConnectionBase: g.connBase(),
 		}},
 	})
-	if err := g.kl.ProduceSync(ctx, marker); err != nil {
+	if err := g.eventLog.ProduceSync(ctx, marker); err != nil {
 		return nil, fmt.Errorf("gateway: write slot marker: %w", err)
 	}
 	g.markerOffset = marker.Offset
@@ -45,7 +45,7 @@ func (g *Gateway) consumeSlot(ctx context.Context, marker *kafka.Record, wg *syn
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		err := g.kl.Consume(ctx, kafka.ConsumeConfig{
+		err := g.eventLog.Consume(ctx, kafka.ConsumeConfig{
 			Topic:      kafka.TopicDeliveries,
 			Partitions: []int32{g.slot.Load()},
 			Start:      func(int32) int64 { return marker.Offset },
@@ -106,7 +106,7 @@ func (g *Gateway) handleDeliveries(b kafka.Batch) error {
 					// A session service that does not name sessions.
 					w.c.sessionGen = res.Generation
 				}
-				g.clients[w.c.ckey] = w.c
+				g.clients[w.c.clientsKey] = w.c
 				g.byID[w.c.id] = w.c
 			}
 			g.mu.Unlock()
@@ -161,7 +161,7 @@ func (g *Gateway) redispatch(tenant, client string, m *eventspb.Message, group, 
 			Message: m, ShareGroup: group, Filter: filter, ExcludeClient: client,
 		}},
 	})
-	g.kl.Produce(context.Background(), rec, func(_ *kafka.Record, err error) {
+	g.eventLog.Produce(context.Background(), rec, func(_ *kafka.Record, err error) {
 		if err != nil {
 			g.log.Warn("redispatch shared message", "tenant", tenant, "group", group, "err", err)
 		}
@@ -182,7 +182,7 @@ func (g *Gateway) bounce(tenant string, m *eventspb.Message, t *eventspb.Target)
 		}},
 	})
 	client := t.ClientId // t is reused once this returns
-	g.kl.Produce(context.Background(), rec, func(_ *kafka.Record, err error) {
+	g.eventLog.Produce(context.Background(), rec, func(_ *kafka.Record, err error) {
 		if err != nil {
 			g.log.Warn("return undeliverable message to its session", "tenant", tenant, "client", client, "err", err)
 		}

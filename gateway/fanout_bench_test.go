@@ -77,11 +77,11 @@ func newFanOut(tb testing.TB, n int, qos uint32, version packet.Version) *fanOut
 		c := newConn(g, sc, nil)
 		c.version = version
 		c.tenant, c.clientID = "bench", fmt.Sprintf("bench-s-%d", i)
-		c.ckey = clientKey(c.tenant, c.clientID)
+		c.clientsKey = clientKey(c.tenant, c.clientID)
 		c.ready = true
 		c.clientRecvMax = 65535
 		c.clientMaxPacket = 1 << 28
-		g.clients[c.ckey] = c
+		g.clients[c.clientsKey] = c
 		g.byID[c.id] = c
 		f.sinks = append(f.sinks, sc)
 		d.Targets = append(d.Targets, &eventspb.Target{ClientId: c.clientID, Connection: c.id, Qos: qos})

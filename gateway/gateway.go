@@ -27,11 +27,11 @@ type Log interface {
 
 // Gateway terminates MQTT connections and bridges them to the log.
 type Gateway struct {
-	cfg   Config
-	log   *slog.Logger
-	kl    Log
-	clock func() time.Time
-	epoch uint64 // random per start: the gateway_epoch of message ids
+	cfg      Config
+	log      *slog.Logger
+	eventLog Log
+	clock    func() time.Time
+	epoch    uint64 // random per start: the gateway_epoch of message ids
 
 	seq      atomic.Uint64 // message id sequence
 	connSeq  atomic.Uint64 // connection ids
@@ -118,10 +118,10 @@ func (c *conn) add(k Counter, n int64) {
 	}
 }
 
-// New returns a gateway that writes to and reads from the event log kl.
+// New returns a gateway that writes to and reads from eventLog.
 // clock may be nil (time.Now); version is the version it publishes in
 // $SYS/broker/version.
-func New(cfg Config, kl Log, log *slog.Logger, clock func() time.Time, version string) (*Gateway, error) {
+func New(cfg Config, eventLog Log, log *slog.Logger, clock func() time.Time, version string) (*Gateway, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -135,10 +135,10 @@ func New(cfg Config, kl Log, log *slog.Logger, clock func() time.Time, version s
 	g := &Gateway{
 		cfg:      cfg,
 		log:      log.With("role", "gateway", "gateway", cfg.ID),
-		kl:       kl,
+		eventLog: eventLog,
 		clock:    clock,
 		epoch:    binary.BigEndian.Uint64(b[:]),
-		msgParts: kl.Partitions(kafka.TopicMessages),
+		msgParts: eventLog.Partitions(kafka.TopicMessages),
 		clients:  make(map[string]*conn),
 		byID:     make(map[uint64]*conn),
 		waiting:  make(map[uint64]waiter),
@@ -362,7 +362,7 @@ func (e *SlotTakenError) Is(target error) bool { return target == ErrSlotTaken }
 // heartbeat writes a GatewayHeartbeat to every partition of shoal.sessions
 // and waits until Kafka has them.
 func (g *Gateway) heartbeat(ctx context.Context) error {
-	n := g.kl.Partitions(kafka.TopicSessions)
+	n := g.eventLog.Partitions(kafka.TopicSessions)
 	key := fmt.Appendf(nil, "\x00gw/%d", g.slot.Load()) // no tenant/client key starts with NUL
 	env := &eventspb.Envelope{
 		Gateway:     g.cfg.ID,
@@ -376,7 +376,7 @@ func (g *Gateway) heartbeat(ctx context.Context) error {
 	for p := range n {
 		rs[p] = kafka.NewRecord(kafka.TopicSessions, key, p, env)
 	}
-	return g.kl.ProduceSync(ctx, rs...)
+	return g.eventLog.ProduceSync(ctx, rs...)
 }
 
 // heartbeatLoop writes heartbeats every Config.Heartbeat until ctx ends. A

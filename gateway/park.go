@@ -227,19 +227,19 @@ type wheel struct {
 // add puts c in the slot of its due second; a deadline already passed is
 // due at the next second.
 func (w *wheel) add(c *conn) {
-	c.pk.due = max(c.pk.due, w.now+1)
-	s := &w.slots[c.pk.due&(wheelSlots-1)]
-	c.pk.pos = int32(len(*s))
+	c.parking.due = max(c.parking.due, w.now+1)
+	s := &w.slots[c.parking.due&(wheelSlots-1)]
+	c.parking.pos = int32(len(*s))
 	*s = append(*s, c)
 }
 
 // remove takes c out of its slot.
 func (w *wheel) remove(c *conn) {
-	s := &w.slots[c.pk.due&(wheelSlots-1)]
+	s := &w.slots[c.parking.due&(wheelSlots-1)]
 	last := len(*s) - 1
 	moved := (*s)[last]
-	(*s)[c.pk.pos] = moved
-	moved.pk.pos = c.pk.pos
+	(*s)[c.parking.pos] = moved
+	moved.parking.pos = c.parking.pos
 	(*s)[last] = nil
 	*s = (*s)[:last]
 	if cap(*s) > 64 && len(*s) < cap(*s)/4 {
@@ -258,7 +258,7 @@ func (w *wheel) advance(now int64, expired []*conn) []*conn {
 		s := &w.slots[(w.now+i)&(wheelSlots-1)]
 		for j := 0; j < len(*s); {
 			c := (*s)[j]
-			if c.pk.due > now {
+			if c.parking.due > now {
 				j++
 				continue
 			}

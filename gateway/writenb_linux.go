@@ -24,8 +24,8 @@ type tcpWriter struct {
 // it has none; tc is nc's TCP socket when nc's bytes are the socket's own
 // (conn.tcp), else nil.
 func newNonBlockingWriter(nc net.Conn, tc *net.TCPConn) nonBlockingWriter {
-	if nb, ok := nc.(nonBlockingWriter); ok {
-		return nb
+	if w, ok := nc.(nonBlockingWriter); ok {
+		return w
 	}
 	if tc == nil {
 		return nil

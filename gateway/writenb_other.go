@@ -7,8 +7,8 @@ import "net"
 // newNonBlockingWriter returns nc's own non-blocking writer, if it has one:
 // elsewhere than on Linux every connection writes on the blocking path.
 func newNonBlockingWriter(nc net.Conn, _ *net.TCPConn) nonBlockingWriter {
-	if nb, ok := nc.(nonBlockingWriter); ok {
-		return nb
+	if w, ok := nc.(nonBlockingWriter); ok {
+		return w
 	}
 	return nil
 }

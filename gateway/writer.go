@@ -121,15 +121,15 @@ func (c *conn) writeOnce() (more bool, written int64) {
 	c.out, c.spare = c.spare, outBuf{}
 	c.mu.Unlock()
 
-	if !c.nbKnown { // only the connection's writer gets here
-		c.nb, c.nbKnown = newNonBlockingWriter(c.nc, c.tcp), true
+	if !c.nonBlockingKnown { // only the connection's writer gets here
+		c.nonBlocking, c.nonBlockingKnown = newNonBlockingWriter(c.nc, c.tcp), true
 	}
-	if c.nb == nil {
+	if c.nonBlocking == nil {
 		go c.flushLoop(w, nil)
 		return false, 0
 	}
 	bufs := w.vectors()
-	n, blocked, err := c.nb.writeNB(bufs)
+	n, blocked, err := c.nonBlocking.writeNB(bufs)
 	written = int64(n)
 	if c.ts != nil {
 		c.ts.c[BytesSent].Add(written)

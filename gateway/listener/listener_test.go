@@ -97,27 +97,29 @@ func TestTCP(t *testing.T) {
 	}
 }
 
-// dial opens a WebSocket connection to l asking for subprotocols.
-func dial(ctx context.Context, t *testing.T, l *WebSocket, subprotocols []string) *websocket.Conn {
+// webSocketClient serves a WebSocket listener until the test ends and
+// connects a client asking for subprotocols; ctx bounds the client's
+// reads and writes.
+func webSocketClient(t *testing.T, subprotocols []string) (l *WebSocket, conns <-chan Conn, ws *websocket.Conn, ctx context.Context) {
 	t.Helper()
-	//nolint:bodyclose // coder/websocket: "You never need to close resp.Body yourself" (nil after a dial)
-	ws, _, err := websocket.Dial(ctx, "ws://"+l.Addr().String()+WebSocketPath, &websocket.DialOptions{Subprotocols: subprotocols})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ws
-}
-
-func TestWebSocket(t *testing.T) {
 	l, err := ListenWebSocket("ws", "127.0.0.1:0", WebSocketOptions{ReadLimit: 1 << 10, HeaderTimeout: time.Second}, discard())
 	if err != nil {
 		t.Fatal(err)
 	}
-	conns := serve(t, l)
+	conns = serve(t, l)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	ws := dial(ctx, t, l, []string{"mqtt"})
-	defer func() { _ = ws.CloseNow() }()
+	t.Cleanup(cancel)
+	//nolint:bodyclose // coder/websocket: "You never need to close resp.Body yourself" (nil after a dial)
+	ws, _, err = websocket.Dial(ctx, "ws://"+l.Addr().String()+WebSocketPath, &websocket.DialOptions{Subprotocols: subprotocols})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ws.CloseNow() })
+	return l, conns, ws, ctx
+}
+
+func TestWebSocket(t *testing.T) {
+	l, conns, ws, ctx := webSocketClient(t, []string{"mqtt"})
 	if err := ws.Write(ctx, websocket.MessageBinary, []byte("\x10\x00")); err != nil {
 		t.Fatal(err)
 	}
@@ -139,16 +141,8 @@ func TestWebSocket(t *testing.T) {
 // TestWebSocketSubprotocol: a client that does not ask for subprotocol
 // "mqtt" is closed with a policy violation and never handed over.
 func TestWebSocketSubprotocol(t *testing.T) {
-	l, err := ListenWebSocket("ws", "127.0.0.1:0", WebSocketOptions{ReadLimit: 1 << 10, HeaderTimeout: time.Second}, discard())
-	if err != nil {
-		t.Fatal(err)
-	}
-	conns := serve(t, l)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	ws := dial(ctx, t, l, nil)
-	defer func() { _ = ws.CloseNow() }()
-	_, _, err = ws.Read(ctx)
+	_, conns, ws, ctx := webSocketClient(t, nil)
+	_, _, err := ws.Read(ctx)
 	if got := websocket.CloseStatus(err); got != websocket.StatusPolicyViolation {
 		t.Errorf("read: %v (close status %v), want the policy violation close", err, got)
 	}

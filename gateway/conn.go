@@ -243,7 +243,7 @@ func closeWith(code packet.ReasonCode, msg string) error { return &errClose{code
 
 // serve runs one connection, whichever listener accepted it, until it
 // ends or its reader parks it (a listener.Handler).
-func (g *Gateway) serve(ctx context.Context, lc listener.Conn) {
+func (g *Gateway) serve(ctx context.Context, lc *listener.Conn) {
 	nc := lc.NetConn
 	if !g.live.add() {
 		_ = nc.Close() // shutting down

@@ -84,7 +84,7 @@ func FuzzConnection(f *testing.F) {
 		server, client := net.Pipe()
 		served := make(chan struct{})
 		go func() {
-			g.serve(context.Background(), listener.Conn{NetConn: server, ClientAddr: server.RemoteAddr()})
+			g.serve(context.Background(), &listener.Conn{NetConn: server, ClientAddr: server.RemoteAddr()})
 			close(served)
 		}()
 		go func() { _, _ = io.Copy(io.Discard, client) }() // drain everything the gateway writes

@@ -52,10 +52,14 @@ func (c *Conn) PeerCertificate() *x509.Certificate {
 	return c.TLS.PeerCertificates[0]
 }
 
-// Handler takes over an accepted connection. It runs on a goroutine of its
-// own for each connection and may keep it for as long as the connection
-// lives; ctx is the one Serve was given.
-type Handler func(ctx context.Context, c Conn)
+// Handler takes over an accepted connection; c is its own (the listener
+// keeps no reference). It runs on a goroutine of its own for each
+// connection and may keep it for as long as the connection lives; ctx is
+// the one Serve was given. c is a pointer, not a value, because it goes
+// through the goroutine's first frames: by value it grew every reader
+// goroutine of the gateway from a 4 KiB stack to an 8 KiB one
+// (BenchmarkIdleConnections/goroutine).
+type Handler func(ctx context.Context, c *Conn)
 
 // Listener accepts client connections on a bound address.
 type Listener interface {

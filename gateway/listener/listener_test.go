@@ -22,8 +22,8 @@ func serve(t *testing.T, l Listener) <-chan Conn {
 	conns := make(chan Conn, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- l.Serve(ctx, func(_ context.Context, c Conn) {
-			conns <- c
+		done <- l.Serve(ctx, func(_ context.Context, c *Conn) {
+			conns <- *c
 			<-ctx.Done() // the handler keeps its goroutine while the connection lives
 			_ = c.NetConn.Close()
 		})

@@ -63,8 +63,8 @@ func (l *TCP) Serve(ctx context.Context, handle Handler) error {
 
 // conn describes a socket this listener accepted: its bytes are the MQTT
 // stream, so it is its own Raw.
-func (l *TCP) conn(nc net.Conn) Conn {
-	c := Conn{
+func (l *TCP) conn(nc net.Conn) *Conn {
+	c := &Conn{
 		NetConn:      nc,
 		ClientAddr:   nc.RemoteAddr(),
 		Transport:    TransportTCP,

@@ -100,7 +100,7 @@ func (l *WebSocket) handler(ctx context.Context, handle Handler) http.Handler {
 		}
 		ws.SetReadLimit(l.opts.ReadLimit)
 		nc := websocket.NetConn(ctx, ws, websocket.MessageBinary)
-		handle(ctx, Conn{
+		handle(ctx, &Conn{
 			NetConn:      nc,
 			ClientAddr:   nc.RemoteAddr(),
 			Transport:    TransportWebSocket,

@@ -1,10 +1,11 @@
-// Package gateway is Shoal's MQTT front end: the listeners (TCP and
-// WebSocket; TLS and PROXY protocol v2 are not built yet), the
-// per-connection read loop (idle TCP connections park in an epoll poller,
-// park.go), the writer pool that writes out buffers without blocking
-// (writer.go), keepalive, inflight windows and topic aliases. A gateway keeps no durable
-// state: it publishes every session, subscription and message event to the
-// log (package kafka) and writes to its clients the deliveries that arrive on
+// Package gateway is Shoal's MQTT front end: the connections that its
+// listeners accept (package gateway/listener: TCP and WebSocket; TLS and
+// PROXY protocol v2 are not built yet), the per-connection read loop (idle
+// TCP connections park in an epoll poller, park.go), the writer pool that
+// writes out buffers without blocking (writer.go), keepalive, inflight
+// windows and topic aliases. A gateway keeps no durable state: it
+// publishes every session, subscription and message event to the log
+// (package kafka) and writes to its clients the deliveries that arrive on
 // its own slot of the deliveries topic.
 //
 // Shutdown (Run's context ends): the listeners close, every connection gets
@@ -29,4 +30,35 @@
 //
 // The gateway meets the router and session services only through the log; it
 // never imports them. It builds on the codec in internal/mqtt/packet.
+//
+// Files, in the order a connection meets them:
+//
+//   - gateway.go: Gateway, New, Run and its steps (slot, heartbeats,
+//     listeners, shutdown), the counters.
+//   - slot.go: leasing the gateway's slot of shoal.deliveries.
+//   - listeners.go: which listeners the configuration opens; each accepted
+//     connection goes to serve. The listeners themselves are package
+//     gateway/listener, a layer of its own (a package, so that the compiler
+//     keeps the boundary): the connection code gets a listener.Conn and
+//     never learns which listener it came from.
+//   - conn.go: conn, its state (flow, pending acknowledgements, messages
+//     in flight) and serve, a connection's life from accept to end.
+//   - connect.go: CONNECT: the handshake, asking the session service
+//     (askSession) and abandoning a connect it gave up on.
+//   - read.go: the read loop, keep alive and the dispatch of client packets.
+//   - inbound.go: client → log: PUBLISH, PUBREL, SUBSCRIBE, UNSUBSCRIBE and
+//     the acknowledgements that wait for the log; order.go: what is read
+//     first takes effect first.
+//   - deliveries.go: the slot consumer: the records of the gateway's slot
+//     (deliveries, answers to Connect, kicks, run markers); decode.go decodes
+//     them into reused structs.
+//   - outbound.go: log → client: a delivery into a connection's out buffer,
+//     inflight windows, topic aliases; outbuf.go: the out buffer.
+//   - writer.go: the writer pool and the flushes; writenb_linux.go: writes
+//     that never block.
+//   - park.go: parking idle connections (the epoll poller in park_linux.go,
+//     none elsewhere: park_other.go).
+//   - close.go: how a connection ends: server-initiated closes, the end
+//     reported to the log.
+//   - sys.go: $SYS topics; config.go: Config.
 package gateway

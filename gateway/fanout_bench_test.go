@@ -63,7 +63,7 @@ const fanOutBase = 1 << 49
 func newFanOut(tb testing.TB, n int, qos uint32, version packet.Version) *fanOut {
 	tb.Helper()
 	cfg := DefaultConfig()
-	g, err := New(cfg, newFakeLog(), testlog.New(tb), nil)
+	g, err := New(cfg, newFakeLog(), testlog.New(tb), nil, "dev")
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -74,14 +74,14 @@ func newFanOut(tb testing.TB, n int, qos uint32, version packet.Version) *fanOut
 	}
 	for i := range n {
 		sc := &sinkConn{}
-		c := newConn(g, sc)
+		c := newConn(g, sc, nil)
 		c.version = version
 		c.tenant, c.clientID = "bench", fmt.Sprintf("bench-s-%d", i)
-		c.ckey = clientKey(c.tenant, c.clientID)
+		c.clientsKey = clientKey(c.tenant, c.clientID)
 		c.ready = true
 		c.clientRecvMax = 65535
 		c.clientMaxPacket = 1 << 28
-		g.clients[c.ckey] = c
+		g.clients[c.clientsKey] = c
 		g.byID[c.id] = c
 		f.sinks = append(f.sinks, sc)
 		d.Targets = append(d.Targets, &eventspb.Target{ClientId: c.clientID, Connection: c.id, Qos: qos})

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoal-mqtt/shoal/gateway/listener"
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
@@ -75,14 +76,17 @@ func FuzzConnection(f *testing.F) {
 			v = packet.V311
 		}
 		il := &instantLog{}
-		g, err := New(cfg, il, log, nil)
+		g, err := New(cfg, il, log, nil, "dev")
 		if err != nil {
 			t.Fatal(err)
 		}
 		il.g = g
 		server, client := net.Pipe()
 		served := make(chan struct{})
-		go func() { g.serve(context.Background(), server); close(served) }()
+		go func() {
+			g.serve(context.Background(), &listener.Conn{NetConn: server, ClientAddr: server.RemoteAddr()})
+			close(served)
+		}()
 		go func() { _, _ = io.Copy(io.Discard, client) }() // drain everything the gateway writes
 		_ = client.SetWriteDeadline(time.Now().Add(2 * time.Second))
 		_, _ = client.Write((&packet.Connect{Version: v, ClientID: []byte("fz-1"), CleanStart: true, KeepAlive: 60}).Append(nil, v))

@@ -8,11 +8,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/shoal-mqtt/shoal/gateway/listener"
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
@@ -27,11 +27,11 @@ type Log interface {
 
 // Gateway terminates MQTT connections and bridges them to the log.
 type Gateway struct {
-	cfg   Config
-	log   *slog.Logger
-	kl    Log
-	clock func() time.Time
-	epoch uint64 // random per start: the gateway_epoch of message ids
+	cfg      Config
+	log      *slog.Logger
+	eventLog Log
+	clock    func() time.Time
+	epoch    uint64 // random per start: the gateway_epoch of message ids
 
 	seq      atomic.Uint64 // message id sequence
 	connSeq  atomic.Uint64 // connection ids
@@ -118,13 +118,10 @@ func (c *conn) add(k Counter, n int64) {
 	}
 }
 
-// New returns a gateway. clock may be nil (time.Now).
-func New(cfg Config, kl Log, log *slog.Logger, clock func() time.Time) (*Gateway, error) {
-	return NewVersion(cfg, kl, log, clock, "dev")
-}
-
-// NewVersion is New with the version published in $SYS/broker/version.
-func NewVersion(cfg Config, kl Log, log *slog.Logger, clock func() time.Time, version string) (*Gateway, error) {
+// New returns a gateway that writes to and reads from eventLog.
+// clock may be nil (time.Now); version is the version it publishes in
+// $SYS/broker/version.
+func New(cfg Config, eventLog Log, log *slog.Logger, clock func() time.Time, version string) (*Gateway, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -138,10 +135,10 @@ func NewVersion(cfg Config, kl Log, log *slog.Logger, clock func() time.Time, ve
 	g := &Gateway{
 		cfg:      cfg,
 		log:      log.With("role", "gateway", "gateway", cfg.ID),
-		kl:       kl,
+		eventLog: eventLog,
 		clock:    clock,
 		epoch:    binary.BigEndian.Uint64(b[:]),
-		msgParts: kl.Partitions(kafka.TopicMessages),
+		msgParts: eventLog.Partitions(kafka.TopicMessages),
 		clients:  make(map[string]*conn),
 		byID:     make(map[uint64]*conn),
 		waiting:  make(map[uint64]waiter),
@@ -167,15 +164,12 @@ func (g *Gateway) Parked() int64 { return g.parked.Load() }
 // Parks returns the number of times a connection was parked since start.
 func (g *Gateway) Parks() int64 { return g.parks.Load() }
 
-// Addr returns the bound address of a listener ("mqtt" or "ws"), or nil.
-func (g *Gateway) Addr(name string) net.Addr {
-	g.addrsMu.Lock()
-	defer g.addrsMu.Unlock()
-	return g.addrs[name]
-}
-
 // Run consumes the gateway's slot of shoal.deliveries, then opens the
-// listeners, until ctx is done.
+// listeners, until ctx is done. Its steps: lease the slot, write this
+// run's marker to it and consume the slot from there (writeMarker,
+// consumeSlot), announce the run (the first heartbeat), keep the slot
+// (keepSlot), start the poller, open and serve the listeners; at the end,
+// close everything down (stopServing).
 func (g *Gateway) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -186,48 +180,15 @@ func (g *Gateway) Run(ctx context.Context) error {
 		}
 		return fmt.Errorf("gateway: %w", err)
 	}
-
-	// Position the slot consumer: a marker record written to our own slot
-	// gives an offset at which every later answer to us is found. The
-	// marker names this run, and fences off an earlier run that still
-	// reads the slot (handleDeliveries).
-	marker := kafka.NewRecord(kafka.TopicDeliveries, nil, g.slot.Load(), &eventspb.Envelope{
-		Gateway:     g.cfg.ID,
-		TimestampUs: g.clock().UnixMicro(),
-		Event: &eventspb.Envelope_GatewayHeartbeat{GatewayHeartbeat: &eventspb.GatewayHeartbeat{
-			Slot: g.slot.Load(), ConnectionBase: g.connBase(),
-		}},
-	})
-	if err := g.kl.ProduceSync(ctx, marker); err != nil {
-		return fmt.Errorf("gateway: write slot marker: %w", err)
+	marker, err := g.writeMarker(ctx)
+	if err != nil {
+		return err
 	}
-	g.markerOffset = marker.Offset
-	positioned := make(chan struct{})
-	var once sync.Once
+	// The first error of the goroutines that can fail: the slot consumer,
+	// the lease renewal and each of the (two) listeners.
 	errc := make(chan error, 4)
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		err := g.kl.Consume(ctx, kafka.ConsumeConfig{
-			Topic:      kafka.TopicDeliveries,
-			Partitions: []int32{g.slot.Load()},
-			Start:      func(int32) int64 { return marker.Offset },
-			Reuse:      true, // the slot decoder keeps no record, only bytes they refer to
-		}, func(ctx context.Context, b kafka.Batch) error {
-			once.Do(func() { close(positioned) })
-			return g.handleDeliveries(b)
-		})
-		var taken *SlotTakenError
-		switch {
-		case errors.As(err, &taken):
-			g.log.Error("slot taken over by another gateway run; stopping", "slot", taken.Slot,
-				"by", taken.Gateway, "run", fmt.Sprintf("%#x", taken.Run), "offset", taken.Offset)
-			errc <- fmt.Errorf("gateway: %w", taken)
-		case err != nil:
-			errc <- fmt.Errorf("gateway: consume slot %d: %w", g.slot.Load(), err)
-		}
-	}()
+	positioned := g.consumeSlot(ctx, marker, &wg, errc)
 	select {
 	case <-positioned:
 	case err := <-errc:
@@ -244,71 +205,17 @@ func (g *Gateway) Run(ctx context.Context) error {
 		wg.Wait()
 		return fmt.Errorf("gateway: first heartbeat: %w", err)
 	}
-	wg.Add(1)
-	go func() { defer wg.Done(); g.heartbeatLoop(ctx) }()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := g.renewLoop(ctx, leasedAt); err != nil {
-			errc <- fmt.Errorf("gateway: %w", err)
-		}
-	}()
-
-	if g.cfg.ParkIdle > 0 {
-		p, err := newPoller(ctx, g)
-		switch {
-		case errors.Is(err, errors.ErrUnsupported):
-			g.log.Info("idle connections keep their reader: parking is not supported here")
-		case err != nil:
-			g.log.Warn("idle connections keep their reader: no poller", "err", err)
-		default:
-			g.park = p
-			defer p.stop()
-		}
+	g.keepSlot(ctx, leasedAt, &wg, errc)
+	if p := g.startPoller(ctx); p != nil {
+		defer p.stop()
 	}
-
-	var listeners []net.Listener
-	if g.cfg.MQTTListen != "" {
-		ln, err := net.Listen("tcp", g.cfg.MQTTListen)
-		if err != nil {
-			cancel()
-			wg.Wait()
-			return fmt.Errorf("gateway: listen mqtt %s: %w", g.cfg.MQTTListen, err)
-		}
-		g.setAddr("mqtt", ln.Addr())
-		listeners = append(listeners, ln)
-		wg.Add(1)
-		go func() { defer wg.Done(); g.acceptLoop(ctx, ln) }()
+	listeners, err := g.openListeners()
+	if err != nil {
+		cancel()
+		wg.Wait()
+		return err
 	}
-	if g.cfg.WSListen != "" {
-		ln, err := net.Listen("tcp", g.cfg.WSListen)
-		if err != nil {
-			cancel()
-			for _, l := range listeners {
-				_ = l.Close()
-			}
-			wg.Wait()
-			return fmt.Errorf("gateway: listen websocket %s: %w", g.cfg.WSListen, err)
-		}
-		g.setAddr("ws", ln.Addr())
-		listeners = append(listeners, ln)
-		srv := &http.Server{Handler: g.wsHandler(ctx), ReadHeaderTimeout: g.cfg.ConnectTimeout}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) && ctx.Err() == nil {
-				errc <- fmt.Errorf("gateway: serve websocket: %w", err)
-			}
-		}()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-ctx.Done()
-			sctx, c := context.WithTimeout(context.Background(), time.Second)
-			defer c()
-			_ = srv.Shutdown(sctx)
-		}()
-	}
+	g.serveListeners(ctx, listeners, &wg, errc)
 	wg.Add(1)
 	go func() { defer wg.Done(); g.sysLoop(ctx, g.version) }()
 	g.ready.Store(true)
@@ -320,9 +227,30 @@ func (g *Gateway) Run(ctx context.Context) error {
 	}
 	g.ready.Store(false)
 	cancel()
-	for _, l := range listeners {
-		_ = l.Close()
-	}
+	g.stopServing(listeners)
+	wg.Wait()
+	return err
+}
+
+// keepSlot keeps the slot this run's, on goroutines of wg until ctx ends:
+// heartbeats every Config.Heartbeat, and lease renewals, whose loss it
+// sends to errc.
+func (g *Gateway) keepSlot(ctx context.Context, leasedAt time.Time, wg *sync.WaitGroup, errc chan<- error) {
+	wg.Add(1)
+	go func() { defer wg.Done(); g.heartbeatLoop(ctx) }()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := g.renewLoop(ctx, leasedAt); err != nil {
+			errc <- fmt.Errorf("gateway: %w", err)
+		}
+	}()
+}
+
+// stopServing closes the listeners and every connection (shutdown), and
+// waits for the connections to report their ends.
+func (g *Gateway) stopServing(listeners []listener.Listener) {
+	closeListeners(listeners)
 	g.live.close()
 	g.closeAll()
 	// Every connection reports its end (its Disconnect record, its
@@ -331,8 +259,6 @@ func (g *Gateway) Run(ctx context.Context) error {
 	if n := g.live.wait(2*g.cfg.SessionTimeout + time.Second); n > 0 {
 		g.log.Warn("connections still ending at shutdown", "connections", n)
 	}
-	wg.Wait()
-	return err
 }
 
 // liveConns counts the connections being served, from accept until their
@@ -436,7 +362,7 @@ func (e *SlotTakenError) Is(target error) bool { return target == ErrSlotTaken }
 // heartbeat writes a GatewayHeartbeat to every partition of shoal.sessions
 // and waits until Kafka has them.
 func (g *Gateway) heartbeat(ctx context.Context) error {
-	n := g.kl.Partitions(kafka.TopicSessions)
+	n := g.eventLog.Partitions(kafka.TopicSessions)
 	key := fmt.Appendf(nil, "\x00gw/%d", g.slot.Load()) // no tenant/client key starts with NUL
 	env := &eventspb.Envelope{
 		Gateway:     g.cfg.ID,
@@ -450,7 +376,7 @@ func (g *Gateway) heartbeat(ctx context.Context) error {
 	for p := range n {
 		rs[p] = kafka.NewRecord(kafka.TopicSessions, key, p, env)
 	}
-	return g.kl.ProduceSync(ctx, rs...)
+	return g.eventLog.ProduceSync(ctx, rs...)
 }
 
 // heartbeatLoop writes heartbeats every Config.Heartbeat until ctx ends. A
@@ -467,35 +393,6 @@ func (g *Gateway) heartbeatLoop(ctx context.Context) {
 		if err := g.heartbeat(ctx); err != nil && ctx.Err() == nil {
 			g.log.Warn("write heartbeat", "slot", g.slot.Load(), "err", err)
 		}
-	}
-}
-
-func (g *Gateway) setAddr(name string, a net.Addr) {
-	g.addrsMu.Lock()
-	g.addrs[name] = a
-	g.addrsMu.Unlock()
-}
-
-func (g *Gateway) acceptLoop(ctx context.Context, ln net.Listener) {
-	var delay time.Duration
-	for {
-		nc, err := ln.Accept()
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
-				return
-			}
-			// Temporary failure (e.g. out of file descriptors): back off.
-			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-			g.log.Warn("accept", "err", err, "retry_in", delay)
-			select {
-			case <-time.After(delay):
-			case <-ctx.Done():
-				return
-			}
-			continue
-		}
-		delay = 0
-		go g.serve(ctx, nc)
 	}
 }
 
@@ -525,12 +422,6 @@ func (g *Gateway) nextMessageID() *eventspb.MessageID {
 	return &eventspb.MessageID{GatewayEpoch: g.epoch, Seq: g.seq.Add(1)}
 }
 
-// waiter is a connection waiting for its ConnectResult.
-type waiter struct {
-	c  *conn
-	ch chan *eventspb.ConnectResult
-}
-
 func clientKey(tenant, clientID string) string { return tenant + "\x00" + clientID }
 
 // recordKey is the Kafka key of a tenant's client or topic.
@@ -539,186 +430,4 @@ func recordKey(tenant, s string) []byte {
 	k = append(k, tenant...)
 	k = append(k, '/')
 	return append(k, s...)
-}
-
-// handleDeliveries dispatches the records of our slot. The marker of
-// another run (a GatewayHeartbeat with another gateway id or connection
-// base) means that run owns the slot now: it returns a SlotTakenError at
-// once, handling nothing after the marker, and the consumer stops.
-func (g *Gateway) handleDeliveries(b kafka.Batch) error {
-	dec := &g.slotDec
-	for _, r := range b.Records {
-		env, err := dec.decode(r)
-		if err != nil {
-			g.log.Error("decode delivery record", "offset", r.Offset, "err", err)
-			continue
-		}
-		switch ev := env.Event.(type) {
-		case *eventspb.Envelope_Delivery:
-			if g.deliver(env.Tenant, ev.Delivery) {
-				dec.keepMessage()
-			}
-		case *eventspb.Envelope_ConnectResult:
-			res := ev.ConnectResult
-			g.mu.Lock()
-			w, ok := g.waiting[res.RequestId]
-			// Request ids start again with every run: an answer for
-			// another connection is an old run's, written again by a
-			// session service replaying the log. The waiter keeps waiting.
-			ok = ok && res.Connection == w.c.id
-			if ok {
-				delete(g.waiting, res.RequestId)
-			}
-			if ok && res.ReasonCode == 0 {
-				// Register the connection before the next record of the
-				// slot is handled: deliveries that follow the answer
-				// (a resumed session's queued messages) must find it. They
-				// wait in the connection until its CONNACK is queued.
-				w.c.generation = res.Generation
-				w.c.sessionGen = res.SessionGeneration
-				if w.c.sessionGen == 0 {
-					// A session service that does not name sessions.
-					w.c.sessionGen = res.Generation
-				}
-				g.clients[w.c.ckey] = w.c
-				g.byID[w.c.id] = w.c
-			}
-			g.mu.Unlock()
-			if ok {
-				w.ch <- res
-			}
-		case *eventspb.Envelope_Kick:
-			g.mu.RLock()
-			c := g.byID[ev.Kick.Connection]
-			g.mu.RUnlock()
-			if c != nil && c.tenant == env.Tenant && c.clientID == env.ClientId {
-				// Before its CONNACK is queued the connection only records
-				// the close, at once, for its handshake (CONNACK first);
-				// otherwise the close writes to the socket, which never
-				// blocks the slot consumer.
-				if code := ReasonCodeOf(ev.Kick.ReasonCode); !c.closeLater(code) {
-					go c.kick(code)
-				}
-			}
-		case *eventspb.Envelope_GatewayHeartbeat:
-			hb := ev.GatewayHeartbeat
-			if env.Gateway != g.cfg.ID || hb.ConnectionBase != g.connBase() || hb.Slot != g.slot.Load() {
-				return &SlotTakenError{Slot: g.slot.Load(), Gateway: env.Gateway, Run: hb.ConnectionBase, Offset: r.Offset, Own: g.connBase()}
-			}
-			// our own position marker
-		default:
-			g.log.Warn("unexpected event on slot", "type", kafka.EventType(r), "offset", r.Offset)
-		}
-	}
-	return nil
-}
-
-// returnUndelivered hands back a QoS 1/2 message whose client is not
-// connected here: to its shared subscription's group when a group chose the
-// client, to the client's session otherwise.
-func (g *Gateway) returnUndelivered(tenant string, m *eventspb.Message, t *eventspb.Target) {
-	if t.ShareGroup != "" {
-		g.redispatch(tenant, t.ClientId, m, t.ShareGroup, t.ShareFilter)
-		return
-	}
-	g.bounce(tenant, m, t)
-}
-
-// redispatch asks the router shard of the message's topic to give it to
-// another member of the shared subscription (SharedRedispatch).
-func (g *Gateway) redispatch(tenant, client string, m *eventspb.Message, group, filter string) {
-	rec := kafka.NewRecord(kafka.TopicMessages, recordKey(tenant, m.Topic), kafka.PartitionByKey, &eventspb.Envelope{
-		Tenant:      tenant,
-		Gateway:     g.cfg.ID,
-		TimestampUs: g.clock().UnixMicro(),
-		Event: &eventspb.Envelope_SharedRedispatch{SharedRedispatch: &eventspb.SharedRedispatch{
-			Message: m, ShareGroup: group, Filter: filter, ExcludeClient: client,
-		}},
-	})
-	g.kl.Produce(context.Background(), rec, func(_ *kafka.Record, err error) {
-		if err != nil {
-			g.log.Warn("redispatch shared message", "tenant", tenant, "group", group, "err", err)
-		}
-	})
-}
-
-// bounce returns a message for a client that is not connected here to its
-// session service as an InboxAppend.
-func (g *Gateway) bounce(tenant string, m *eventspb.Message, t *eventspb.Target) {
-	rec := kafka.NewRecord(kafka.TopicSessions, recordKey(tenant, t.ClientId), kafka.PartitionByKey, &eventspb.Envelope{
-		Tenant:      tenant,
-		ClientId:    t.ClientId,
-		Gateway:     g.cfg.ID,
-		TimestampUs: g.clock().UnixMicro(),
-		Event: &eventspb.Envelope_InboxAppend{InboxAppend: &eventspb.InboxAppend{
-			Message: m,
-			Target:  &eventspb.Target{Qos: t.Qos, Retain: t.Retain, SubscriptionIds: t.SubscriptionIds, Dup: t.Dup},
-		}},
-	})
-	client := t.ClientId // t is reused once this returns
-	g.kl.Produce(context.Background(), rec, func(_ *kafka.Record, err error) {
-		if err != nil {
-			g.log.Warn("return undeliverable message to its session", "tenant", tenant, "client", client, "err", err)
-		}
-	})
-}
-
-// deliver hands a delivery's message to each target connected here. The
-// targets' connections are looked up under one read lock, the message is
-// written into each one's out buffer, and the connections that need a
-// writer are queued together. It reports whether a connection kept d's
-// Message (see conn.deliver). Slot consumer goroutine only.
-func (g *Gateway) deliver(tenant string, d *eventspb.Delivery) (kept bool) {
-	now := g.clock()
-	conns := g.dispatch.conns[:0]
-	g.mu.RLock()
-	for _, t := range d.Targets {
-		c := g.byID[t.Connection]
-		if c != nil && (c.clientID != t.ClientId || c.tenant != tenant) {
-			c = nil
-		}
-		conns = append(conns, c)
-	}
-	g.mu.RUnlock()
-	flush := g.dispatch.flush[:0]
-	pc := &g.dispatch.cache
-	pc.reset(d.Message, now)
-	var sent int64
-	var counted *conn
-	for i, t := range d.Targets {
-		c := conns[i]
-		if c == nil {
-			// Gone, or another connection of the client. A QoS 1/2 message
-			// goes back to the client's session, which queues it (offline
-			// persistent session), forwards it (a newer connection) or
-			// drops it (no session): the router may not have read the
-			// client's newest presence yet.
-			g.log.Debug("delivery target not connected here", "tenant", tenant, "client", t.ClientId,
-				"connection", t.Connection)
-			if t.Qos > 0 && t.InboxSeq == 0 {
-				// (An inbox message stays with its session, which sends
-				// it to the client's newest connection.)
-				g.returnUndelivered(tenant, d.Message, t)
-			}
-			continue
-		}
-		k, f, s := c.deliverCounted(d.Source, d.Message, t, now, pc)
-		kept = kept || k
-		if f {
-			flush = append(flush, c)
-		}
-		if s {
-			sent++
-			counted = c
-		}
-	}
-	if counted != nil {
-		counted.add(MessagesSent, sent) // the targets are all of one tenant
-	}
-	g.writes.push(flush...)
-	clear(conns)
-	clear(flush)
-	g.dispatch.conns, g.dispatch.flush = conns[:0], flush[:0]
-	pc.reset(nil, time.Time{}) // drop the reference to the message
-	return kept
 }

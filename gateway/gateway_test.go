@@ -165,7 +165,7 @@ func runGatewayWith(t testing.TB, fl *fakeLog, setup func(*Gateway), opts ...fun
 	for _, o := range opts {
 		o(&cfg)
 	}
-	g, err := New(cfg, fl, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	g, err := New(cfg, fl, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, "dev")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"strings"
+	"time"
 
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
 	"github.com/shoal-mqtt/shoal/internal/mqtt/topic"
@@ -27,28 +28,9 @@ func (c *conn) handlePublish(h packet.FixedHeader, body []byte) error {
 		return err
 	}
 	c.add(MessagesReceived, 1)
-	name := p.Topic
-	if c.version == packet.V5 {
-		if p.Props.Present(packet.PropSubscriptionID) {
-			return closeWith(packet.CodeProtocolError, "subscription identifier in a PUBLISH from a client")
-		}
-		if p.Props.Present(packet.PropTopicAlias) {
-			a := p.Props.TopicAlias
-			if a > g.cfg.TopicAliasMaximum {
-				return closeWith(packet.CodeTopicAliasInvalid, "topic alias above the maximum")
-			}
-			if c.aliasIn == nil {
-				c.aliasIn = make([]string, g.cfg.TopicAliasMaximum)
-			}
-			if len(name) == 0 {
-				if c.aliasIn[a-1] == "" {
-					return closeWith(packet.CodeProtocolError, "unknown topic alias")
-				}
-				name = stringBytes(c.aliasIn[a-1])
-			} else {
-				c.aliasIn[a-1] = string(name)
-			}
-		}
+	name, err := c.publishTopic(p)
+	if err != nil {
+		return err
 	}
 	if p.QoS > 0 {
 		if _, dup := c.awaitingRel[p.PacketID]; dup && p.QoS == 2 {
@@ -76,12 +58,77 @@ func (c *conn) handlePublish(h packet.FixedHeader, body []byte) error {
 		return nil
 	}
 
+	rec, part := c.publishRecord(p, name)
+	g.order.wait(order)
+	if p.QoS == 0 {
+		if c.qos0Done == nil {
+			c.qos0Done = c.qos0Produced
+		}
+		c.writing.Add(1)
+		g.eventLog.Produce(context.Background(), rec, c.qos0Done)
+		return nil
+	}
+	ack := &pendingAck{kind: packet.PUBACK, id: p.PacketID}
+	if p.QoS == 2 {
+		ack.kind = packet.PUBREC
+		if c.awaitingRel == nil {
+			c.awaitingRel = make(map[uint16]int32)
+		}
+		c.awaitingRel[p.PacketID] = part
+	}
+	ack.remaining.Store(1)
+	c.queueAck(ack)
+	c.writing.Add(1)
+	g.eventLog.Produce(context.Background(), rec, func(r *kafka.Record, err error) {
+		c.ackDone(ack, err)
+		g.recs.Put(r)
+	})
+	return nil
+}
+
+// publishTopic returns the topic name of a client's PUBLISH: its own, or
+// in 5.0 the one its topic alias stands for (an alias sent with a name is
+// set to it). A subscription identifier, or an alias above the maximum or
+// never set, ends the connection.
+func (c *conn) publishTopic(p *packet.Publish) ([]byte, error) {
+	g := c.g
+	name := p.Topic
+	if c.version != packet.V5 {
+		return name, nil
+	}
+	if p.Props.Present(packet.PropSubscriptionID) {
+		return nil, closeWith(packet.CodeProtocolError, "subscription identifier in a PUBLISH from a client")
+	}
+	if p.Props.Present(packet.PropTopicAlias) {
+		a := p.Props.TopicAlias
+		if a > g.cfg.TopicAliasMaximum {
+			return nil, closeWith(packet.CodeTopicAliasInvalid, "topic alias above the maximum")
+		}
+		if c.aliasIn == nil {
+			c.aliasIn = make([]string, g.cfg.TopicAliasMaximum)
+		}
+		if len(name) == 0 {
+			if c.aliasIn[a-1] == "" {
+				return nil, closeWith(packet.CodeProtocolError, "unknown topic alias")
+			}
+			name = stringBytes(c.aliasIn[a-1])
+		} else {
+			c.aliasIn[a-1] = string(name)
+		}
+	}
+	return name, nil
+}
+
+// publishRecord is the Publish record of p, whose topic is name. The event
+// is built in pooled scratch structs and marshalled into a pooled record
+// at once: nothing of it outlives this call but the record. part is the
+// partition of shoal.messages the record goes to when the router keeps
+// its packet identifier (a persistent session's QoS 2 message), else -1.
+func (c *conn) publishRecord(p *packet.Publish, name []byte) (*kafka.Record, int32) {
+	g := c.g
 	now := g.clock()
-	// The event is built in pooled scratch structs and marshalled into a
-	// pooled record at once: nothing of it outlives this call but the
-	// record.
-	ps := g.getScratch()
-	m := &ps.msg
+	scratch := g.getScratch()
+	m := &scratch.msg
 	m.Topic = string(name)
 	m.Payload = p.Payload
 	m.Qos = uint32(p.QoS)
@@ -89,10 +136,10 @@ func (c *conn) handlePublish(h packet.FixedHeader, body []byte) error {
 	if c.version == packet.V5 {
 		setMessageProps(m, &p.Props, now)
 	}
-	ps.id.GatewayEpoch, ps.id.Seq = g.epoch, g.seq.Add(1)
-	ps.pub.Connection = c.id
-	ps.env.Tenant, ps.env.ClientId, ps.env.Gateway = c.tenant, c.clientID, g.cfg.ID
-	ps.env.TimestampUs = now.UnixMicro()
+	scratch.id.GatewayEpoch, scratch.id.Seq = g.epoch, g.seq.Add(1)
+	scratch.pub.Connection = c.id
+	scratch.env.Tenant, scratch.env.ClientId, scratch.env.Gateway = c.tenant, c.clientID, g.cfg.ID
+	scratch.env.TimestampUs = now.UnixMicro()
 	rec := g.recs.Get()
 	// A persistent session's QoS 2 message carries its packet identifier:
 	// the router keeps it until PUBREL and drops the message should the
@@ -100,9 +147,9 @@ func (c *conn) handlePublish(h packet.FixedHeader, body []byte) error {
 	// connections, router-svc/unreleased.go).
 	kept := p.QoS == 2 && c.sessionExpiry != 0
 	if kept {
-		ps.pub.PacketId, ps.pub.SessionGeneration = uint32(p.PacketID), c.sessionGen
+		scratch.pub.PacketId, scratch.pub.SessionGeneration = uint32(p.PacketID), c.sessionGen
 	}
-	rec.Fill(kafka.TopicMessages, nil, kafka.PartitionByKey, &ps.env)
+	rec.Fill(kafka.TopicMessages, nil, kafka.PartitionByKey, &scratch.env)
 	rec.SetJoinedKey(c.tenant, m.Topic)
 	part := int32(-1)
 	if kept {
@@ -116,32 +163,8 @@ func (c *conn) handlePublish(h packet.FixedHeader, body []byte) error {
 		}
 	}
 	rec.AddTraceChild(parent)
-	g.putScratch(ps)
-	g.order.wait(order)
-	if p.QoS == 0 {
-		if c.qos0Done == nil {
-			c.qos0Done = c.qos0Produced
-		}
-		c.writing.Add(1)
-		g.kl.Produce(context.Background(), rec, c.qos0Done)
-		return nil
-	}
-	pa := &pendingAck{kind: packet.PUBACK, id: p.PacketID}
-	if p.QoS == 2 {
-		pa.kind = packet.PUBREC
-		if c.awaitingRel == nil {
-			c.awaitingRel = make(map[uint16]int32)
-		}
-		c.awaitingRel[p.PacketID] = part
-	}
-	pa.remaining.Store(1)
-	c.queueAck(pa)
-	c.writing.Add(1)
-	g.kl.Produce(context.Background(), rec, func(r *kafka.Record, err error) {
-		c.ackDone(pa, err)
-		g.recs.Put(r)
-	})
-	return nil
+	g.putScratch(scratch)
+	return rec, part
 }
 
 // publishScratch is the Publish event built for a PUBLISH, pooled by the
@@ -155,29 +178,29 @@ type publishScratch struct {
 }
 
 // reset empties the scratch event and links its parts again.
-func (ps *publishScratch) reset() {
-	ps.msg.Reset()
-	ps.pub = eventspb.Publish{Message: &ps.msg}
-	ps.ev.Publish = &ps.pub
-	ps.id = eventspb.MessageID{}
-	ps.env = eventspb.Envelope{MessageId: &ps.id, Event: &ps.ev}
+func (s *publishScratch) reset() {
+	s.msg.Reset()
+	s.pub = eventspb.Publish{Message: &s.msg}
+	s.ev.Publish = &s.pub
+	s.id = eventspb.MessageID{}
+	s.env = eventspb.Envelope{MessageId: &s.id, Event: &s.ev}
 }
 
 // getScratch returns an empty publishScratch.
 func (g *Gateway) getScratch() *publishScratch {
-	if ps, ok := g.scratch.Get().(*publishScratch); ok {
-		return ps
+	if scratch, ok := g.scratch.Get().(*publishScratch); ok {
+		return scratch
 	}
-	ps := new(publishScratch)
-	ps.reset()
-	return ps
+	scratch := new(publishScratch)
+	scratch.reset()
+	return scratch
 }
 
-// putScratch empties ps, dropping its references to the read buffer and
-// to strings, and gives it back.
-func (g *Gateway) putScratch(ps *publishScratch) {
-	ps.reset()
-	g.scratch.Put(ps)
+// putScratch empties scratch, dropping its references to the read buffer
+// and to strings, and gives it back.
+func (g *Gateway) putScratch(scratch *publishScratch) {
+	scratch.reset()
+	g.scratch.Put(scratch)
 }
 
 // qos0Produced is the done callback of a QoS 0 publish's record (bound
@@ -220,28 +243,28 @@ func (c *conn) refusePublish(name []byte, p *packet.Publish) packet.ReasonCode {
 // cannot make a client's connection write a record to every partition
 // each.
 func (c *conn) handlePubrel(id uint16) error {
-	pa := &pendingAck{kind: packet.PUBCOMP, id: id}
+	ack := &pendingAck{kind: packet.PUBCOMP, id: id}
 	part, ok := c.awaitingRel[id]
 	switch {
 	case ok:
 		delete(c.awaitingRel, id)
 		if part >= 0 {
-			c.produceThenAck(pa, []*kafka.Record{c.releaseRecord(id, part)})
+			c.produceThenAck(ack, []*kafka.Record{c.releaseRecord(id, part)})
 			return nil
 		}
 	case c.resumed && c.sessionExpiry != 0 && c.relBroadcasts < c.g.cfg.ReceiveMaximum:
 		c.relBroadcasts++
-		pa.uncounted = true
+		ack.uncounted = true
 		recs := make([]*kafka.Record, 0, c.g.msgParts)
 		for p := range c.g.msgParts {
 			recs = append(recs, c.releaseRecord(id, p))
 		}
-		c.produceThenAck(pa, recs)
+		c.produceThenAck(ack, recs)
 		return nil
 	default:
-		pa.code = packet.CodePacketIdentifierNotFound
+		ack.code = packet.CodePacketIdentifierNotFound
 	}
-	c.queueAck(pa)
+	c.queueAck(ack)
 	return nil
 }
 
@@ -252,7 +275,7 @@ func (c *conn) releaseRecord(id uint16, part int32) *kafka.Record {
 	env.Event = &eventspb.Envelope_PublishRelease{PublishRelease: &eventspb.PublishRelease{
 		PacketId: uint32(id), SessionGeneration: c.sessionGen,
 	}}
-	return kafka.NewRecord(kafka.TopicMessages, c.rkey, part, env)
+	return kafka.NewRecord(kafka.TopicMessages, c.clientRecordKey, part, env)
 }
 
 // handleSubscribe writes each subscription to the router's partitions and
@@ -268,20 +291,19 @@ func (c *conn) handleSubscribe(h packet.FixedHeader, body []byte) error {
 	if v5 && len(s.Props.SubscriptionIDs) > 0 {
 		subID = s.Props.SubscriptionIDs[0]
 	}
-	pa := &pendingAck{kind: packet.SUBACK, id: s.PacketID, codes: make([]packet.ReasonCode, len(s.Filters))}
+	ack := &pendingAck{kind: packet.SUBACK, id: s.PacketID, codes: make([]packet.ReasonCode, len(s.Filters))}
 	var recs []*kafka.Record
 	var added []*eventspb.SessionSubscription
 	now := g.clock()
 	for i, f := range s.Filters {
 		filter := string(f.Filter)
+		// ParseShared validates the filter, shared or not (an ordinary
+		// one comes back unchanged as inner).
 		group, inner, shared, err := topic.ParseShared(filter)
-		if err == nil && !shared {
-			inner, err = filter, topic.ValidateFilter(filter)
-		}
 		if err != nil {
-			pa.codes[i] = packet.CodeTopicFilterInvalid
+			ack.codes[i] = packet.CodeTopicFilterInvalid
 			if !v5 {
-				pa.codes[i] = packet.CodeUnspecifiedError
+				ack.codes[i] = packet.CodeUnspecifiedError
 			}
 			continue
 		}
@@ -289,7 +311,7 @@ func (c *conn) handleSubscribe(h packet.FixedHeader, body []byte) error {
 			return closeWith(packet.CodeProtocolError, "no local on a shared subscription")
 		}
 		qos := min(f.QoS, 2)
-		pa.codes[i] = packet.ReasonCode(qos)
+		ack.codes[i] = packet.ReasonCode(qos)
 		opts := &eventspb.SubscriptionOptions{
 			Qos:               uint32(qos),
 			NoLocal:           f.NoLocal,
@@ -315,7 +337,7 @@ func (c *conn) handleSubscribe(h packet.FixedHeader, body []byte) error {
 	if len(added) > 0 {
 		recs = append(recs, c.sessionRecord(now, &eventspb.SessionSubscriptions{Added: added, Generation: c.generation}))
 	}
-	c.produceThenAck(pa, recs)
+	c.produceThenAck(ack, recs)
 	return nil
 }
 
@@ -327,7 +349,7 @@ func (c *conn) handleUnsubscribe(h packet.FixedHeader, body []byte) error {
 	if err := u.Decode(h, body, c.version); err != nil {
 		return err
 	}
-	pa := &pendingAck{kind: packet.UNSUBACK, id: u.PacketID, codes: make([]packet.ReasonCode, len(u.Filters))}
+	ack := &pendingAck{kind: packet.UNSUBACK, id: u.PacketID, codes: make([]packet.ReasonCode, len(u.Filters))}
 	var recs []*kafka.Record
 	var removed []string
 	now := g.clock()
@@ -337,16 +359,13 @@ func (c *conn) handleUnsubscribe(h packet.FixedHeader, body []byte) error {
 		_, had := c.subs[filter]
 		delete(c.subs, filter)
 		c.mu.Unlock()
-		group, inner, shared, err := topic.ParseShared(filter)
-		if err == nil && !shared {
-			inner, err = filter, topic.ValidateFilter(filter)
-		}
+		group, inner, _, err := topic.ParseShared(filter)
 		switch {
 		case err != nil:
-			pa.codes[i] = packet.CodeTopicFilterInvalid
+			ack.codes[i] = packet.CodeTopicFilterInvalid
 			continue
 		case !had:
-			pa.codes[i] = packet.CodeNoSubscriptionExisted
+			ack.codes[i] = packet.CodeNoSubscriptionExisted
 		}
 		removed = append(removed, filter)
 		recs = c.appendChange(recs, now, &eventspb.SubscriptionChange{
@@ -359,7 +378,7 @@ func (c *conn) handleUnsubscribe(h packet.FixedHeader, body []byte) error {
 	if len(removed) > 0 {
 		recs = append(recs, c.sessionRecord(now, &eventspb.SessionSubscriptions{Removed: removed, Generation: c.generation}))
 	}
-	c.produceThenAck(pa, recs)
+	c.produceThenAck(ack, recs)
 	return nil
 }
 
@@ -370,12 +389,9 @@ func (c *conn) rebind(ctx context.Context, subs []*eventspb.SessionSubscription)
 	now := g.clock()
 	var recs []*kafka.Record
 	for _, s := range subs {
-		group, inner, shared, err := topic.ParseShared(s.Filter)
+		group, inner, _, err := topic.ParseShared(s.Filter)
 		if err != nil {
 			continue // never accepted, so never stored
-		}
-		if !shared {
-			inner = s.Filter
 		}
 		recs = c.appendChange(recs, now, &eventspb.SubscriptionChange{
 			Op:         eventspb.SubscriptionChange_OP_ADD,
@@ -388,7 +404,7 @@ func (c *conn) rebind(ctx context.Context, subs []*eventspb.SessionSubscription)
 	}
 	tctx, cancel := context.WithTimeout(ctx, g.cfg.SessionTimeout)
 	defer cancel()
-	return g.kl.ProduceSync(tctx, recs...)
+	return g.eventLog.ProduceSync(tctx, recs...)
 }
 
 // appendChange appends the records of one subscription change: to the
@@ -411,47 +427,47 @@ func (c *conn) appendChange(recs []*kafka.Record, now interface{ UnixMicro() int
 func (c *conn) sessionRecord(now interface{ UnixMicro() int64 }, s *eventspb.SessionSubscriptions) *kafka.Record {
 	env := c.envelope(now)
 	env.Event = &eventspb.Envelope_SessionSubscriptions{SessionSubscriptions: s}
-	return kafka.NewRecord(kafka.TopicSessions, c.rkey, kafka.PartitionByKey, env)
+	return kafka.NewRecord(kafka.TopicSessions, c.clientRecordKey, kafka.PartitionByKey, env)
 }
 
-// produceThenAck queues pa and produces recs; pa is sent once all are
+// produceThenAck queues ack and produces recs; ack is sent once all are
 // durable.
-func (c *conn) produceThenAck(pa *pendingAck, recs []*kafka.Record) {
-	pa.remaining.Store(int32(len(recs)))
-	c.queueAck(pa)
+func (c *conn) produceThenAck(ack *pendingAck, recs []*kafka.Record) {
+	ack.remaining.Store(int32(len(recs)))
+	c.queueAck(ack)
 	c.writing.Add(len(recs))
 	for _, r := range recs {
-		c.g.kl.Produce(context.Background(), r, func(_ *kafka.Record, err error) { c.ackDone(pa, err) })
+		c.g.eventLog.Produce(context.Background(), r, func(_ *kafka.Record, err error) { c.ackDone(ack, err) })
 	}
 }
 
-// queueAck appends pa to the ordered acknowledgements; one that waits for
+// queueAck appends ack to the ordered acknowledgements; one that waits for
 // nothing is ready at once.
-func (c *conn) queueAck(pa *pendingAck) {
+func (c *conn) queueAck(ack *pendingAck) {
 	c.mu.Lock()
 	c.useFlow()
-	if pa.remaining.Load() == 0 {
-		pa.ready = true
+	if ack.remaining.Load() == 0 {
+		ack.ready = true
 	}
-	c.acks = append(c.acks, pa)
+	c.acks = append(c.acks, ack)
 	c.sendReadyAcks()
 	c.mu.Unlock()
 	c.kickFlush()
 }
 
-// ackDone records that one record pa waits for was written (or failed).
-func (c *conn) ackDone(pa *pendingAck, err error) {
+// ackDone records that one record ack waits for was written (or failed).
+func (c *conn) ackDone(ack *pendingAck, err error) {
 	defer c.writing.Done()
 	if err != nil {
 		c.mu.Lock()
-		pa.failed = true
+		ack.failed = true
 		c.mu.Unlock()
 	}
-	if pa.remaining.Add(-1) > 0 {
+	if ack.remaining.Add(-1) > 0 {
 		return
 	}
 	c.mu.Lock()
-	pa.ready = true
+	ack.ready = true
 	c.sendReadyAcks()
 	c.mu.Unlock()
 	c.kickFlush()
@@ -465,36 +481,60 @@ func (c *conn) sendReadyAcks() {
 		return
 	}
 	n := 0
-	for _, pa := range c.acks {
-		if !pa.ready {
+	for _, ack := range c.acks {
+		if !ack.ready {
 			break
 		}
 		n++
-		if pa.failed {
-			c.g.log.Warn("log write failed; closing without acknowledgement", "client", c.clientID, "packet", pa.kind)
+		if ack.failed {
+			c.g.log.Warn("log write failed; closing without acknowledgement", "client", c.clientID, "packet", ack.kind)
 			go c.close()
 			continue
 		}
-		switch pa.kind {
+		switch ack.kind {
 		case packet.PUBACK, packet.PUBREC, packet.PUBCOMP:
-			a := packet.Ack{Kind: pa.kind, PacketID: pa.id, Code: pa.code}
+			a := packet.Ack{Kind: ack.kind, PacketID: ack.id, Code: ack.code}
 			c.out.b = a.Append(c.out.b, c.version)
 			// The client's flow ends with PUBACK, with a refusing PUBREC,
 			// or with PUBCOMP for an identifier we held.
-			if pa.kind == packet.PUBACK || (pa.kind == packet.PUBREC && pa.code.IsError()) ||
-				(pa.kind == packet.PUBCOMP && !pa.code.IsError() && !pa.uncounted) {
+			if ack.kind == packet.PUBACK || (ack.kind == packet.PUBREC && ack.code.IsError()) ||
+				(ack.kind == packet.PUBCOMP && !ack.code.IsError() && !ack.uncounted) {
 				c.inInflight.Add(-1)
 			}
 		case packet.SUBACK:
-			s := packet.Suback{PacketID: pa.id, Codes: pa.codes}
+			s := packet.Suback{PacketID: ack.id, Codes: ack.codes}
 			c.out.b = s.Append(c.out.b, c.version)
 		case packet.UNSUBACK:
-			u := packet.Unsuback{PacketID: pa.id, Codes: pa.codes}
+			u := packet.Unsuback{PacketID: ack.id, Codes: ack.codes}
 			c.out.b = u.Append(c.out.b, c.version)
 		}
 	}
 	if n > 0 {
 		clear(c.acks[:n])
 		c.acks = c.acks[n:]
+	}
+}
+
+// setMessageProps copies the pass-through properties of a PUBLISH or will.
+func setMessageProps(m *eventspb.Message, p *packet.Properties, now time.Time) {
+	m.PayloadUtf8 = p.Present(packet.PropPayloadFormat) && p.PayloadFormat == 1
+	if p.Present(packet.PropMessageExpiry) {
+		m.HasExpiry = true
+		m.ExpiresAtMs = now.UnixMilli() + int64(p.MessageExpiry)*1000
+	}
+	if p.Present(packet.PropContentType) {
+		m.ContentType = string(p.ContentType)
+	}
+	if p.Present(packet.PropResponseTopic) {
+		m.ResponseTopic = string(p.ResponseTopic)
+	}
+	if p.Present(packet.PropCorrelationData) {
+		m.CorrelationData = append([]byte(nil), p.CorrelationData...)
+	}
+	if len(p.User) > 0 {
+		m.UserProperties = make([]*eventspb.UserProperty, len(p.User))
+		for i, u := range p.User {
+			m.UserProperties[i] = &eventspb.UserProperty{Key: string(u.Key), Value: string(u.Value)}
+		}
 	}
 }

@@ -64,7 +64,7 @@ type gatewayRun struct {
 func runOnBackbone(t *testing.T, kl Log, cfg Config, l SlotLeaser) *gatewayRun {
 	t.Helper()
 	cfg.MQTTListen, cfg.WSListen, cfg.SysInterval = "127.0.0.1:0", "", 0
-	g, err := New(cfg, kl, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	g, err := New(cfg, kl, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, "dev")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -446,9 +446,9 @@ func (c *conn) inboxAck(seq uint64, received bool) {
 	env.Event = &eventspb.Envelope_InboxAck{InboxAck: &eventspb.InboxAck{
 		Seq: seq, Received: received, Generation: c.generation,
 	}}
-	rec := kafka.NewRecord(kafka.TopicSessions, c.rkey, kafka.PartitionByKey, env)
+	rec := kafka.NewRecord(kafka.TopicSessions, c.clientRecordKey, kafka.PartitionByKey, env)
 	c.writing.Add(1)
-	g.kl.Produce(context.Background(), rec, func(_ *kafka.Record, err error) {
+	g.eventLog.Produce(context.Background(), rec, func(_ *kafka.Record, err error) {
 		defer c.writing.Done()
 		if err != nil {
 			g.log.Warn("report inbox acknowledgement", "client", c.clientID, "tenant", c.tenant, "seq", seq, "err", err)

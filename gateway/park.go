@@ -42,6 +42,27 @@ import (
 // poller's mutex orders the hand-over; a parked connection stays parked
 // until exactly one of wake, expiry, close or stop takes it out.
 
+// startPoller starts the poller that parks idle connections, when
+// Config.ParkIdle asks for it and the platform has one, and sets
+// Gateway.park; it returns nil otherwise (every connection keeps its
+// reader). Run calls it before the listeners open.
+func (g *Gateway) startPoller(ctx context.Context) *poller {
+	if g.cfg.ParkIdle <= 0 {
+		return nil
+	}
+	p, err := newPoller(ctx, g)
+	switch {
+	case errors.Is(err, errors.ErrUnsupported):
+		g.log.Info("idle connections keep their reader: parking is not supported here")
+		return nil
+	case err != nil:
+		g.log.Warn("idle connections keep their reader: no poller", "err", err)
+		return nil
+	}
+	g.park = p
+	return p
+}
+
 // parkState is a connection's place in the poller, guarded by its mutex.
 type parkState struct {
 	due        int64 // keep alive deadline in unix seconds while parked; 0 none
@@ -206,19 +227,19 @@ type wheel struct {
 // add puts c in the slot of its due second; a deadline already passed is
 // due at the next second.
 func (w *wheel) add(c *conn) {
-	c.pk.due = max(c.pk.due, w.now+1)
-	s := &w.slots[c.pk.due&(wheelSlots-1)]
-	c.pk.pos = int32(len(*s))
+	c.parking.due = max(c.parking.due, w.now+1)
+	s := &w.slots[c.parking.due&(wheelSlots-1)]
+	c.parking.pos = int32(len(*s))
 	*s = append(*s, c)
 }
 
 // remove takes c out of its slot.
 func (w *wheel) remove(c *conn) {
-	s := &w.slots[c.pk.due&(wheelSlots-1)]
+	s := &w.slots[c.parking.due&(wheelSlots-1)]
 	last := len(*s) - 1
 	moved := (*s)[last]
-	(*s)[c.pk.pos] = moved
-	moved.pk.pos = c.pk.pos
+	(*s)[c.parking.pos] = moved
+	moved.parking.pos = c.parking.pos
 	(*s)[last] = nil
 	*s = (*s)[:last]
 	if cap(*s) > 64 && len(*s) < cap(*s)/4 {
@@ -237,7 +258,7 @@ func (w *wheel) advance(now int64, expired []*conn) []*conn {
 		s := &w.slots[(w.now+i)&(wheelSlots-1)]
 		for j := 0; j < len(*s); {
 			c := (*s)[j]
-			if c.pk.due > now {
+			if c.parking.due > now {
 				j++
 				continue
 			}

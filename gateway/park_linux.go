@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"runtime"
 	"sync"
@@ -28,7 +27,7 @@ import (
 // syscall.RawConn.Control, which keeps the descriptor open meanwhile, so
 // it never reaches a descriptor number reused by another socket.
 //
-// Locks: poller.mu guards every conn.pk and the wheel; it is never held
+// Locks: poller.mu guards every conn.parking and the wheel; it is never held
 // with Gateway.mu or conn.mu.
 type poller struct {
 	g     *Gateway
@@ -93,8 +92,8 @@ var errWouldBlock = errors.New("no data to read")
 // readNow reads what is waiting on the socket without waiting for more:
 // errWouldBlock when nothing is, io.EOF when the peer closed.
 func (c *conn) readNow(p []byte) (int, error) {
-	tc, ok := c.nc.(*net.TCPConn)
-	if !ok {
+	tc := c.tcp
+	if tc == nil {
 		return 0, errors.ErrUnsupported
 	}
 	raw, err := tc.SyscallConn()
@@ -127,8 +126,8 @@ func (c *conn) readNow(p []byte) (int, error) {
 // writeSome writes what the socket takes of b without waiting and returns
 // how much that was.
 func (c *conn) writeSome(b []byte) int {
-	tc, ok := c.nc.(*net.TCPConn)
-	if !ok {
+	tc := c.tcp
+	if tc == nil {
 		return 0
 	}
 	raw, err := tc.SyscallConn()
@@ -194,8 +193,8 @@ func (p *poller) park(c *conn, due int64) bool {
 	if p.stopped || c.closing.Load() {
 		return false
 	}
-	tc, ok := c.nc.(*net.TCPConn) // always, for a parkable connection
-	if !ok {
+	tc := c.tcp // never nil, for a parkable connection
+	if tc == nil {
 		return false
 	}
 	raw, err := tc.SyscallConn()
@@ -207,7 +206,7 @@ func (p *poller) park(c *conn, due int64) bool {
 		ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLRDHUP | syscall.EPOLLONESHOT}
 		setToken(&ev, c.id)
 		op := syscall.EPOLL_CTL_MOD
-		if !c.pk.registered {
+		if !c.parking.registered {
 			op = syscall.EPOLL_CTL_ADD
 		}
 		ctlErr = syscall.EpollCtl(p.epfd, op, int(fd), &ev)
@@ -222,7 +221,7 @@ func (p *poller) park(c *conn, due int64) bool {
 		p.g.log.Warn("park connection", "client", c.clientID, "err", fmt.Errorf("epoll ctl: %w", ctlErr))
 		return false
 	}
-	c.pk.registered, c.pk.parked, c.pk.due = true, true, due
+	c.parking.registered, c.parking.parked, c.parking.due = true, true, due
 	p.g.parked.Add(1)
 	p.g.parks.Add(1)
 	if due > 0 {
@@ -233,11 +232,11 @@ func (p *poller) park(c *conn, due int64) bool {
 
 // take ends c's parking. Holds p.mu.
 func (p *poller) take(c *conn) {
-	c.pk.parked = false
+	c.parking.parked = false
 	p.g.parked.Add(-1)
-	if c.pk.due > 0 {
+	if c.parking.due > 0 {
 		p.wheel.remove(c)
-		c.pk.due = 0
+		c.parking.due = 0
 	}
 }
 
@@ -245,7 +244,7 @@ func (p *poller) take(c *conn) {
 // close it began (closing), back to a reader, if it is parked.
 func (p *poller) closed(c *conn) {
 	p.mu.Lock()
-	parked := c.pk.parked
+	parked := c.parking.parked
 	if parked {
 		p.take(c)
 	}
@@ -298,7 +297,7 @@ func (p *poller) run() {
 		now := p.g.clock().UnixNano()
 		queued := false
 		for _, c := range ready {
-			if !c.pk.parked {
+			if !c.parking.parked {
 				continue
 			}
 			p.take(c)
@@ -315,7 +314,7 @@ func (p *poller) run() {
 		}
 		expired = p.wheel.advance(p.g.clock().Unix(), expired)
 		for _, c := range expired {
-			c.pk.due = 0 // out of the wheel already
+			c.parking.due = 0 // out of the wheel already
 			p.take(c)
 		}
 		p.stopped = stop

@@ -19,11 +19,11 @@ func TestWheel(t *testing.T) {
 		c := &conn{id: uint64(i + 1)}
 		switch i % 5 {
 		case 0: // past: due at the next second
-			c.pk.due = start - int64(rng.IntN(10))
+			c.parking.due = start - int64(rng.IntN(10))
 		case 1: // rounds away
-			c.pk.due = start + int64(wheelSlots*(1+rng.IntN(3))+rng.IntN(wheelSlots))
+			c.parking.due = start + int64(wheelSlots*(1+rng.IntN(3))+rng.IntN(wheelSlots))
 		default:
-			c.pk.due = start + 1 + int64(rng.IntN(wheelSlots))
+			c.parking.due = start + 1 + int64(rng.IntN(wheelSlots))
 		}
 		w.add(c)
 		byID[c.id] = c
@@ -37,7 +37,7 @@ func TestWheel(t *testing.T) {
 	}
 	want := map[uint64]int64{} // id → the second it is due
 	for id, c := range byID {
-		want[id] = c.pk.due
+		want[id] = c.parking.due
 	}
 	if len(want) == 0 {
 		t.Fatal("nothing left to expire")
@@ -84,7 +84,7 @@ func TestWheelRemoveKeepsPositions(t *testing.T) {
 	cs := make([]*conn, 100)
 	for i := range cs {
 		cs[i] = &conn{id: uint64(i)}
-		cs[i].pk.due = 110 // all in one slot
+		cs[i].parking.due = 110 // all in one slot
 		w.add(cs[i])
 	}
 	for _, i := range []int{0, 50, 98, 3, 99, 17} {
@@ -95,8 +95,8 @@ func TestWheelRemoveKeepsPositions(t *testing.T) {
 		t.Fatalf("slot holds %d, want 94", len(s))
 	}
 	for pos, c := range s {
-		if int(c.pk.pos) != pos {
-			t.Fatalf("connection %d at %d records position %d", c.id, pos, c.pk.pos)
+		if int(c.parking.pos) != pos {
+			t.Fatalf("connection %d at %d records position %d", c.id, pos, c.parking.pos)
 		}
 		if slices.Contains([]uint64{0, 50, 98, 3, 99, 17}, c.id) {
 			t.Fatalf("removed connection %d still in the slot", c.id)

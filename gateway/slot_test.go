@@ -61,7 +61,7 @@ func runLeasedClock(t *testing.T, l SlotLeaser, ttl time.Duration, clock func() 
 	cfg := DefaultConfig()
 	cfg.MQTTListen, cfg.WSListen, cfg.SysInterval = "127.0.0.1:0", "", 0
 	cfg.Slot, cfg.SlotLease = -1, ttl
-	g, err := New(cfg, newFakeLog(), slog.New(slog.NewTextHandler(io.Discard, nil)), clock)
+	g, err := New(cfg, newFakeLog(), slog.New(slog.NewTextHandler(io.Discard, nil)), clock, "dev")
 	if err != nil {
 		t.Fatal(err)
 	}

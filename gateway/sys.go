@@ -72,7 +72,7 @@ func (g *Gateway) publishSys(ctx context.Context, version string, start time.Tim
 					Topic: kv.topic, Payload: []byte(kv.value), Retain: true, PayloadUtf8: true,
 				}}},
 			})
-			g.kl.Produce(ctx, rec, func(_ *kafka.Record, err error) {
+			g.eventLog.Produce(ctx, rec, func(_ *kafka.Record, err error) {
 				if err != nil && ctx.Err() == nil {
 					g.log.Warn("publish $SYS", "topic", kv.topic, "err", err)
 				}

@@ -21,13 +21,13 @@ type tcpWriter struct {
 }
 
 // newNonBlockingWriter returns the non-blocking writer of nc, or nil when
-// it has none.
-func newNonBlockingWriter(nc net.Conn) nonBlockingWriter {
-	if nb, ok := nc.(nonBlockingWriter); ok {
-		return nb
+// it has none; tc is nc's TCP socket when nc's bytes are the socket's own
+// (conn.tcp), else nil.
+func newNonBlockingWriter(nc net.Conn, tc *net.TCPConn) nonBlockingWriter {
+	if w, ok := nc.(nonBlockingWriter); ok {
+		return w
 	}
-	tc, ok := nc.(*net.TCPConn)
-	if !ok {
+	if tc == nil {
 		return nil
 	}
 	rc, err := tc.SyscallConn()

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Writing to clients. A connection with bytes in its out buffer is queued
@@ -22,8 +23,8 @@ import (
 
 // nonBlockingWriter writes what it can of bufs at once and never waits: it
 // reports how many bytes it wrote and whether the rest would have blocked.
-// *net.TCPConn connections get one (writeNB_linux.go); test connections may
-// implement it themselves.
+// Connections read from their TCP socket directly (conn.tcp) get one
+// (writenb_linux.go); test connections may implement it themselves.
 type nonBlockingWriter interface {
 	writeNB(bufs [][]byte) (n int, blocked bool, err error)
 }
@@ -120,15 +121,15 @@ func (c *conn) writeOnce() (more bool, written int64) {
 	c.out, c.spare = c.spare, outBuf{}
 	c.mu.Unlock()
 
-	if !c.nbKnown { // only the connection's writer gets here
-		c.nb, c.nbKnown = newNonBlockingWriter(c.nc), true
+	if !c.nonBlockingKnown { // only the connection's writer gets here
+		c.nonBlocking, c.nonBlockingKnown = newNonBlockingWriter(c.nc, c.tcp), true
 	}
-	if c.nb == nil {
+	if c.nonBlocking == nil {
 		go c.flushLoop(w, nil)
 		return false, 0
 	}
 	bufs := w.vectors()
-	n, blocked, err := c.nb.writeNB(bufs)
+	n, blocked, err := c.nonBlocking.writeNB(bufs)
 	written = int64(n)
 	if c.ts != nil {
 		c.ts.c[BytesSent].Add(written)
@@ -180,4 +181,103 @@ func consumed(bufs [][]byte, n int) net.Buffers {
 		bufs[0] = bufs[0][n:]
 	}
 	return bufs
+}
+
+// writeNow writes b directly (before the connection is established).
+func (c *conn) writeNow(b []byte) {
+	_ = c.nc.SetWriteDeadline(c.g.clock().Add(c.g.cfg.WriteTimeout))
+	n, _ := c.nc.Write(b)
+	c.add(BytesSent, int64(n))
+}
+
+// kickFlush queues the connection for a writer if it has bytes to write
+// and none is on it already.
+func (c *conn) kickFlush() {
+	c.mu.Lock()
+	start := c.startFlushLocked()
+	c.mu.Unlock()
+	if start {
+		c.g.writes.push(c)
+	}
+}
+
+// startFlushLocked marks the connection flushing and reports whether the
+// caller must queue it (writeQueue.push): it has bytes to write, and no
+// writer has it yet. Holds c.mu.
+func (c *conn) startFlushLocked() bool {
+	if c.flushing || c.closed || c.flow == nil || c.out.len() == 0 {
+		return false
+	}
+	c.flushing = true
+	return true
+}
+
+// flushLoop is the blocking path of a flushing connection: it writes the
+// rest of w (rest, the part of w a non-blocking write left, or all of w
+// when rest is nil) with the write timeout, then the out buffer until it
+// is empty. Writers append under mu while a write is in progress; the
+// buffers are swapped, not copied.
+func (c *conn) flushLoop(w outBuf, rest net.Buffers) {
+	for {
+		_ = c.nc.SetWriteDeadline(c.g.clock().Add(c.g.cfg.WriteTimeout))
+		var n int64
+		var err error
+		if rest != nil {
+			n, err = rest.WriteTo(c.nc)
+			rest = nil
+		} else {
+			n, err = w.writeTo(c.nc)
+		}
+		c.add(BytesSent, n)
+		w.reset()
+		c.mu.Lock()
+		c.spare = w // the flow stays while a flush is under way
+		if err != nil {
+			c.flushing = false
+			c.mu.Unlock()
+			c.g.log.Debug("write", "client", c.clientID, "err", err)
+			c.close()
+			return
+		}
+		if c.flow == nil || c.out.len() == 0 || c.closed {
+			c.flushing = false
+			c.restLocked()
+			c.mu.Unlock()
+			return
+		}
+		w = c.out
+		c.out, c.spare = c.spare, outBuf{}
+		c.mu.Unlock()
+	}
+}
+
+// flushNow waits for any running flusher and writes what is left, so that
+// a final DISCONNECT leaves before the socket is shut down (closeWrite).
+func (c *conn) flushNow() {
+	deadline := c.g.clock().Add(c.g.cfg.WriteTimeout)
+	for {
+		c.mu.Lock()
+		if !c.flushing {
+			c.flushing = true
+			var w outBuf
+			if c.flow != nil {
+				w, c.out = c.out, outBuf{}
+			}
+			c.mu.Unlock()
+			if w.len() > 0 {
+				_ = c.nc.SetWriteDeadline(deadline)
+				n, _ := w.writeTo(c.nc)
+				c.add(BytesSent, n)
+			}
+			c.mu.Lock()
+			c.flushing = false
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Unlock()
+		if c.g.clock().After(deadline) {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

@@ -210,7 +210,7 @@ func (b *Broker) newRoles(bb *backbone) (err error) {
 		}
 	}
 	if b.roles&RoleGateway != 0 {
-		if gw, err = gateway.NewVersion(cfg.Gateway, bb.gwClient, b.log, b.clock, b.version); err != nil {
+		if gw, err = gateway.New(cfg.Gateway, bb.gwClient, b.log, b.clock, b.version); err != nil {
 			return err
 		}
 		if bb.leaser != nil {

@@ -90,3 +90,32 @@ func TestShardPublishAllocations(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkShardPublishSlots applies one publish matching 1000 subscribers
+// spread over 32 gateway slots: a delivery per slot, so that finding a
+// slot's delivery goes through the shard's map of them, not the linear
+// scan of the first few.
+func BenchmarkShardPublishSlots(b *testing.B) {
+	const n, slots = 1000, 32
+	s := routersvc.NewShard(0, routersvc.NewPresence(), func() time.Time { return t0 })
+	out := routersvc.NewOutput()
+	for i := range n {
+		mustApply(b, s, add("t", fmt.Sprintf("client-%d", i), "a/b/c", slot(int32(i%slots))), out)
+	}
+	out.Reset()
+	mustApply(b, s, pub("t", "p", "a/b/c"), out)
+	if len(out.Deliveries) != slots {
+		b.Fatalf("%d deliveries, want %d", len(out.Deliveries), slots)
+	}
+	rec := pub("t", "p", "a/b/c")
+	off := s.Offset()
+	b.ReportAllocs()
+	for b.Loop() {
+		out.Reset()
+		off++
+		if err := s.Apply(rec, off, out); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(n, "targets/op")
+}

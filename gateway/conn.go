@@ -415,7 +415,7 @@ func (c *conn) handshake(ctx context.Context) bool {
 	c.ckey = clientKey(tenant, clientID)
 	c.tenant, c.clientID = c.ckey[:len(tenant)], c.ckey[len(tenant)+1:]
 	c.ts = g.tenantStats(c.tenant)
-	c.rkey = recordKey(c.tenant, c.clientID)
+	c.rkey = kafka.Key(c.tenant, c.clientID)
 
 	// Limits and options from the client.
 	c.clientRecvMax, c.clientMaxPacket, c.problemInfo = maxWindow, packet.MaxRemainingLength+5, true

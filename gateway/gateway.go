@@ -533,14 +533,6 @@ type waiter struct {
 
 func clientKey(tenant, clientID string) string { return tenant + "\x00" + clientID }
 
-// recordKey is the Kafka key of a tenant's client or topic.
-func recordKey(tenant, s string) []byte {
-	k := make([]byte, 0, len(tenant)+1+len(s))
-	k = append(k, tenant...)
-	k = append(k, '/')
-	return append(k, s...)
-}
-
 // handleDeliveries dispatches the records of our slot. The marker of
 // another run (a GatewayHeartbeat with another gateway id or connection
 // base) means that run owns the slot now: it returns a SlotTakenError at
@@ -627,7 +619,7 @@ func (g *Gateway) returnUndelivered(tenant string, m *eventspb.Message, t *event
 // redispatch asks the router shard of the message's topic to give it to
 // another member of the shared subscription (SharedRedispatch).
 func (g *Gateway) redispatch(tenant, client string, m *eventspb.Message, group, filter string) {
-	rec := kafka.NewRecord(kafka.TopicMessages, recordKey(tenant, m.Topic), kafka.PartitionByKey, &eventspb.Envelope{
+	rec := kafka.NewRecord(kafka.TopicMessages, kafka.Key(tenant, m.Topic), kafka.PartitionByKey, &eventspb.Envelope{
 		Tenant:      tenant,
 		Gateway:     g.cfg.ID,
 		TimestampUs: g.clock().UnixMicro(),
@@ -645,7 +637,7 @@ func (g *Gateway) redispatch(tenant, client string, m *eventspb.Message, group, 
 // bounce returns a message for a client that is not connected here to its
 // session service as an InboxAppend.
 func (g *Gateway) bounce(tenant string, m *eventspb.Message, t *eventspb.Target) {
-	rec := kafka.NewRecord(kafka.TopicSessions, recordKey(tenant, t.ClientId), kafka.PartitionByKey, &eventspb.Envelope{
+	rec := kafka.NewRecord(kafka.TopicSessions, kafka.Key(tenant, t.ClientId), kafka.PartitionByKey, &eventspb.Envelope{
 		Tenant:      tenant,
 		ClientId:    t.ClientId,
 		Gateway:     g.cfg.ID,

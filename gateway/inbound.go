@@ -103,7 +103,7 @@ func (c *conn) handlePublish(h packet.FixedHeader, body []byte) error {
 		ps.pub.PacketId, ps.pub.SessionGeneration = uint32(p.PacketID), c.sessionGen
 	}
 	rec.Fill(kafka.TopicMessages, nil, kafka.PartitionByKey, &ps.env)
-	rec.SetJoinedKey(c.tenant, m.Topic)
+	rec.SetKey(c.tenant, m.Topic)
 	part := int32(-1)
 	if kept {
 		part = kafka.PartitionForKey(rec.Key, g.msgParts)
@@ -398,7 +398,7 @@ func (c *conn) appendChange(recs []*kafka.Record, now interface{ UnixMicro() int
 	g := c.g
 	env := c.envelope(now)
 	env.Event = &eventspb.Envelope_SubscriptionChange{SubscriptionChange: ch}
-	key := recordKey(c.tenant, ch.Filter)
+	key := kafka.Key(c.tenant, ch.Filter)
 	if !strings.ContainsAny(ch.Filter, "+#") {
 		return append(recs, kafka.NewRecord(kafka.TopicMessages, key, kafka.PartitionForKey(key, g.msgParts), env))
 	}

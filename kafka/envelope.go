@@ -85,7 +85,7 @@ type newRecord struct {
 }
 
 // recordSlack is the room a record's buffer keeps after the value and the
-// type header, for a key and a traceparent (SetJoinedKey, AddTraceChild)
+// type header, for a key and a traceparent (SetKey, AddTraceChild)
 // written into the same buffer.
 const recordSlack = 64 + tracectx.Len
 
@@ -148,12 +148,13 @@ func (r *Record) Fill(topic string, key []byte, partition int32, env *eventspb.E
 	st.buf = buf
 }
 
-// SetJoinedKey sets r's key to a + "/" + b (tenant/topic, tenant/client),
-// written into r's own buffer. Call it after Fill.
-func (r *Record) SetJoinedKey(a, b string) {
+// SetKey sets r's key to the record key of tenant's rest (AppendKey: a
+// topic on shoal.messages, a client id on shoal.sessions), written into
+// r's own buffer. Call it after Fill.
+func (r *Record) SetKey(tenant, rest string) {
 	st := r.fs
 	from := len(st.buf)
-	st.buf = append(append(append(st.buf, a...), '/'), b...)
+	st.buf = AppendKey(st.buf, tenant, rest)
 	r.Key = st.buf[from:len(st.buf):len(st.buf)]
 }
 

@@ -226,7 +226,7 @@ func TestFillReusesRecords(t *testing.T) {
 		env := envs[typ]
 		r := pool.Get()
 		r.Fill(TopicMessages, nil, PartitionByKey, env)
-		r.SetJoinedKey("acme", "sensors/1/temp")
+		r.SetKey("acme", "sensors/1/temp")
 		r.AddTraceChild(parent)
 		want := NewRecord(TopicMessages, []byte("acme/sensors/1/temp"), PartitionByKey, env)
 		if !bytes.Equal(r.Value, want.Value) || string(r.Key) != "acme/sensors/1/temp" || r.Partition != PartitionByKey || r.Topic != TopicMessages {
@@ -253,7 +253,7 @@ func TestFillReusesRecords(t *testing.T) {
 	r.Fill(TopicMessages, nil, PartitionByKey, env)
 	if n := testing.AllocsPerRun(200, func() {
 		r.Fill(TopicMessages, nil, PartitionByKey, env)
-		r.SetJoinedKey("acme", "sensors/1/temp")
+		r.SetKey("acme", "sensors/1/temp")
 		r.AddTraceChild(parent)
 	}); n != 0 {
 		t.Errorf("refilling a record allocates %.1f times, want 0", n)

@@ -166,7 +166,9 @@ func (r *Router) runPresence(ctx context.Context) error {
 func (r *Router) handlePresence(_ context.Context, b kafka.Batch) error {
 	for _, rec := range b.Records {
 		if len(rec.Value) == 0 {
-			r.presence.deleteRecordKey(rec.Key) // a tombstone
+			if err := r.presence.deleteRecordKey(rec.Key); err != nil { // a tombstone
+				r.log.Warn("skipping presence tombstone", "partition", b.Partition, "offset", rec.Offset, "err", err)
+			}
 			continue
 		}
 		if err := kafka.DecodeEnvelope(rec, r.penv); err != nil {
@@ -717,9 +719,7 @@ func appendInbox(recs []*kafka.Record, env *eventspb.Envelope) []*kafka.Record {
 			kept = append(kept, t)
 			continue
 		}
-		key := make([]byte, 0, len(env.Tenant)+1+len(t.ClientId))
-		key = append(append(append(key, env.Tenant...), '/'), t.ClientId...)
-		recs = append(recs, kafka.NewRecord(kafka.TopicSessions, key, kafka.PartitionByKey, &eventspb.Envelope{
+		recs = append(recs, kafka.NewRecord(kafka.TopicSessions, kafka.Key(env.Tenant, t.ClientId), kafka.PartitionByKey, &eventspb.Envelope{
 			Tenant:      env.Tenant,
 			ClientId:    t.ClientId,
 			TimestampUs: env.TimestampUs,

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
+	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
 
@@ -328,7 +329,7 @@ func (m *machine) redispatchShared(k clientKey, sess *Session, now time.Time, ou
 		env.Event = &eventspb.Envelope_SharedRedispatch{SharedRedispatch: &eventspb.SharedRedispatch{
 			Message: msg, ShareGroup: t.GetShareGroup(), Filter: t.GetShareFilter(), ExcludeClient: k.client,
 		}}
-		outs = append(outs, output{stage: stageAnswer, dest: toMessages, partition: byKey, key: topicKey(k.tenant, msg.GetTopic()), env: env})
+		outs = append(outs, output{stage: stageAnswer, dest: toMessages, partition: byKey, key: kafka.Key(k.tenant, msg.GetTopic()), env: env})
 	}
 	clear(sess.Inbox[len(kept):])
 	sess.Inbox = kept
@@ -520,14 +521,7 @@ func (m *machine) publishWill(k clientKey, sess *Session, now time.Time, outs []
 		Connection: sess.Route.GetConnection(),
 	}}
 	env.MessageId = &eventspb.MessageID{GatewayEpoch: m.epoch, Seq: m.seq.Add(1)}
-	return append(outs, output{stage: stageAnswer, dest: toMessages, partition: byKey, key: topicKey(k.tenant, msg.GetTopic()), env: env})
-}
-
-// topicKey is the Kafka key of a message of tenant's topic on
-// shoal.messages: tenant + "/" + topic.
-func topicKey(tenant, topic string) []byte {
-	key := make([]byte, 0, len(tenant)+1+len(topic))
-	return append(append(append(key, tenant...), '/'), topic...)
+	return append(outs, output{stage: stageAnswer, dest: toMessages, partition: byKey, key: kafka.Key(k.tenant, msg.GetTopic()), env: env})
 }
 
 // presence is the client's Presence record for sess as it is now.

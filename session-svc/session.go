@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
 
@@ -227,10 +228,7 @@ type clientKey struct {
 }
 
 // recordKey is the Kafka record key of a client's events on shoal.sessions
-// and shoal.presence: tenant + "/" + client id.
+// and shoal.presence (kafka.Key).
 func (k clientKey) recordKey() []byte {
-	b := make([]byte, 0, len(k.tenant)+1+len(k.client))
-	b = append(b, k.tenant...)
-	b = append(b, '/')
-	return append(b, k.client...)
+	return kafka.Key(k.tenant, k.client)
 }

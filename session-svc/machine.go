@@ -255,12 +255,12 @@ func (m *machine) inbox(k clientKey, sess *Session, ia *eventspb.InboxAppend, ou
 
 // nextPacketID picks the packet identifier of a new inbox entry: the one
 // after the last given, skipping those of the entries still kept. The
-// caller ensures len(sess.Inbox) < MaxInboxPacketID, so one is free.
+// caller ensures len(sess.Inbox) < kafka.MaxInboxPacketID, so one is free.
 func nextPacketID(sess *Session) uint16 {
 	id := sess.LastPacketID
 	for {
 		id++
-		if id > MaxInboxPacketID || id == 0 {
+		if id > kafka.MaxInboxPacketID || id == 0 {
 			id = 1
 		}
 		if !slices.ContainsFunc(sess.Inbox, func(e *eventspb.InboxAppend) bool { return e.GetPacketId() == uint32(id) }) {
@@ -409,7 +409,7 @@ func (m *machine) disconnect(k clientKey, sess *Session, d *eventspb.Disconnect,
 		// Delayed: published at the delay or when the session ends,
 		// whichever comes first, unless the session resumes before.
 		delay := time.Duration(sess.Will.GetDelayIntervalS()) * time.Second
-		if sess.ExpiryS != ExpiryNever {
+		if sess.ExpiryS != kafka.SessionExpiryNever {
 			delay = min(delay, time.Duration(sess.ExpiryS)*time.Second)
 		}
 		sess.WillDueAt = now.Add(delay)

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 
+	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
 
@@ -338,7 +339,7 @@ func TestExpiredSessionDoesNotResume(t *testing.T) {
 
 func TestTickExpiresSessions(t *testing.T) {
 	h := newHarness(t)
-	h.batch(connA.connect(false, 10, nil), connB.connect(false, ExpiryNever, nil))
+	h.batch(connA.connect(false, 10, nil), connB.connect(false, kafka.SessionExpiryNever, nil))
 	h.batch(connA.disconnect(1, false, nil), connB.disconnect(1, false, nil))
 	tick := func(at time.Time) *eventspb.Envelope {
 		return &eventspb.Envelope{TimestampUs: at.UnixMicro(), Event: &eventspb.Envelope_SessionTick{SessionTick: &eventspb.SessionTick{}}}
@@ -855,11 +856,11 @@ func TestInboxSharedEntriesReturnToGroup(t *testing.T) {
 }
 
 func TestInboxPacketIDs(t *testing.T) {
-	s := &Session{LastPacketID: MaxInboxPacketID - 1}
-	for _, id := range []uint32{MaxInboxPacketID, 1, 2} {
+	s := &Session{LastPacketID: kafka.MaxInboxPacketID - 1}
+	for _, id := range []uint32{kafka.MaxInboxPacketID, 1, 2} {
 		s.Inbox = append(s.Inbox, &eventspb.InboxAppend{PacketId: id})
 	}
-	// MaxInboxPacketID, 1 and 2 are in use: the next free is 3, then 4.
+	// kafka.MaxInboxPacketID, 1 and 2 are in use: the next free is 3, then 4.
 	if got := nextPacketID(s); got != 3 {
 		t.Fatalf("next id %d, want 3", got)
 	}

@@ -587,7 +587,7 @@ func (g *Gateway) askSession(ctx context.Context, c *conn, req *eventspb.Connect
 	g.mu.Unlock()
 	env := c.envelope(c.g.clock())
 	env.Event = &eventspb.Envelope_Connect{Connect: req}
-	rec := kafka.NewRecord(kafka.TopicSessions, c.rkey, kafka.PartitionByKey, env)
+	rec := kafka.NewRecord(g.topics.Sessions.Name, c.rkey, kafka.PartitionByKey, env)
 	tctx, cancel := context.WithTimeout(ctx, g.cfg.SessionTimeout)
 	defer cancel()
 	err := g.kl.ProduceSync(tctx, rec)
@@ -626,7 +626,7 @@ func (g *Gateway) abandonConnect(ctx context.Context, c *conn) {
 		ReasonCode: uint32(packet.CodeServerUnavailable),
 		Abandoned:  true,
 	}}
-	rec := kafka.NewRecord(kafka.TopicSessions, c.rkey, kafka.PartitionByKey, env)
+	rec := kafka.NewRecord(g.topics.Sessions.Name, c.rkey, kafka.PartitionByKey, env)
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.SessionTimeout)
 	defer cancel()
 	g.kl.Produce(pctx, rec, func(_ *kafka.Record, err error) {
@@ -948,7 +948,7 @@ func (c *conn) finish(ctx context.Context, clean bool, reason packet.ReasonCode,
 	}
 	env := c.envelope(c.g.clock())
 	env.Event = &eventspb.Envelope_Disconnect{Disconnect: d}
-	rec := kafka.NewRecord(kafka.TopicSessions, c.rkey, kafka.PartitionByKey, env)
+	rec := kafka.NewRecord(g.topics.Sessions.Name, c.rkey, kafka.PartitionByKey, env)
 	// The connection's end must reach the session service even when the
 	// gateway is shutting down.
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.SessionTimeout)

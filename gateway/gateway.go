@@ -23,6 +23,7 @@ type Log interface {
 	ProduceSync(ctx context.Context, rs ...*kafka.Record) error
 	Consume(ctx context.Context, cfg kafka.ConsumeConfig, handle func(context.Context, kafka.Batch) error) error
 	Partitions(topic string) int32
+	Catalogue() kafka.Catalogue
 }
 
 // Gateway terminates MQTT connections and bridges them to the log.
@@ -32,6 +33,8 @@ type Gateway struct {
 	kl    Log
 	clock func() time.Time
 	epoch uint64 // random per start: the gateway_epoch of message ids
+	// topics is the log's catalogue, which names the topics.
+	topics kafka.Catalogue
 
 	seq      atomic.Uint64 // message id sequence
 	connSeq  atomic.Uint64 // connection ids
@@ -135,13 +138,15 @@ func NewVersion(cfg Config, kl Log, log *slog.Logger, clock func() time.Time, ve
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, fmt.Errorf("gateway epoch: %w", err)
 	}
+	topics := kl.Catalogue()
 	g := &Gateway{
 		cfg:      cfg,
 		log:      log.With("role", "gateway", "gateway", cfg.ID),
 		kl:       kl,
 		clock:    clock,
 		epoch:    binary.BigEndian.Uint64(b[:]),
-		msgParts: kl.Partitions(kafka.TopicMessages),
+		topics:   topics,
+		msgParts: kl.Partitions(topics.Messages.Name),
 		clients:  make(map[string]*conn),
 		byID:     make(map[uint64]*conn),
 		waiting:  make(map[uint64]waiter),
@@ -191,7 +196,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	// gives an offset at which every later answer to us is found. The
 	// marker names this run, and fences off an earlier run that still
 	// reads the slot (handleDeliveries).
-	marker := kafka.NewRecord(kafka.TopicDeliveries, nil, g.slot.Load(), &eventspb.Envelope{
+	marker := kafka.NewRecord(g.topics.Deliveries.Name, nil, g.slot.Load(), &eventspb.Envelope{
 		Gateway:     g.cfg.ID,
 		TimestampUs: g.clock().UnixMicro(),
 		Event: &eventspb.Envelope_GatewayHeartbeat{GatewayHeartbeat: &eventspb.GatewayHeartbeat{
@@ -210,7 +215,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	go func() {
 		defer wg.Done()
 		err := g.kl.Consume(ctx, kafka.ConsumeConfig{
-			Topic:      kafka.TopicDeliveries,
+			Topic:      g.topics.Deliveries.Name,
 			Partitions: []int32{g.slot.Load()},
 			Start:      func(int32) int64 { return marker.Offset },
 			Reuse:      true, // the slot decoder keeps no record, only bytes they refer to
@@ -436,7 +441,7 @@ func (e *SlotTakenError) Is(target error) bool { return target == ErrSlotTaken }
 // heartbeat writes a GatewayHeartbeat to every partition of shoal.sessions
 // and waits until Kafka has them.
 func (g *Gateway) heartbeat(ctx context.Context) error {
-	n := g.kl.Partitions(kafka.TopicSessions)
+	n := g.kl.Partitions(g.topics.Sessions.Name)
 	key := fmt.Appendf(nil, "\x00gw/%d", g.slot.Load()) // no tenant/client key starts with NUL
 	env := &eventspb.Envelope{
 		Gateway:     g.cfg.ID,
@@ -448,7 +453,7 @@ func (g *Gateway) heartbeat(ctx context.Context) error {
 	}
 	rs := make([]*kafka.Record, n)
 	for p := range n {
-		rs[p] = kafka.NewRecord(kafka.TopicSessions, key, p, env)
+		rs[p] = kafka.NewRecord(g.topics.Sessions.Name, key, p, env)
 	}
 	return g.kl.ProduceSync(ctx, rs...)
 }
@@ -619,7 +624,7 @@ func (g *Gateway) returnUndelivered(tenant string, m *eventspb.Message, t *event
 // redispatch asks the router shard of the message's topic to give it to
 // another member of the shared subscription (SharedRedispatch).
 func (g *Gateway) redispatch(tenant, client string, m *eventspb.Message, group, filter string) {
-	rec := kafka.NewRecord(kafka.TopicMessages, kafka.Key(tenant, m.Topic), kafka.PartitionByKey, &eventspb.Envelope{
+	rec := kafka.NewRecord(g.topics.Messages.Name, kafka.Key(tenant, m.Topic), kafka.PartitionByKey, &eventspb.Envelope{
 		Tenant:      tenant,
 		Gateway:     g.cfg.ID,
 		TimestampUs: g.clock().UnixMicro(),
@@ -637,7 +642,7 @@ func (g *Gateway) redispatch(tenant, client string, m *eventspb.Message, group, 
 // bounce returns a message for a client that is not connected here to its
 // session service as an InboxAppend.
 func (g *Gateway) bounce(tenant string, m *eventspb.Message, t *eventspb.Target) {
-	rec := kafka.NewRecord(kafka.TopicSessions, kafka.Key(tenant, t.ClientId), kafka.PartitionByKey, &eventspb.Envelope{
+	rec := kafka.NewRecord(g.topics.Sessions.Name, kafka.Key(tenant, t.ClientId), kafka.PartitionByKey, &eventspb.Envelope{
 		Tenant:      tenant,
 		ClientId:    t.ClientId,
 		Gateway:     g.cfg.ID,

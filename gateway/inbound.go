@@ -102,7 +102,7 @@ func (c *conn) handlePublish(h packet.FixedHeader, body []byte) error {
 	if kept {
 		ps.pub.PacketId, ps.pub.SessionGeneration = uint32(p.PacketID), c.sessionGen
 	}
-	rec.Fill(kafka.TopicMessages, nil, kafka.PartitionByKey, &ps.env)
+	rec.Fill(g.topics.Messages.Name, nil, kafka.PartitionByKey, &ps.env)
 	rec.SetKey(c.tenant, m.Topic)
 	part := int32(-1)
 	if kept {
@@ -252,7 +252,7 @@ func (c *conn) releaseRecord(id uint16, part int32) *kafka.Record {
 	env.Event = &eventspb.Envelope_PublishRelease{PublishRelease: &eventspb.PublishRelease{
 		PacketId: uint32(id), SessionGeneration: c.sessionGen,
 	}}
-	return kafka.NewRecord(kafka.TopicMessages, c.rkey, part, env)
+	return kafka.NewRecord(c.g.topics.Messages.Name, c.rkey, part, env)
 }
 
 // handleSubscribe writes each subscription to the router's partitions and
@@ -400,10 +400,10 @@ func (c *conn) appendChange(recs []*kafka.Record, now interface{ UnixMicro() int
 	env.Event = &eventspb.Envelope_SubscriptionChange{SubscriptionChange: ch}
 	key := kafka.Key(c.tenant, ch.Filter)
 	if !strings.ContainsAny(ch.Filter, "+#") {
-		return append(recs, kafka.NewRecord(kafka.TopicMessages, key, kafka.PartitionForKey(key, g.msgParts), env))
+		return append(recs, kafka.NewRecord(g.topics.Messages.Name, key, kafka.PartitionForKey(key, g.msgParts), env))
 	}
 	for p := int32(0); p < g.msgParts; p++ {
-		recs = append(recs, kafka.NewRecord(kafka.TopicMessages, key, p, env))
+		recs = append(recs, kafka.NewRecord(g.topics.Messages.Name, key, p, env))
 	}
 	return recs
 }
@@ -411,7 +411,7 @@ func (c *conn) appendChange(recs []*kafka.Record, now interface{ UnixMicro() int
 func (c *conn) sessionRecord(now interface{ UnixMicro() int64 }, s *eventspb.SessionSubscriptions) *kafka.Record {
 	env := c.envelope(now)
 	env.Event = &eventspb.Envelope_SessionSubscriptions{SessionSubscriptions: s}
-	return kafka.NewRecord(kafka.TopicSessions, c.rkey, kafka.PartitionByKey, env)
+	return kafka.NewRecord(c.g.topics.Sessions.Name, c.rkey, kafka.PartitionByKey, env)
 }
 
 // produceThenAck queues pa and produces recs; pa is sent once all are

@@ -444,7 +444,7 @@ func (c *conn) inboxAck(seq uint64, received bool) {
 	env.Event = &eventspb.Envelope_InboxAck{InboxAck: &eventspb.InboxAck{
 		Seq: seq, Received: received, Generation: c.generation,
 	}}
-	rec := kafka.NewRecord(kafka.TopicSessions, c.rkey, kafka.PartitionByKey, env)
+	rec := kafka.NewRecord(g.topics.Sessions.Name, c.rkey, kafka.PartitionByKey, env)
 	c.writing.Add(1)
 	g.kl.Produce(context.Background(), rec, func(_ *kafka.Record, err error) {
 		defer c.writing.Done()

@@ -6,7 +6,9 @@ import (
 	"time"
 )
 
-// The names of Shoal's topics in the default catalogue.
+// The names of Shoal's topics in the default catalogue. The roles take the
+// names from their client's catalogue (Client.Catalogue), the one place
+// that says which topics a process talks through, never from these.
 const (
 	// TopicMessages carries publishes and subscription changes, keyed by
 	// tenant/topic; each partition is one router shard.

@@ -27,8 +27,7 @@ type Router struct {
 	clock    func() time.Time
 	presence *Presence
 
-	messages, presenceTopic, deliveries string
-	deliveryParts                       int32
+	topics kafka.Catalogue // the client's: names and partition counts
 
 	mu     sync.Mutex
 	shards map[int32]*Shard // owned now; guarded by mu
@@ -83,10 +82,7 @@ func New(cfg Config, client *kafka.Client, store Store, log *slog.Logger, clock 
 		log:           log.With("role", "router"),
 		clock:         clock,
 		presence:      NewPresence(),
-		messages:      cat.Messages.Name,
-		presenceTopic: cat.Presence.Name,
-		deliveries:    cat.Deliveries.Name,
-		deliveryParts: cat.Deliveries.Partitions,
+		topics:        cat,
 		shards:        make(map[int32]*Shard),
 		presenceRead:  make(chan struct{}),
 		presenceNext:  make([]atomic.Int64, cat.Presence.Partitions),
@@ -106,7 +102,7 @@ func New(cfg Config, client *kafka.Client, store Store, log *slog.Logger, clock 
 		}
 		for i, p := range r.cfg.Partitions {
 			if p >= n {
-				return nil, fmt.Errorf("router config: router.partitions[%d]: %s has partitions [0, %d), not %d", i, r.messages, n, p)
+				return nil, fmt.Errorf("router config: router.partitions[%d]: %s has partitions [0, %d), not %d", i, cat.Messages.Name, n, p)
 			}
 		}
 	}
@@ -151,12 +147,12 @@ func (r *Router) Run(ctx context.Context) error {
 // runPresence reads every partition of shoal.presence from the beginning
 // into r.presence.
 func (r *Router) runPresence(ctx context.Context) error {
-	n := r.client.Partitions(r.presenceTopic)
+	n := r.topics.Presence.Partitions
 	parts := make([]int32, n)
 	for i := range parts {
 		parts[i] = int32(i)
 	}
-	err := r.client.Consume(ctx, kafka.ConsumeConfig{Topic: r.presenceTopic, Partitions: parts}, r.handlePresence)
+	err := r.client.Consume(ctx, kafka.ConsumeConfig{Topic: r.topics.Presence.Name, Partitions: parts}, r.handlePresence)
 	if err != nil {
 		return fmt.Errorf("presence: %w", err)
 	}
@@ -203,7 +199,7 @@ func (r *Router) watchPresence(ctx context.Context) error {
 	var ends map[int32]int64
 	lctx, cancel := context.WithDeadline(ctx, deadline)
 	err := r.retry(lctx, "presence: listing end offsets", -1, func() (err error) {
-		ends, err = r.client.EndOffsets(lctx, r.presenceTopic)
+		ends, err = r.client.EndOffsets(lctx, r.topics.Presence.Name)
 		return err
 	})
 	cancel()
@@ -262,7 +258,7 @@ func (r *Router) presenceCaughtUp(ends map[int32]int64) bool {
 // already go where the clients are.
 func (r *Router) runMessages(ctx context.Context) error {
 	cc := kafka.ConsumeConfig{
-		Topic: r.messages,
+		Topic: r.topics.Messages.Name,
 		Group: r.cfg.Group,
 		Start: r.start,
 		Reuse: true, // apply keeps no record, only bytes they refer to
@@ -652,17 +648,17 @@ func (r *Router) apply(s *Shard, out *Output, b kafka.Batch, recs []*kafka.Recor
 			if d.Inbox {
 				// QoS 1/2 targets to their sessions' inboxes; the QoS 0
 				// targets stay in the delivery.
-				recs = appendInbox(recs, d.Envelope)
+				recs = appendInbox(recs, r.topics.Sessions.Name, d.Envelope)
 				if d.Slot == InboxSlot || len(d.Envelope.GetDelivery().GetTargets()) == 0 {
 					continue
 				}
 			}
-			if d.Slot < 0 || d.Slot >= r.deliveryParts {
-				r.log.Warn("dropping delivery to a slot outside shoal.deliveries", "partition", b.Partition, "offset", rec.Offset, "slot", d.Slot, "slots", r.deliveryParts)
+			if d.Slot < 0 || d.Slot >= r.topics.Deliveries.Partitions {
+				r.log.Warn("dropping delivery to a slot outside shoal.deliveries", "partition", b.Partition, "offset", rec.Offset, "slot", d.Slot, "slots", r.topics.Deliveries.Partitions)
 				continue
 			}
 			rec := r.pool.Get()
-			rec.Fill(r.deliveries, nil, d.Slot, d.Envelope)
+			rec.Fill(r.topics.Deliveries.Name, nil, d.Slot, d.Envelope)
 			recs = append(recs, rec)
 		}
 		if parent != nil {
@@ -708,10 +704,10 @@ func (r *Router) retry(ctx context.Context, what string, partition int32, f func
 	}
 }
 
-// appendInbox appends one InboxAppend record per QoS 1/2 target of an
-// Inbox delivery and leaves the delivery with its QoS 0 targets (which are
-// not queued for offline sessions).
-func appendInbox(recs []*kafka.Record, env *eventspb.Envelope) []*kafka.Record {
+// appendInbox appends one InboxAppend record to the sessions topic per QoS
+// 1/2 target of an Inbox delivery and leaves the delivery with its QoS 0
+// targets (which are not queued for offline sessions).
+func appendInbox(recs []*kafka.Record, sessions string, env *eventspb.Envelope) []*kafka.Record {
 	d := env.GetDelivery()
 	kept := d.Targets[:0]
 	for _, t := range d.GetTargets() {
@@ -719,7 +715,7 @@ func appendInbox(recs []*kafka.Record, env *eventspb.Envelope) []*kafka.Record {
 			kept = append(kept, t)
 			continue
 		}
-		recs = append(recs, kafka.NewRecord(kafka.TopicSessions, kafka.Key(env.Tenant, t.ClientId), kafka.PartitionByKey, &eventspb.Envelope{
+		recs = append(recs, kafka.NewRecord(sessions, kafka.Key(env.Tenant, t.ClientId), kafka.PartitionByKey, &eventspb.Envelope{
 			Tenant:      env.Tenant,
 			ClientId:    t.ClientId,
 			TimestampUs: env.TimestampUs,

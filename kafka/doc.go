@@ -114,6 +114,10 @@
 // NewRecord marshals an eventspb.Envelope with vtprotobuf and sets the
 // shoal-type header to its event type; WithTraceparent and Traceparent
 // carry the W3C trace context; DecodeEnvelope and EventType read them back.
+// Every role decodes records through this package: DecodeEnvelope aliases
+// the record, DecodeEnvelopeInto merges into structs the caller reuses
+// (the router's publishes, the gateway's deliveries), DecodeEnvelopeCopy
+// copies what the session service keeps.
 // On hot paths Record.Fill marshals into a record's own buffer (value, type
 // header, and SetKey's key and AddTraceChild's traceparent after it),
 // and a RecordPool recycles records once they are acknowledged, so that

@@ -284,9 +284,33 @@ func DecodeEnvelope(r *Record, env *eventspb.Envelope) error {
 // DecodeEnvelopeInto is DecodeEnvelope without the reset: r's fields are
 // merged into env (protobuf's merge: a message field present in env is
 // decoded into, not replaced, when the record has it too). A caller that
-// reuses structs from record to record empties them itself.
+// reuses structs from record to record empties them itself, and may link
+// env to structs of its own beforehand (env.Event to a reused
+// Envelope_Delivery, its Delivery's Targets to reused elements) for the
+// record to be decoded into them without allocating.
 func DecodeEnvelopeInto(r *Record, env *eventspb.Envelope) error {
-	if err := env.UnmarshalVTUnsafe(r.Value); err != nil {
+	return decodeEnvelope(r, env, false)
+}
+
+// DecodeEnvelopeCopy resets env and decodes r's value into it with copies
+// (vtprotobuf's UnmarshalVT): nothing in env refers to r.Value, for an
+// envelope whose strings are kept long after the record (a small slice of
+// a record keeps its whole fetch response in memory).
+func DecodeEnvelopeCopy(r *Record, env *eventspb.Envelope) error {
+	env.Reset()
+	return decodeEnvelope(r, env, true)
+}
+
+// decodeEnvelope is the one decoder of records' envelopes: r's value merged
+// into env, aliasing it unless copied.
+func decodeEnvelope(r *Record, env *eventspb.Envelope, copied bool) error {
+	var err error
+	if copied {
+		err = env.UnmarshalVT(r.Value)
+	} else {
+		err = env.UnmarshalVTUnsafe(r.Value)
+	}
+	if err != nil {
 		return fmt.Errorf("decode envelope of %s/%d at offset %d: %w", r.Topic, r.Partition, r.Offset, err)
 	}
 	return nil

@@ -160,12 +160,34 @@ func TestDecodeEnvelopeAliasesValue(t *testing.T) {
 	}
 }
 
+// DecodeEnvelopeCopy decodes what DecodeEnvelope does, into a reset
+// envelope, but nothing of it refers to the record.
+func TestDecodeEnvelopeCopy(t *testing.T) {
+	want := testEnvelopes()[EventPublish]
+	r := NewRecord(TopicMessages, []byte("k"), PartitionByKey, want)
+	got := &eventspb.Envelope{Tenant: "stale", Event: &eventspb.Envelope_Kick{Kick: &eventspb.Kick{}}}
+	if err := DecodeEnvelopeCopy(r, got); err != nil {
+		t.Fatal(err)
+	}
+	if !got.EqualVT(want) {
+		t.Fatalf("decoded %v, want %v", got, want)
+	}
+	clear(r.Value)
+	if !got.EqualVT(want) {
+		t.Fatalf("after the record's value was overwritten: %v, want %v", got, want)
+	}
+}
+
 func TestDecodeEnvelopeError(t *testing.T) {
 	r := &Record{Topic: TopicMessages, Partition: 2, Offset: 7, Value: []byte{0x0a, 0xff}}
-	var env eventspb.Envelope
-	err := DecodeEnvelope(r, &env)
-	if err == nil || !strings.Contains(err.Error(), "shoal.messages/2 at offset 7") {
-		t.Fatalf("DecodeEnvelope(garbage) = %v", err)
+	for name, decode := range map[string]func(*Record, *eventspb.Envelope) error{
+		"DecodeEnvelope": DecodeEnvelope, "DecodeEnvelopeInto": DecodeEnvelopeInto, "DecodeEnvelopeCopy": DecodeEnvelopeCopy,
+	} {
+		var env eventspb.Envelope
+		err := decode(r, &env)
+		if err == nil || !strings.Contains(err.Error(), "shoal.messages/2 at offset 7") {
+			t.Fatalf("%s(garbage) = %v", name, err)
+		}
 	}
 }
 

@@ -307,8 +307,9 @@ func (s *Service) runOnce(ctx context.Context) error {
 			}
 			return kafka.StartAtBeginning
 		},
-		// handle copies what it keeps (UnmarshalVT) and handlePoll waits
-		// for every partition before returning: no record outlives a poll.
+		// handle copies what it keeps (kafka.DecodeEnvelopeCopy) and
+		// handlePoll waits for every partition before returning: no record
+		// outlives a poll.
 		Reuse: true,
 	}
 	if s.cfg.Group == "" {
@@ -391,7 +392,7 @@ func (s *Service) handle(ctx context.Context, p *partition, b kafka.Batch) error
 		// sessions keep strings of these records for as long as they live,
 		// which must not pin whole fetch responses.
 		env := new(eventspb.Envelope)
-		if err := env.UnmarshalVT(r.Value); err != nil {
+		if err := kafka.DecodeEnvelopeCopy(r, env); err != nil {
 			s.log.Warn("undecodable record skipped", "topic", r.Topic, "partition", r.Partition,
 				"offset", r.Offset, "err", err)
 			continue

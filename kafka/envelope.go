@@ -212,21 +212,17 @@ func WithTraceparent(r *Record, tp string) {
 	r.Headers = append(r.Headers, Header{Key: HeaderTraceparent, Value: []byte(tp)})
 }
 
-// Traceparent returns r's traceparent header, "" when it has none.
+// Traceparent returns r's traceparent header, "" when it has none. A hot
+// path that only passes it on reads r.Header(HeaderTraceparent) instead,
+// without allocating.
 func Traceparent(r *Record) string {
-	if v, ok := header(r, HeaderTraceparent); ok {
-		return string(v)
-	}
-	return ""
+	return string(r.Header(HeaderTraceparent))
 }
 
 // EventType returns r's HeaderType header, "" when it has none. Known types
 // are returned without allocating.
 func EventType(r *Record) string {
-	v, ok := header(r, HeaderType)
-	if !ok {
-		return ""
-	}
+	v := r.Header(HeaderType)
 	switch string(v) {
 	case EventPublish:
 		return EventPublish
@@ -262,13 +258,16 @@ func EventType(r *Record) string {
 	return string(v)
 }
 
-func header(r *Record, key string) ([]byte, bool) {
+// Header returns the value of r's first header named key, nil when it has
+// none. The value aliases r's (a consumed record's fetch response): copy
+// it to keep it.
+func (r *Record) Header(key string) []byte {
 	for _, h := range r.Headers {
 		if h.Key == key {
-			return h.Value, true
+			return h.Value
 		}
 	}
-	return nil, false
+	return nil
 }
 
 // DecodeEnvelope resets env and decodes r's value into it with vtprotobuf's

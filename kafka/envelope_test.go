@@ -216,6 +216,17 @@ func TestHeaders(t *testing.T) {
 	if r := NewRecord(TopicMessages, []byte("k"), PartitionByKey, &eventspb.Envelope{Tenant: "x"}); len(r.Headers) != 0 {
 		t.Errorf("an envelope without event got headers %v", r.Headers)
 	}
+	// Header: the first of its name, nil without one, without allocating.
+	two := &Record{Headers: []Header{{Key: "a", Value: []byte("1")}, {Key: HeaderTraceparent, Value: []byte(tp1)}, {Key: HeaderTraceparent, Value: []byte(tp2)}}}
+	if got := two.Header(HeaderTraceparent); string(got) != tp1 {
+		t.Errorf("Header of a record with two traceparents = %q, want the first", got)
+	}
+	if got := two.Header("missing"); got != nil {
+		t.Errorf("Header(missing) = %q, want nil", got)
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = two.Header(HeaderTraceparent) }); n != 0 {
+		t.Errorf("Header allocates %.0f times", n)
+	}
 }
 
 // Allocation budgets of the hot path.

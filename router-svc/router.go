@@ -642,7 +642,7 @@ func (r *Router) apply(s *Shard, out *Output, b kafka.Batch, recs []*kafka.Recor
 		// Marshal now: the deliveries refer to env, which the next
 		// record reuses. Each record continues the publish's trace.
 		out.SetSource(first, b.Partition, rec.Offset)
-		parent := headerValue(rec, kafka.HeaderTraceparent)
+		parent := rec.Header(kafka.HeaderTraceparent)
 		from := len(recs)
 		for _, d := range out.Deliveries[first:] {
 			if d.Inbox {
@@ -668,16 +668,6 @@ func (r *Router) apply(s *Shard, out *Output, b kafka.Batch, recs []*kafka.Recor
 		}
 	}
 	return recs, s.Offset() != before
-}
-
-// headerValue returns the value of rec's header key, nil when it has none.
-func headerValue(rec *kafka.Record, key string) []byte {
-	for _, h := range rec.Headers {
-		if h.Key == key {
-			return h.Value
-		}
-	}
-	return nil
 }
 
 // retry calls f until it succeeds, backing off between attempts, or ctx

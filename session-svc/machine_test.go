@@ -1004,6 +1004,24 @@ func TestOutputsCarryTheirRecordsTrace(t *testing.T) {
 	}
 }
 
+// The record produced for an output continues the output's trace: a child
+// (the same trace id and flags, a new parent id) in its traceparent header;
+// an output without a trace gets none.
+func TestRecordContinuesTrace(t *testing.T) {
+	const trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	s := &Service{topics: kafka.DefaultCatalogue()}
+	o := output{stage: stagePresence, dest: toPresence, partition: byKey, key: kafka.Key("t", "c"),
+		env: &eventspb.Envelope{Tenant: "t", ClientId: "c", Event: &eventspb.Envelope_Presence{Presence: &eventspb.Presence{Online: true}}}}
+	if r := s.record(o); kafka.Traceparent(r) != "" || r.Topic != kafka.TopicPresence || string(r.Key) != "t/c" {
+		t.Errorf("record of an output without a trace: topic %s key %q traceparent %q", r.Topic, r.Key, kafka.Traceparent(r))
+	}
+	o.trace = []byte(trace)
+	r := s.record(o)
+	if tp := kafka.Traceparent(r); len(tp) != len(trace) || tp[:36] != trace[:36] || tp[36:52] == trace[36:52] || tp[52:] != trace[52:] {
+		t.Errorf("traceparent %q is not a child of %q", tp, trace)
+	}
+}
+
 func TestInboxDropsRoutersRepeats(t *testing.T) {
 	h := newHarness(t)
 	h.m.maxInbox = 10

@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/shoal-mqtt/shoal/internal/tracectx"
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
@@ -398,11 +397,7 @@ func (s *Service) handle(ctx context.Context, p *partition, b kafka.Batch) error
 			continue
 		}
 		recs[i].env = env
-		for _, h := range r.Headers {
-			if h.Key == kafka.HeaderTraceparent {
-				recs[i].trace = bytes.Clone(h.Value)
-			}
-		}
+		recs[i].trace = bytes.Clone(r.Header(kafka.HeaderTraceparent))
 	}
 	return p.process(ctx, recs, s.write)
 }
@@ -421,9 +416,7 @@ func (s *Service) write(ctx context.Context, outs []output) error {
 func (s *Service) record(o output) *kafka.Record {
 	r := s.newRecord(o)
 	if o.trace != nil {
-		r.Headers = append(r.Headers, kafka.Header{
-			Key: kafka.HeaderTraceparent, Value: tracectx.AppendChild(make([]byte, 0, tracectx.Len), o.trace),
-		})
+		r.AddTraceChild(o.trace)
 	}
 	return r
 }

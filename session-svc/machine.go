@@ -90,7 +90,7 @@ func (m *machine) apply(k clientKey, sess *Session, env *eventspb.Envelope, outs
 	case *eventspb.Envelope_InboxAck:
 		return outs, m.ack(k, sess, ev.InboxAck)
 	default:
-		m.log.Warn("unexpected event on shoal.sessions", "event", eventName(env),
+		m.log.Warn("unexpected event on shoal.sessions", "event", kafka.EnvelopeType(env),
 			"tenant", k.tenant, "client", k.client)
 		return outs, false
 	}
@@ -554,14 +554,4 @@ func (m *machine) envelope(k clientKey, gateway string, now time.Time) *eventspb
 		Gateway:     gateway,
 		TimestampUs: now.UnixMicro(),
 	}
-}
-
-// eventName names an envelope's event for logs ("" when it has none).
-func eventName(env *eventspb.Envelope) string {
-	pr := env.ProtoReflect()
-	fd := pr.WhichOneof(pr.Descriptor().Oneofs().ByName("event"))
-	if fd == nil {
-		return ""
-	}
-	return string(fd.Name())
 }

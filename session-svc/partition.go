@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/shoal-mqtt/shoal/internal/intern"
+	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
 
@@ -261,7 +262,7 @@ func (p *partition) process(ctx context.Context, recs []record, write writeFunc)
 		k := clientKey{r.env.GetTenant(), r.env.GetClientId()}
 		if k.client == "" {
 			p.m.log.Warn("session event without a client id skipped", "partition", p.id, "offset", r.offset,
-				"event", eventName(r.env))
+				"event", kafka.EnvelopeType(r.env))
 			continue
 		}
 		sess, ok := dirty[k]

@@ -52,20 +52,26 @@ func BenchmarkShardPublish(b *testing.B) {
 		for _, presence := range []string{"none", "known"} {
 			b.Run(fmt.Sprintf("subscribers=%d/presence=%s", n, presence), func(b *testing.B) {
 				s, out := benchShard(b, n, presence == "known")
-				rec := pub("t", "p", "a/b/c")
-				off := s.Offset()
-				b.ReportAllocs()
-				for b.Loop() {
-					out.Reset()
-					off++
-					if err := s.Apply(rec, off, out); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.ReportMetric(float64(n), "targets/op")
+				benchPublish(b, s, out, n)
 			})
 		}
 	}
+}
+
+// benchPublish applies a publish to "a/b/c" reaching n targets per
+// iteration.
+func benchPublish(b *testing.B, s *routersvc.Shard, out *routersvc.Output, n int) {
+	rec := pub("t", "p", "a/b/c")
+	off := s.Offset()
+	b.ReportAllocs()
+	for b.Loop() {
+		out.Reset()
+		off++
+		if err := s.Apply(rec, off, out); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(n), "targets/op")
 }
 
 // TestShardPublishAllocations is the allocation budget of matching: none
@@ -107,15 +113,5 @@ func BenchmarkShardPublishSlots(b *testing.B) {
 	if len(out.Deliveries) != slots {
 		b.Fatalf("%d deliveries, want %d", len(out.Deliveries), slots)
 	}
-	rec := pub("t", "p", "a/b/c")
-	off := s.Offset()
-	b.ReportAllocs()
-	for b.Loop() {
-		out.Reset()
-		off++
-		if err := s.Apply(rec, off, out); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(n, "targets/op")
+	benchPublish(b, s, out, n)
 }

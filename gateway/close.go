@@ -104,7 +104,7 @@ func (c *conn) finish(ctx context.Context, clean bool, reason packet.ReasonCode,
 	}
 	env := c.envelope(c.g.clock())
 	env.Event = &eventspb.Envelope_Disconnect{Disconnect: d}
-	rec := kafka.NewRecord(kafka.TopicSessions, c.clientRecordKey, kafka.PartitionByKey, env)
+	rec := kafka.NewRecord(g.topics.Sessions.Name, c.clientRecordKey, kafka.PartitionByKey, env)
 	// The connection's end must reach the session service even when the
 	// gateway is shutting down.
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.SessionTimeout)

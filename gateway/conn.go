@@ -20,9 +20,6 @@ import (
 // ReasonCodeOf converts a reason code carried in an event.
 func ReasonCodeOf(v uint32) packet.ReasonCode { return packet.ReasonCode(v) }
 
-// sessionNever is the Session Expiry Interval that means "never expires".
-const sessionNever = 0xFFFFFFFF
-
 // conn is one client connection. The reader owns the fields in the first
 // blocks: one goroutine at a time, which hands them over when it parks the
 // connection (park.go); mu guards the rest, which delivery,
@@ -293,7 +290,7 @@ func (c *conn) envelope(now interface{ UnixMicro() int64 }) *eventspb.Envelope {
 func newOutMsg(m *eventspb.Message, t *eventspb.Target) *outMsg {
 	om := &outMsg{msg: m, qos: byte(min(t.Qos, 2)), retain: t.Retain, dup: t.Dup, subIDs: slices.Clone(t.SubscriptionIds),
 		shareGroup: t.ShareGroup, shareFilter: t.ShareFilter}
-	if t.InboxSeq != 0 && t.PacketId != 0 && t.PacketId <= maxInboxPacketID {
+	if t.InboxSeq != 0 && t.PacketId != 0 && t.PacketId <= kafka.MaxInboxPacketID {
 		om.inboxSeq, om.id = t.InboxSeq, uint16(t.PacketId)
 		// A QoS 2 message the client PUBREC'd on an earlier connection:
 		// only PUBREL is owed.

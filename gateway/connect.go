@@ -129,7 +129,7 @@ func (c *conn) identify(cp *packet.Connect) (assigned string, ok bool) {
 	c.clientsKey = clientKey(tenant, clientID)
 	c.tenant, c.clientID = c.clientsKey[:len(tenant)], c.clientsKey[len(tenant)+1:]
 	c.ts = g.tenantStats(c.tenant)
-	c.clientRecordKey = recordKey(c.tenant, c.clientID)
+	c.clientRecordKey = kafka.Key(c.tenant, c.clientID)
 	return assigned, true
 }
 
@@ -145,7 +145,7 @@ func (c *conn) takeOptions(cp *packet.Connect) (serverKA, ok bool) {
 	if cp.CleanStart {
 		c.sessionExpiry = 0
 	} else {
-		c.sessionExpiry = sessionNever
+		c.sessionExpiry = kafka.SessionExpiryNever
 	}
 	if v5 {
 		pr := &cp.Props
@@ -308,7 +308,7 @@ func (g *Gateway) askSession(ctx context.Context, c *conn, req *eventspb.Connect
 	g.mu.Unlock()
 	env := c.envelope(c.g.clock())
 	env.Event = &eventspb.Envelope_Connect{Connect: req}
-	rec := kafka.NewRecord(kafka.TopicSessions, c.clientRecordKey, kafka.PartitionByKey, env)
+	rec := kafka.NewRecord(g.topics.Sessions.Name, c.clientRecordKey, kafka.PartitionByKey, env)
 	tctx, cancel := context.WithTimeout(ctx, g.cfg.SessionTimeout)
 	defer cancel()
 	err := g.eventLog.ProduceSync(tctx, rec)
@@ -347,7 +347,7 @@ func (g *Gateway) abandonConnect(ctx context.Context, c *conn) {
 		ReasonCode: uint32(packet.CodeServerUnavailable),
 		Abandoned:  true,
 	}}
-	rec := kafka.NewRecord(kafka.TopicSessions, c.clientRecordKey, kafka.PartitionByKey, env)
+	rec := kafka.NewRecord(g.topics.Sessions.Name, c.clientRecordKey, kafka.PartitionByKey, env)
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.SessionTimeout)
 	defer cancel()
 	g.eventLog.Produce(pctx, rec, func(_ *kafka.Record, err error) {

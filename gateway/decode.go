@@ -1,8 +1,6 @@
 package gateway
 
 import (
-	"fmt"
-
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
@@ -11,8 +9,9 @@ import (
 // reuses from record to record, so that a delivery, whatever its number of
 // targets, costs no allocation in steady state: the envelope, its Delivery
 // (whose Targets keep their elements: vtprotobuf's pool feature, see
-// schemas/buf.gen.yaml) and the Message. Strings and bytes alias the record
-// (UnmarshalVTUnsafe), which is never reused.
+// schemas/buf.gen.yaml) and the Message, linked up before
+// kafka.DecodeEnvelopeInto merges the record into them. Strings and bytes
+// alias the record, which is never reused.
 //
 // Ownership: what decode returns is valid until the next decode. A
 // connection that keeps the Message (a QoS 1/2 message in flight, a
@@ -66,8 +65,8 @@ func (d *slotDecoder) decode(r *kafka.Record) (*eventspb.Envelope, error) {
 	d.ev.Delivery = &d.del
 	d.id = eventspb.MessageID{}
 	d.env = eventspb.Envelope{MessageId: &d.id, Event: &d.ev}
-	if err := d.env.UnmarshalVTUnsafe(r.Value); err != nil {
-		return nil, fmt.Errorf("decode envelope of %s/%d at offset %d: %w", r.Topic, r.Partition, r.Offset, err)
+	if err := kafka.DecodeEnvelopeInto(r, &d.env); err != nil {
+		return nil, err
 	}
 	return &d.env, nil
 }

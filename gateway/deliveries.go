@@ -20,7 +20,7 @@ import (
 // is found after it. The marker names this run, and fences off an earlier
 // run that still reads the slot (handleDeliveries).
 func (g *Gateway) writeMarker(ctx context.Context) (*kafka.Record, error) {
-	marker := kafka.NewRecord(kafka.TopicDeliveries, nil, g.slot.Load(), &eventspb.Envelope{
+	marker := kafka.NewRecord(g.topics.Deliveries.Name, nil, g.slot.Load(), &eventspb.Envelope{
 		Gateway:     g.cfg.ID,
 		TimestampUs: g.clock().UnixMicro(),
 		Event: &eventspb.Envelope_GatewayHeartbeat{GatewayHeartbeat: &eventspb.GatewayHeartbeat{
@@ -46,7 +46,7 @@ func (g *Gateway) consumeSlot(ctx context.Context, marker *kafka.Record, wg *syn
 	go func() {
 		defer wg.Done()
 		err := g.eventLog.Consume(ctx, kafka.ConsumeConfig{
-			Topic:      kafka.TopicDeliveries,
+			Topic:      g.topics.Deliveries.Name,
 			Partitions: []int32{g.slot.Load()},
 			Start:      func(int32) int64 { return marker.Offset },
 			Reuse:      true, // the slot decoder keeps no record, only bytes they refer to
@@ -153,7 +153,7 @@ func (g *Gateway) returnUndelivered(tenant string, m *eventspb.Message, t *event
 // redispatch asks the router shard of the message's topic to give it to
 // another member of the shared subscription (SharedRedispatch).
 func (g *Gateway) redispatch(tenant, client string, m *eventspb.Message, group, filter string) {
-	rec := kafka.NewRecord(kafka.TopicMessages, recordKey(tenant, m.Topic), kafka.PartitionByKey, &eventspb.Envelope{
+	rec := kafka.NewRecord(g.topics.Messages.Name, kafka.Key(tenant, m.Topic), kafka.PartitionByKey, &eventspb.Envelope{
 		Tenant:      tenant,
 		Gateway:     g.cfg.ID,
 		TimestampUs: g.clock().UnixMicro(),
@@ -171,7 +171,7 @@ func (g *Gateway) redispatch(tenant, client string, m *eventspb.Message, group, 
 // bounce returns a message for a client that is not connected here to its
 // session service as an InboxAppend.
 func (g *Gateway) bounce(tenant string, m *eventspb.Message, t *eventspb.Target) {
-	rec := kafka.NewRecord(kafka.TopicSessions, recordKey(tenant, t.ClientId), kafka.PartitionByKey, &eventspb.Envelope{
+	rec := kafka.NewRecord(g.topics.Sessions.Name, kafka.Key(tenant, t.ClientId), kafka.PartitionByKey, &eventspb.Envelope{
 		Tenant:      tenant,
 		ClientId:    t.ClientId,
 		Gateway:     g.cfg.ID,

@@ -20,6 +20,8 @@ type instantLog struct{ g *Gateway }
 
 func (l *instantLog) Partitions(string) int32 { return 4 }
 
+func (l *instantLog) Catalogue() kafka.Catalogue { return kafka.DefaultCatalogue() }
+
 func (l *instantLog) Produce(_ context.Context, r *kafka.Record, done func(*kafka.Record, error)) {
 	go done(r, nil)
 }

@@ -23,6 +23,7 @@ type Log interface {
 	ProduceSync(ctx context.Context, rs ...*kafka.Record) error
 	Consume(ctx context.Context, cfg kafka.ConsumeConfig, handle func(context.Context, kafka.Batch) error) error
 	Partitions(topic string) int32
+	Catalogue() kafka.Catalogue
 }
 
 // Gateway terminates MQTT connections and bridges them to the log.
@@ -32,6 +33,8 @@ type Gateway struct {
 	eventLog Log
 	clock    func() time.Time
 	epoch    uint64 // random per start: the gateway_epoch of message ids
+	// topics is the log's catalogue, which names the topics.
+	topics kafka.Catalogue
 
 	seq      atomic.Uint64 // message id sequence
 	connSeq  atomic.Uint64 // connection ids
@@ -132,13 +135,15 @@ func New(cfg Config, eventLog Log, log *slog.Logger, clock func() time.Time, ver
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, fmt.Errorf("gateway epoch: %w", err)
 	}
+	topics := eventLog.Catalogue()
 	g := &Gateway{
 		cfg:      cfg,
 		log:      log.With("role", "gateway", "gateway", cfg.ID),
 		eventLog: eventLog,
 		clock:    clock,
 		epoch:    binary.BigEndian.Uint64(b[:]),
-		msgParts: eventLog.Partitions(kafka.TopicMessages),
+		topics:   topics,
+		msgParts: eventLog.Partitions(topics.Messages.Name),
 		clients:  make(map[string]*conn),
 		byID:     make(map[uint64]*conn),
 		waiting:  make(map[uint64]waiter),
@@ -362,7 +367,7 @@ func (e *SlotTakenError) Is(target error) bool { return target == ErrSlotTaken }
 // heartbeat writes a GatewayHeartbeat to every partition of shoal.sessions
 // and waits until Kafka has them.
 func (g *Gateway) heartbeat(ctx context.Context) error {
-	n := g.eventLog.Partitions(kafka.TopicSessions)
+	n := g.eventLog.Partitions(g.topics.Sessions.Name)
 	key := fmt.Appendf(nil, "\x00gw/%d", g.slot.Load()) // no tenant/client key starts with NUL
 	env := &eventspb.Envelope{
 		Gateway:     g.cfg.ID,
@@ -374,7 +379,7 @@ func (g *Gateway) heartbeat(ctx context.Context) error {
 	}
 	rs := make([]*kafka.Record, n)
 	for p := range n {
-		rs[p] = kafka.NewRecord(kafka.TopicSessions, key, p, env)
+		rs[p] = kafka.NewRecord(g.topics.Sessions.Name, key, p, env)
 	}
 	return g.eventLog.ProduceSync(ctx, rs...)
 }
@@ -423,11 +428,3 @@ func (g *Gateway) nextMessageID() *eventspb.MessageID {
 }
 
 func clientKey(tenant, clientID string) string { return tenant + "\x00" + clientID }
-
-// recordKey is the Kafka key of a tenant's client or topic.
-func recordKey(tenant, s string) []byte {
-	k := make([]byte, 0, len(tenant)+1+len(s))
-	k = append(k, tenant...)
-	k = append(k, '/')
-	return append(k, s...)
-}

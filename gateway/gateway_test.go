@@ -50,6 +50,8 @@ func newFakeLog() *fakeLog {
 
 func (f *fakeLog) Partitions(string) int32 { return 4 }
 
+func (f *fakeLog) Catalogue() kafka.Catalogue { return kafka.DefaultCatalogue() }
+
 func (f *fakeLog) Produce(_ context.Context, r *kafka.Record, done func(*kafka.Record, error)) {
 	f.mu.Lock()
 	f.held = append(f.held, heldProduce{r, done})

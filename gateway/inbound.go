@@ -149,8 +149,8 @@ func (c *conn) publishRecord(p *packet.Publish, name []byte) (*kafka.Record, int
 	if kept {
 		scratch.pub.PacketId, scratch.pub.SessionGeneration = uint32(p.PacketID), c.sessionGen
 	}
-	rec.Fill(kafka.TopicMessages, nil, kafka.PartitionByKey, &scratch.env)
-	rec.SetJoinedKey(c.tenant, m.Topic)
+	rec.Fill(g.topics.Messages.Name, nil, kafka.PartitionByKey, &scratch.env)
+	rec.SetKey(c.tenant, m.Topic)
 	part := int32(-1)
 	if kept {
 		part = kafka.PartitionForKey(rec.Key, g.msgParts)
@@ -275,7 +275,7 @@ func (c *conn) releaseRecord(id uint16, part int32) *kafka.Record {
 	env.Event = &eventspb.Envelope_PublishRelease{PublishRelease: &eventspb.PublishRelease{
 		PacketId: uint32(id), SessionGeneration: c.sessionGen,
 	}}
-	return kafka.NewRecord(kafka.TopicMessages, c.clientRecordKey, part, env)
+	return kafka.NewRecord(c.g.topics.Messages.Name, c.clientRecordKey, part, env)
 }
 
 // handleSubscribe writes each subscription to the router's partitions and
@@ -414,12 +414,12 @@ func (c *conn) appendChange(recs []*kafka.Record, now interface{ UnixMicro() int
 	g := c.g
 	env := c.envelope(now)
 	env.Event = &eventspb.Envelope_SubscriptionChange{SubscriptionChange: ch}
-	key := recordKey(c.tenant, ch.Filter)
+	key := kafka.Key(c.tenant, ch.Filter)
 	if !strings.ContainsAny(ch.Filter, "+#") {
-		return append(recs, kafka.NewRecord(kafka.TopicMessages, key, kafka.PartitionForKey(key, g.msgParts), env))
+		return append(recs, kafka.NewRecord(g.topics.Messages.Name, key, kafka.PartitionForKey(key, g.msgParts), env))
 	}
 	for p := int32(0); p < g.msgParts; p++ {
-		recs = append(recs, kafka.NewRecord(kafka.TopicMessages, key, p, env))
+		recs = append(recs, kafka.NewRecord(g.topics.Messages.Name, key, p, env))
 	}
 	return recs
 }
@@ -427,7 +427,7 @@ func (c *conn) appendChange(recs []*kafka.Record, now interface{ UnixMicro() int
 func (c *conn) sessionRecord(now interface{ UnixMicro() int64 }, s *eventspb.SessionSubscriptions) *kafka.Record {
 	env := c.envelope(now)
 	env.Event = &eventspb.Envelope_SessionSubscriptions{SessionSubscriptions: s}
-	return kafka.NewRecord(kafka.TopicSessions, c.clientRecordKey, kafka.PartitionByKey, env)
+	return kafka.NewRecord(c.g.topics.Sessions.Name, c.clientRecordKey, kafka.PartitionByKey, env)
 }
 
 // produceThenAck queues ack and produces recs; ack is sent once all are

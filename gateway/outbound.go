@@ -10,13 +10,11 @@ import (
 )
 
 // Packet identifiers: the session service gives the messages of a
-// persistent session's inbox identifiers up to maxInboxPacketID (kept
-// across connections); the gateway picks the others above it. A window of
-// at most maxWindow messages in flight leaves the gateway a free one.
-const (
-	maxInboxPacketID = 32767
-	maxWindow        = 32767
-)
+// persistent session's inbox identifiers up to kafka.MaxInboxPacketID
+// (kept across connections); the gateway picks the others above it. A
+// window of at most maxWindow messages in flight leaves the gateway a free
+// one.
+const maxWindow = 32767
 
 // freshLocked reports whether a delivery made for src (a record of
 // shoal.messages) is new to this connection, and records it: deliveries
@@ -163,8 +161,8 @@ func (c *conn) sendInflight(om *outMsg, now time.Time) {
 	if om.inboxSeq == 0 {
 		for {
 			c.nextID++
-			if c.nextID <= maxInboxPacketID {
-				c.nextID = maxInboxPacketID + 1
+			if c.nextID <= kafka.MaxInboxPacketID {
+				c.nextID = kafka.MaxInboxPacketID + 1
 			}
 			if _, used := c.inflight[c.nextID]; !used {
 				break
@@ -446,7 +444,7 @@ func (c *conn) inboxAck(seq uint64, received bool) {
 	env.Event = &eventspb.Envelope_InboxAck{InboxAck: &eventspb.InboxAck{
 		Seq: seq, Received: received, Generation: c.generation,
 	}}
-	rec := kafka.NewRecord(kafka.TopicSessions, c.clientRecordKey, kafka.PartitionByKey, env)
+	rec := kafka.NewRecord(g.topics.Sessions.Name, c.clientRecordKey, kafka.PartitionByKey, env)
 	c.writing.Add(1)
 	g.eventLog.Produce(context.Background(), rec, func(_ *kafka.Record, err error) {
 		defer c.writing.Done()

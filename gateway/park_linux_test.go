@@ -143,7 +143,7 @@ func TestParkDropsIdleFlow(t *testing.T) {
 	}
 	fl.slot <- qosDeliveryBatch("t-1", c.id, "q/1", "one", 1)
 	p, ok := read(t, nc, rd, 2*time.Second).(*packet.Publish)
-	if !ok || p.QoS != 1 || p.PacketID <= maxInboxPacketID {
+	if !ok || p.QoS != 1 || p.PacketID <= kafka.MaxInboxPacketID {
 		t.Fatalf("got %+v, want a QoS 1 PUBLISH with a gateway packet identifier", p)
 	}
 	// Woken by a ping with the message unacknowledged: it parks keeping it.
@@ -162,7 +162,7 @@ func TestParkDropsIdleFlow(t *testing.T) {
 	}
 	fl.slot <- qosDeliveryBatch("t-1", c.id, "q/2", "two", 1)
 	p, ok = read(t, nc, rd, 2*time.Second).(*packet.Publish)
-	if !ok || p.QoS != 1 || p.PacketID <= maxInboxPacketID || string(p.Payload) != "two" {
+	if !ok || p.QoS != 1 || p.PacketID <= kafka.MaxInboxPacketID || string(p.Payload) != "two" {
 		t.Fatalf("got %+v, want the second QoS 1 PUBLISH", p)
 	}
 }

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/shoal-mqtt/shoal/kafka"
 )
 
 // SlotLeaser hands out gateway slots, the partitions of shoal.deliveries,
@@ -36,7 +34,7 @@ func (g *Gateway) Slot() int32 { return g.slot.Load() }
 // replacing a dead one waits for the old lease to expire. Without a leaser
 // (a fixed slot, no lease) it returns the zero time.
 func (g *Gateway) leaseSlot(ctx context.Context) (time.Time, error) {
-	slots := g.eventLog.Partitions(kafka.TopicDeliveries)
+	slots := g.eventLog.Partitions(g.topics.Deliveries.Name)
 	if g.leaser == nil {
 		if g.cfg.Slot < 0 {
 			return time.Time{}, errors.New("gateway.slot is -1 (lease a free slot) but no lease store is configured (cql.hosts)")

@@ -63,7 +63,7 @@ func (g *Gateway) publishSys(ctx context.Context, version string, start time.Tim
 			{"$SYS/broker/bytes/sent", itoa(s.Load(BytesSent))},
 			{"$SYS/broker/messages/dropped", itoa(s.Load(Dropped))},
 		} {
-			rec := kafka.NewRecord(kafka.TopicMessages, recordKey(tenant, kv.topic), -1, &eventspb.Envelope{
+			rec := kafka.NewRecord(g.topics.Messages.Name, kafka.Key(tenant, kv.topic), -1, &eventspb.Envelope{
 				Tenant:      tenant,
 				Gateway:     g.cfg.ID,
 				TimestampUs: now.UnixMicro(),

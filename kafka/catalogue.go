@@ -6,7 +6,9 @@ import (
 	"time"
 )
 
-// The names of Shoal's topics in the default catalogue.
+// The names of Shoal's topics in the default catalogue. The roles take the
+// names from their client's catalogue (Client.Catalogue), the one place
+// that says which topics a process talks through, never from these.
 const (
 	// TopicMessages carries publishes and subscription changes, keyed by
 	// tenant/topic; each partition is one router shard.
@@ -22,9 +24,20 @@ const (
 	TopicDeliveries = "shoal.deliveries"
 )
 
-// DefaultRetention is how long the event topics keep records in the default
-// catalogue: long enough to replay any hour of the last week.
-const DefaultRetention = 7 * 24 * time.Hour
+// The default catalogue's settings, which are also the configuration's
+// defaults (kafka.partitions, kafka.replication_factor, kafka.retention).
+const (
+	// DefaultPartitions is the partition count of every topic.
+	DefaultPartitions int32 = 16
+	// DefaultReplication is -1, which leaves the replication factor of
+	// the topics Shoal creates to the brokers' default.replication.factor
+	// (KIP-464): 3 on a production cluster, 1 on a one-node development
+	// cluster and on the embedded backbone.
+	DefaultReplication int16 = -1
+	// DefaultRetention is how long the event topics keep records: long
+	// enough to replay any hour of the last week.
+	DefaultRetention = 7 * 24 * time.Hour
+)
 
 // TopicSpec describes one topic of the catalogue: how EnsureTopics creates
 // it and how the producer picks partitions for it.
@@ -64,28 +77,28 @@ type Catalogue struct {
 }
 
 // DefaultCatalogue returns the catalogue Shoal runs with unless configured
-// otherwise: 16 partitions per topic, replication 1 (the embedded backbone;
-// raise it on a real cluster), the event topics kept for DefaultRetention,
-// presence compacted without a time limit.
+// otherwise: DefaultPartitions per topic, the brokers' replication
+// (DefaultReplication), the event topics kept for DefaultRetention, presence
+// compacted without a time limit.
 func DefaultCatalogue() Catalogue {
 	return Catalogue{
 		Messages: TopicSpec{
-			Name: TopicMessages, Partitions: 16, Replication: 1,
+			Name: TopicMessages, Partitions: DefaultPartitions, Replication: DefaultReplication,
 			Retention: DefaultRetention, Keyed: true,
 			Doc: "Publish and SubscriptionChange, key tenant/topic; produced by gateways, consumed by routers (one shard per partition)",
 		},
 		Sessions: TopicSpec{
-			Name: TopicSessions, Partitions: 16, Replication: 1,
+			Name: TopicSessions, Partitions: DefaultPartitions, Replication: DefaultReplication,
 			Retention: DefaultRetention, Keyed: true,
 			Doc: "Connect, Disconnect and SessionSubscriptions, key tenant/client; produced by gateways, consumed by the session service",
 		},
 		Presence: TopicSpec{
-			Name: TopicPresence, Partitions: 16, Replication: 1,
+			Name: TopicPresence, Partitions: DefaultPartitions, Replication: DefaultReplication,
 			Compacted: true, Keyed: true,
 			Doc: "Presence (where a client is connected, with its generation), key tenant/client, compacted; produced by the session service, consumed by routers",
 		},
 		Deliveries: TopicSpec{
-			Name: TopicDeliveries, Partitions: 16, Replication: 1,
+			Name: TopicDeliveries, Partitions: DefaultPartitions, Replication: DefaultReplication,
 			Retention: DefaultRetention, Keyed: false,
 			Doc: "ConnectResult, Kick and Delivery, partition = gateway slot; produced by the session service and routers, consumed by the gateway owning the slot",
 		},
@@ -148,21 +161,52 @@ func (c Catalogue) Validate() error {
 
 func (s TopicSpec) validate(prefix string) error {
 	var errs []error
-	if err := validTopicName(s.Name); err != nil {
-		errs = append(errs, fmt.Errorf("%s.name: %w", prefix, err))
-	}
-	if s.Partitions < 1 {
-		errs = append(errs, fmt.Errorf("%s.partitions: must be ≥ 1, is %d", prefix, s.Partitions))
-	}
-	if s.Replication < 1 && s.Replication != -1 {
-		errs = append(errs, fmt.Errorf("%s.replication: must be ≥ 1 (or -1 for the broker default), is %d", prefix, s.Replication))
-	}
-	if s.Retention < 0 {
-		errs = append(errs, fmt.Errorf("%s.retention: must be ≥ 0 (0 keeps records without a time limit), is %s", prefix, s.Retention))
-	} else if s.Retention > 0 && s.Retention < time.Millisecond {
-		errs = append(errs, fmt.Errorf("%s.retention: must be at least 1ms, is %s", prefix, s.Retention))
+	for _, f := range []struct {
+		key string
+		err error
+	}{
+		{"name", validTopicName(s.Name)},
+		{"partitions", CheckPartitions(s.Partitions)},
+		{"replication", CheckReplication(s.Replication)},
+		{"retention", CheckRetention(s.Retention)},
+	} {
+		if f.err != nil {
+			errs = append(errs, fmt.Errorf("%s.%s: %w", prefix, f.key, f.err))
+		}
 	}
 	return errors.Join(errs...)
+}
+
+// CheckPartitions says why n is not a topic's partition count, nil when it
+// is one. The caller names the setting (kafka.partitions).
+func CheckPartitions(n int32) error {
+	if n < 1 {
+		return fmt.Errorf("must be ≥ 1, is %d", n)
+	}
+	return nil
+}
+
+// CheckReplication says why rf is not a replication factor for the topics
+// Shoal creates, nil when it is one: ≥ 1, or -1 for the brokers' default.
+// The caller names the setting (kafka.replication_factor).
+func CheckReplication(rf int16) error {
+	if rf < 1 && rf != -1 {
+		return fmt.Errorf("must be ≥ 1, or -1 for the brokers' default.replication.factor; is %d", rf)
+	}
+	return nil
+}
+
+// CheckRetention says why d is not a retention for the topics Shoal
+// creates, nil when it is one: 0 (no time limit) or at least 1ms, Kafka's
+// unit. The caller names the setting (kafka.retention).
+func CheckRetention(d time.Duration) error {
+	switch {
+	case d < 0:
+		return fmt.Errorf("must be ≥ 0 (0 keeps records without a time limit), is %s", d)
+	case d > 0 && d < time.Millisecond:
+		return fmt.Errorf("must be at least 1ms, is %s", d)
+	}
+	return nil
 }
 
 // validTopicName applies Kafka's rules for topic names.

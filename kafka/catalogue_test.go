@@ -32,8 +32,8 @@ func TestDefaultCatalogue(t *testing.T) {
 	for i, w := range want {
 		s := all[i]
 		if s.Name != w.name || s.Keyed != w.keyed || s.Compacted != w.compacted || s.Retention != w.retention ||
-			s.Partitions != 16 || s.Replication != 1 || s.Doc == "" {
-			t.Errorf("All()[%d] = %+v, want name %s keyed %v compacted %v retention %s, 16 partitions, replication 1, a doc",
+			s.Partitions != 16 || s.Replication != -1 || s.Doc == "" {
+			t.Errorf("All()[%d] = %+v, want name %s keyed %v compacted %v retention %s, 16 partitions, the brokers' replication (-1), a doc",
 				i, s, w.name, w.keyed, w.compacted, w.retention)
 		}
 		if got, ok := cat.Spec(w.name); !ok || got != s {

@@ -15,6 +15,13 @@
 // Client.EnsureTopics creates missing topics and refuses existing ones whose
 // partition count or cleanup policy disagrees with the catalogue.
 //
+// # Record keys
+//
+// Keyed records are keyed by tenant and topic or client id, built by
+// AppendKey (Key, Record.SetKey) and split by SplitKey: tenant + "/" +
+// rest, with '%' and '/' escaped within the tenant only, so that the keys
+// of ordinary tenants are those every release wrote (key.go).
+//
 // # Embedded backbone
 //
 // StartEmbedded runs one kfake broker on a loopback address with its log in
@@ -107,8 +114,12 @@
 // NewRecord marshals an eventspb.Envelope with vtprotobuf and sets the
 // shoal-type header to its event type; WithTraceparent and Traceparent
 // carry the W3C trace context; DecodeEnvelope and EventType read them back.
+// Every role decodes records through this package: DecodeEnvelope aliases
+// the record, DecodeEnvelopeInto merges into structs the caller reuses
+// (the router's publishes, the gateway's deliveries), DecodeEnvelopeCopy
+// copies what the session service keeps.
 // On hot paths Record.Fill marshals into a record's own buffer (value, type
-// header, and SetJoinedKey's key and AddTraceChild's traceparent after it),
+// header, and SetKey's key and AddTraceChild's traceparent after it),
 // and a RecordPool recycles records once they are acknowledged, so that
 // producing allocates nothing in steady state.
 package kafka

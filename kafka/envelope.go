@@ -85,7 +85,7 @@ type newRecord struct {
 }
 
 // recordSlack is the room a record's buffer keeps after the value and the
-// type header, for a key and a traceparent (SetJoinedKey, AddTraceChild)
+// type header, for a key and a traceparent (SetKey, AddTraceChild)
 // written into the same buffer.
 const recordSlack = 64 + tracectx.Len
 
@@ -148,12 +148,13 @@ func (r *Record) Fill(topic string, key []byte, partition int32, env *eventspb.E
 	st.buf = buf
 }
 
-// SetJoinedKey sets r's key to a + "/" + b (tenant/topic, tenant/client),
-// written into r's own buffer. Call it after Fill.
-func (r *Record) SetJoinedKey(a, b string) {
+// SetKey sets r's key to the record key of tenant's rest (AppendKey: a
+// topic on shoal.messages, a client id on shoal.sessions), written into
+// r's own buffer. Call it after Fill.
+func (r *Record) SetKey(tenant, rest string) {
 	st := r.fs
 	from := len(st.buf)
-	st.buf = append(append(append(st.buf, a...), '/'), b...)
+	st.buf = AppendKey(st.buf, tenant, rest)
 	r.Key = st.buf[from:len(st.buf):len(st.buf)]
 }
 
@@ -211,21 +212,17 @@ func WithTraceparent(r *Record, tp string) {
 	r.Headers = append(r.Headers, Header{Key: HeaderTraceparent, Value: []byte(tp)})
 }
 
-// Traceparent returns r's traceparent header, "" when it has none.
+// Traceparent returns r's traceparent header, "" when it has none. A hot
+// path that only passes it on reads r.Header(HeaderTraceparent) instead,
+// without allocating.
 func Traceparent(r *Record) string {
-	if v, ok := header(r, HeaderTraceparent); ok {
-		return string(v)
-	}
-	return ""
+	return string(r.Header(HeaderTraceparent))
 }
 
 // EventType returns r's HeaderType header, "" when it has none. Known types
 // are returned without allocating.
 func EventType(r *Record) string {
-	v, ok := header(r, HeaderType)
-	if !ok {
-		return ""
-	}
+	v := r.Header(HeaderType)
 	switch string(v) {
 	case EventPublish:
 		return EventPublish
@@ -261,13 +258,16 @@ func EventType(r *Record) string {
 	return string(v)
 }
 
-func header(r *Record, key string) ([]byte, bool) {
+// Header returns the value of r's first header named key, nil when it has
+// none. The value aliases r's (a consumed record's fetch response): copy
+// it to keep it.
+func (r *Record) Header(key string) []byte {
 	for _, h := range r.Headers {
 		if h.Key == key {
-			return h.Value, true
+			return h.Value
 		}
 	}
-	return nil, false
+	return nil
 }
 
 // DecodeEnvelope resets env and decodes r's value into it with vtprotobuf's
@@ -283,9 +283,33 @@ func DecodeEnvelope(r *Record, env *eventspb.Envelope) error {
 // DecodeEnvelopeInto is DecodeEnvelope without the reset: r's fields are
 // merged into env (protobuf's merge: a message field present in env is
 // decoded into, not replaced, when the record has it too). A caller that
-// reuses structs from record to record empties them itself.
+// reuses structs from record to record empties them itself, and may link
+// env to structs of its own beforehand (env.Event to a reused
+// Envelope_Delivery, its Delivery's Targets to reused elements) for the
+// record to be decoded into them without allocating.
 func DecodeEnvelopeInto(r *Record, env *eventspb.Envelope) error {
-	if err := env.UnmarshalVTUnsafe(r.Value); err != nil {
+	return decodeEnvelope(r, env, false)
+}
+
+// DecodeEnvelopeCopy resets env and decodes r's value into it with copies
+// (vtprotobuf's UnmarshalVT): nothing in env refers to r.Value, for an
+// envelope whose strings are kept long after the record (a small slice of
+// a record keeps its whole fetch response in memory).
+func DecodeEnvelopeCopy(r *Record, env *eventspb.Envelope) error {
+	env.Reset()
+	return decodeEnvelope(r, env, true)
+}
+
+// decodeEnvelope is the one decoder of records' envelopes: r's value merged
+// into env, aliasing it unless copied.
+func decodeEnvelope(r *Record, env *eventspb.Envelope, copied bool) error {
+	var err error
+	if copied {
+		err = env.UnmarshalVT(r.Value)
+	} else {
+		err = env.UnmarshalVTUnsafe(r.Value)
+	}
+	if err != nil {
 		return fmt.Errorf("decode envelope of %s/%d at offset %d: %w", r.Topic, r.Partition, r.Offset, err)
 	}
 	return nil

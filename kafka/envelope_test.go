@@ -160,12 +160,34 @@ func TestDecodeEnvelopeAliasesValue(t *testing.T) {
 	}
 }
 
+// DecodeEnvelopeCopy decodes what DecodeEnvelope does, into a reset
+// envelope, but nothing of it refers to the record.
+func TestDecodeEnvelopeCopy(t *testing.T) {
+	want := testEnvelopes()[EventPublish]
+	r := NewRecord(TopicMessages, []byte("k"), PartitionByKey, want)
+	got := &eventspb.Envelope{Tenant: "stale", Event: &eventspb.Envelope_Kick{Kick: &eventspb.Kick{}}}
+	if err := DecodeEnvelopeCopy(r, got); err != nil {
+		t.Fatal(err)
+	}
+	if !got.EqualVT(want) {
+		t.Fatalf("decoded %v, want %v", got, want)
+	}
+	clear(r.Value)
+	if !got.EqualVT(want) {
+		t.Fatalf("after the record's value was overwritten: %v, want %v", got, want)
+	}
+}
+
 func TestDecodeEnvelopeError(t *testing.T) {
 	r := &Record{Topic: TopicMessages, Partition: 2, Offset: 7, Value: []byte{0x0a, 0xff}}
-	var env eventspb.Envelope
-	err := DecodeEnvelope(r, &env)
-	if err == nil || !strings.Contains(err.Error(), "shoal.messages/2 at offset 7") {
-		t.Fatalf("DecodeEnvelope(garbage) = %v", err)
+	for name, decode := range map[string]func(*Record, *eventspb.Envelope) error{
+		"DecodeEnvelope": DecodeEnvelope, "DecodeEnvelopeInto": DecodeEnvelopeInto, "DecodeEnvelopeCopy": DecodeEnvelopeCopy,
+	} {
+		var env eventspb.Envelope
+		err := decode(r, &env)
+		if err == nil || !strings.Contains(err.Error(), "shoal.messages/2 at offset 7") {
+			t.Fatalf("%s(garbage) = %v", name, err)
+		}
 	}
 }
 
@@ -193,6 +215,17 @@ func TestHeaders(t *testing.T) {
 	}
 	if r := NewRecord(TopicMessages, []byte("k"), PartitionByKey, &eventspb.Envelope{Tenant: "x"}); len(r.Headers) != 0 {
 		t.Errorf("an envelope without event got headers %v", r.Headers)
+	}
+	// Header: the first of its name, nil without one, without allocating.
+	two := &Record{Headers: []Header{{Key: "a", Value: []byte("1")}, {Key: HeaderTraceparent, Value: []byte(tp1)}, {Key: HeaderTraceparent, Value: []byte(tp2)}}}
+	if got := two.Header(HeaderTraceparent); string(got) != tp1 {
+		t.Errorf("Header of a record with two traceparents = %q, want the first", got)
+	}
+	if got := two.Header("missing"); got != nil {
+		t.Errorf("Header(missing) = %q, want nil", got)
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = two.Header(HeaderTraceparent) }); n != 0 {
+		t.Errorf("Header allocates %.0f times", n)
 	}
 }
 
@@ -226,7 +259,7 @@ func TestFillReusesRecords(t *testing.T) {
 		env := envs[typ]
 		r := pool.Get()
 		r.Fill(TopicMessages, nil, PartitionByKey, env)
-		r.SetJoinedKey("acme", "sensors/1/temp")
+		r.SetKey("acme", "sensors/1/temp")
 		r.AddTraceChild(parent)
 		want := NewRecord(TopicMessages, []byte("acme/sensors/1/temp"), PartitionByKey, env)
 		if !bytes.Equal(r.Value, want.Value) || string(r.Key) != "acme/sensors/1/temp" || r.Partition != PartitionByKey || r.Topic != TopicMessages {
@@ -253,7 +286,7 @@ func TestFillReusesRecords(t *testing.T) {
 	r.Fill(TopicMessages, nil, PartitionByKey, env)
 	if n := testing.AllocsPerRun(200, func() {
 		r.Fill(TopicMessages, nil, PartitionByKey, env)
-		r.SetJoinedKey("acme", "sensors/1/temp")
+		r.SetKey("acme", "sensors/1/temp")
 		r.AddTraceChild(parent)
 	}); n != 0 {
 		t.Errorf("refilling a record allocates %.1f times, want 0", n)

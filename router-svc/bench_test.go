@@ -52,20 +52,26 @@ func BenchmarkShardPublish(b *testing.B) {
 		for _, presence := range []string{"none", "known"} {
 			b.Run(fmt.Sprintf("subscribers=%d/presence=%s", n, presence), func(b *testing.B) {
 				s, out := benchShard(b, n, presence == "known")
-				rec := pub("t", "p", "a/b/c")
-				off := s.Offset()
-				b.ReportAllocs()
-				for b.Loop() {
-					out.Reset()
-					off++
-					if err := s.Apply(rec, off, out); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.ReportMetric(float64(n), "targets/op")
+				benchPublish(b, s, out, n)
 			})
 		}
 	}
+}
+
+// benchPublish applies a publish to "a/b/c" reaching n targets per
+// iteration.
+func benchPublish(b *testing.B, s *routersvc.Shard, out *routersvc.Output, n int) {
+	rec := pub("t", "p", "a/b/c")
+	off := s.Offset()
+	b.ReportAllocs()
+	for b.Loop() {
+		out.Reset()
+		off++
+		if err := s.Apply(rec, off, out); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(n), "targets/op")
 }
 
 // TestShardPublishAllocations is the allocation budget of matching: none
@@ -89,4 +95,23 @@ func TestShardPublishAllocations(t *testing.T) {
 			t.Errorf("publish to %d subscribers: %.1f allocations, want 0", n, allocs)
 		}
 	}
+}
+
+// BenchmarkShardPublishSlots applies one publish matching 1000 subscribers
+// spread over 32 gateway slots: a delivery per slot, so that finding a
+// slot's delivery goes through the shard's map of them, not the linear
+// scan of the first few.
+func BenchmarkShardPublishSlots(b *testing.B) {
+	const n, slots = 1000, 32
+	s := routersvc.NewShard(0, routersvc.NewPresence(), func() time.Time { return t0 })
+	out := routersvc.NewOutput()
+	for i := range n {
+		mustApply(b, s, add("t", fmt.Sprintf("client-%d", i), "a/b/c", slot(int32(i%slots))), out)
+	}
+	out.Reset()
+	mustApply(b, s, pub("t", "p", "a/b/c"), out)
+	if len(out.Deliveries) != slots {
+		b.Fatalf("%d deliveries, want %d", len(out.Deliveries), slots)
+	}
+	benchPublish(b, s, out, n)
 }

@@ -113,8 +113,9 @@
 //     router.presence_timeout (default 30 s) at the latest, with a
 //     warning. shoal.messages is consumed only after that, so the first
 //     deliveries already know where clients are. A
-//     presence tombstone (empty value) forgets the client of its key,
-//     tenant + "/" + client.
+//     presence tombstone (empty value) forgets the client of its key
+//     (kafka.SplitKey); a key that names no client is logged and
+//     skipped.
 //   - Group mode (router.group): OnAssigned loads the assigned shards
 //     (retrying the store), Start resumes each after its stored offset,
 //     OnRevoked waits until the committer has stored every poll applied

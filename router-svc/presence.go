@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/shoal-mqtt/shoal/internal/intern"
+	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
 
@@ -92,32 +93,26 @@ func (p *Presence) Delete(tenant, client string) {
 	p.delete(clientKey{Tenant: tenant, Client: client})
 }
 
-// delete removes k's entry, if any, and reports whether there was one.
-// The caller holds p.mu.
-func (p *Presence) delete(k clientKey) bool {
-	e := p.m[k]
-	if e == nil {
-		return false
+// delete removes k's entry, if any. The caller holds p.mu.
+func (p *Presence) delete(k clientKey) {
+	if e := p.m[k]; e != nil {
+		e.deleted = true
+		delete(p.m, k)
 	}
-	e.deleted = true
-	delete(p.m, k)
-	return true
 }
 
-// deleteRecordKey forgets the client of a shoal.presence record key,
-// tenant + "/" + client id, for a tombstone. A tenant may itself contain
-// '/', so each split is tried until one names a known client.
-func (p *Presence) deleteRecordKey(key []byte) {
+// deleteRecordKey forgets the client of a shoal.presence record key (its
+// tenant and client id, kafka.SplitKey), for a tombstone. It returns
+// SplitKey's error for a key that names no client.
+func (p *Presence) deleteRecordKey(key []byte) error {
+	tenant, client, err := kafka.SplitKey(key)
+	if err != nil {
+		return err
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for i, c := range key {
-		if c != '/' {
-			continue
-		}
-		if p.delete(clientKey{Tenant: string(key[:i]), Client: string(key[i+1:])}) {
-			return
-		}
-	}
+	p.delete(clientKey{Tenant: string(tenant), Client: string(client)})
+	return nil
 }
 
 // Lookup returns a copy of the client's known presence.

@@ -6,11 +6,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
 
 func presenceOf(online bool, slot int32, gen uint64) *eventspb.Presence {
 	return &eventspb.Presence{Online: online, Route: &eventspb.Route{Slot: slot, Connection: gen * 10, Generation: gen}}
+}
+
+func mustDeleteRecordKey(t *testing.T, p *Presence, key []byte) {
+	t.Helper()
+	if err := p.deleteRecordKey(key); err != nil {
+		t.Fatalf("tombstone %q: %v", key, err)
+	}
 }
 
 func TestPresenceNewestGeneration(t *testing.T) {
@@ -37,15 +45,18 @@ func TestPresenceNewestGeneration(t *testing.T) {
 	if got, _ := p.Lookup("t/c", ""); got.GetRoute().GetSlot() != 7 {
 		t.Errorf("t/c + \"\": %v", got)
 	}
-	p.deleteRecordKey([]byte("t/c"))
+	mustDeleteRecordKey(t, p, []byte("t/c"))
 	if _, ok := p.Lookup("t", "c"); ok {
 		t.Error("tombstone t/c left t + c")
 	}
-	p.deleteRecordKey([]byte("a/b/c")) // unknown: nothing
+	mustDeleteRecordKey(t, p, kafka.Key("a/b", "c")) // unknown: nothing
 	p.Update("a/b", "c", presenceOf(true, 1, 1))
-	p.deleteRecordKey([]byte("a/b/c"))
+	mustDeleteRecordKey(t, p, kafka.Key("a/b", "c"))
 	if _, ok := p.Lookup("a/b", "c"); ok {
-		t.Error("tombstone a/b/c left a/b + c")
+		t.Error("tombstone a%2Fb/c left a/b + c")
+	}
+	if err := p.deleteRecordKey([]byte("no client")); err == nil {
+		t.Error("a tombstone whose key names no client: no error")
 	}
 	p.Delete("", "t/c")
 	if p.Len() != 1 {

@@ -27,8 +27,7 @@ type Router struct {
 	clock    func() time.Time
 	presence *Presence
 
-	messages, presenceTopic, deliveries string
-	deliveryParts                       int32
+	topics kafka.Catalogue // the client's: names and partition counts
 
 	mu     sync.Mutex
 	shards map[int32]*Shard // owned now; guarded by mu
@@ -83,10 +82,7 @@ func New(cfg Config, client *kafka.Client, store Store, log *slog.Logger, clock 
 		log:           log.With("role", "router"),
 		clock:         clock,
 		presence:      NewPresence(),
-		messages:      cat.Messages.Name,
-		presenceTopic: cat.Presence.Name,
-		deliveries:    cat.Deliveries.Name,
-		deliveryParts: cat.Deliveries.Partitions,
+		topics:        cat,
 		shards:        make(map[int32]*Shard),
 		presenceRead:  make(chan struct{}),
 		presenceNext:  make([]atomic.Int64, cat.Presence.Partitions),
@@ -106,7 +102,7 @@ func New(cfg Config, client *kafka.Client, store Store, log *slog.Logger, clock 
 		}
 		for i, p := range r.cfg.Partitions {
 			if p >= n {
-				return nil, fmt.Errorf("router config: router.partitions[%d]: %s has partitions [0, %d), not %d", i, r.messages, n, p)
+				return nil, fmt.Errorf("router config: router.partitions[%d]: %s has partitions [0, %d), not %d", i, cat.Messages.Name, n, p)
 			}
 		}
 	}
@@ -151,12 +147,12 @@ func (r *Router) Run(ctx context.Context) error {
 // runPresence reads every partition of shoal.presence from the beginning
 // into r.presence.
 func (r *Router) runPresence(ctx context.Context) error {
-	n := r.client.Partitions(r.presenceTopic)
+	n := r.topics.Presence.Partitions
 	parts := make([]int32, n)
 	for i := range parts {
 		parts[i] = int32(i)
 	}
-	err := r.client.Consume(ctx, kafka.ConsumeConfig{Topic: r.presenceTopic, Partitions: parts}, r.handlePresence)
+	err := r.client.Consume(ctx, kafka.ConsumeConfig{Topic: r.topics.Presence.Name, Partitions: parts}, r.handlePresence)
 	if err != nil {
 		return fmt.Errorf("presence: %w", err)
 	}
@@ -166,7 +162,9 @@ func (r *Router) runPresence(ctx context.Context) error {
 func (r *Router) handlePresence(_ context.Context, b kafka.Batch) error {
 	for _, rec := range b.Records {
 		if len(rec.Value) == 0 {
-			r.presence.deleteRecordKey(rec.Key) // a tombstone
+			if err := r.presence.deleteRecordKey(rec.Key); err != nil { // a tombstone
+				r.log.Warn("skipping presence tombstone", "partition", b.Partition, "offset", rec.Offset, "err", err)
+			}
 			continue
 		}
 		if err := kafka.DecodeEnvelope(rec, r.penv); err != nil {
@@ -201,7 +199,7 @@ func (r *Router) watchPresence(ctx context.Context) error {
 	var ends map[int32]int64
 	lctx, cancel := context.WithDeadline(ctx, deadline)
 	err := r.retry(lctx, "presence: listing end offsets", -1, func() (err error) {
-		ends, err = r.client.EndOffsets(lctx, r.presenceTopic)
+		ends, err = r.client.EndOffsets(lctx, r.topics.Presence.Name)
 		return err
 	})
 	cancel()
@@ -260,7 +258,7 @@ func (r *Router) presenceCaughtUp(ends map[int32]int64) bool {
 // already go where the clients are.
 func (r *Router) runMessages(ctx context.Context) error {
 	cc := kafka.ConsumeConfig{
-		Topic: r.messages,
+		Topic: r.topics.Messages.Name,
 		Group: r.cfg.Group,
 		Start: r.start,
 		Reuse: true, // apply keeps no record, only bytes they refer to
@@ -644,23 +642,23 @@ func (r *Router) apply(s *Shard, out *Output, b kafka.Batch, recs []*kafka.Recor
 		// Marshal now: the deliveries refer to env, which the next
 		// record reuses. Each record continues the publish's trace.
 		out.SetSource(first, b.Partition, rec.Offset)
-		parent := headerValue(rec, kafka.HeaderTraceparent)
+		parent := rec.Header(kafka.HeaderTraceparent)
 		from := len(recs)
 		for _, d := range out.Deliveries[first:] {
 			if d.Inbox {
 				// QoS 1/2 targets to their sessions' inboxes; the QoS 0
 				// targets stay in the delivery.
-				recs = appendInbox(recs, d.Envelope)
+				recs = appendInbox(recs, r.topics.Sessions.Name, d.Envelope)
 				if d.Slot == InboxSlot || len(d.Envelope.GetDelivery().GetTargets()) == 0 {
 					continue
 				}
 			}
-			if d.Slot < 0 || d.Slot >= r.deliveryParts {
-				r.log.Warn("dropping delivery to a slot outside shoal.deliveries", "partition", b.Partition, "offset", rec.Offset, "slot", d.Slot, "slots", r.deliveryParts)
+			if d.Slot < 0 || d.Slot >= r.topics.Deliveries.Partitions {
+				r.log.Warn("dropping delivery to a slot outside shoal.deliveries", "partition", b.Partition, "offset", rec.Offset, "slot", d.Slot, "slots", r.topics.Deliveries.Partitions)
 				continue
 			}
 			rec := r.pool.Get()
-			rec.Fill(r.deliveries, nil, d.Slot, d.Envelope)
+			rec.Fill(r.topics.Deliveries.Name, nil, d.Slot, d.Envelope)
 			recs = append(recs, rec)
 		}
 		if parent != nil {
@@ -670,16 +668,6 @@ func (r *Router) apply(s *Shard, out *Output, b kafka.Batch, recs []*kafka.Recor
 		}
 	}
 	return recs, s.Offset() != before
-}
-
-// headerValue returns the value of rec's header key, nil when it has none.
-func headerValue(rec *kafka.Record, key string) []byte {
-	for _, h := range rec.Headers {
-		if h.Key == key {
-			return h.Value
-		}
-	}
-	return nil
 }
 
 // retry calls f until it succeeds, backing off between attempts, or ctx
@@ -706,10 +694,10 @@ func (r *Router) retry(ctx context.Context, what string, partition int32, f func
 	}
 }
 
-// appendInbox appends one InboxAppend record per QoS 1/2 target of an
-// Inbox delivery and leaves the delivery with its QoS 0 targets (which are
-// not queued for offline sessions).
-func appendInbox(recs []*kafka.Record, env *eventspb.Envelope) []*kafka.Record {
+// appendInbox appends one InboxAppend record to the sessions topic per QoS
+// 1/2 target of an Inbox delivery and leaves the delivery with its QoS 0
+// targets (which are not queued for offline sessions).
+func appendInbox(recs []*kafka.Record, sessions string, env *eventspb.Envelope) []*kafka.Record {
 	d := env.GetDelivery()
 	kept := d.Targets[:0]
 	for _, t := range d.GetTargets() {
@@ -717,9 +705,7 @@ func appendInbox(recs []*kafka.Record, env *eventspb.Envelope) []*kafka.Record {
 			kept = append(kept, t)
 			continue
 		}
-		key := make([]byte, 0, len(env.Tenant)+1+len(t.ClientId))
-		key = append(append(append(key, env.Tenant...), '/'), t.ClientId...)
-		recs = append(recs, kafka.NewRecord(kafka.TopicSessions, key, kafka.PartitionByKey, &eventspb.Envelope{
+		recs = append(recs, kafka.NewRecord(sessions, kafka.Key(env.Tenant, t.ClientId), kafka.PartitionByKey, &eventspb.Envelope{
 			Tenant:      env.Tenant,
 			ClientId:    t.ClientId,
 			TimestampUs: env.TimestampUs,

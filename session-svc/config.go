@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/shoal-mqtt/shoal/kafka"
 )
 
 // Config is the session service's section of Shoal's configuration
@@ -52,9 +54,9 @@ func (c Config) Validate() error {
 	if c.RetryBackoff <= 0 {
 		errs = append(errs, fmt.Errorf("session.retry_backoff: must be > 0, is %s", c.RetryBackoff))
 	}
-	if c.MaxInbox < 1 || c.MaxInbox > MaxInboxPacketID {
-		// Every inbox entry holds a packet identifier of 1–MaxInboxPacketID.
-		errs = append(errs, fmt.Errorf("session.max_inbox: must be 1–%d, is %d", MaxInboxPacketID, c.MaxInbox))
+	if c.MaxInbox < 1 || c.MaxInbox > kafka.MaxInboxPacketID {
+		// Every inbox entry holds a packet identifier of 1–kafka.MaxInboxPacketID.
+		errs = append(errs, fmt.Errorf("session.max_inbox: must be 1–%d, is %d", kafka.MaxInboxPacketID, c.MaxInbox))
 	}
 	if c.GatewayTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("session.gateway_timeout: must be > 0, is %s", c.GatewayTimeout))

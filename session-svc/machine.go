@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
+	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
 
@@ -89,7 +90,7 @@ func (m *machine) apply(k clientKey, sess *Session, env *eventspb.Envelope, outs
 	case *eventspb.Envelope_InboxAck:
 		return outs, m.ack(k, sess, ev.InboxAck)
 	default:
-		m.log.Warn("unexpected event on shoal.sessions", "event", eventName(env),
+		m.log.Warn("unexpected event on shoal.sessions", "event", kafka.EnvelopeType(env),
 			"tenant", k.tenant, "client", k.client)
 		return outs, false
 	}
@@ -254,12 +255,12 @@ func (m *machine) inbox(k clientKey, sess *Session, ia *eventspb.InboxAppend, ou
 
 // nextPacketID picks the packet identifier of a new inbox entry: the one
 // after the last given, skipping those of the entries still kept. The
-// caller ensures len(sess.Inbox) < MaxInboxPacketID, so one is free.
+// caller ensures len(sess.Inbox) < kafka.MaxInboxPacketID, so one is free.
 func nextPacketID(sess *Session) uint16 {
 	id := sess.LastPacketID
 	for {
 		id++
-		if id > MaxInboxPacketID || id == 0 {
+		if id > kafka.MaxInboxPacketID || id == 0 {
 			id = 1
 		}
 		if !slices.ContainsFunc(sess.Inbox, func(e *eventspb.InboxAppend) bool { return e.GetPacketId() == uint32(id) }) {
@@ -328,7 +329,7 @@ func (m *machine) redispatchShared(k clientKey, sess *Session, now time.Time, ou
 		env.Event = &eventspb.Envelope_SharedRedispatch{SharedRedispatch: &eventspb.SharedRedispatch{
 			Message: msg, ShareGroup: t.GetShareGroup(), Filter: t.GetShareFilter(), ExcludeClient: k.client,
 		}}
-		outs = append(outs, output{stage: stageAnswer, dest: toMessages, partition: byKey, key: topicKey(k.tenant, msg.GetTopic()), env: env})
+		outs = append(outs, output{stage: stageAnswer, dest: toMessages, partition: byKey, key: kafka.Key(k.tenant, msg.GetTopic()), env: env})
 	}
 	clear(sess.Inbox[len(kept):])
 	sess.Inbox = kept
@@ -408,7 +409,7 @@ func (m *machine) disconnect(k clientKey, sess *Session, d *eventspb.Disconnect,
 		// Delayed: published at the delay or when the session ends,
 		// whichever comes first, unless the session resumes before.
 		delay := time.Duration(sess.Will.GetDelayIntervalS()) * time.Second
-		if sess.ExpiryS != ExpiryNever {
+		if sess.ExpiryS != kafka.SessionExpiryNever {
 			delay = min(delay, time.Duration(sess.ExpiryS)*time.Second)
 		}
 		sess.WillDueAt = now.Add(delay)
@@ -520,14 +521,7 @@ func (m *machine) publishWill(k clientKey, sess *Session, now time.Time, outs []
 		Connection: sess.Route.GetConnection(),
 	}}
 	env.MessageId = &eventspb.MessageID{GatewayEpoch: m.epoch, Seq: m.seq.Add(1)}
-	return append(outs, output{stage: stageAnswer, dest: toMessages, partition: byKey, key: topicKey(k.tenant, msg.GetTopic()), env: env})
-}
-
-// topicKey is the Kafka key of a message of tenant's topic on
-// shoal.messages: tenant + "/" + topic.
-func topicKey(tenant, topic string) []byte {
-	key := make([]byte, 0, len(tenant)+1+len(topic))
-	return append(append(append(key, tenant...), '/'), topic...)
+	return append(outs, output{stage: stageAnswer, dest: toMessages, partition: byKey, key: kafka.Key(k.tenant, msg.GetTopic()), env: env})
 }
 
 // presence is the client's Presence record for sess as it is now.
@@ -560,14 +554,4 @@ func (m *machine) envelope(k clientKey, gateway string, now time.Time) *eventspb
 		Gateway:     gateway,
 		TimestampUs: now.UnixMicro(),
 	}
-}
-
-// eventName names an envelope's event for logs ("" when it has none).
-func eventName(env *eventspb.Envelope) string {
-	pr := env.ProtoReflect()
-	fd := pr.WhichOneof(pr.Descriptor().Oneofs().ByName("event"))
-	if fd == nil {
-		return ""
-	}
-	return string(fd.Name())
 }

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 
+	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
 
@@ -338,7 +339,7 @@ func TestExpiredSessionDoesNotResume(t *testing.T) {
 
 func TestTickExpiresSessions(t *testing.T) {
 	h := newHarness(t)
-	h.batch(connA.connect(false, 10, nil), connB.connect(false, ExpiryNever, nil))
+	h.batch(connA.connect(false, 10, nil), connB.connect(false, kafka.SessionExpiryNever, nil))
 	h.batch(connA.disconnect(1, false, nil), connB.disconnect(1, false, nil))
 	tick := func(at time.Time) *eventspb.Envelope {
 		return &eventspb.Envelope{TimestampUs: at.UnixMicro(), Event: &eventspb.Envelope_SessionTick{SessionTick: &eventspb.SessionTick{}}}
@@ -855,11 +856,11 @@ func TestInboxSharedEntriesReturnToGroup(t *testing.T) {
 }
 
 func TestInboxPacketIDs(t *testing.T) {
-	s := &Session{LastPacketID: MaxInboxPacketID - 1}
-	for _, id := range []uint32{MaxInboxPacketID, 1, 2} {
+	s := &Session{LastPacketID: kafka.MaxInboxPacketID - 1}
+	for _, id := range []uint32{kafka.MaxInboxPacketID, 1, 2} {
 		s.Inbox = append(s.Inbox, &eventspb.InboxAppend{PacketId: id})
 	}
-	// MaxInboxPacketID, 1 and 2 are in use: the next free is 3, then 4.
+	// kafka.MaxInboxPacketID, 1 and 2 are in use: the next free is 3, then 4.
 	if got := nextPacketID(s); got != 3 {
 		t.Fatalf("next id %d, want 3", got)
 	}
@@ -1000,6 +1001,24 @@ func TestOutputsCarryTheirRecordsTrace(t *testing.T) {
 	}
 	if n == 0 {
 		t.Fatal("no outputs")
+	}
+}
+
+// The record produced for an output continues the output's trace: a child
+// (the same trace id and flags, a new parent id) in its traceparent header;
+// an output without a trace gets none.
+func TestRecordContinuesTrace(t *testing.T) {
+	const trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	s := &Service{topics: kafka.DefaultCatalogue()}
+	o := output{stage: stagePresence, dest: toPresence, partition: byKey, key: kafka.Key("t", "c"),
+		env: &eventspb.Envelope{Tenant: "t", ClientId: "c", Event: &eventspb.Envelope_Presence{Presence: &eventspb.Presence{Online: true}}}}
+	if r := s.record(o); kafka.Traceparent(r) != "" || r.Topic != kafka.TopicPresence || string(r.Key) != "t/c" {
+		t.Errorf("record of an output without a trace: topic %s key %q traceparent %q", r.Topic, r.Key, kafka.Traceparent(r))
+	}
+	o.trace = []byte(trace)
+	r := s.record(o)
+	if tp := kafka.Traceparent(r); len(tp) != len(trace) || tp[:36] != trace[:36] || tp[36:52] == trace[36:52] || tp[52:] != trace[52:] {
+		t.Errorf("traceparent %q is not a child of %q", tp, trace)
 	}
 }
 

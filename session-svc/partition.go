@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/shoal-mqtt/shoal/internal/intern"
+	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
 
@@ -272,7 +273,7 @@ func (b *batch) event(r record) error {
 	k := clientKey{r.env.GetTenant(), r.env.GetClientId()}
 	if k.client == "" {
 		p.m.log.Warn("session event without a client id skipped", "partition", p.id, "offset", r.offset,
-			"event", eventName(r.env))
+			"event", kafka.EnvelopeType(r.env))
 		return nil
 	}
 	sess := b.session(k)

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
 
@@ -14,7 +15,7 @@ func codecSession() *Session {
 	return &Session{
 		Tenant: "t", ClientID: "c", Generation: 1 << 40, SessionGeneration: 1<<40 - 2, Active: true, Online: true,
 		Route:   &eventspb.Route{Slot: 3, Connection: 9, Generation: 1 << 40},
-		Gateway: "gw", RequestID: 5, ExpiryS: ExpiryNever, ProtocolVersion: 4, Username: "u",
+		Gateway: "gw", RequestID: 5, ExpiryS: kafka.SessionExpiryNever, ProtocolVersion: 4, Username: "u",
 		Will:           &eventspb.Will{Message: &eventspb.Message{Topic: "w", Payload: []byte("p")}, DelayIntervalS: 3},
 		ConnectedAt:    time.UnixMicro(1_700_000_000_000_001).UTC(),
 		DisconnectedAt: time.UnixMicro(-5).UTC(), // before 1970 still round-trips

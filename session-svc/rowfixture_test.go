@@ -106,7 +106,7 @@ func fixtureSessions() []fixtureSession {
 			Tenant: "acme", ClientID: "dev-ended",
 			Generation: 1<<64 - 1, SessionGeneration: 1<<64 - 2,
 			Route:   &eventspb.Route{Slot: 1<<31 - 1, Connection: 1<<64 - 1, Generation: 1<<64 - 1},
-			Gateway: "gw-🦈", RequestID: 1<<64 - 1, ExpiryS: sessionsvc.ExpiryNever, ProtocolVersion: 4,
+			Gateway: "gw-🦈", RequestID: 1<<64 - 1, ExpiryS: kafka.SessionExpiryNever, ProtocolVersion: 4,
 			ConnectedAt:    time.UnixMicro(-5).UTC(), // before 1970
 			DisconnectedAt: time.UnixMicro(0).UTC(),  // the epoch: a time, not the zero time
 			InboxSeq:       7, LastPacketID: 7,

@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/shoal-mqtt/shoal/internal/tracectx"
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
@@ -30,6 +29,9 @@ type Service struct {
 	log    *slog.Logger
 	store  Store
 	m      *machine
+	// topics is the client's catalogue: the names and partition counts of
+	// the topics the service reads and writes.
+	topics kafka.Catalogue
 	// sessionsPartitions is the partition count of shoal.sessions.
 	sessionsPartitions int32
 
@@ -47,7 +49,8 @@ type Service struct {
 // New returns a session service that reads shoal.sessions through client
 // and keeps its state in store. clock gives the time of produced events and
 // of the sessions' connect and disconnect; nil means time.Now. The client's
-// catalogue must have the four topics (EnsureTopics creates them).
+// catalogue names the topics and their partitions (EnsureTopics creates
+// them).
 func New(cfg Config, client *kafka.Client, store Store, log *slog.Logger, clock func() time.Time) (*Service, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("new session service: %w", err)
@@ -63,14 +66,7 @@ func New(cfg Config, client *kafka.Client, store Store, log *slog.Logger, clock 
 	if clock == nil {
 		clock = time.Now
 	}
-	counts := make(map[string]int32, 4)
-	for _, topic := range []string{kafka.TopicSessions, kafka.TopicMessages, kafka.TopicDeliveries, kafka.TopicPresence} {
-		n := client.Partitions(topic)
-		if n < 1 {
-			return nil, fmt.Errorf("new session service: topic %s is not in the kafka catalogue", topic)
-		}
-		counts[topic] = n
-	}
+	topics := client.Catalogue()
 	epoch := rand.Uint64()
 	for epoch == 0 {
 		epoch = rand.Uint64()
@@ -82,10 +78,11 @@ func New(cfg Config, client *kafka.Client, store Store, log *slog.Logger, clock 
 		client:             client,
 		log:                log,
 		store:              store,
-		sessionsPartitions: counts[kafka.TopicSessions],
+		topics:             topics,
+		sessionsPartitions: topics.Sessions.Partitions,
 		m: &machine{
-			messagesPartitions:   counts[kafka.TopicMessages],
-			deliveriesPartitions: counts[kafka.TopicDeliveries],
+			messagesPartitions:   topics.Messages.Partitions,
+			deliveriesPartitions: topics.Deliveries.Partitions,
 			epoch:                epoch,
 			seq:                  new(atomic.Uint64),
 			now:                  clock,
@@ -232,7 +229,7 @@ func (s *Service) writeTicks(ctx context.Context, ids []int32, now time.Time) {
 	key := []byte("\x00tick") // no tenant/client key starts with NUL
 	rs := make([]*kafka.Record, 0, len(ids))
 	for _, id := range ids {
-		rs = append(rs, kafka.NewRecord(kafka.TopicSessions, key, id, &eventspb.Envelope{
+		rs = append(rs, kafka.NewRecord(s.topics.Sessions.Name, key, id, &eventspb.Envelope{
 			TimestampUs: now.UnixMicro(),
 			Event:       &eventspb.Envelope_SessionTick{SessionTick: &eventspb.SessionTick{}},
 		}))
@@ -299,7 +296,7 @@ func (s *Service) failed(ctx context.Context, err error, backoff *time.Duration)
 func (s *Service) runOnce(ctx context.Context) error {
 	s.setParts(make([]*partition, s.sessionsPartitions))
 	cc := kafka.ConsumeConfig{
-		Topic: kafka.TopicSessions,
+		Topic: s.topics.Sessions.Name,
 		Group: s.cfg.Group,
 		Start: func(id int32) int64 {
 			if p := s.part(id); p != nil {
@@ -309,8 +306,9 @@ func (s *Service) runOnce(ctx context.Context) error {
 			}
 			return kafka.StartAtBeginning
 		},
-		// handle copies what it keeps (UnmarshalVT) and handlePoll waits
-		// for every partition before returning: no record outlives a poll.
+		// handle copies what it keeps (kafka.DecodeEnvelopeCopy) and
+		// handlePoll waits for every partition before returning: no record
+		// outlives a poll.
 		Reuse: true,
 	}
 	if s.cfg.Group == "" {
@@ -393,17 +391,13 @@ func (s *Service) handle(ctx context.Context, p *partition, b kafka.Batch) error
 		// sessions keep strings of these records for as long as they live,
 		// which must not pin whole fetch responses.
 		env := new(eventspb.Envelope)
-		if err := env.UnmarshalVT(r.Value); err != nil {
+		if err := kafka.DecodeEnvelopeCopy(r, env); err != nil {
 			s.log.Warn("undecodable record skipped", "topic", r.Topic, "partition", r.Partition,
 				"offset", r.Offset, "err", err)
 			continue
 		}
 		recs[i].env = env
-		for _, h := range r.Headers {
-			if h.Key == kafka.HeaderTraceparent {
-				recs[i].trace = bytes.Clone(h.Value)
-			}
-		}
+		recs[i].trace = bytes.Clone(r.Header(kafka.HeaderTraceparent))
 	}
 	return p.process(ctx, recs, s.write)
 }
@@ -422,9 +416,7 @@ func (s *Service) write(ctx context.Context, outs []output) error {
 func (s *Service) record(o output) *kafka.Record {
 	r := s.newRecord(o)
 	if o.trace != nil {
-		r.Headers = append(r.Headers, kafka.Header{
-			Key: kafka.HeaderTraceparent, Value: tracectx.AppendChild(make([]byte, 0, tracectx.Len), o.trace),
-		})
+		r.AddTraceChild(o.trace)
 	}
 	return r
 }
@@ -432,15 +424,15 @@ func (s *Service) record(o output) *kafka.Record {
 func (s *Service) newRecord(o output) *kafka.Record {
 	switch o.dest {
 	case toDeliveries:
-		return kafka.NewRecord(kafka.TopicDeliveries, o.key, o.partition, o.env)
+		return kafka.NewRecord(s.topics.Deliveries.Name, o.key, o.partition, o.env)
 	case toPresence:
-		return kafka.NewRecord(kafka.TopicPresence, o.key, kafka.PartitionByKey, o.env)
+		return kafka.NewRecord(s.topics.Presence.Name, o.key, kafka.PartitionByKey, o.env)
 	default: // toMessages: o.partition is a partition (broadcast) or byKey
 		p := o.partition
 		if p == byKey {
 			p = kafka.PartitionByKey
 		}
-		return kafka.NewRecord(kafka.TopicMessages, o.key, p, o.env)
+		return kafka.NewRecord(s.topics.Messages.Name, o.key, p, o.env)
 	}
 }
 

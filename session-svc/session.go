@@ -5,12 +5,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
-
-// ExpiryNever is the Session Expiry Interval that means the session never
-// expires (MQTT 5.0 §3.1.2.11.2).
-const ExpiryNever uint32 = 0xFFFFFFFF
 
 // Session is everything the session service keeps about one client id of
 // one tenant. The record outlives the session itself: Generation must keep
@@ -47,7 +44,7 @@ type Session struct {
 	// duplicated Connect is answered again instead of taking over itself.
 	RequestID uint64
 	// ExpiryS is the Session Expiry Interval in seconds; 0 ends the session
-	// with its connection, ExpiryNever keeps it forever.
+	// with its connection, kafka.SessionExpiryNever keeps it forever.
 	ExpiryS         uint32
 	ProtocolVersion uint32
 	Username        string
@@ -76,7 +73,7 @@ type Session struct {
 	// ended session matches nothing.
 	InboxSeq uint64
 	// LastPacketID is the packet identifier given to the newest inbox entry
-	// (1–MaxInboxPacketID, then around again, skipping those in use).
+	// (1–kafka.MaxInboxPacketID, then around again, skipping those in use).
 	LastPacketID uint16
 	// Sources holds, per partition of shoal.messages, the offset of the
 	// newest record an InboxAppend of the client came from, sorted by
@@ -87,11 +84,6 @@ type Session struct {
 	// SessionSubscriptions events), sorted by filter, one per filter.
 	Subscriptions []*eventspb.SessionSubscription
 }
-
-// MaxInboxPacketID is the highest packet identifier the session service
-// gives inbox entries; gateways pick theirs above it, so the two never
-// collide on one connection.
-const MaxInboxPacketID = 32767
 
 // Persistent reports whether the session outlives its connection.
 func (s *Session) Persistent() bool { return s.ExpiryS > 0 }
@@ -107,7 +99,7 @@ func (s *Session) Expired(now time.Time) bool {
 // expiresAt is when the session expires if it stays offline; zero when it
 // cannot (online, ended, or never expiring).
 func (s *Session) expiresAt() time.Time {
-	if !s.Active || s.Online || s.ExpiryS == ExpiryNever || s.DisconnectedAt.IsZero() {
+	if !s.Active || s.Online || s.ExpiryS == kafka.SessionExpiryNever || s.DisconnectedAt.IsZero() {
 		return time.Time{}
 	}
 	return s.DisconnectedAt.Add(time.Duration(s.ExpiryS) * time.Second)
@@ -227,10 +219,7 @@ type clientKey struct {
 }
 
 // recordKey is the Kafka record key of a client's events on shoal.sessions
-// and shoal.presence: tenant + "/" + client id.
+// and shoal.presence (kafka.Key).
 func (k clientKey) recordKey() []byte {
-	b := make([]byte, 0, len(k.tenant)+1+len(k.client))
-	b = append(b, k.tenant...)
-	b = append(b, '/')
-	return append(b, k.client...)
+	return kafka.Key(k.tenant, k.client)
 }

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/shoal-mqtt/shoal/kafka"
 )
 
 // The tick loop's schedule: a partition is woken (a SessionTick written to
@@ -29,14 +31,14 @@ func TestTickDueUs(t *testing.T) {
 		{"online", &Session{Active: true, Online: true, ExpiryS: 60, WillDueAt: at(time.Second)}, 0},
 		{"ended", &Session{ExpiryS: 60, DisconnectedAt: testNow}, 0},
 		{"offline, expires", offline(10, 0), us(10 * time.Second)},
-		{"offline, never expires", offline(ExpiryNever, 0), 0},
+		{"offline, never expires", offline(kafka.SessionExpiryNever, 0), 0},
 		{"will before the expiry", offline(5, 3*time.Second), us(3 * time.Second)},
 		{"expiry before the will", offline(2, 4*time.Second), us(2 * time.Second)},
-		{"will, never expires", offline(ExpiryNever, 3*time.Second), us(3 * time.Second)},
+		{"will, never expires", offline(kafka.SessionExpiryNever, 3*time.Second), us(3 * time.Second)},
 		{"will of an ended session", &Session{ExpiryS: 60, WillDueAt: at(time.Second)}, us(time.Second)},
 		// A tick stamped with the whole microsecond before a deadline
 		// between two would not publish the will: round up.
-		{"deadline between two microseconds", offline(ExpiryNever, 3*time.Second+1500), us(3*time.Second) + 2},
+		{"deadline between two microseconds", offline(kafka.SessionExpiryNever, 3*time.Second+1500), us(3*time.Second) + 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got := c.s.tickDueUs()

@@ -80,8 +80,8 @@ func Default() Config {
 		LogLevel:   "info",
 		LogFormat:  "text",
 		Kafka: Kafka{
-			EmbeddedAddr: "127.0.0.1:0", Partitions: 16,
-			ReplicationFactor: -1, Retention: kafka.DefaultRetention,
+			EmbeddedAddr: "127.0.0.1:0", Partitions: kafka.DefaultPartitions,
+			ReplicationFactor: kafka.DefaultReplication, Retention: kafka.DefaultRetention,
 		},
 		CQL:     cqlstore.DefaultConfig(),
 		Gateway: gateway.DefaultConfig(),
@@ -106,14 +106,15 @@ func (c *Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("log_format: %q is not text or json", c.LogFormat))
 	}
-	if c.Kafka.Partitions < 1 {
-		errs = append(errs, errors.New("kafka.partitions: must be ≥ 1"))
+	// The catalogue's own checks (kafka.TopicSpec), under this file's keys.
+	if err := kafka.CheckPartitions(c.Kafka.Partitions); err != nil {
+		errs = append(errs, fmt.Errorf("kafka.partitions: %w", err))
 	}
-	if rf := c.Kafka.ReplicationFactor; rf < 1 && rf != -1 {
-		errs = append(errs, fmt.Errorf("kafka.replication_factor: must be ≥ 1, or -1 for the brokers' default.replication.factor; is %d", rf))
+	if err := kafka.CheckReplication(c.Kafka.ReplicationFactor); err != nil {
+		errs = append(errs, fmt.Errorf("kafka.replication_factor: %w", err))
 	}
-	if r := c.Kafka.Retention; r < 0 || (r > 0 && r < time.Millisecond) {
-		errs = append(errs, fmt.Errorf("kafka.retention: must be 0 (no time limit) or at least 1ms; is %s", r))
+	if err := kafka.CheckRetention(c.Kafka.Retention); err != nil {
+		errs = append(errs, fmt.Errorf("kafka.retention: %w", err))
 	}
 	if len(c.CQL.Hosts) > 0 {
 		if err := c.CQL.Validate(); err != nil {

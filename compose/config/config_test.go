@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shoal-mqtt/shoal/kafka"
 )
 
 func env(m map[string]string) func(string) (string, bool) {
@@ -100,6 +102,14 @@ func TestKafkaTopicKeys(t *testing.T) {
 	}
 	if c.Kafka.ReplicationFactor != -1 || c.Kafka.Retention != 7*24*time.Hour {
 		t.Errorf("defaults: replication_factor %d, retention %s; want -1 and 168h", c.Kafka.ReplicationFactor, c.Kafka.Retention)
+	}
+	if got, want := c.Kafka.Catalogue(), kafka.DefaultCatalogue(); got != want {
+		t.Errorf("the defaults' catalogue %+v differs from kafka.DefaultCatalogue() %+v", got, want)
+	}
+	// Refused like the catalogue refuses them, under this file's keys.
+	c.Kafka.Partitions = 0
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "kafka.partitions: must be ≥ 1, is 0") {
+		t.Errorf("kafka.partitions 0: %v", err)
 	}
 
 	dir := t.TempDir()

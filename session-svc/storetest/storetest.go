@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 	sessionsvc "github.com/shoal-mqtt/shoal/session-svc"
 )
@@ -64,7 +65,7 @@ func full(tenant, client string, gen uint64) *sessionsvc.Session {
 		Route:           &eventspb.Route{Slot: 7, Connection: 1<<40 + 3, Generation: gen},
 		Gateway:         "gw-7",
 		RequestID:       99,
-		ExpiryS:         sessionsvc.ExpiryNever,
+		ExpiryS:         kafka.SessionExpiryNever,
 		ProtocolVersion: 5,
 		Username:        "üser",
 		Will: &eventspb.Will{

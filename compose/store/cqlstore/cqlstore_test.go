@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoal-mqtt/shoal/kafka"
 	routersvc "github.com/shoal-mqtt/shoal/router-svc"
 	"github.com/shoal-mqtt/shoal/router-svc/storetest"
 	"github.com/shoal-mqtt/shoal/schemas/cql"
@@ -287,7 +288,7 @@ func TestSessionRows(t *testing.T) {
 	in := []*sessionsvc.Session{
 		{Tenant: "t", ClientID: "zero"}, // encodes to nothing: still not null
 		{Tenant: "t", ClientID: "a", Generation: 3, Online: true, Route: &eventspb.Route{Slot: 2, Generation: 3}},
-		{Tenant: "", ClientID: "b", Generation: 1, ExpiryS: sessionsvc.ExpiryNever},
+		{Tenant: "", ClientID: "b", Generation: 1, ExpiryS: kafka.SessionExpiryNever},
 	}
 	rows, size := encodeSessions(in)
 	if len(rows) != len(in) {

@@ -121,26 +121,7 @@ func (m *machine) connect(k clientKey, sess *Session, env *eventspb.Envelope, c 
 		return append(outs, res), false
 	}
 	if sess.Online {
-		// Takeover: the newer connection wins. The same slot and connection
-		// with another request means the gateway reuses its connection ids
-		// after a restart: the old connection is already gone, and a kick
-		// would close the new one.
-		if !sameConn {
-			kick := m.envelope(k, sess.Gateway, now)
-			kick.Event = &eventspb.Envelope_Kick{Kick: &eventspb.Kick{
-				Connection: sess.Route.GetConnection(),
-				ReasonCode: uint32(packet.CodeSessionTakenOver),
-			}}
-			outs = append(outs, output{
-				stage: stageTakeover, dest: toDeliveries, partition: sess.Route.GetSlot(), key: k.recordKey(), env: kick,
-			})
-		}
-		// The old connection is closed without a DISCONNECT: its will is
-		// due (MQTT 5.0 §3.1.4, §3.1.2.5).
-		if sess.Will != nil && willDue(sess.Will, !resume) {
-			outs = m.publishWill(k, sess, now, outs)
-		}
-		sess.Will = nil
+		outs = m.takeOver(k, sess, sameConn, resume, now, outs)
 	}
 	if sess.Active && !resume {
 		// The old session ends; the connection starts a new one.
@@ -189,27 +170,61 @@ func (m *machine) connect(k clientKey, sess *Session, env *eventspb.Envelope, c 
 	}
 	outs = append(outs, res)
 	if resume {
-		// The inbox follows the answer on the same slot, oldest first:
-		// messages queued while the session was offline, and those sent
-		// before and not acknowledged (again, with DUP and their packet
-		// identifiers; PUBREL for a QoS 2 message PUBREC'd before).
-		kept := sess.Inbox[:0]
-		for _, e := range sess.Inbox {
-			if msg := e.GetMessage(); !e.Received && msg.GetHasExpiry() && msg.GetExpiresAtMs() <= now.UnixMilli() {
-				continue
-			}
-			dup := e.Sent
-			e.Sent = true
-			outs = append(outs, m.forward(k, sess, e, dup, now))
-			kept = append(kept, e)
-		}
-		clear(sess.Inbox[len(kept):])
-		sess.Inbox = kept
+		outs = m.replayInbox(k, sess, now, outs)
 	} else {
 		sess.Inbox = nil
 	}
 	sess.InboxDropped = 0
 	return outs, true
+}
+
+// takeOver ends the client's online connection for a new one: the newer
+// connection wins: the old one is kicked (unless it is already gone) and
+// its will published when willDue says it is due.
+func (m *machine) takeOver(k clientKey, sess *Session, sameConn, resume bool, now time.Time, outs []output) []output {
+	// Takeover: the newer connection wins. The same slot and connection
+	// with another request means the gateway reuses its connection ids
+	// after a restart: the old connection is already gone, and a kick
+	// would close the new one.
+	if !sameConn {
+		kick := m.envelope(k, sess.Gateway, now)
+		kick.Event = &eventspb.Envelope_Kick{Kick: &eventspb.Kick{
+			Connection: sess.Route.GetConnection(),
+			ReasonCode: uint32(packet.CodeSessionTakenOver),
+		}}
+		outs = append(outs, output{
+			stage: stageTakeover, dest: toDeliveries, partition: sess.Route.GetSlot(), key: k.recordKey(), env: kick,
+		})
+	}
+	// The old connection is closed without a DISCONNECT: its will is
+	// due (MQTT 5.0 §3.1.4, §3.1.2.5).
+	if sess.Will != nil && willDue(sess.Will, !resume) {
+		outs = m.publishWill(k, sess, now, outs)
+	}
+	sess.Will = nil
+	return outs
+}
+
+// replayInbox sends a resumed session's inbox after the answer, dropping
+// the messages that expired meanwhile.
+func (m *machine) replayInbox(k clientKey, sess *Session, now time.Time, outs []output) []output {
+	// The inbox follows the answer on the same slot, oldest first:
+	// messages queued while the session was offline, and those sent
+	// before and not acknowledged (again, with DUP and their packet
+	// identifiers; PUBREL for a QoS 2 message PUBREC'd before).
+	kept := sess.Inbox[:0]
+	for _, e := range sess.Inbox {
+		if msg := e.GetMessage(); !e.Received && msg.GetHasExpiry() && msg.GetExpiresAtMs() <= now.UnixMilli() {
+			continue
+		}
+		dup := e.Sent
+		e.Sent = true
+		outs = append(outs, m.forward(k, sess, e, dup, now))
+		kept = append(kept, e)
+	}
+	clear(sess.Inbox[len(kept):])
+	sess.Inbox = kept
+	return outs
 }
 
 // inbox takes a QoS 1/2 message for the client. A persistent session keeps

@@ -208,6 +208,7 @@ func (p *proc) waitReady() {
 	t := p.c.t
 	t.Helper()
 	deadline := time.Now().Add(clusterWait)
+	relaunches := 0
 	for {
 		resp, err := http.Get("http://" + p.http + "/readyz")
 		if err == nil {
@@ -218,6 +219,16 @@ func (p *proc) waitReady() {
 		}
 		select {
 		case <-p.done:
+			// Its ports were free when picked, but another process (an
+			// outgoing connection's ephemeral port) may have taken one
+			// since: start again on new ones, a few times.
+			if b, _ := os.ReadFile(p.log); strings.Contains(string(b), "address already in use") && relaunches < 3 {
+				relaunches++
+				t.Logf("%s: a port was taken before it bound it; starting it again on new ports", p.name)
+				p.repick()
+				p.launch()
+				continue
+			}
 			t.Fatalf("%s exited before it was ready: %v", p.name, p.waitErr)
 		default:
 		}
@@ -225,6 +236,22 @@ func (p *proc) waitReady() {
 			t.Fatalf("%s not ready after %v", p.name, clusterWait)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// repick gives the process new free HTTP and MQTT addresses.
+func (p *proc) repick() {
+	t := p.c.t
+	t.Helper()
+	for i := 0; i+1 < len(p.args); i++ {
+		switch p.args[i] {
+		case "--http-listen":
+			p.http = freeAddr(t)
+			p.args[i+1] = p.http
+		case "--mqtt-listen":
+			p.mqtt = freeAddr(t)
+			p.args[i+1] = p.mqtt
+		}
 	}
 }
 

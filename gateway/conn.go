@@ -35,6 +35,7 @@ type conn struct {
 	// struct into a smaller size class: keep the small ones together.)
 	tenant          string
 	clientID        string
+	user            string // the identity the CONNECT proved (authn.go); "" when anonymous
 	clientsKey      string // key in Gateway.clients
 	clientRecordKey []byte // Kafka key of the client's records: tenant/client
 	generation      uint64

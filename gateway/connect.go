@@ -22,13 +22,17 @@ import (
 
 // handshake reads CONNECT, asks the session service, and answers CONNACK.
 // It reports whether the connection is established. client is the
-// client's address, for logs. Its steps: readConnect, identify,
+// client's address, for logs. Its steps: readConnect, authenticate
+// (authn.go), identify,
 // takeOptions, askSession (the request from connectRequest),
 // restoreSubscriptions, then connack and queueConnack.
 func (c *conn) handshake(ctx context.Context, client net.Addr) bool {
 	g := c.g
 	var cp packet.Connect
 	if !c.readConnect(&cp, client) {
+		return false
+	}
+	if !c.authenticate(&cp, client) {
 		return false
 	}
 	assigned, ok := c.identify(&cp)
@@ -110,19 +114,31 @@ func (c *conn) readConnect(cp *packet.Connect, client net.Addr) bool {
 // identify sets the connection's client identifier (one assigned, and
 // returned as assigned, when the client sent none), its tenant, and the
 // keys and counters that follow from them. A 3.1.1 client without an
-// identifier must start a clean session, or it is refused.
+// identifier must start a clean session, or it is refused; a client with
+// an identity (c.user) may use only identifiers of the identity's tenant.
 func (c *conn) identify(cp *packet.Connect) (assigned string, ok bool) {
 	g := c.g
-	clientID, tenant := string(cp.ClientID), ""
+	clientID := string(cp.ClientID)
 	if clientID == "" {
 		if c.version != packet.V5 && !cp.CleanStart {
 			c.refuse(packet.CodeClientIdentifierNotValid, c.version)
 			return "", false
 		}
 		assigned = newClientID(g.cfg.TenantSeparator)
+		if c.user != "" {
+			// An identity's assigned identifier is in its tenant.
+			if t := Tenant(c.user, g.cfg.TenantSeparator); t != "" {
+				assigned = t + g.cfg.TenantSeparator + assigned
+			}
+		}
 		clientID = assigned
-	} else {
-		tenant = Tenant(clientID, g.cfg.TenantSeparator)
+	}
+	tenant := Tenant(clientID, g.cfg.TenantSeparator)
+	if c.user != "" && tenant != Tenant(c.user, g.cfg.TenantSeparator) {
+		// An identity uses the client identifiers of its own tenant only.
+		g.log.Info("client identifier of another tenant refused", "client", clientID, "user", c.user)
+		c.refuse(packet.CodeClientIdentifierNotValid, c.version)
+		return "", false
 	}
 	// The tenant and the client id are views of the key: one allocation
 	// that lives as long as the connection, not three.

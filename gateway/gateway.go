@@ -71,6 +71,8 @@ type Gateway struct {
 	order   readOrder         // subscription changes before the publishes read after them (order.go)
 	tenants map[string]*Stats // per-tenant counters for $SYS
 
+	auth Auth // how CONNECTs are authenticated (authn.go); set before Run
+
 	// beforeConnack, set only by tests, runs in the handshake of an
 	// accepted connection just before its CONNACK is queued: a test holds
 	// the CONNACK there to order a takeover before it.

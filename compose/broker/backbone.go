@@ -30,6 +30,7 @@ type backbone struct {
 	gwClient *kafka.Client // the gateway's producer: client, or one that lingers
 	views    views
 	leaser   gateway.SlotLeaser
+	auth     gateway.Auth // how the gateway authenticates CONNECTs
 
 	closers []func() error // run in reverse by close
 }

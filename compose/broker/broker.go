@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -216,9 +217,45 @@ func (b *Broker) newRoles(bb *backbone) (err error) {
 		if bb.leaser != nil {
 			gw.SetSlotLeaser(bb.leaser)
 		}
+		gw.SetAuth(bb.auth)
+		b.logAuth()
 	}
 	b.mu.Lock()
 	b.router, b.session, b.gateway = router, session, gw
 	b.mu.Unlock()
 	return nil
+}
+
+// logAuth says at start how clients are authenticated: with no source
+// configured, every client is accepted, so each listener reachable from
+// beyond this machine gets a warning.
+func (b *Broker) logAuth() {
+	cfg := b.cfg
+	if cfg.Auth.Configured() {
+		b.log.Info("clients must authenticate", "password_file", cfg.Auth.PasswordFile, "allow_anonymous", cfg.Auth.AllowAnonymous)
+		return
+	}
+	if cfg.LoopbackOnly {
+		b.log.Info("no authentication configured: MQTT listeners without an explicit address listen on loopback only",
+			"mqtt_listen", cfg.Gateway.MQTTListen, "ws_listen", cfg.Gateway.WSListen)
+	}
+	for key, addr := range map[string]string{"gateway.mqtt_listen": cfg.Gateway.MQTTListen, "gateway.ws_listen": cfg.Gateway.WSListen} {
+		if addr != "" && !onLoopback(addr) {
+			b.log.Warn("no authentication configured: every client is accepted on a listener beyond loopback", "listener", key, "addr", addr)
+		}
+	}
+}
+
+// onLoopback reports whether a listen address binds a loopback address
+// only.
+func onLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }

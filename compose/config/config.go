@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -46,7 +47,27 @@ type Config struct {
 	Gateway gateway.Config    `yaml:"gateway"`
 	Router  routersvc.Config  `yaml:"router"`
 	Session sessionsvc.Config `yaml:"session"`
+	Auth    Auth              `yaml:"auth"`
+
+	// LoopbackOnly says that Load moved the MQTT listeners to loopback:
+	// no authentication is configured and no listen address was given.
+	LoopbackOnly bool `yaml:"-"`
 }
+
+// Auth configures how the gateway authenticates clients (gateway.Auth).
+type Auth struct {
+	// PasswordFile is a password file in Mosquitto's format (also bcrypt
+	// and argon2id entries; `shoal passwd` writes one), reloaded on SIGHUP
+	// and when it changes. "" configures no password file.
+	PasswordFile string `yaml:"password_file"`
+	// AllowAnonymous accepts clients without a user name when an
+	// authentication source is configured (without one, every client is
+	// anonymous and accepted).
+	AllowAnonymous bool `yaml:"allow_anonymous"`
+}
+
+// Configured reports whether any authentication source is configured.
+func (a Auth) Configured() bool { return a.PasswordFile != "" }
 
 // Kafka configures the log.
 type Kafka struct {
@@ -167,6 +188,15 @@ func options() []option {
 			c.DataSync = b
 			return nil
 		}},
+		{"password-file", "password file (mosquitto_passwd format, bcrypt, argon2id; `shoal passwd` writes one): clients must authenticate (auth.password_file)", str(func(c *Config) *string { return &c.Auth.PasswordFile })},
+		{"allow-anonymous", "true accepts clients without a user name although authentication is configured (auth.allow_anonymous)", func(c *Config, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("auth.allow_anonymous: %w", err)
+			}
+			c.Auth.AllowAnonymous = b
+			return nil
+		}},
 		{"tenant-separator", "client-id tenant separator; empty switches tenancy off (gateway.tenant_separator)", str(func(c *Config) *string { return &c.Gateway.TenantSeparator })},
 		{"log-level", "debug, info, warn or error (log_level)", str(func(c *Config) *string { return &c.LogLevel })},
 		{"log-format", "text or json (log_format)", str(func(c *Config) *string { return &c.LogFormat })},
@@ -270,6 +300,7 @@ func Load(name string, args []string, lookupEnv func(string) (string, bool), out
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 
+	var yamlListens listenKeys // which listen addresses the file sets
 	file := *cfgFile
 	if !set["config"] {
 		file, _ = lookupEnv("SHOAL_CONFIG")
@@ -282,6 +313,9 @@ func Load(name string, args []string, lookupEnv func(string) (string, bool), out
 		dec := yaml.NewDecoder(bytes.NewReader(b))
 		dec.KnownFields(true)
 		if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+			return c, fmt.Errorf("config %s: %w", file, err)
+		}
+		if err := yaml.Unmarshal(b, &yamlListens); err != nil {
 			return c, fmt.Errorf("config %s: %w", file, err)
 		}
 	}
@@ -299,5 +333,47 @@ func Load(name string, args []string, lookupEnv func(string) (string, bool), out
 			}
 		}
 	}
+	c.loopbackWithoutAuth(listenGiven(set, lookupEnv, yamlListens))
 	return c, c.Validate()
+}
+
+// listenKeys are the listen addresses a YAML file sets (nil: not set).
+type listenKeys struct {
+	Gateway struct {
+		MQTTListen *string `yaml:"mqtt_listen"`
+		WSListen   *string `yaml:"ws_listen"`
+	} `yaml:"gateway"`
+}
+
+// listenGiven reports, per listener flag, whether its address was given
+// explicitly: by a flag, a SHOAL_* variable or the YAML file.
+func listenGiven(flags map[string]bool, lookupEnv func(string) (string, bool), file listenKeys) map[string]bool {
+	given := map[string]bool{}
+	for flag, inFile := range map[string]bool{
+		"mqtt-listen": file.Gateway.MQTTListen != nil,
+		"ws-listen":   file.Gateway.WSListen != nil,
+	} {
+		_, inEnv := lookupEnv(envName(flag))
+		given[flag] = flags[flag] || inEnv || inFile
+	}
+	return given
+}
+
+// loopbackWithoutAuth does what Mosquitto 2 does: with no authentication
+// configured, a listener whose address was not given explicitly listens
+// on loopback only (its default port on 127.0.0.1), and LoopbackOnly
+// says so, for the log at start.
+func (c *Config) loopbackWithoutAuth(given map[string]bool) {
+	if c.Auth.Configured() {
+		return
+	}
+	for flag, addr := range map[string]*string{"mqtt-listen": &c.Gateway.MQTTListen, "ws-listen": &c.Gateway.WSListen} {
+		if given[flag] || *addr == "" {
+			continue
+		}
+		if _, port, err := net.SplitHostPort(*addr); err == nil {
+			*addr = net.JoinHostPort("127.0.0.1", port)
+			c.LoopbackOnly = true
+		}
+	}
 }

@@ -222,3 +222,39 @@ func TestCQLReplicationFactor(t *testing.T) {
 		}
 	}
 }
+
+// TestLoopbackWithoutAuth: without authentication, listeners whose
+// address was not given listen on loopback only (as Mosquitto 2 does); an
+// address given by flag, variable or file, or a configured password file,
+// keeps the address as it is.
+func TestLoopbackWithoutAuth(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "shoal.yaml")
+	if err := os.WriteFile(file, []byte("gateway:\n  ws_listen: \":8083\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name         string
+		args         []string
+		env          map[string]string
+		mqtt, ws     string
+		loopbackOnly bool
+	}{
+		{"defaults", nil, nil, "127.0.0.1:1883", "127.0.0.1:8083", true},
+		{"flag", []string{"--mqtt-listen", ":1883"}, nil, ":1883", "127.0.0.1:8083", true},
+		{"variable", nil, map[string]string{"SHOAL_WS_LISTEN": ":8083"}, "127.0.0.1:1883", ":8083", true},
+		{"file", []string{"--config", file}, nil, "127.0.0.1:1883", ":8083", true},
+		{"both given", []string{"--mqtt-listen", ":1883", "--ws-listen", ""}, nil, ":1883", "", false},
+		{"password file", []string{"--password-file", "/etc/shoal/passwd"}, nil, ":1883", ":8083", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Load("shoal", tc.args, env(tc.env), io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Gateway.MQTTListen != tc.mqtt || c.Gateway.WSListen != tc.ws || c.LoopbackOnly != tc.loopbackOnly {
+				t.Fatalf("mqtt %q ws %q loopback only %v; want %q %q %v",
+					c.Gateway.MQTTListen, c.Gateway.WSListen, c.LoopbackOnly, tc.mqtt, tc.ws, tc.loopbackOnly)
+			}
+		})
+	}
+}

@@ -1,0 +1,175 @@
+package gateway
+
+import (
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
+)
+
+// fakePasswords accepts the users of its map with their passwords.
+type fakePasswords map[string]string
+
+func (f fakePasswords) Authenticate(user string, password []byte) error {
+	if p, ok := f[user]; ok && p == string(password) {
+		return nil
+	}
+	return errors.New("bad user name or password")
+}
+
+// recordingDelay counts failures and successes; it never delays.
+type recordingDelay struct {
+	mu              sync.Mutex
+	failed, succeed int
+	addrs           []netip.Addr
+}
+
+func (d *recordingDelay) Wait(netip.Addr) time.Duration { return 0 }
+func (d *recordingDelay) Failed(a netip.Addr) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.failed++
+	d.addrs = append(d.addrs, a)
+}
+func (d *recordingDelay) Succeeded(netip.Addr) { d.mu.Lock(); d.succeed++; d.mu.Unlock() }
+
+func (d *recordingDelay) counts() (int, int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.failed, d.succeed
+}
+
+// connackFor sends cp (in its version) to g and returns the CONNACK's
+// reason code as 5.0 states it, the raw 3.1.1 return code, and the
+// assigned client identifier.
+func connackFor(t *testing.T, g *Gateway, cp *packet.Connect) (packet.ReasonCode, byte, string) {
+	t.Helper()
+	nc, err := net.Dial("tcp", g.Addr("mqtt").String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = nc.Close() }()
+	if _, err := nc.Write(cp.Append(nil, cp.Version)); err != nil {
+		t.Fatal(err)
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if cp.Version != packet.V5 {
+		var b [4]byte
+		if _, err := io.ReadFull(nc, b[:]); err != nil {
+			t.Fatalf("read 3.1.1 CONNACK: %v", err)
+		}
+		if b[0] != 0x20 || b[1] != 2 {
+			t.Fatalf("3.1.1 answer % x is not a CONNACK", b)
+		}
+		return 0, b[3], ""
+	}
+	rd := packet.NewReader(nc, 256)
+	h, body, err := rd.ReadPacket()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := packet.Decode(h, body, packet.V5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, ok := p.(*packet.Connack)
+	if !ok {
+		t.Fatalf("answer %T, want CONNACK", p)
+	}
+	return ca.Code, 0, string(ca.Props.AssignedClientID)
+}
+
+// TestAuthenticate drives the handshake's authentication step: anonymous
+// clients with and without a source, wrong and right passwords, and the
+// tenant bound to the identity, in 5.0 and 3.1.1.
+func TestAuthenticate(t *testing.T) {
+	users := fakePasswords{"acme-alice": "s3cret", "globex-bob": "hunter2"}
+	type tc struct {
+		name      string
+		auth      Auth
+		cp        packet.Connect
+		v5        packet.ReasonCode
+		v311      byte
+		failed    int
+		succeeded int
+	}
+	withUser := func(id, user, pass string) packet.Connect {
+		return packet.Connect{ClientID: []byte(id), CleanStart: true, UsernameFlag: true, Username: []byte(user),
+			PasswordFlag: true, Password: []byte(pass)}
+	}
+	cases := []tc{
+		{name: "no source, anonymous", cp: packet.Connect{ClientID: []byte("acme-1"), CleanStart: true}},
+		{name: "no source, any user", cp: withUser("acme-1", "whoever", "x")},
+		{name: "source, anonymous refused", auth: Auth{Passwords: users},
+			cp: packet.Connect{ClientID: []byte("acme-1"), CleanStart: true}, v5: packet.CodeNotAuthorized, v311: 5},
+		{name: "source, anonymous allowed", auth: Auth{Passwords: users, AllowAnonymous: true},
+			cp: packet.Connect{ClientID: []byte("acme-1"), CleanStart: true}},
+		{name: "wrong password", auth: Auth{Passwords: users}, cp: withUser("acme-1", "acme-alice", "guess"),
+			v5: packet.CodeBadUserNameOrPassword, v311: 4, failed: 1},
+		{name: "unknown user", auth: Auth{Passwords: users}, cp: withUser("acme-1", "acme-mallory", "s3cret"),
+			v5: packet.CodeBadUserNameOrPassword, v311: 4, failed: 1},
+		{name: "right password, own tenant", auth: Auth{Passwords: users}, cp: withUser("acme-1", "acme-alice", "s3cret"),
+			succeeded: 1},
+		{name: "right password, another tenant", auth: Auth{Passwords: users}, cp: withUser("globex-1", "acme-alice", "s3cret"),
+			v5: packet.CodeClientIdentifierNotValid, v311: 2, succeeded: 1},
+		{name: "right password, no tenant", auth: Auth{Passwords: users}, cp: withUser("plain", "acme-alice", "s3cret"),
+			v5: packet.CodeClientIdentifierNotValid, v311: 2, succeeded: 1},
+	}
+	for _, v := range []packet.Version{packet.V5, packet.V311} {
+		for _, c := range cases {
+			t.Run(c.name+"/"+v.String(), func(t *testing.T) {
+				d := &recordingDelay{}
+				a := c.auth
+				if a.Passwords != nil {
+					a.Delay = d
+				}
+				g := startGatewayAuth(t, a)
+				cp := c.cp
+				cp.Version = v
+				code, rc, _ := connackFor(t, g, &cp)
+				if v == packet.V5 && code != c.v5 {
+					t.Errorf("CONNACK %v, want %v", code, c.v5)
+				}
+				if v != packet.V5 && rc != c.v311 {
+					t.Errorf("3.1.1 return code %d, want %d", rc, c.v311)
+				}
+				if f, s := d.counts(); f != c.failed || s != c.succeeded {
+					t.Errorf("delay saw %d failures and %d successes, want %d and %d", f, s, c.failed, c.succeeded)
+				}
+				if c.failed > 0 && !d.addrs[0].IsLoopback() {
+					t.Errorf("failure recorded for %v, want the loopback client address", d.addrs[0])
+				}
+			})
+		}
+	}
+}
+
+// TestAuthenticatedAssignedID: an identity that lets the gateway assign
+// its client identifier gets one in its own tenant.
+func TestAuthenticatedAssignedID(t *testing.T) {
+	g := startGatewayAuth(t, Auth{Passwords: fakePasswords{"acme-alice": "s3cret"}})
+	code, _, assigned := connackFor(t, g, &packet.Connect{Version: packet.V5, CleanStart: true,
+		UsernameFlag: true, Username: []byte("acme-alice"), PasswordFlag: true, Password: []byte("s3cret")})
+	if code != packet.CodeSuccess || !strings.HasPrefix(assigned, "acme-") {
+		t.Fatalf("CONNACK %v with assigned id %q, want success and an id of tenant acme", code, assigned)
+	}
+}
+
+// startGatewayAuth starts a gateway on a fake log that authenticates as a
+// says (set before Run, as SetAuth requires).
+func startGatewayAuth(t *testing.T, a Auth) *Gateway {
+	t.Helper()
+	g, stop := runGatewayWith(t, newFakeLog(), func(g *Gateway) { g.SetAuth(a) })
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return g
+}

@@ -135,7 +135,8 @@ func TestParsePasswordFile(t *testing.T) {
 }
 
 // assertNoSecret fails unless msg is "line N: " and a known reason, and
-// when it quotes the text after a ':' of any line of in.
+// when it quotes the text after a ':' of any line of in (the first check
+// implies the second; the second says what the first is for).
 func assertNoSecret(t *testing.T, msg, in string) {
 	t.Helper()
 	loc := lineNumber.FindStringIndex(msg)
@@ -144,11 +145,18 @@ func assertNoSecret(t *testing.T, msg, in string) {
 	}
 	for _, line := range strings.Split(in, "\n") {
 		if _, after, ok := strings.Cut(line, ":"); ok {
-			if after = strings.TrimSpace(after); len(after) >= 8 && strings.Contains(msg, after) {
+			after = strings.TrimSpace(after)
+			if len(after) >= 8 && strings.Contains(msg, after) && !inVocabulary(after) {
 				t.Errorf("error %q quotes %q from the file", msg, after)
 			}
 		}
 	}
+}
+
+// inVocabulary reports whether s is part of some reason's own text (a file
+// may hold "$argon2i", which the reason for unknown formats also says).
+func inVocabulary(s string) bool {
+	return slices.ContainsFunc(allReasons, func(r reason) bool { return strings.Contains(string(r), s) })
 }
 
 func TestReasonsNameTheLimits(t *testing.T) {

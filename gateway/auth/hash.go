@@ -63,7 +63,7 @@ func parseHash(s string) (entry, reason) {
 		if _, err := bcrypt.Cost([]byte(s)); err != nil {
 			return nil, rBcrypt
 		}
-		return bcryptEntry([]byte(s)), rOK
+		return &bcryptEntry{hash: []byte(s)}, rOK
 	case strings.HasPrefix(s, "$argon2id$"):
 		return parseArgon2id(s[len("$argon2id$"):])
 	}
@@ -141,10 +141,10 @@ func (e *sha512Entry) verify(password []byte) bool {
 
 // bcryptEntry is a $2a$, $2b$ or $2y$ hash, checked by x/crypto/bcrypt
 // (which compares in constant time).
-type bcryptEntry []byte
+type bcryptEntry struct{ hash []byte }
 
-func (e bcryptEntry) verify(password []byte) bool {
-	return bcrypt.CompareHashAndPassword(e, password) == nil
+func (e *bcryptEntry) verify(password []byte) bool {
+	return bcrypt.CompareHashAndPassword(e.hash, password) == nil
 }
 
 // argon2Entry is a PHC string $argon2id$v=19$m=<KiB>,t=<passes>,p=<lanes>$<salt>$<hash>

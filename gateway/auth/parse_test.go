@@ -211,3 +211,31 @@ func FuzzParsePasswordFile(f *testing.F) {
 		}
 	})
 }
+
+// spyEntry counts its checks and accepts every password.
+type spyEntry struct{ n int }
+
+func (s *spyEntry) verify([]byte) bool { s.n++; return true }
+
+// TestUnknownUserSpendsOneHash: an unknown user's attempt checks the
+// dummy (the file's first entry) once and is refused whatever it answers.
+func TestUnknownUserSpendsOneHash(t *testing.T) {
+	f, err := ParsePasswordFile(strings.NewReader("# c\n" + lineErin2y + "\n" + lineAlice7 + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.dummy != f.entries["acme-erin"] {
+		t.Fatal("the dummy is not the file's first entry")
+	}
+	spy := &spyEntry{}
+	f.dummy = spy
+	if f.Verify("nobody", []byte("anything")) {
+		t.Fatal("an unknown user verified")
+	}
+	if spy.n != 1 {
+		t.Fatalf("an unknown user cost %d hashes, want 1", spy.n)
+	}
+	if !f.Verify("acme-alice", []byte("correct horse")) || spy.n != 1 {
+		t.Fatal("a known user went through the dummy")
+	}
+}

@@ -45,6 +45,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runRoles(ctx, "shoal router", broker.RoleRouter, args, stderr)
 	case "session":
 		return runRoles(ctx, "shoal session", broker.RoleSession, args, stderr)
+	case "passwd":
+		return runPasswd(args, os.Stdin, stdout, stderr)
 	case "replay", "ctl":
 		fmt.Fprintf(stderr, "shoal: %q is not in this build yet: the operator tools come later\n", cmd)
 		return 2
@@ -92,6 +94,7 @@ commands:
   router    matching and fan-out (needs --kafka-brokers and --cql-hosts)
   session   sessions, takeover, wills, inboxes (needs --kafka-brokers and
             --cql-hosts)
+  passwd    add or replace a user in a password file: shoal passwd FILE USER
   version   print the version
   help      this text
 

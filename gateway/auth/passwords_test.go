@@ -1,0 +1,259 @@
+package auth
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// logBuffer collects a logger's output for assertions.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func newLogBuffer() (*logBuffer, *slog.Logger) {
+	b := &logBuffer{}
+	return b, slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// replaceFile writes content to path the way editors and SetPassword do:
+// a new file renamed over the old one.
+func replaceFile(t *testing.T, path, content string) {
+	t.Helper()
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func authOK(p *Passwords, user, pass string) bool { return p.Authenticate(user, []byte(pass)) == nil }
+
+// assertLogsNoSecret fails when the logs hold a password, a hash or a line
+// of a password file.
+func assertLogsNoSecret(t *testing.T, logs string, secrets ...string) {
+	t.Helper()
+	for _, s := range secrets {
+		if strings.Contains(logs, s) {
+			t.Errorf("the logs contain %q:\n%s", s, logs)
+		}
+	}
+}
+
+var fileSecrets = []string{
+	"correct horse", "sha512 only", "bcrypt pass",
+	lineAlice7[len("acme-alice:"):], lineCarol6[len("legacy-carol:"):], lineErin2y[len("acme-erin:"):],
+	salt12, hash64[:20],
+}
+
+func TestPasswordsAuthenticate(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "passwd")
+	replaceFile(t, path, lineAlice7+"\n"+lineErin2y+"\n")
+	logs, log := newLogBuffer()
+	p, err := OpenPasswords(path, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Path() != path {
+		t.Errorf("Path() = %q, want %q", p.Path(), path)
+	}
+	if err := p.Authenticate("acme-alice", []byte("correct horse")); err != nil {
+		t.Errorf("right password: %v", err)
+	}
+	for _, c := range []struct{ user, pass string }{
+		{"acme-alice", "correct horsf"},
+		{"acme-erin", ""},
+		{"nobody", "correct horse"},
+		{"", ""},
+	} {
+		if err := p.Authenticate(c.user, []byte(c.pass)); !errors.Is(err, ErrBadCredentials) {
+			t.Errorf("Authenticate(%q, %q) = %v, want ErrBadCredentials", c.user, c.pass, err)
+		}
+	}
+	if !strings.Contains(logs.String(), "users=2") {
+		t.Errorf("the first load is not logged with its user count:\n%s", logs)
+	}
+	assertLogsNoSecret(t, logs.String(), fileSecrets...)
+}
+
+func TestOpenPasswordsFirstLoadMustSucceed(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := OpenPasswords(filepath.Join(dir, "missing"), nil); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing file: %v, want ErrNotExist", err)
+	}
+	path := filepath.Join(dir, "broken")
+	replaceFile(t, path, "# users\n"+lineAlice7+"\nacme-bob correct horse\n")
+	_, err := OpenPasswords(path, nil)
+	var le *lineError
+	if !errors.As(err, &le) || le.line != 3 {
+		t.Fatalf("broken file: %v, want an error naming line 3", err)
+	}
+	assertLogsNoSecret(t, err.Error(), fileSecrets...)
+}
+
+func TestPasswordsReloadKeepsOldOnError(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "passwd")
+	replaceFile(t, path, lineAlice7+"\n")
+	logs, log := newLogBuffer()
+	p, err := OpenPasswords(path, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	replaceFile(t, path, lineCarol6+"\nacme-bob:correct horse\n")
+	err = p.Reload()
+	if err == nil || !strings.Contains(err.Error(), "line 2: unknown hash format") {
+		t.Fatalf("Reload of a broken file: %v, want an error naming line 2", err)
+	}
+	if !authOK(p, "acme-alice", "correct horse") || authOK(p, "legacy-carol", "sha512 only") {
+		t.Fatal("a broken file replaced the one in force")
+	}
+	if !strings.Contains(logs.String(), "line 2: unknown hash format") {
+		t.Errorf("the failed reload is not logged with its line:\n%s", logs)
+	}
+
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Reload(); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("Reload of a missing file: %v", err)
+	}
+	if !authOK(p, "acme-alice", "correct horse") {
+		t.Fatal("a missing file replaced the one in force")
+	}
+
+	replaceFile(t, path, lineCarol6+"\n")
+	if err := p.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if authOK(p, "acme-alice", "correct horse") || !authOK(p, "legacy-carol", "sha512 only") {
+		t.Fatal("a good file did not take effect on Reload")
+	}
+	assertLogsNoSecret(t, logs.String(), fileSecrets...)
+}
+
+func TestPasswordsWatch(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "passwd")
+	replaceFile(t, path, lineAlice7+"\n")
+	logs, log := newLogBuffer()
+	p, err := OpenPasswords(path, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		p.Watch(ctx, 5*time.Millisecond)
+		close(done)
+	}()
+	defer func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Error("Watch did not return when its context ended")
+		}
+	}()
+
+	// A broken replacement: logged with its line, the old file stays.
+	replaceFile(t, path, "# v2\n"+lineCarol6+"\nacme-alice correct horse\n")
+	waitFor(t, "the broken file's error in the log", func() bool {
+		return strings.Contains(logs.String(), "line 3: no ':' between user name and hash")
+	})
+	if !authOK(p, "acme-alice", "correct horse") || authOK(p, "legacy-carol", "sha512 only") {
+		t.Fatal("the broken file replaced the one in force")
+	}
+
+	// A good replacement takes effect.
+	replaceFile(t, path, lineCarol6+"\n")
+	waitFor(t, "the new file in force", func() bool { return authOK(p, "legacy-carol", "sha512 only") })
+	if authOK(p, "acme-alice", "correct horse") {
+		t.Fatal("a user of the old file still authenticates")
+	}
+
+	// So does a rewrite in place (same inode).
+	if err := os.WriteFile(path, []byte(lineErin2y+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the rewritten file in force", func() bool { return authOK(p, "acme-erin", "bcrypt pass") })
+
+	assertLogsNoSecret(t, logs.String(), fileSecrets...)
+}
+
+// TestPollReadsEachVersionOnce drives the watch's poll by hand: a broken
+// version is read and logged once however often it is polled, a missing
+// file is warned about once, and its return is loaded.
+func TestPollReadsEachVersionOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "passwd")
+	replaceFile(t, path, lineAlice7+"\n")
+	logs, log := newLogBuffer()
+	p, err := OpenPasswords(path, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.poll()
+	if strings.Count(logs.String(), "reloaded") != 0 {
+		t.Fatalf("an unchanged file was reloaded:\n%s", logs)
+	}
+
+	replaceFile(t, path, lineAlice7+"\n"+"acme-bob:\n")
+	for range 3 {
+		p.poll()
+	}
+	if n := strings.Count(logs.String(), "line 2: empty hash"); n != 1 {
+		t.Fatalf("a broken version was logged %d times, want once:\n%s", n, logs)
+	}
+
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		p.poll()
+	}
+	if n := strings.Count(logs.String(), "password file unreadable"); n != 1 {
+		t.Fatalf("a missing file was logged %d times, want once:\n%s", n, logs)
+	}
+	if !authOK(p, "acme-alice", "correct horse") {
+		t.Fatal("the file in force was dropped")
+	}
+
+	replaceFile(t, path, lineCarol6+"\n")
+	p.poll()
+	if !authOK(p, "legacy-carol", "sha512 only") {
+		t.Fatalf("the restored file was not loaded:\n%s", logs)
+	}
+}

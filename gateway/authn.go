@@ -71,7 +71,13 @@ func (c *conn) authenticate(cp *packet.Connect, client net.Addr) bool {
 			time.Sleep(min(d, g.cfg.ConnectTimeout))
 		}
 	}
-	if err := a.Passwords.Authenticate(user, cp.Password); err != nil {
+	// A password hash is costly by design (argon2id: 64 MiB and tens of
+	// milliseconds each): as many at once as there are processors, so a
+	// storm of connects queues instead of exhausting memory.
+	g.authSlots <- struct{}{}
+	err := a.Passwords.Authenticate(user, cp.Password)
+	<-g.authSlots
+	if err != nil {
 		if a.Delay != nil {
 			a.Delay.Failed(addr)
 		}

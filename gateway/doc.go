@@ -43,6 +43,9 @@
 //     never learns which listener it came from.
 //   - conn.go: conn, its state (flow, pending acknowledgements, messages
 //     in flight) and serve, a connection's life from accept to end.
+//   - authn.go: the handshake's authentication step (Auth, the
+//     Authenticator the password file of gateway/auth implements) and the
+//     tenant bound to the identity
 //   - connect.go: CONNECT: the handshake, asking the session service
 //     (askSession) and abandoning a connect it gave up on.
 //   - read.go: the read loop, keep alive and the dispatch of client packets.

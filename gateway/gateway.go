@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,7 +72,8 @@ type Gateway struct {
 	order   readOrder         // subscription changes before the publishes read after them (order.go)
 	tenants map[string]*Stats // per-tenant counters for $SYS
 
-	auth Auth // how CONNECTs are authenticated (authn.go); set before Run
+	auth      Auth          // how CONNECTs are authenticated (authn.go); set before Run
+	authSlots chan struct{} // bounds the password checks running at once
 
 	// beforeConnack, set only by tests, runs in the handshake of an
 	// accepted connection just before its CONNACK is queued: a test holds
@@ -139,20 +141,21 @@ func New(cfg Config, eventLog Log, log *slog.Logger, clock func() time.Time, ver
 	}
 	topics := eventLog.Catalogue()
 	g := &Gateway{
-		cfg:      cfg,
-		log:      log.With("role", "gateway", "gateway", cfg.ID),
-		eventLog: eventLog,
-		clock:    clock,
-		epoch:    binary.BigEndian.Uint64(b[:]),
-		topics:   topics,
-		msgParts: eventLog.Partitions(topics.Messages.Name),
-		clients:  make(map[string]*conn),
-		byID:     make(map[uint64]*conn),
-		waiting:  make(map[uint64]waiter),
-		tenants:  make(map[string]*Stats),
-		addrs:    make(map[string]net.Addr),
-		version:  version,
-		writes:   newWriteQueue(),
+		cfg:       cfg,
+		log:       log.With("role", "gateway", "gateway", cfg.ID),
+		eventLog:  eventLog,
+		clock:     clock,
+		epoch:     binary.BigEndian.Uint64(b[:]),
+		topics:    topics,
+		authSlots: make(chan struct{}, runtime.GOMAXPROCS(0)),
+		msgParts:  eventLog.Partitions(topics.Messages.Name),
+		clients:   make(map[string]*conn),
+		byID:      make(map[uint64]*conn),
+		waiting:   make(map[uint64]waiter),
+		tenants:   make(map[string]*Stats),
+		addrs:     make(map[string]net.Addr),
+		version:   version,
+		writes:    newWriteQueue(),
 	}
 	// Connection ids must not repeat across restarts of this gateway: the
 	// log still names connections of the previous run (routes, kicks).

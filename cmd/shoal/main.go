@@ -66,7 +66,25 @@ func runRoles(ctx context.Context, name string, roles broker.Role, args []string
 		return 2
 	}
 	log := newLogger(cfg, stderr)
-	if err := broker.NewRoles(cfg, roles, log, version).Run(ctx); err != nil {
+	b := broker.NewRoles(cfg, roles, log, version)
+	// SIGHUP reloads the files Shoal reloads (the password file); a file
+	// that fails to parse is logged and the old one stays in force.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
+	defer func() { signal.Stop(hup); close(done) }()
+	go func() {
+		for {
+			select {
+			case <-hup:
+				log.Info("SIGHUP: reloading")
+				_ = b.Reload() // logged by the reload itself
+			case <-done:
+				return
+			}
+		}
+	}()
+	if err := b.Run(ctx); err != nil {
 		log.Error("shoal stopped", "err", err)
 		return 1
 	}

@@ -7,10 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/shoal-mqtt/shoal/compose/store/cqlstore"
 	"github.com/shoal-mqtt/shoal/compose/store/pebblestore"
 	"github.com/shoal-mqtt/shoal/gateway"
+	"github.com/shoal-mqtt/shoal/gateway/auth"
 	"github.com/shoal-mqtt/shoal/kafka"
 	routersvc "github.com/shoal-mqtt/shoal/router-svc"
 	sessionsvc "github.com/shoal-mqtt/shoal/session-svc"
@@ -26,11 +28,12 @@ type views interface {
 // (of the embedded backbone or an external cluster), the topics, and the
 // view store. close releases it all, in reverse.
 type backbone struct {
-	client   *kafka.Client
-	gwClient *kafka.Client // the gateway's producer: client, or one that lingers
-	views    views
-	leaser   gateway.SlotLeaser
-	auth     gateway.Auth // how the gateway authenticates CONNECTs
+	client    *kafka.Client
+	gwClient  *kafka.Client // the gateway's producer: client, or one that lingers
+	views     views
+	leaser    gateway.SlotLeaser
+	auth      gateway.Auth    // how the gateway authenticates CONNECTs
+	passwords *auth.Passwords // auth.password_file, reloaded; nil without one
 
 	closers []func() error // run in reverse by close
 }
@@ -76,7 +79,38 @@ func (b *Broker) openBackbone(ctx context.Context) (bb *backbone, err error) {
 	if err := b.openViews(ctx, bb); err != nil {
 		return nil, err
 	}
+	if err := b.openAuth(bb); err != nil {
+		return nil, err
+	}
 	return bb, nil
+}
+
+// Failed authentications from one address wait base, doubled per failure
+// up to cap; at most maxDelayed addresses are remembered.
+const (
+	delayBase  = 100 * time.Millisecond
+	delayCap   = 5 * time.Second
+	maxDelayed = 10_000
+)
+
+// openAuth opens the authentication sources of a gateway: the password
+// file of auth.password_file (its error names the key).
+func (b *Broker) openAuth(bb *backbone) error {
+	cfg := b.cfg.Auth
+	if b.roles&RoleGateway == 0 || !cfg.Configured() {
+		return nil
+	}
+	pw, err := auth.OpenPasswords(cfg.PasswordFile, b.log)
+	if err != nil {
+		return fmt.Errorf("auth.password_file: %w", err)
+	}
+	bb.passwords = pw
+	bb.auth = gateway.Auth{
+		Passwords:      pw,
+		AllowAnonymous: cfg.AllowAnonymous,
+		Delay:          auth.NewDelay(maxDelayed, delayBase, delayCap, b.clock),
+	}
+	return nil
 }
 
 // openKafka connects the Kafka clients, to the embedded backbone (started

@@ -12,6 +12,7 @@ import (
 
 	"github.com/shoal-mqtt/shoal/compose/config"
 	"github.com/shoal-mqtt/shoal/gateway"
+	"github.com/shoal-mqtt/shoal/gateway/auth"
 	routersvc "github.com/shoal-mqtt/shoal/router-svc"
 	sessionsvc "github.com/shoal-mqtt/shoal/session-svc"
 )
@@ -60,7 +61,9 @@ type Broker struct {
 	router   *routersvc.Router
 	session  *sessionsvc.Service
 	httpAddr net.Addr
-	started  chan struct{}
+	// passwords is the gateway's password file, nil without one.
+	passwords *auth.Passwords
+	started   chan struct{}
 }
 
 // New returns a broker running every role for cfg (already validated by
@@ -224,6 +227,19 @@ func (b *Broker) newRoles(bb *backbone) (err error) {
 	b.router, b.session, b.gateway = router, session, gw
 	b.mu.Unlock()
 	return nil
+}
+
+// Reload reads the files this broker reloads on SIGHUP again: the
+// password file. A file that fails to parse keeps the one in force (the
+// error is logged and returned).
+func (b *Broker) Reload() error {
+	b.mu.Lock()
+	pw := b.passwords
+	b.mu.Unlock()
+	if pw == nil {
+		return nil
+	}
+	return pw.Reload()
 }
 
 // logAuth says at start how clients are authenticated: with no source

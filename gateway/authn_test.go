@@ -173,3 +173,38 @@ func startGatewayAuth(t *testing.T, a Auth) *Gateway {
 	})
 	return g
 }
+
+// TestWillChecks: a will goes through the checks of a PUBLISH, so no
+// client forges $SYS (or a $share topic) by its will.
+func TestWillChecks(t *testing.T) {
+	g := startGatewayAuth(t, Auth{})
+	for _, tc := range []struct {
+		topic string
+		v5    packet.ReasonCode
+		v311  byte
+	}{
+		{"acme/status", packet.CodeSuccess, 0},
+		{"$SYS/broker/uptime", packet.CodeNotAuthorized, 5},
+		{"$share/g/x", packet.CodeNotAuthorized, 5},
+	} {
+		for _, v := range []packet.Version{packet.V5, packet.V311} {
+			cp := packet.Connect{Version: v, ClientID: []byte("acme-w"), CleanStart: true,
+				WillFlag: true, WillTopic: []byte(tc.topic), WillPayload: []byte("gone")}
+			code, rc, _ := connackFor(t, g, &cp)
+			if v == packet.V5 && code != tc.v5 {
+				t.Errorf("will on %q, 5.0: CONNACK %v, want %v", tc.topic, code, tc.v5)
+			}
+			if v == packet.V311 && rc != tc.v311 {
+				t.Errorf("will on %q, 3.1.1: return code %d, want %d", tc.topic, rc, tc.v311)
+			}
+		}
+	}
+	// A 5.0 will that says its payload is UTF-8 and is not.
+	cp := packet.Connect{Version: packet.V5, ClientID: []byte("acme-w"), CleanStart: true,
+		WillFlag: true, WillTopic: []byte("acme/status"), WillPayload: []byte{0xff, 0xfe}}
+	cp.WillProps.PayloadFormat = 1
+	cp.WillProps.Set(packet.PropPayloadFormat)
+	if code, _, _ := connackFor(t, g, &cp); code != packet.CodePayloadFormatInvalid {
+		t.Errorf("will with a payload that is not UTF-8: CONNACK %v, want %v", code, packet.CodePayloadFormatInvalid)
+	}
+}

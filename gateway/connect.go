@@ -23,7 +23,7 @@ import (
 // handshake reads CONNECT, asks the session service, and answers CONNACK.
 // It reports whether the connection is established. client is the
 // client's address, for logs. Its steps: readConnect, authenticate
-// (authn.go), identify,
+// (authn.go), the will's checks (those of a PUBLISH), identify,
 // takeOptions, askSession (the request from connectRequest),
 // restoreSubscriptions, then connack and queueConnack.
 func (c *conn) handshake(ctx context.Context, client net.Addr) bool {
@@ -34,6 +34,13 @@ func (c *conn) handshake(ctx context.Context, client net.Addr) bool {
 	}
 	if !c.authenticate(&cp, client) {
 		return false
+	}
+	if cp.WillFlag {
+		if code := c.refuseMessage(cp.WillTopic, &cp.WillProps, cp.WillPayload); code != 0 {
+			g.log.Info("will refused", "remote", client, "topic", string(cp.WillTopic), "reason", code)
+			c.refuse(code, c.version)
+			return false
+		}
 	}
 	assigned, ok := c.identify(&cp)
 	if !ok {

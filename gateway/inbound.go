@@ -215,6 +215,13 @@ func (c *conn) qos0Produced(r *kafka.Record, err error) {
 
 // refusePublish returns the reason a PUBLISH is refused, or 0.
 func (c *conn) refusePublish(name []byte, p *packet.Publish) packet.ReasonCode {
+	return c.refuseMessage(name, &p.Props, p.Payload)
+}
+
+// refuseMessage returns the reason a message to topic name is refused, or
+// 0: a PUBLISH's, and a will's, which goes through exactly the same checks
+// (so no client forges $SYS by its will).
+func (c *conn) refuseMessage(name []byte, props *packet.Properties, payload []byte) packet.ReasonCode {
 	if err := topic.ValidateName(string(name)); err != nil {
 		return packet.CodeTopicNameInvalid
 	}
@@ -224,8 +231,8 @@ func (c *conn) refusePublish(name []byte, p *packet.Publish) packet.ReasonCode {
 			return packet.CodeNotAuthorized // reserved for the broker
 		}
 	}
-	if c.version == packet.V5 && p.Props.Present(packet.PropPayloadFormat) && p.Props.PayloadFormat == 1 &&
-		!validPayloadUTF8(p.Payload) {
+	if c.version == packet.V5 && props.Present(packet.PropPayloadFormat) && props.PayloadFormat == 1 &&
+		!validPayloadUTF8(payload) {
 		return packet.CodePayloadFormatInvalid
 	}
 	return 0

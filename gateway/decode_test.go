@@ -11,9 +11,6 @@ import (
 // slot's deliveries: none in steady state, whatever the number of targets,
 // and the decoded delivery is the record's.
 func TestSlotDecoderAllocations(t *testing.T) {
-	if testing.Short() {
-		t.Skip("allocation budget: skipped with -short")
-	}
 	for _, n := range []int{1, 100} {
 		del := &eventspb.Delivery{Message: &eventspb.Message{Topic: "a/b", Payload: []byte("x"), Qos: 1}}
 		for i := range n {

@@ -115,3 +115,33 @@ func TestPasswordFileEndToEnd(t *testing.T) {
 		t.Fatalf("got %q, want m4 (the subscriber stays connected through the reload)", m.Payload)
 	}
 }
+
+// TestWillOnSysRefused: mosquitto_pub with a will on $SYS/… is refused
+// (a will goes through the checks of a PUBLISH), and no subscriber of
+// $SYS/# sees the forged topic; the same client with an ordinary will
+// topic is accepted.
+func TestWillOnSysRefused(t *testing.T) {
+	b := startBroker(t)
+	host, port, _ := net.SplitHostPort(mqttAddr(b))
+	watcher, _ := dialV5(t, mqttAddr(b), "acme-watch")
+	watcher.subscribe(t, pahoSub("$SYS/broker/forged", 0))
+	for _, v := range []string{"mqttv5", "mqttv311"} {
+		pub := func(willTopic string) (string, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			out, err := exec.CommandContext(ctx, "mosquitto_pub", "-h", host, "-p", port, "-V", v, "-i", "acme-will",
+				"--will-topic", willTopic, "--will-payload", "forged", "--will-retain",
+				"-t", "acme/x", "-m", "m").CombinedOutput()
+			return string(out), err
+		}
+		if out, err := pub("$SYS/broker/forged"); err == nil {
+			t.Fatalf("%s: a will on $SYS was accepted", v)
+		} else if !strings.Contains(strings.ToLower(out), "not authori") {
+			t.Fatalf("%s: a will on $SYS refused with %q, want not authorised", v, out)
+		}
+		if out, err := pub("acme/status"); err != nil {
+			t.Fatalf("%s: an ordinary will refused: %v: %s", v, err, out)
+		}
+	}
+	watcher.expectNone(t, 300*time.Millisecond)
+}

@@ -65,7 +65,7 @@ func TestOtherToolsFixture(t *testing.T) {
 func TestMosquittoPasswdLive(t *testing.T) {
 	bin, err := exec.LookPath("mosquitto_passwd")
 	if err != nil {
-		t.Skipf("mosquitto_passwd is not on PATH (Debian package mosquitto): %v; the committed fixtures in testdata/ still run", err)
+		t.Fatalf("mosquitto_passwd is not on PATH (Debian package mosquitto): %v; run scripts/test-deps.sh (make test does)", err)
 	}
 	path := filepath.Join(t.TempDir(), "passwd")
 	users := []struct{ hash, user, pass string }{

@@ -195,7 +195,7 @@ func TestSetPasswordFollowsSymlink(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := os.Symlink("real", link); err != nil {
-		t.Skipf("no symbolic links here: %v", err)
+		t.Fatal(err)
 	}
 	if err := setCheap(t, link, "u", "x"); err != nil {
 		t.Fatal(err)

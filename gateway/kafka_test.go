@@ -22,7 +22,7 @@ const testTimeout = 20 * time.Second
 // returns a client of it; both end with the test.
 func startBackbone(t *testing.T) *kafka.Client {
 	t.Helper()
-	e, err := kafka.StartEmbedded(kafka.EmbeddedConfig{Dir: t.TempDir(), Addr: "127.0.0.1:0"}, testlog.New(t))
+	e, err := kafka.StartEmbedded(kafka.EmbeddedConfig{Dir: t.TempDir()}, testlog.New(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,15 +31,15 @@ func startBackbone(t *testing.T) *kafka.Client {
 			t.Error(err)
 		}
 	})
-	return newBackboneClient(t, e.Addrs())
+	return newBackboneClient(t, e)
 }
 
-// newBackboneClient connects another client to the backbone at addrs.
-func newBackboneClient(t *testing.T, addrs []string) *kafka.Client {
+// newBackboneClient connects another client to the backbone e.
+func newBackboneClient(t *testing.T, e *kafka.Embedded) *kafka.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	kl, err := kafka.NewClient(ctx, kafka.Config{Brokers: addrs}, testlog.New(t))
+	kl, err := kafka.NewClient(ctx, e.ClientConfig(kafka.Config{}), testlog.New(t))
 	if err != nil {
 		t.Fatal(err)
 	}

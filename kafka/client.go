@@ -14,6 +14,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
 // Defaults of Config.
@@ -81,6 +84,9 @@ type Config struct {
 	// Dial, if set, opens the client's connections to brokers instead of
 	// a net.Dialer: Embedded.Dial reaches the embedded broker in-process.
 	Dial func(ctx context.Context, network, host string) (net.Conn, error)
+	// SASL, if set, authenticates every connection to the brokers (the
+	// embedded backbone's: Embedded.ClientConfig). Nil: no SASL.
+	SASL *SASL
 	// GroupSessionTimeout is how long a consumer group member may go
 	// without a heartbeat before the group gives its partitions to the
 	// others: the failover time of a router or session service that dies.
@@ -110,6 +116,11 @@ func (c Config) Validate() error {
 	}
 	if c.MaxBufferedRecords < 0 {
 		errs = append(errs, fmt.Errorf("kafka.max_buffered_records: must be ≥ 0, is %d", c.MaxBufferedRecords))
+	}
+	if c.SASL != nil {
+		if err := c.SASL.validate(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if c.GroupSessionTimeout != 0 && c.GroupSessionTimeout < time.Second {
 		errs = append(errs, fmt.Errorf("kafka.group_session_timeout: must be ≥ 1s, is %s", c.GroupSessionTimeout))
@@ -320,6 +331,9 @@ func NewClient(ctx context.Context, cfg Config, log *slog.Logger) (*Client, erro
 	}
 	if cfg.Dial != nil {
 		c.common = append(c.common, kgo.Dialer(cfg.Dial))
+	}
+	if cfg.SASL != nil {
+		c.common = append(c.common, kgo.SASL(saslMechanism(*cfg.SASL)))
 	}
 	opts := append(c.common[:len(c.common):len(c.common)],
 		kgo.RequiredAcks(kgo.AllISRAcks()),
@@ -682,4 +696,16 @@ func (c *Client) Close() {
 			time.Sleep(time.Millisecond)
 		}
 	})
+}
+
+// saslMechanism is franz-go's mechanism for s (already validated).
+func saslMechanism(s SASL) sasl.Mechanism {
+	switch s.Mechanism {
+	case SASLPlain:
+		return plain.Auth{User: s.User, Pass: s.Password}.AsMechanism()
+	case SASLScramSHA256:
+		return scram.Auth{User: s.User, Pass: s.Password}.AsSha256Mechanism()
+	default:
+		return scram.Auth{User: s.User, Pass: s.Password}.AsSha512Mechanism()
+	}
 }

@@ -24,14 +24,18 @@
 //
 // # Embedded backbone
 //
-// StartEmbedded runs one kfake broker on a loopback address with its log in
-// a directory (durable, reloaded at the next start; one process at a time).
-// Clients connect to Embedded.Addrs as to any Kafka cluster. Those of the
-// same process set Config.Dial to Embedded.Dial: their connections to the
-// broker's address are then in-memory pipes (pipe.go: a write appends and
-// wakes the reader; read deadlines are honoured), the same Kafka protocol
-// without the kernel's loopback, which cost a quarter of `shoal all`'s CPU.
-// The broker's listener (inproc.go) accepts both kinds.
+// StartEmbedded runs one kfake broker with its log in a directory
+// (durable, reloaded at the next start; one process at a time). It accepts
+// no one but Shoal: clients of the same process reach it through
+// Embedded.ClientConfig, whose Dial makes their connections in-memory pipes
+// (pipe.go: a write appends and wakes the reader; read deadlines are
+// honoured), the same Kafka protocol without the kernel's loopback, which
+// cost a quarter of `shoal all`'s CPU. Tools of other processes attach with
+// AttachEmbedded through a Unix socket in the directory (mode 0600); a
+// loopback TCP listener is opened only when EmbeddedConfig.Addr asks for
+// one. Every connection authenticates with SASL/SCRAM-SHA-512 and the
+// credentials kept in the directory (embeddedauth.go). The broker's
+// listener (inproc.go) accepts every kind.
 //
 // # Producing
 //

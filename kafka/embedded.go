@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -13,23 +14,46 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
-// DefaultEmbeddedAddr is the address the embedded backbone listens on when
-// EmbeddedConfig.Addr is empty: loopback, a free port.
-const DefaultEmbeddedAddr = "127.0.0.1:0"
+// EmbeddedHost is the host name the embedded broker advertises when it has
+// no TCP listener: it resolves nowhere (.invalid, RFC 2606), so that only
+// a dialer that knows the broker (Embedded.Dial, AttachEmbedded) reaches it.
+const EmbeddedHost = "shoal-embedded.invalid"
 
-// lockFileName is the file in EmbeddedConfig.Dir that one process at a time
-// holds locked (kfake itself does not guard its directory).
-const lockFileName = "shoal-embedded.lock"
+// Files in EmbeddedConfig.Dir besides kfake's own.
+const (
+	// lockFileName is held locked by one process at a time (kfake itself
+	// does not guard its directory).
+	lockFileName = "shoal-embedded.lock"
+	// SocketName is the Unix socket tools of other processes attach to.
+	SocketName = "kafka.sock"
+	// CredentialsName holds the SASL/SCRAM credentials every client of the
+	// embedded broker authenticates with (librdkafka's property names).
+	CredentialsName = "client.properties"
+)
 
 // EmbeddedConfig configures the embedded backbone.
+//
+// By default the broker accepts no one but its own process: connections
+// through Embedded.Dial, in memory. Tools of other processes (a replay
+// against a running `shoal all`) attach through Socket, a Unix socket
+// only the owner of the directory may open; Addr adds a TCP listener on
+// loopback for stock Kafka tools. Every connection, in-process ones too,
+// authenticates with SASL/SCRAM-SHA-512 and the credentials kept in the
+// directory (CredentialsName, mode 0600), so a local user who can open
+// neither the socket nor that file cannot read or write the log.
 type EmbeddedConfig struct {
 	// Dir holds the log segments, indexes and cluster state; it is created
-	// if missing and reloaded at start.
+	// (mode 0700) if missing and reloaded at start.
 	Dir string
-	// Addr is the loopback host:port to listen on ("127.0.0.1:0" picks a
-	// free port; empty means DefaultEmbeddedAddr). Other addresses are
-	// refused: the embedded backbone has no authentication.
+	// Addr, when set, is a loopback host:port ("127.0.0.1:0" picks a free
+	// port) on which the broker also listens over TCP, for tools that speak
+	// only TCP (kafka.embedded_addr). Other addresses are refused: the
+	// traffic is not encrypted. Empty: no TCP listener.
 	Addr string
+	// Socket makes the broker listen on the Unix socket Dir/kafka.sock,
+	// mode 0600. A path longer than a socket address holds (about 100
+	// bytes) is reported and skipped.
+	Socket bool
 	// SyncWrites fsyncs every produced batch before it is acknowledged.
 	// Without it a batch is in the page cache when acknowledged: it
 	// survives a crash of the process but not of the machine (as with
@@ -43,22 +67,17 @@ func (c EmbeddedConfig) Validate() error {
 	if c.Dir == "" {
 		errs = append(errs, errors.New("kafka.embedded.dir: must not be empty"))
 	}
-	if err := checkLoopback(c.addr()); err != nil {
-		errs = append(errs, fmt.Errorf("kafka.embedded.addr: %w", err))
+	if c.Addr != "" {
+		if err := CheckEmbeddedAddr(c.Addr); err != nil {
+			errs = append(errs, fmt.Errorf("kafka.embedded_addr: %w", err))
+		}
 	}
 	return errors.Join(errs...)
 }
 
-func (c EmbeddedConfig) addr() string {
-	if c.Addr == "" {
-		return DefaultEmbeddedAddr
-	}
-	return c.Addr
-}
-
-// checkLoopback accepts host:port only when host is a loopback IP address or
-// "localhost".
-func checkLoopback(addr string) error {
+// CheckEmbeddedAddr accepts host:port only when host is a loopback IP
+// address or "localhost": the embedded broker's traffic is not encrypted.
+func CheckEmbeddedAddr(addr string) error {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("%q is not host:port: %w", addr, err)
@@ -77,13 +96,15 @@ func checkLoopback(addr string) error {
 }
 
 // Embedded is Shoal's in-process Kafka: one kfake broker with its data in a
-// directory, listening on a loopback address. Clients reach it exactly like
-// a real cluster, through Addrs; those of the same process pass Dial as
-// Config.Dial and reach it without the network stack.
+// directory. Clients of the same process reach it through ClientConfig
+// (in memory); tools of other processes through AttachEmbedded (the Unix
+// socket) or, when configured, a loopback TCP address.
 type Embedded struct {
 	cluster *kfake.Cluster
 	dialer  *inprocDialer
 	addrs   []string
+	sasl    *SASL
+	socket  string // path of the Unix socket; "" without one
 	logger  *kfakeLogger
 	lock    *os.File
 	log     *slog.Logger
@@ -99,31 +120,63 @@ func StartEmbedded(cfg EmbeddedConfig, log *slog.Logger) (*Embedded, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("start embedded kafka: %w", err)
 	}
-	if err := os.MkdirAll(cfg.Dir, 0o750); err != nil {
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("start embedded kafka: %w", err)
+	}
+	// Releases before 14 made it 0750: the log holds every tenant's records.
+	if err := os.Chmod(cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("start embedded kafka: %w", err)
 	}
 	lock, err := lockDir(filepath.Join(cfg.Dir, lockFileName))
 	if err != nil {
 		return nil, fmt.Errorf("start embedded kafka in %s: %w", cfg.Dir, err)
 	}
-	addr := cfg.addr()
-	logger := &kfakeLogger{log: log}
-	dialer := &inprocDialer{}
+	e, err := openEmbedded(cfg, lock, log)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("start embedded kafka in %s: %w", cfg.Dir, err), unlockDir(lock))
+	}
+	log.Info("embedded kafka started", "addrs", e.addrs, "socket", e.socket, "dir", cfg.Dir, "sync_writes", cfg.SyncWrites)
+	return e, nil
+}
+
+func openEmbedded(cfg EmbeddedConfig, lock *os.File, log *slog.Logger) (*Embedded, error) {
+	sasl, err := loadOrCreateCredentials(filepath.Join(cfg.Dir, CredentialsName))
+	if err != nil {
+		return nil, err
+	}
+	// kfake keeps the users in sasl.json and, at start, prefers them to
+	// the ones it is given: releases before 14 left an empty list there,
+	// and a user added since over the protocol is not Shoal's. The one
+	// user is the credentials file's.
+	if err := os.Remove(filepath.Join(cfg.Dir, "sasl.json")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	e := &Embedded{dialer: &inprocDialer{}, sasl: sasl, logger: &kfakeLogger{log: log}, lock: lock, log: log}
+	if cfg.Socket {
+		e.socket = filepath.Join(cfg.Dir, SocketName)
+		if !socketPathFits(e.socket) {
+			log.Warn("embedded kafka: no unix socket, its path is too long for a socket address; tools cannot attach", "path", e.socket)
+			e.socket = ""
+		}
+	}
+	var ln *inprocListener
 	opts := []kfake.Opt{
 		kfake.NumBrokers(1),
 		kfake.ClusterID("shoal-embedded"),
 		kfake.DataDir(cfg.Dir),
-		kfake.WithLogger(logger),
+		kfake.WithLogger(e.logger),
+		kfake.EnableSASL(),
+		kfake.Superuser(sasl.Mechanism, sasl.User, sasl.Password),
 		// kfake listens on 127.0.0.1:<port>; listen where we were asked
-		// instead (already checked to be loopback), and accept in-process
-		// connections too (Dial).
-		kfake.ListenFn(func(network, _ string) (net.Listener, error) {
-			tcp, err := net.Listen(network, addr)
+		// instead (already checked to be loopback, or nowhere), and accept
+		// in-process connections too (Dial).
+		kfake.ListenFn(func(string, string) (net.Listener, error) {
+			l, err := listenEmbedded(cfg.Addr, e.socket)
 			if err != nil {
 				return nil, err
 			}
-			l := newInprocListener(tcp)
-			dialer.add(l)
+			e.dialer.add(l)
+			ln = l
 			return l, nil
 		}),
 	}
@@ -132,23 +185,33 @@ func StartEmbedded(cfg EmbeddedConfig, log *slog.Logger) (*Embedded, error) {
 	}
 	cluster, err := kfake.NewCluster(opts...)
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("start embedded kafka on %s in %s: %w", addr, cfg.Dir, err), unlockDir(lock))
+		if ln != nil {
+			_ = ln.Close()
+		}
+		return nil, err
 	}
-	e := &Embedded{
-		cluster: cluster,
-		dialer:  dialer,
-		addrs:   cluster.ListenAddrs(),
-		logger:  logger,
-		lock:    lock,
-		log:     log,
-	}
-	log.Info("embedded kafka started", "addrs", e.addrs, "dir", cfg.Dir, "sync_writes", cfg.SyncWrites)
+	e.cluster = cluster
+	e.addrs = cluster.ListenAddrs()
 	return e, nil
 }
 
-// Addrs returns the host:port addresses clients use as seed brokers.
+// Addrs returns the host:port addresses clients use as seed brokers: the
+// TCP address when there is one, else EmbeddedHost's.
 func (e *Embedded) Addrs() []string {
 	return append([]string(nil), e.addrs...)
+}
+
+// SASL returns the credentials every client must authenticate with.
+func (e *Embedded) SASL() SASL { return *e.sasl }
+
+// ClientConfig returns cfg set up to reach the embedded broker from this
+// process: its addresses, Dial and credentials.
+func (e *Embedded) ClientConfig(cfg Config) Config {
+	cfg.Brokers = e.Addrs()
+	cfg.Dial = e.Dial
+	s := *e.sasl
+	cfg.SASL = &s
+	return cfg
 }
 
 // Dial connects to the embedded broker in-process when host is one of its
@@ -174,7 +237,7 @@ func (e *Embedded) Close() error {
 		if e.closeErr != nil {
 			e.closeErr = fmt.Errorf("close embedded kafka: %w", e.closeErr)
 		}
-		e.log.Info("embedded kafka stopped", "addrs", e.addrs)
+		e.log.Info("embedded kafka stopped", "addrs", e.addrs, "socket", e.socket)
 	})
 	return e.closeErr
 }

@@ -26,8 +26,8 @@ func TestStartEmbeddedRefusesNonLoopback(t *testing.T) {
 				_ = e.Close()
 				t.Fatalf("StartEmbedded(%q) succeeded", addr)
 			}
-			if !strings.Contains(err.Error(), "kafka.embedded.addr") {
-				t.Errorf("error %q does not name kafka.embedded.addr", err)
+			if !strings.Contains(err.Error(), "kafka.embedded_addr") {
+				t.Errorf("error %q does not name kafka.embedded_addr", err)
 			}
 		})
 	}
@@ -44,7 +44,7 @@ func TestStartEmbeddedLoopbackAddrs(t *testing.T) {
 			if len(got) != 1 {
 				t.Fatalf("Addrs() = %v", got)
 			}
-			if want := map[string]string{"": "127.0.0.1:", "127.0.0.1:0": "127.0.0.1:", "127.0.0.2:0": "127.0.0.2:"}[addr]; want != "" && !strings.HasPrefix(got[0], want) {
+			if want := map[string]string{"": EmbeddedHost + ":", "127.0.0.1:0": "127.0.0.1:", "127.0.0.2:0": "127.0.0.2:"}[addr]; want != "" && !strings.HasPrefix(got[0], want) {
 				t.Errorf("Addrs() = %v, want %s…", got, want)
 			}
 			newTestClient(t, e, Config{}) // a client reaches it
@@ -338,7 +338,7 @@ func TestEnsureTopicsRefusesMismatch(t *testing.T) {
 	e := startEmbedded(t, t.TempDir())
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	c, err := NewClient(ctx, Config{Brokers: e.Addrs()}, testLogger(t))
+	c, err := NewClient(ctx, e.ClientConfig(Config{}), testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -952,7 +952,7 @@ func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
 // reads what the other wrote. Dial connects in-process only to the
 // embedded broker's own address, and fails once it is closed.
 func TestEmbeddedTCPAndInProcess(t *testing.T) {
-	e := startEmbedded2(t, EmbeddedConfig{Dir: t.TempDir()})
+	e := startEmbedded2(t, EmbeddedConfig{Dir: t.TempDir(), Addr: "127.0.0.1:0"})
 	tcpDial := func(ctx context.Context, network, host string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, network, host)
 	}

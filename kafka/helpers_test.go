@@ -19,7 +19,7 @@ func testLogger(t testing.TB) *slog.Logger { return testlog.New(t) }
 // test (Close is idempotent, tests may close it earlier).
 func startEmbedded(t testing.TB, dir string) *Embedded {
 	t.Helper()
-	e, err := StartEmbedded(EmbeddedConfig{Dir: dir, Addr: "127.0.0.1:0"}, testLogger(t))
+	e, err := StartEmbedded(EmbeddedConfig{Dir: dir}, testLogger(t))
 	if err != nil {
 		t.Fatalf("StartEmbedded: %v", err)
 	}
@@ -34,9 +34,10 @@ func startEmbedded(t testing.TB, dir string) *Embedded {
 // newTestClient connects a client to e and ensures the catalogue's topics.
 func newTestClient(t testing.TB, e *Embedded, cfg Config) *Client {
 	t.Helper()
-	cfg.Brokers = e.Addrs()
-	if cfg.Dial == nil {
-		cfg.Dial = e.Dial // in-process, as in shoal all; TestEmbeddedTCPAndInProcess covers TCP
+	dial := cfg.Dial
+	cfg = e.ClientConfig(cfg) // in-process, as in shoal all; TestEmbeddedTCPAndInProcess covers TCP
+	if dial != nil {
+		cfg.Dial = dial
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()

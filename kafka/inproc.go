@@ -3,39 +3,106 @@ package kafka
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 )
 
-// inprocListener is the embedded broker's listener: it accepts TCP
-// connections on its loopback address, for tools and other processes, and
-// in-process connections from Embedded.Dial, which skip the kernel's
-// loopback (two system calls per request and per response on each side,
-// a quarter of `shoal all`'s CPU at moderate load). Both speak the same
-// Kafka protocol to the same broker.
+// inprocListener is the embedded broker's listener. It accepts in-process
+// connections from Embedded.Dial, which skip the kernel's loopback (two
+// system calls per request and per response on each side, a quarter of
+// `shoal all`'s CPU at moderate load), and, when configured, connections
+// of other processes on a Unix socket and on a loopback TCP address. All
+// speak the same Kafka protocol to the same broker.
 type inprocListener struct {
-	tcp   net.Listener
-	conns chan net.Conn // accepted TCP connections and dialled pipes
+	addr   net.Addr       // advertised: the TCP address, or EmbeddedHost's
+	ls     []net.Listener // the TCP and Unix listeners, if any
+	socket string         // the Unix socket's path, removed by Close
+	conns  chan net.Conn  // accepted connections and dialled pipes
 
 	closeOnce sync.Once
 	done      chan struct{} // closed by Close
 }
 
-func newInprocListener(tcp net.Listener) *inprocListener {
-	l := &inprocListener{tcp: tcp, conns: make(chan net.Conn), done: make(chan struct{})}
-	go l.acceptTCP()
-	return l
+// embeddedAddr is the address the broker advertises without TCP.
+type embeddedAddr struct{}
+
+func (embeddedAddr) Network() string { return "inproc" }
+func (embeddedAddr) String() string  { return net.JoinHostPort(EmbeddedHost, "9092") }
+
+// listenEmbedded opens the broker's listener: TCP on tcpAddr and a Unix
+// socket at socket when they are not empty, in-process connections always.
+func listenEmbedded(tcpAddr, socket string) (*inprocListener, error) {
+	l := &inprocListener{addr: embeddedAddr{}, conns: make(chan net.Conn), done: make(chan struct{})}
+	if tcpAddr != "" {
+		tcp, err := net.Listen("tcp", tcpAddr)
+		if err != nil {
+			return nil, err
+		}
+		l.addr = tcp.Addr()
+		l.ls = append(l.ls, tcp)
+	}
+	if socket != "" {
+		ul, err := listenSocket(socket)
+		if err != nil {
+			_ = l.closeListeners()
+			return nil, err
+		}
+		l.socket = socket
+		l.ls = append(l.ls, ul)
+	}
+	for _, nl := range l.ls {
+		go l.acceptFrom(nl)
+	}
+	return l, nil
 }
 
-// acceptTCP hands TCP connections to Accept until the listener closes. A
-// failed accept (out of file descriptors) is tried again after a pause:
-// the broker stops listening at the first error Accept returns, which
-// would end the in-process connections too.
-func (l *inprocListener) acceptTCP() {
+// listenSocket listens on a Unix socket at path that only the process's
+// user may connect to (mode 0600). The socket is made in a directory of
+// mode 0700 first and renamed into place, so that there is no moment in
+// which it exists with looser permissions. A file left at path by a
+// process that was killed is replaced (the directory lock says no other
+// broker uses it).
+func listenSocket(path string) (net.Listener, error) {
+	tmp, err := os.MkdirTemp(filepath.Dir(path), ".sock-")
+	if err != nil {
+		return nil, fmt.Errorf("unix socket: %w", err)
+	}
+	defer func() { _ = os.RemoveAll(tmp) }()
+	bound := filepath.Join(tmp, "s")
+	ul, err := net.ListenUnix("unix", &net.UnixAddr{Name: bound, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("unix socket: %w", err)
+	}
+	ul.SetUnlinkOnClose(false) // it is renamed; Close removes path itself
+	if err := os.Chmod(bound, 0o600); err != nil {
+		_ = ul.Close()
+		return nil, fmt.Errorf("unix socket: %w", err)
+	}
+	if err := os.Rename(bound, path); err != nil {
+		_ = ul.Close()
+		return nil, fmt.Errorf("unix socket: %w", err)
+	}
+	return ul, nil
+}
+
+// socketPathFits reports whether path fits a Unix socket address (108
+// bytes on Linux, 104 elsewhere, with room for the temporary name).
+func socketPathFits(path string) bool {
+	return len(filepath.Dir(path))+len("/.sock-1234567890/s") < 104 && len(path) < 104
+}
+
+// acceptFrom hands the connections of nl to Accept until the listener
+// closes. A failed accept (out of file descriptors) is tried again after
+// a pause: the broker stops listening at the first error Accept returns,
+// which would end the in-process connections too.
+func (l *inprocListener) acceptFrom(nl net.Listener) {
 	var delay time.Duration
 	for {
-		c, err := l.tcp.Accept()
+		c, err := nl.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
@@ -68,18 +135,35 @@ func (l *inprocListener) Accept() (net.Conn, error) {
 	}
 }
 
-// Close stops both kinds of connections from being accepted.
+// Close stops every kind of connection from being accepted and removes
+// the Unix socket.
 func (l *inprocListener) Close() error {
 	var err error
 	l.closeOnce.Do(func() {
 		close(l.done)
-		err = l.tcp.Close()
+		err = l.closeListeners()
 	})
 	return err
 }
 
-// Addr is the TCP address, which the broker advertises.
-func (l *inprocListener) Addr() net.Addr { return l.tcp.Addr() }
+func (l *inprocListener) closeListeners() error {
+	var errs []error
+	for _, nl := range l.ls {
+		if err := nl.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	if l.socket != "" {
+		if err := os.Remove(l.socket); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Addr is the address the broker advertises: the TCP one, or
+// EmbeddedHost's.
+func (l *inprocListener) Addr() net.Addr { return l.addr }
 
 // dial connects in-process: the broker accepts the other end of a pipe.
 func (l *inprocListener) dial(ctx context.Context) (net.Conn, error) {

@@ -84,7 +84,7 @@ func TestEnsureTopicsWarnsOnDifferences(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	var logs testlog.Buffer
-	c, err := NewClient(ctx, Config{Brokers: e.Addrs()}, slog.New(slog.NewTextHandler(&logs, nil)))
+	c, err := NewClient(ctx, e.ClientConfig(Config{}), slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

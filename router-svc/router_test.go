@@ -61,7 +61,7 @@ const testTraceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
 func newBackbone(t *testing.T) *backbone {
 	dir := t.TempDir()
 	log := testLog(t)
-	emb, err := kafka.StartEmbedded(kafka.EmbeddedConfig{Dir: filepath.Join(dir, "kafka"), Addr: "127.0.0.1:0"}, log)
+	emb, err := kafka.StartEmbedded(kafka.EmbeddedConfig{Dir: filepath.Join(dir, "kafka")}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func newBackbone(t *testing.T) *backbone {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), e2eTimeout)
 	defer cancel()
-	client, err := kafka.NewClient(ctx, kafka.Config{Brokers: emb.Addrs(), Catalogue: cat}, log)
+	client, err := kafka.NewClient(ctx, emb.ClientConfig(kafka.Config{Catalogue: cat}), log)
 	if err != nil {
 		t.Fatal(err)
 	}

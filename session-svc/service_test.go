@@ -44,7 +44,7 @@ type backbone struct {
 func startBackbone(t *testing.T) backbone {
 	t.Helper()
 	log := testLogger(t)
-	e, err := kafka.StartEmbedded(kafka.EmbeddedConfig{Dir: t.TempDir(), Addr: "127.0.0.1:0"}, log)
+	e, err := kafka.StartEmbedded(kafka.EmbeddedConfig{Dir: t.TempDir()}, log)
 	if err != nil {
 		t.Fatalf("StartEmbedded: %v", err)
 	}
@@ -56,7 +56,7 @@ func startBackbone(t *testing.T) backbone {
 	cat.Deliveries.Partitions = e2eDeliveries
 	ctx, cancel := context.WithTimeout(t.Context(), e2eTimeout)
 	defer cancel()
-	client, err := kafka.NewClient(ctx, kafka.Config{Brokers: e.Addrs(), Catalogue: cat}, log)
+	client, err := kafka.NewClient(ctx, e.ClientConfig(kafka.Config{Catalogue: cat}), log)
 	if err != nil {
 		t.Fatalf("NewClient: %v", err)
 	}

@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,11 +56,11 @@ func (bb *backbone) close() error {
 // openBackbone starts the embedded Kafka when no brokers are configured,
 // creates the Kafka clients and the topics, and opens the view store. On
 // error, what it had opened is closed again.
-func (b *Broker) openBackbone(ctx context.Context) (bb *backbone, err error) {
-	bb = &backbone{}
+func (b *Broker) openBackbone(ctx context.Context) (_ *backbone, err error) {
+	bb := &backbone{}
 	defer func() {
 		if err != nil {
-			_ = bb.close()
+			_ = bb.close() // bb, not the result: that is nil on error
 		}
 	}()
 	cfg := b.cfg
@@ -117,12 +116,12 @@ func (b *Broker) openAuth(bb *backbone) error {
 // here, reached in-process) when kafka.brokers is empty.
 func (b *Broker) openKafka(ctx context.Context, bb *backbone) error {
 	cfg := b.cfg
-	brokers := cfg.Kafka.Brokers
-	var dial func(ctx context.Context, network, host string) (net.Conn, error)
-	if len(brokers) == 0 {
+	var embedded *kafka.Embedded
+	if len(cfg.Kafka.Brokers) == 0 {
 		emb, err := kafka.StartEmbedded(kafka.EmbeddedConfig{
 			Dir:        filepath.Join(cfg.DataDir, "kafka"),
 			Addr:       cfg.Kafka.EmbeddedAddr,
+			Socket:     cfg.Kafka.EmbeddedSocket,
 			SyncWrites: cfg.DataSync,
 		}, b.log)
 		if err != nil {
@@ -134,13 +133,14 @@ func (b *Broker) openKafka(ctx context.Context, bb *backbone) error {
 			}
 			return nil
 		})
-		brokers = emb.Addrs()
-		dial = emb.Dial
+		embedded = emb
 	}
 	kcfg := kafka.Config{
-		Brokers: brokers, ClientID: "shoal-" + strings.ReplaceAll(b.roles.String(), "+", "-"), Catalogue: cfg.Kafka.Catalogue(),
+		Brokers: cfg.Kafka.Brokers, ClientID: "shoal-" + strings.ReplaceAll(b.roles.String(), "+", "-"), Catalogue: cfg.Kafka.Catalogue(),
 		GroupSessionTimeout: cfg.Kafka.GroupSessionTimeout,
-		Dial:                dial,
+	}
+	if embedded != nil {
+		kcfg = embedded.ClientConfig(kcfg)
 	}
 	if b.roles == RoleGateway {
 		kcfg.Linger = cfg.Gateway.ProduceLinger

@@ -73,8 +73,15 @@ func (a Auth) Configured() bool { return a.PasswordFile != "" }
 type Kafka struct {
 	// Brokers of an external Kafka cluster; empty runs the embedded one.
 	Brokers []string `yaml:"brokers"`
-	// EmbeddedAddr is the loopback address of the embedded broker.
+	// EmbeddedAddr, when set, is a loopback address on which the embedded
+	// broker also listens over TCP, for stock Kafka tools; clients there
+	// authenticate with SASL/SCRAM-SHA-512 and the credentials in
+	// data_dir/kafka/client.properties. Empty (the default): no TCP.
 	EmbeddedAddr string `yaml:"embedded_addr"`
+	// EmbeddedSocket makes the embedded broker listen on the Unix socket
+	// data_dir/kafka/kafka.sock (mode 0600), through which Shoal's own
+	// tools attach to a running `shoal all` (default true).
+	EmbeddedSocket bool `yaml:"embedded_socket"`
 	// Partitions of each event topic (the deliveries topic has one per
 	// gateway slot).
 	Partitions int32 `yaml:"partitions"`
@@ -101,7 +108,7 @@ func Default() Config {
 		LogLevel:   "info",
 		LogFormat:  "text",
 		Kafka: Kafka{
-			EmbeddedAddr: "127.0.0.1:0", Partitions: kafka.DefaultPartitions,
+			EmbeddedSocket: true, Partitions: kafka.DefaultPartitions,
 			ReplicationFactor: kafka.DefaultReplication, Retention: kafka.DefaultRetention,
 		},
 		CQL:     cqlstore.DefaultConfig(),
@@ -126,6 +133,11 @@ func (c *Config) Validate() error {
 	case "text", "json":
 	default:
 		errs = append(errs, fmt.Errorf("log_format: %q is not text or json", c.LogFormat))
+	}
+	if c.Kafka.EmbeddedAddr != "" {
+		if err := kafka.CheckEmbeddedAddr(c.Kafka.EmbeddedAddr); err != nil {
+			errs = append(errs, fmt.Errorf("kafka.embedded_addr: %w", err))
+		}
 	}
 	// The catalogue's own checks (kafka.TopicSpec), under this file's keys.
 	if err := kafka.CheckPartitions(c.Kafka.Partitions); err != nil {
@@ -212,6 +224,7 @@ func options() []option {
 			c.Kafka.Brokers = splitList(v)
 			return nil
 		}},
+		{"kafka-embedded-addr", "loopback host:port on which the embedded Kafka also listens over TCP, with SASL/SCRAM (credentials in data_dir/kafka/client.properties); empty: in-process and Unix socket only (kafka.embedded_addr)", str(func(c *Config) *string { return &c.Kafka.EmbeddedAddr })},
 		{"cql-hosts", "comma-separated host:port of a CQL database (ScyllaDB, Cassandra) for the views; empty keeps them in Pebble under data_dir (cql.hosts)", func(c *Config, v string) error {
 			c.CQL.Hosts = splitList(v)
 			return nil

@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"bytes"
+	"crypto/x509"
 	"net"
 	"net/netip"
 	"time"
@@ -8,12 +10,33 @@ import (
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
 )
 
+// Identity is who a client proved to be, and the tenant it belongs to.
+type Identity struct {
+	// Name is the user name, the token's subject or the certificate's
+	// field.
+	Name string
+	// Tenant is the identity's tenant: a token's tenant claim, or the
+	// name's prefix up to the tenant separator.
+	Tenant string
+	// Expires is when the proof runs out (a token's exp): the connection
+	// is then closed, with 0xA0 (maximum connect time) in 5.0. Zero:
+	// never.
+	Expires time.Time
+}
+
 // Authenticator checks a CONNECT's user name and password (a password
 // file: gateway/auth.Passwords). It returns nil when they prove the
 // identity user, else an error (answered as a bad user name or password:
 // CONNACK 0x86, 3.1.1 return code 4).
 type Authenticator interface {
 	Authenticate(user string, password []byte) error
+}
+
+// TokenVerifier checks a token carried in the CONNECT's password field (a
+// JWT: gateway/auth.JWT) and returns the identity it proves. An Identity
+// without a Tenant takes its name's.
+type TokenVerifier interface {
+	VerifyToken(token []byte) (Identity, error)
 }
 
 // FailureDelay slows down repeated failed attempts from one address
@@ -29,33 +52,61 @@ type FailureDelay interface {
 // anonymous, and its tenant is its client identifier's (the rule without
 // authentication).
 //
-// With a source, a client must prove an identity, unless it sends no user
-// name and AllowAnonymous is set: no user name → CONNACK 0x87 / 3.1.1 5
-// (not authorized); a wrong one → 0x86 / 4 (bad user name or password),
+// The sources, in the order they are tried:
+//   - Certificates: with CertIdentity set, a client that presented a
+//     certificate the listener verified (mTLS) is the identity
+//     CertIdentity reads from it; its user name and password are not
+//     checked.
+//   - Tokens: a password that is a JWT (three base64url parts, the first
+//     beginning "eyJ") is verified by Tokens, whatever the user name (5.0
+//     clients may send a password alone).
+//   - Passwords: any other user name and password.
+//
+// With any source, a client must prove an identity, unless it sends no
+// credentials and AllowAnonymous is set: none → CONNACK 0x87 / 3.1.1 5
+// (not authorized); wrong ones → 0x86 / 4 (bad user name or password),
 // after the delay of earlier failures from its address. An identity
-// belongs to one tenant, its user name's prefix up to the tenant
-// separator, and may use only client identifiers of that tenant (0x85 /
-// 2 otherwise); one it lets the gateway assign is made in its tenant.
+// belongs to one tenant and may use only client identifiers of that
+// tenant (0x85 / 2 otherwise); one it lets the gateway assign is made in
+// its tenant.
 type Auth struct {
 	Passwords      Authenticator
+	Tokens         TokenVerifier
+	CertIdentity   func(*x509.Certificate) (string, error)
 	AllowAnonymous bool
 	Delay          FailureDelay // optional
+}
+
+// configured reports whether any source is set.
+func (a *Auth) configured() bool {
+	return a.Passwords != nil || a.Tokens != nil || a.CertIdentity != nil
 }
 
 // SetAuth sets how CONNECTs are authenticated. It must be called before
 // Run.
 func (g *Gateway) SetAuth(a Auth) { g.auth = a }
 
-// authenticate is the handshake's authentication step: it sets c.user to
-// the proven identity, or refuses the connection. Nothing of the password
-// is logged.
-func (c *conn) authenticate(cp *packet.Connect, client net.Addr) bool {
+// authenticate is the handshake's authentication step: it sets c.ident
+// to the proven identity, or refuses the connection. Nothing of the
+// password is logged.
+func (c *conn) authenticate(cp *packet.Connect, client net.Addr, cert *x509.Certificate) bool {
 	g := c.g
-	a := g.auth
-	if a.Passwords == nil {
+	a := &g.auth
+	if !a.configured() {
 		return true
 	}
-	if !cp.UsernameFlag {
+	if cert != nil && a.CertIdentity != nil {
+		name, err := a.CertIdentity(cert)
+		if err != nil {
+			g.log.Info("certificate names no identity", "remote", client, "err", err)
+			c.refuse(packet.CodeNotAuthorized, c.version)
+			return false
+		}
+		c.setIdentity(Identity{Name: name})
+		return true
+	}
+	token := cp.PasswordFlag && a.Tokens != nil && looksLikeJWT(cp.Password)
+	if !cp.UsernameFlag && !token {
 		if a.AllowAnonymous {
 			return true
 		}
@@ -63,7 +114,6 @@ func (c *conn) authenticate(cp *packet.Connect, client net.Addr) bool {
 		c.refuse(packet.CodeNotAuthorized, c.version)
 		return false
 	}
-	user := string(cp.Username)
 	addr := addrOf(client)
 	if a.Delay != nil {
 		if d := a.Delay.Wait(addr); d > 0 {
@@ -71,25 +121,59 @@ func (c *conn) authenticate(cp *packet.Connect, client net.Addr) bool {
 			time.Sleep(min(d, g.cfg.ConnectTimeout))
 		}
 	}
-	// A password hash is costly by design (argon2id: 64 MiB and tens of
-	// milliseconds each): as many at once as there are processors, so a
-	// storm of connects queues instead of exhausting memory.
-	g.authSlots <- struct{}{}
-	err := a.Passwords.Authenticate(user, cp.Password)
-	<-g.authSlots
+	var id Identity
+	var err error
+	switch {
+	case token:
+		id, err = a.Tokens.VerifyToken(cp.Password)
+	case a.Passwords != nil:
+		// A password hash is costly by design (argon2id: 64 MiB and tens
+		// of milliseconds each): as many at once as there are
+		// processors, so a storm of connects queues instead of
+		// exhausting memory.
+		g.authSlots <- struct{}{}
+		err = a.Passwords.Authenticate(string(cp.Username), cp.Password)
+		<-g.authSlots
+		id.Name = string(cp.Username)
+	default:
+		err = errNoPasswordSource
+	}
 	if err != nil {
 		if a.Delay != nil {
 			a.Delay.Failed(addr)
 		}
-		g.log.Info("authentication failed", "remote", client, "user", user)
+		g.log.Info("authentication failed", "remote", client, "user", string(cp.Username), "token", token, "err", err)
 		c.refuse(packet.CodeBadUserNameOrPassword, c.version)
 		return false
 	}
 	if a.Delay != nil {
 		a.Delay.Succeeded(addr)
 	}
-	c.user = user
+	c.setIdentity(id)
 	return true
+}
+
+// setIdentity makes id the connection's identity, its tenant the name's
+// when it has none.
+func (c *conn) setIdentity(id Identity) {
+	if id.Tenant == "" {
+		id.Tenant = Tenant(id.Name, c.g.cfg.TenantSeparator)
+	}
+	c.ident = &id
+}
+
+type authError string
+
+func (e authError) Error() string { return string(e) }
+
+// errNoPasswordSource refuses a user name and password when only tokens
+// or certificates are configured.
+const errNoPasswordSource = authError("no password file: a token or a certificate is required")
+
+// looksLikeJWT reports whether p has a JWT's shape: three dot-separated
+// parts, the first a base64url JSON object ("eyJ" is `{"`).
+func looksLikeJWT(p []byte) bool {
+	return bytes.HasPrefix(p, []byte("eyJ")) && bytes.Count(p, []byte(".")) == 2
 }
 
 // addrOf is the IP address of a client's network address (the zero Addr
@@ -99,4 +183,17 @@ func addrOf(a net.Addr) netip.Addr {
 		return ap.Addr().Unmap()
 	}
 	return netip.Addr{}
+}
+
+// closeAtExpiry arranges for the connection to be closed when its
+// identity's proof runs out (a token's exp), with 0xA0 (maximum connect
+// time) in 5.0.
+func (c *conn) closeAtExpiry() {
+	if c.ident == nil || c.ident.Expires.IsZero() {
+		return
+	}
+	c.expiry = time.AfterFunc(c.ident.Expires.Sub(c.g.clock()), func() {
+		c.g.log.Info("identity expired", "client", c.clientID, "tenant", c.tenant, "user", c.ident.Name)
+		c.kick(packet.CodeMaximumConnectTime)
+	})
 }

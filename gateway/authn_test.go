@@ -208,3 +208,110 @@ func TestWillChecks(t *testing.T) {
 		t.Errorf("will with a payload that is not UTF-8: CONNACK %v, want %v", code, packet.CodePayloadFormatInvalid)
 	}
 }
+
+// fakeTokens verifies tokens "eyJ.<name>.<tenant>" whose name is in the
+// map; the identity expires after the map's duration (0: never).
+type fakeTokens map[string]time.Duration
+
+func (f fakeTokens) VerifyToken(token []byte) (Identity, error) {
+	parts := strings.Split(string(token), ".")
+	if len(parts) != 3 {
+		return Identity{}, errors.New("not a token")
+	}
+	ttl, ok := f[parts[1]]
+	if !ok {
+		return Identity{}, errors.New("forged token")
+	}
+	id := Identity{Name: parts[1], Tenant: parts[2]}
+	if ttl > 0 {
+		id.Expires = time.Now().Add(ttl)
+	}
+	return id, nil
+}
+
+// TestAuthenticateToken: a password that is a token is verified as one,
+// with or without a user name; its tenant claim, when it has one, is the
+// identity's tenant; a source of tokens alone refuses passwords.
+func TestAuthenticateToken(t *testing.T) {
+	tokens := fakeTokens{"acme-alice": 0, "bob": 0}
+	pw := fakePasswords{"acme-carol": "s3cret"}
+	conn := func(id, user, pass string) *packet.Connect {
+		cp := &packet.Connect{Version: packet.V5, ClientID: []byte(id), CleanStart: true, PasswordFlag: true, Password: []byte(pass)}
+		if user != "" {
+			cp.UsernameFlag, cp.Username = true, []byte(user)
+		}
+		return cp
+	}
+	for _, tc := range []struct {
+		name string
+		auth Auth
+		cp   *packet.Connect
+		want packet.ReasonCode
+	}{
+		{"token without user name", Auth{Tokens: tokens}, conn("acme-1", "", "eyJ.acme-alice."), packet.CodeSuccess},
+		{"token with any user name", Auth{Tokens: tokens}, conn("acme-1", "jwt", "eyJ.acme-alice."), packet.CodeSuccess},
+		{"token, another tenant", Auth{Tokens: tokens}, conn("globex-1", "", "eyJ.acme-alice."), packet.CodeClientIdentifierNotValid},
+		{"tenant claim", Auth{Tokens: tokens}, conn("globex-1", "", "eyJ.bob.globex"), packet.CodeSuccess},
+		{"tenant claim, name's tenant refused", Auth{Tokens: tokens}, conn("bob-1", "", "eyJ.bob.globex"), packet.CodeClientIdentifierNotValid},
+		{"forged token", Auth{Tokens: tokens}, conn("acme-1", "", "eyJ.acme-mallory."), packet.CodeBadUserNameOrPassword},
+		{"password without a password file", Auth{Tokens: tokens}, conn("acme-1", "acme-carol", "s3cret"), packet.CodeBadUserNameOrPassword},
+		{"password next to tokens", Auth{Tokens: tokens, Passwords: pw}, conn("acme-1", "acme-carol", "s3cret"), packet.CodeSuccess},
+		{"token next to passwords", Auth{Tokens: tokens, Passwords: pw}, conn("acme-1", "", "eyJ.acme-alice."), packet.CodeSuccess},
+		{"no credentials", Auth{Tokens: tokens}, &packet.Connect{Version: packet.V5, ClientID: []byte("acme-1"), CleanStart: true}, packet.CodeNotAuthorized},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := startGatewayAuth(t, tc.auth)
+			if code, _, _ := connackFor(t, g, tc.cp); code != tc.want {
+				t.Errorf("CONNACK %v, want %v", code, tc.want)
+			}
+		})
+	}
+}
+
+// TestTokenExpiryDisconnects: a connection whose token expires is closed,
+// with DISCONNECT 0xA0 (maximum connect time) in 5.0 and without a word
+// in 3.1.1.
+func TestTokenExpiryDisconnects(t *testing.T) {
+	g := startGatewayAuth(t, Auth{Tokens: fakeTokens{"acme-alice": 300 * time.Millisecond}})
+	for _, v := range []packet.Version{packet.V5, packet.V311} {
+		t.Run(v.String(), func(t *testing.T) {
+			nc, err := net.Dial("tcp", g.Addr("mqtt").String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = nc.Close() }()
+			cp := packet.Connect{Version: v, ClientID: []byte("acme-1"), CleanStart: true, KeepAlive: 60,
+				UsernameFlag: true, Username: []byte("jwt"), PasswordFlag: true, Password: []byte("eyJ.acme-alice.")}
+			if _, err := nc.Write(cp.Append(nil, v)); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			_ = nc.SetReadDeadline(start.Add(10 * time.Second))
+			rd := packet.NewReader(nc, 256)
+			h, body, err := rd.ReadPacket()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p, err := packet.Decode(h, body, v); err != nil || p.(*packet.Connack).Code != 0 {
+				t.Fatalf("CONNACK %v, %v", p, err)
+			}
+			h, body, err = rd.ReadPacket()
+			if v == packet.V5 {
+				if err != nil {
+					t.Fatalf("no DISCONNECT: %v", err)
+				}
+				p, derr := packet.Decode(h, body, v)
+				if d, ok := p.(*packet.Disconnect); derr != nil || !ok || d.Code != packet.CodeMaximumConnectTime {
+					t.Fatalf("got %v (%v), want DISCONNECT 0xA0", p, derr)
+				}
+				_, _, err = rd.ReadPacket()
+			}
+			if !errors.Is(err, io.EOF) {
+				t.Fatalf("after expiry: %v, want the end of the stream", err)
+			}
+			if d := time.Since(start); d < 250*time.Millisecond {
+				t.Errorf("closed after %v, before the token expired", d)
+			}
+		})
+	}
+}

@@ -53,6 +53,9 @@ func (c *conn) finish(ctx context.Context, clean bool, reason packet.ReasonCode,
 	}
 	delete(g.byID, c.id)
 	g.mu.Unlock()
+	if c.expiry != nil {
+		c.expiry.Stop()
+	}
 	c.mu.Lock()
 	c.closed = true
 	// Unacknowledged and queued QoS 1/2 messages go back to the session

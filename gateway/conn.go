@@ -35,9 +35,10 @@ type conn struct {
 	// struct into a smaller size class: keep the small ones together.)
 	tenant          string
 	clientID        string
-	user            string // the identity the CONNECT proved (authn.go); "" when anonymous
-	clientsKey      string // key in Gateway.clients
-	clientRecordKey []byte // Kafka key of the client's records: tenant/client
+	ident           *Identity   // who the CONNECT proved to be (authn.go); nil when anonymous
+	expiry          *time.Timer // closes the connection when ident expires; nil when it does not
+	clientsKey      string      // key in Gateway.clients
+	clientRecordKey []byte      // Kafka key of the client's records: tenant/client
 	generation      uint64
 	sessionGen      uint64 // the generation that began the session (ConnectResult.session_generation)
 	keepAlive       time.Duration
@@ -248,7 +249,7 @@ func (g *Gateway) serve(ctx context.Context, lc *listener.Conn) {
 		return
 	}
 	c := newConn(g, nc, lc.Raw)
-	if !c.handshake(ctx, lc.ClientAddr) {
+	if !c.handshake(ctx, lc.ClientAddr, lc.PeerCertificate()) {
 		if c.refused && c.halfClose() {
 			c.drain() // the client reads the CONNACK's reason code, then the end of the stream
 		}
@@ -259,6 +260,7 @@ func (g *Gateway) serve(ctx context.Context, lc *listener.Conn) {
 	c.add(ConnectionsCurrent, 1)
 	c.add(ConnectionsTotal, 1)
 	c.lastPacket = g.clock().UnixNano()
+	c.closeAtExpiry()
 	if g.live.closed() {
 		c.shutdown() // accepted as the gateway began to stop: closeAll missed it
 	}

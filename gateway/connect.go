@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/hex"
 	"fmt"
 	"net"
@@ -26,13 +27,13 @@ import (
 // (authn.go), the will's checks (those of a PUBLISH), identify,
 // takeOptions, askSession (the request from connectRequest),
 // restoreSubscriptions, then connack and queueConnack.
-func (c *conn) handshake(ctx context.Context, client net.Addr) bool {
+func (c *conn) handshake(ctx context.Context, client net.Addr, cert *x509.Certificate) bool {
 	g := c.g
 	var cp packet.Connect
 	if !c.readConnect(&cp, client) {
 		return false
 	}
-	if !c.authenticate(&cp, client) {
+	if !c.authenticate(&cp, client, cert) {
 		return false
 	}
 	if cp.WillFlag {
@@ -122,7 +123,7 @@ func (c *conn) readConnect(cp *packet.Connect, client net.Addr) bool {
 // returned as assigned, when the client sent none), its tenant, and the
 // keys and counters that follow from them. A 3.1.1 client without an
 // identifier must start a clean session, or it is refused; a client with
-// an identity (c.user) may use only identifiers of the identity's tenant.
+// an identity (c.ident) may use only identifiers of the identity's tenant.
 func (c *conn) identify(cp *packet.Connect) (assigned string, ok bool) {
 	g := c.g
 	clientID := string(cp.ClientID)
@@ -132,18 +133,16 @@ func (c *conn) identify(cp *packet.Connect) (assigned string, ok bool) {
 			return "", false
 		}
 		assigned = newClientID(g.cfg.TenantSeparator)
-		if c.user != "" {
+		if c.ident != nil && c.ident.Tenant != "" {
 			// An identity's assigned identifier is in its tenant.
-			if t := Tenant(c.user, g.cfg.TenantSeparator); t != "" {
-				assigned = t + g.cfg.TenantSeparator + assigned
-			}
+			assigned = c.ident.Tenant + g.cfg.TenantSeparator + assigned
 		}
 		clientID = assigned
 	}
 	tenant := Tenant(clientID, g.cfg.TenantSeparator)
-	if c.user != "" && tenant != Tenant(c.user, g.cfg.TenantSeparator) {
+	if c.ident != nil && tenant != c.ident.Tenant {
 		// An identity uses the client identifiers of its own tenant only.
-		g.log.Info("client identifier of another tenant refused", "client", clientID, "user", c.user)
+		g.log.Info("client identifier of another tenant refused", "client", clientID, "user", c.ident.Name, "tenant", c.ident.Tenant)
 		c.refuse(packet.CodeClientIdentifierNotValid, c.version)
 		return "", false
 	}

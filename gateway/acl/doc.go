@@ -68,10 +68,11 @@
 //   - a lone access word ("topic read", "topic deny") is refused: Mosquitto
 //     takes the word for the filter and grants readwrite on the topic
 //     named "read";
-//   - a tab inside the keyword, or in the lone field after it, is refused:
-//     Mosquitto splits on spaces only, so "topic read<TAB>a/b" would be
-//     readwrite on the topic "read<TAB>a/b"; a tab between two fields is
-//     reported rather than guessed at;
+//   - a tab (or another blank that is not a space) inside the keyword, or
+//     in the lone field after it, is refused: Mosquitto splits on spaces
+//     only, so "topic read<TAB>a/b" would be readwrite on the topic
+//     "read<TAB>a/b"; a tab between two fields is reported rather than
+//     guessed at;
 //   - indented comments and lines starting with a tab are accepted
 //     (Mosquitto refuses both).
 //

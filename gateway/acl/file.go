@@ -240,8 +240,8 @@ func (p *parser) parseRule(pattern bool, s string) error {
 		if _, ok := parseAccess(first); ok {
 			return p.fail("%s %s without a filter (Mosquitto would take %s for the filter)", kind, first, quote(first))
 		}
-		if strings.ContainsAny(first, "\t\v\f") {
-			return p.fail("%s %s: fields are separated by spaces; write the access word", kind, quote(first))
+		if strings.ContainsAny(first, "\t\v\f\r") {
+			return p.fail("%s %s: a blank that is not a space; fields are separated by spaces (write the access word before the filter)", kind, quote(first))
 		}
 		access, filter = mRead|mWrite, first
 	default:

@@ -53,6 +53,7 @@ var parseCases = []struct {
 	{name: "keyword upper case", in: "Topic a\n", errLine: 1, errHas: "unknown keyword"},
 	{name: "tab after keyword", in: "topic\tread a\n", errLine: 1, errHas: "separated by spaces"},
 	{name: "tab after access", in: "topic read\ta/b\n", errLine: 1, errHas: "separated by spaces", mosquitto: mosqAccepts},
+	{name: "carriage return in a lone filter", in: "pattern \r/0\n", errLine: 1, errHas: "separated by spaces", mosquitto: mosqAccepts},
 	{name: "tab after user", in: "user\talice\n", errLine: 1, errHas: "separated by spaces"},
 	{name: "lone access word", in: "topic read\n", errLine: 1, errHas: "without a filter", mosquitto: mosqAccepts},
 	{name: "lone deny", in: "pattern deny\n", errLine: 1, errHas: "without a filter", mosquitto: mosqAccepts},

@@ -1,8 +1,9 @@
 // Package acl reads a Mosquitto 2.0 ACL file (the broker's acl_file) and
 // answers, for one connected client, whether it may publish to a topic and
 // whether it may receive a message on a topic. Users bring their Mosquitto
-// file along and get the answers Mosquitto 2.0 gives; where this package
-// departs from Mosquitto it is stricter, and says so below.
+// file along and get the answers Mosquitto 2.0 gives (a test runs the real
+// broker on the same files); where this package departs from Mosquitto it
+// never grants more, and says so below.
 //
 // # The tenant
 //

@@ -14,7 +14,7 @@ import (
 
 // Bounds on what Parse reads.
 const (
-	// MaxLineLen is the longest line, without its line end: room for the
+	// MaxLineLen is the longest line, without its '\n': room for the
 	// longest filter or user name MQTT allows (65535 bytes) with its keyword,
 	// access word and blanks.
 	MaxLineLen = 65 << 10

@@ -1,0 +1,283 @@
+package acl
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// logBuffer collects a logger's output for assertions.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func newLogBuffer() (*logBuffer, *slog.Logger) {
+	b := &logBuffer{}
+	return b, slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// replaceFile writes content to path the way editors do: a new file
+// renamed over the old one.
+func replaceFile(t *testing.T, path, content string) {
+	t.Helper()
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+const (
+	aclV1 = "user acme-alice\ntopic read common/#\ntopic readwrite v1/#\n"
+	aclV2 = "user acme-alice\ntopic read common/#\ntopic readwrite v2/#\npattern read dev/%c\n"
+)
+
+func openACL(t *testing.T, content string) (*ACL, string, *logBuffer) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "acl")
+	replaceFile(t, path, content)
+	logs, log := newLogBuffer()
+	a, err := Open(path, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, path, logs
+}
+
+func TestOpen(t *testing.T) {
+	a, path, logs := openACL(t, aclV1)
+	if a.Path() != path {
+		t.Errorf("Path() = %q, want %q", a.Path(), path)
+	}
+	if a.File().Rules() != 2 {
+		t.Errorf("the file in force has %d rules, want 2", a.File().Rules())
+	}
+	c := a.For("acme-alice", "dev-1", false)
+	if !c.AllowPublish([]byte("v1/x")) || c.AllowPublish([]byte("v2/x")) {
+		t.Error("the loaded file does not decide")
+	}
+	if !strings.Contains(logs.String(), "rules=2 users=1") {
+		t.Errorf("the first load is not logged with its counts:\n%s", logs)
+	}
+}
+
+func TestOpenFirstLoadMustSucceed(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := Open(filepath.Join(dir, "missing"), nil); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing file: %v, want ErrNotExist", err)
+	}
+	path := filepath.Join(dir, "broken")
+	replaceFile(t, path, "# rules\ntopic a\ntopic rwx b\n")
+	_, err := Open(path, nil)
+	var le *LineError
+	if !errors.As(err, &le) || le.Line != 3 {
+		t.Fatalf("broken file: %v, want an error naming line 3", err)
+	}
+}
+
+func TestReloadKeepsOldOnErrorAndClientsFollow(t *testing.T) {
+	a, path, logs := openACL(t, aclV1)
+	c := a.For("acme-alice", "dev-1", false)
+	anon := a.For("", "anon-1", true)
+	if !c.AllowPublish([]byte("v1/x")) {
+		t.Fatal("v1 not in force")
+	}
+
+	replaceFile(t, path, aclV2+"topic rwx v3\n")
+	err := a.Reload()
+	if err == nil || !strings.Contains(err.Error(), `acl line 5: unknown access "rwx"`) {
+		t.Fatalf("Reload of a broken file: %v, want an error naming line 5", err)
+	}
+	if !c.AllowPublish([]byte("v1/x")) || c.AllowPublish([]byte("v2/x")) {
+		t.Fatal("a broken file replaced the one in force")
+	}
+	if !strings.Contains(logs.String(), `acl line 5: unknown access`) {
+		t.Errorf("the failed reload is not logged with its line:\n%s", logs)
+	}
+
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Reload(); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("Reload of a missing file: %v", err)
+	}
+	if !c.AllowPublish([]byte("v1/x")) {
+		t.Fatal("a missing file replaced the one in force")
+	}
+
+	replaceFile(t, path, aclV2)
+	if err := a.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	// The clients made before the reload see the new rules.
+	if c.AllowPublish([]byte("v1/x")) || !c.AllowPublish([]byte("v2/x")) {
+		t.Fatal("a connected client still sees the old rules after a reload")
+	}
+	if !c.AllowRead([]byte("dev/dev-1")) || !anon.AllowRead([]byte("dev/anon-1")) {
+		t.Fatal("a connected client does not see the new patterns")
+	}
+	if !strings.Contains(logs.String(), "acl file reloaded") {
+		t.Errorf("the reload is not logged:\n%s", logs)
+	}
+}
+
+func TestWatch(t *testing.T) {
+	a, path, logs := openACL(t, aclV1)
+	c := a.For("acme-alice", "dev-1", false)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		a.Watch(ctx, 5*time.Millisecond)
+		close(done)
+	}()
+	defer func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Error("Watch did not return when its context ended")
+		}
+	}()
+
+	// A broken replacement: logged with its line, the old file stays.
+	replaceFile(t, path, "# v2\n"+aclV2+"topic\n")
+	waitFor(t, "the broken file's error in the log", func() bool {
+		return strings.Contains(logs.String(), "acl line 6: topic without a filter")
+	})
+	if !c.AllowPublish([]byte("v1/x")) || c.AllowPublish([]byte("v2/x")) {
+		t.Fatal("the broken file replaced the one in force")
+	}
+
+	// A good replacement takes effect for the connected client.
+	replaceFile(t, path, aclV2)
+	waitFor(t, "the new file in force", func() bool { return c.AllowPublish([]byte("v2/x")) })
+	if c.AllowPublish([]byte("v1/x")) {
+		t.Fatal("a rule of the old file still applies")
+	}
+
+	// So does a rewrite in place (same inode).
+	if err := os.WriteFile(path, []byte("user acme-alice\ntopic write v3\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the rewritten file in force", func() bool { return c.AllowPublish([]byte("v3")) })
+}
+
+// TestPollReadsEachVersionOnce drives the watch's poll by hand.
+func TestPollReadsEachVersionOnce(t *testing.T) {
+	a, path, logs := openACL(t, aclV1)
+	a.poll()
+	if strings.Count(logs.String(), "reloaded") != 0 {
+		t.Fatalf("an unchanged file was reloaded:\n%s", logs)
+	}
+
+	replaceFile(t, path, aclV1+"user\n")
+	for range 3 {
+		a.poll()
+	}
+	if n := strings.Count(logs.String(), "acl line 4: user without a name"); n != 1 {
+		t.Fatalf("a broken version was logged %d times, want once:\n%s", n, logs)
+	}
+
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		a.poll()
+	}
+	if n := strings.Count(logs.String(), "acl file unreadable"); n != 1 {
+		t.Fatalf("a missing file was logged %d times, want once:\n%s", n, logs)
+	}
+	c := a.For("acme-alice", "dev-1", false)
+	if !c.AllowPublish([]byte("v1/x")) {
+		t.Fatal("the file in force was dropped")
+	}
+
+	replaceFile(t, path, aclV2)
+	a.poll()
+	if !c.AllowPublish([]byte("v2/x")) {
+		t.Fatalf("the restored file was not loaded:\n%s", logs)
+	}
+}
+
+// TestConcurrentChecksAndReloads: checks from many goroutines while the
+// file is reloaded; run with -race. Every answer is one of the two files'.
+func TestConcurrentChecksAndReloads(t *testing.T) {
+	a, path, _ := openACL(t, aclV1)
+	c := a.For("acme-alice", "dev-1", false)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan string, 8)
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				// What both files allow, and what neither does.
+				if !c.AllowRead([]byte("common/x")) || c.AllowPublish([]byte("common/x")) {
+					select {
+					case errs <- "a check saw neither file's rules":
+					default:
+					}
+				}
+			}
+		})
+	}
+	for i := range 50 {
+		content := aclV1
+		if i%2 == 0 {
+			content = aclV2
+		}
+		replaceFile(t, path, content)
+		if err := a.Reload(); err != nil {
+			t.Error(err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	select {
+	case e := <-errs:
+		t.Fatal(e)
+	default:
+	}
+	// The last file (v1) is what the client sees now.
+	if !c.AllowPublish([]byte("v1/x")) || c.AllowPublish([]byte("v2/x")) {
+		t.Fatal("after the reloads the client does not see the last file")
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/shoal-mqtt/shoal/gateway/listener"
 )
 
 // Config configures one gateway. Zero values take the defaults of
@@ -25,6 +27,27 @@ type Config struct {
 	// WSListen is the address of the MQTT-over-WebSocket listener, path
 	// /mqtt, subprotocol "mqtt" ("" disables it).
 	WSListen string `yaml:"ws_listen"`
+	// MQTTSListen is the address of the MQTT-over-TLS listener ("", the
+	// default, disables it; 8883 is its conventional port). It needs
+	// TLS.CertFile and TLS.KeyFile.
+	MQTTSListen string `yaml:"mqtts_listen"`
+	// WSSListen is the address of the MQTT-over-WebSocket-over-TLS
+	// listener, path /mqtt ("", the default, disables it; 8084 is its
+	// conventional port). It needs TLS.CertFile and TLS.KeyFile.
+	WSSListen string `yaml:"wss_listen"`
+	// WSAllowedOrigins are the origins besides their own whose web pages
+	// may open a WebSocket to the ws and wss listeners: host patterns
+	// ("*.example.com"), or scheme and host ("https://*.example.com"), of
+	// path.Match. Empty allows none: only clients that send no Origin
+	// (not browsers) and pages served from the listener's own host
+	// connect; a browser's upgrade from any other origin gets 403, so a
+	// web page its visitor opens cannot reach a broker on their machine
+	// or network.
+	WSAllowedOrigins []string `yaml:"ws_allowed_origins"`
+	// TLS is the material of the TLS listeners. It is the top-level tls
+	// section of the configuration file, not one of gateway's (the
+	// composition layer fills it).
+	TLS TLS `yaml:"-"`
 	// TenantSeparator splits a client identifier into tenant and rest; the
 	// tenant is the prefix up to the first separator. "" switches tenancy
 	// off: every client belongs to the default tenant "".
@@ -72,6 +95,34 @@ type Config struct {
 	Heartbeat time.Duration `yaml:"heartbeat"`
 }
 
+// TLS configures the TLS listeners (mqtts_listen, wss_listen): files in
+// PEM, reloaded when they change and on SIGHUP (Gateway.ReloadTLS).
+type TLS struct {
+	// CertFile is the server's certificate chain, leaf first, and KeyFile
+	// its private key.
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+	// ClientCAFile holds the CAs of client certificates (mutual TLS): with
+	// it a client may present a certificate, which must verify; "" asks
+	// for none.
+	ClientCAFile string `yaml:"client_ca_file"`
+	// RequireClientCert refuses, in the TLS handshake, a client without a
+	// certificate of ClientCAFile's CAs.
+	RequireClientCert bool `yaml:"require_client_cert"`
+	// Identity is the field of a client certificate that names its
+	// identity (listener.CertIdentity): cn (the default), san-dns,
+	// san-email or san-uri (the first of the kind).
+	Identity string `yaml:"identity"`
+}
+
+// Files returns the files of the TLS material as the listeners take them.
+func (t TLS) Files() listener.TLSFiles {
+	return listener.TLSFiles{
+		CertFile: t.CertFile, KeyFile: t.KeyFile,
+		ClientCAFile: t.ClientCAFile, RequireClientCert: t.RequireClientCert,
+	}
+}
+
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{
@@ -92,6 +143,7 @@ func DefaultConfig() Config {
 		Heartbeat:         time.Second,
 		ProduceLinger:     time.Millisecond,
 		SlotLease:         15 * time.Second,
+		TLS:               TLS{Identity: listener.IdentityCN},
 	}
 }
 
@@ -108,9 +160,13 @@ func (c *Config) Validate() error {
 	if c.SlotLease < time.Second {
 		bad("slot_lease", "must be ≥ 1s")
 	}
-	if c.MQTTListen == "" && c.WSListen == "" {
-		bad("mqtt_listen", "no listener: set mqtt_listen or ws_listen")
+	if c.MQTTListen == "" && c.WSListen == "" && c.MQTTSListen == "" && c.WSSListen == "" {
+		bad("mqtt_listen", "no listener: set mqtt_listen, ws_listen, mqtts_listen or wss_listen")
 	}
+	if err := listener.CheckOrigins(c.WSAllowedOrigins); err != nil {
+		bad("ws_allowed_origins", err.Error())
+	}
+	errs = append(errs, c.validateTLS()...)
 	if c.Heartbeat <= 0 {
 		bad("heartbeat", "must be > 0")
 	}
@@ -148,6 +204,33 @@ func (c *Config) Validate() error {
 		bad("produce_linger", "must be between 0 and 1s")
 	}
 	return errors.Join(errs...)
+}
+
+// validateTLS checks the tls section against the listeners that need it;
+// its keys are top-level (tls.cert_file).
+func (c *Config) validateTLS() []error {
+	var errs []error
+	bad := func(key, msg string) { errs = append(errs, fmt.Errorf("tls.%s: %s", key, msg)) }
+	var needs string // the first TLS listener configured
+	if c.WSSListen != "" {
+		needs = "gateway.wss_listen"
+	}
+	if c.MQTTSListen != "" {
+		needs = "gateway.mqtts_listen"
+	}
+	if needs != "" && c.TLS.CertFile == "" {
+		bad("cert_file", "required by "+needs)
+	}
+	if needs != "" && c.TLS.KeyFile == "" {
+		bad("key_file", "required by "+needs)
+	}
+	if c.TLS.RequireClientCert && c.TLS.ClientCAFile == "" {
+		bad("require_client_cert", "needs tls.client_ca_file, the CAs the client certificates are verified against")
+	}
+	if err := listener.CheckIdentityField(c.TLS.Identity); err != nil {
+		bad("identity", fmt.Sprintf("%q is not cn, san-dns, san-email or san-uri", c.TLS.Identity))
+	}
+	return errs
 }
 
 // Tenant returns the tenant of a client identifier: the prefix up to the

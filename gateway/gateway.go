@@ -87,6 +87,9 @@ type Gateway struct {
 	ready   atomic.Bool
 	addrsMu sync.Mutex
 	addrs   map[string]net.Addr // listener name → bound address
+	// certs is the TLS listeners' material, set when they open (nil
+	// without them): listeners.go.
+	certs atomic.Pointer[listener.Certificates]
 
 	version string
 
@@ -195,8 +198,8 @@ func (g *Gateway) Run(ctx context.Context) error {
 		return err
 	}
 	// The first error of the goroutines that can fail: the slot consumer,
-	// the lease renewal and each of the (two) listeners.
-	errc := make(chan error, 4)
+	// the lease renewal and each of the (four) listeners.
+	errc := make(chan error, 6)
 	var wg sync.WaitGroup
 	positioned := g.consumeSlot(ctx, marker, &wg, errc)
 	select {
@@ -229,7 +232,8 @@ func (g *Gateway) Run(ctx context.Context) error {
 	wg.Add(1)
 	go func() { defer wg.Done(); g.sysLoop(ctx, g.version) }()
 	g.ready.Store(true)
-	g.log.Info("gateway ready", "slot", g.slot.Load(), "mqtt", g.Addr("mqtt"), "ws", g.Addr("ws"))
+	g.log.Info("gateway ready", "slot", g.slot.Load(), "mqtt", g.Addr("mqtt"), "ws", g.Addr("ws"),
+		"mqtts", g.Addr("mqtts"), "wss", g.Addr("wss"))
 
 	select {
 	case <-ctx.Done():

@@ -43,7 +43,9 @@ type Config struct {
 	// CQL is the view store on a CQL database (ScyllaDB, Apache
 	// Cassandra). Without hosts the views live in Pebble under data_dir,
 	// which only `shoal all` may use.
-	CQL     cqlstore.Config   `yaml:"cql"`
+	CQL cqlstore.Config `yaml:"cql"`
+	// Gateway is the gateway section; its TLS is read from the top-level
+	// tls section of the file (fileShape).
 	Gateway gateway.Config    `yaml:"gateway"`
 	Router  routersvc.Config  `yaml:"router"`
 	Session sessionsvc.Config `yaml:"session"`
@@ -190,6 +192,24 @@ func options() []option {
 	return []option{
 		{"mqtt-listen", "MQTT TCP listen address (gateway.mqtt_listen)", str(func(c *Config) *string { return &c.Gateway.MQTTListen })},
 		{"ws-listen", "MQTT over WebSocket listen address, path /mqtt (gateway.ws_listen)", str(func(c *Config) *string { return &c.Gateway.WSListen })},
+		{"mqtts-listen", "MQTT over TLS listen address, e.g. :8883; empty (the default) disables it (gateway.mqtts_listen)", str(func(c *Config) *string { return &c.Gateway.MQTTSListen })},
+		{"wss-listen", "MQTT over WebSocket over TLS listen address, path /mqtt, e.g. :8084; empty (the default) disables it (gateway.wss_listen)", str(func(c *Config) *string { return &c.Gateway.WSSListen })},
+		{"ws-allowed-origins", "comma-separated origins (host patterns, e.g. *.example.com or https://app.example.com) whose web pages may connect to the WebSocket listeners besides their own; empty allows no other (gateway.ws_allowed_origins)", func(c *Config, v string) error {
+			c.Gateway.WSAllowedOrigins = splitList(v)
+			return nil
+		}},
+		{"tls-cert-file", "PEM certificate chain of the TLS listeners, reloaded when it changes and on SIGHUP (tls.cert_file)", str(func(c *Config) *string { return &c.Gateway.TLS.CertFile })},
+		{"tls-key-file", "PEM private key of tls.cert_file (tls.key_file)", str(func(c *Config) *string { return &c.Gateway.TLS.KeyFile })},
+		{"tls-client-ca-file", "PEM CAs of client certificates (mutual TLS): clients may present one, which must verify (tls.client_ca_file)", str(func(c *Config) *string { return &c.Gateway.TLS.ClientCAFile })},
+		{"tls-require-client-cert", "true refuses TLS clients without a certificate of tls.client_ca_file (tls.require_client_cert)", func(c *Config, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("tls.require_client_cert: %w", err)
+			}
+			c.Gateway.TLS.RequireClientCert = b
+			return nil
+		}},
+		{"tls-identity", "field of a client certificate that names the client's identity: cn, san-dns, san-email or san-uri (tls.identity)", str(func(c *Config) *string { return &c.Gateway.TLS.Identity })},
 		{"http-listen", "HTTP address of /metrics, /healthz, /readyz (http_listen)", str(func(c *Config) *string { return &c.HTTPListen })},
 		{"data-dir", "directory of the embedded backbone (data_dir)", str(func(c *Config) *string { return &c.DataDir })},
 		{"data-sync", "true fsyncs the embedded log and view store on every write (data_sync)", func(c *Config, v string) error {
@@ -325,9 +345,12 @@ func Load(name string, args []string, lookupEnv func(string) (string, bool), out
 		}
 		dec := yaml.NewDecoder(bytes.NewReader(b))
 		dec.KnownFields(true)
-		if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		f := fileShape{Config: c, TLS: c.Gateway.TLS}
+		if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
 			return c, fmt.Errorf("config %s: %w", file, err)
 		}
+		c = f.Config
+		c.Gateway.TLS = f.TLS
 		if err := yaml.Unmarshal(b, &yamlListens); err != nil {
 			return c, fmt.Errorf("config %s: %w", file, err)
 		}
@@ -350,11 +373,22 @@ func Load(name string, args []string, lookupEnv func(string) (string, bool), out
 	return c, c.Validate()
 }
 
+// fileShape is the YAML file: Config, and the top-level tls section,
+// which configures the gateway's TLS listeners (gateway.Config.TLS; the
+// gateway section does not have it). The section is top-level because TLS
+// belongs to the process rather than to one role's tuning, as auth does.
+type fileShape struct {
+	Config `yaml:",inline"`
+	TLS    gateway.TLS `yaml:"tls"`
+}
+
 // listenKeys are the listen addresses a YAML file sets (nil: not set).
 type listenKeys struct {
 	Gateway struct {
-		MQTTListen *string `yaml:"mqtt_listen"`
-		WSListen   *string `yaml:"ws_listen"`
+		MQTTListen  *string `yaml:"mqtt_listen"`
+		WSListen    *string `yaml:"ws_listen"`
+		MQTTSListen *string `yaml:"mqtts_listen"`
+		WSSListen   *string `yaml:"wss_listen"`
 	} `yaml:"gateway"`
 }
 
@@ -363,8 +397,10 @@ type listenKeys struct {
 func listenGiven(flags map[string]bool, lookupEnv func(string) (string, bool), file listenKeys) map[string]bool {
 	given := map[string]bool{}
 	for flag, inFile := range map[string]bool{
-		"mqtt-listen": file.Gateway.MQTTListen != nil,
-		"ws-listen":   file.Gateway.WSListen != nil,
+		"mqtt-listen":  file.Gateway.MQTTListen != nil,
+		"ws-listen":    file.Gateway.WSListen != nil,
+		"mqtts-listen": file.Gateway.MQTTSListen != nil,
+		"wss-listen":   file.Gateway.WSSListen != nil,
 	} {
 		_, inEnv := lookupEnv(envName(flag))
 		given[flag] = flags[flag] || inEnv || inFile
@@ -380,7 +416,10 @@ func (c *Config) loopbackWithoutAuth(given map[string]bool) {
 	if c.Auth.Configured() {
 		return
 	}
-	for flag, addr := range map[string]*string{"mqtt-listen": &c.Gateway.MQTTListen, "ws-listen": &c.Gateway.WSListen} {
+	for flag, addr := range map[string]*string{
+		"mqtt-listen": &c.Gateway.MQTTListen, "ws-listen": &c.Gateway.WSListen,
+		"mqtts-listen": &c.Gateway.MQTTSListen, "wss-listen": &c.Gateway.WSSListen,
+	} {
 		if given[flag] || *addr == "" {
 			continue
 		}

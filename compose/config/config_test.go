@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoal-mqtt/shoal/gateway"
 	"github.com/shoal-mqtt/shoal/kafka"
 )
 
@@ -256,5 +257,117 @@ func TestLoopbackWithoutAuth(t *testing.T) {
 					c.Gateway.MQTTListen, c.Gateway.WSListen, c.LoopbackOnly, tc.mqtt, tc.ws, tc.loopbackOnly)
 			}
 		})
+	}
+}
+
+// TestLoadTLS: the TLS listeners and the top-level tls section come from
+// the file, the environment and flags (flags win), and reach the
+// gateway's configuration; the gateway section has no tls of its own.
+func TestLoadTLS(t *testing.T) {
+	d := Default()
+	if d.Gateway.MQTTSListen != "" || d.Gateway.WSSListen != "" || len(d.Gateway.WSAllowedOrigins) != 0 ||
+		d.Gateway.TLS.Identity != "cn" || d.Gateway.TLS.RequireClientCert {
+		t.Errorf("defaults: mqtts %q, wss %q, origins %v, tls %+v; want both off, no origin, identity cn",
+			d.Gateway.MQTTSListen, d.Gateway.WSSListen, d.Gateway.WSAllowedOrigins, d.Gateway.TLS)
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "shoal.yaml")
+	yml := `gateway:
+  mqtt_listen: ""
+  mqtts_listen: ":8883"
+  wss_listen: ":8084"
+  ws_allowed_origins: ["https://*.example.com"]
+tls:
+  cert_file: /etc/shoal/server.pem
+  key_file: /etc/shoal/server-key.pem
+  client_ca_file: /etc/shoal/ca.pem
+  require_client_cert: true
+  identity: san-dns
+`
+	if err := os.WriteFile(file, []byte(yml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load("shoal", []string{"--config", file}, env(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := c.Gateway
+	want := gateway.TLS{CertFile: "/etc/shoal/server.pem", KeyFile: "/etc/shoal/server-key.pem",
+		ClientCAFile: "/etc/shoal/ca.pem", RequireClientCert: true, Identity: "san-dns"}
+	if g.MQTTListen != "" || g.MQTTSListen != ":8883" || g.WSSListen != ":8084" || g.TLS != want ||
+		len(g.WSAllowedOrigins) != 1 || g.WSAllowedOrigins[0] != "https://*.example.com" {
+		t.Errorf("from the file: mqtt %q, mqtts %q, wss %q, origins %v, tls %+v", g.MQTTListen, g.MQTTSListen, g.WSSListen, g.WSAllowedOrigins, g.TLS)
+	}
+
+	c, err = Load("shoal", []string{"--config", file, "--tls-identity", "san-uri", "--tls-require-client-cert", "false",
+		"--ws-allowed-origins", "a.example.org, https://b.example.org", "--mqtts-listen", "127.0.0.1:18883"},
+		env(map[string]string{"SHOAL_TLS_KEY_FILE": "/run/key.pem", "SHOAL_TLS_IDENTITY": "san-email", "SHOAL_TLS_CLIENT_CA_FILE": ""}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g = c.Gateway
+	want = gateway.TLS{CertFile: "/etc/shoal/server.pem", KeyFile: "/run/key.pem", Identity: "san-uri"}
+	if g.TLS != want || g.MQTTSListen != "127.0.0.1:18883" ||
+		strings.Join(g.WSAllowedOrigins, " ") != "a.example.org https://b.example.org" {
+		t.Errorf("flags over env over file: mqtts %q, origins %q, tls %+v; want tls %+v", g.MQTTSListen, g.WSAllowedOrigins, g.TLS, want)
+	}
+
+	nested := filepath.Join(dir, "nested.yaml")
+	if err := os.WriteFile(nested, []byte("gateway:\n  tls:\n    cert_file: x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load("shoal", []string{"--config", nested}, env(nil), io.Discard); err == nil || !strings.Contains(err.Error(), "tls") {
+		t.Errorf("gateway.tls in the file: %v, want an unknown key", err)
+	}
+}
+
+// TestTLSRefused: a TLS listener without its files, a required client
+// certificate without CAs, an unknown identity field or a malformed
+// origin pattern are refused, the key named.
+func TestTLSRefused(t *testing.T) {
+	files := []string{"--tls-cert-file", "c.pem", "--tls-key-file", "k.pem"}
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--mqtts-listen", ":8883"}, []string{"tls.cert_file: required by gateway.mqtts_listen", "tls.key_file: required by gateway.mqtts_listen"}},
+		{[]string{"--wss-listen", ":8084", "--tls-cert-file", "c.pem"}, []string{"tls.key_file: required by gateway.wss_listen"}},
+		{append([]string{"--mqtts-listen", ":8883", "--tls-require-client-cert", "true"}, files...), []string{"tls.require_client_cert", "tls.client_ca_file"}},
+		{[]string{"--tls-require-client-cert", "yes please"}, []string{"--tls-require-client-cert", "tls.require_client_cert"}},
+		{[]string{"--tls-identity", "serial"}, []string{"tls.identity", `"serial"`}},
+		{[]string{"--ws-allowed-origins", "[a-"}, []string{"gateway.ws_allowed_origins", "[a-"}},
+		{[]string{"--mqtt-listen", "", "--ws-listen", ""}, []string{"gateway.mqtt_listen", "mqtts_listen"}},
+	} {
+		_, err := Load("shoal", tc.args, env(nil), io.Discard)
+		for _, w := range tc.want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("Load(%q): err = %v, want it to contain %q", tc.args, err, w)
+			}
+		}
+	}
+	// Only TLS listeners, the plain ones switched off.
+	c, err := Load("shoal", append([]string{"--mqtt-listen", "", "--ws-listen", "", "--mqtts-listen", ":8883", "--wss-listen", ":8084"}, files...), env(nil), io.Discard)
+	if err != nil {
+		t.Fatalf("TLS listeners only: %v", err)
+	}
+	if c.Gateway.MQTTListen != "" || c.Gateway.WSListen != "" {
+		t.Errorf("plain listeners %q %q, want both off", c.Gateway.MQTTListen, c.Gateway.WSListen)
+	}
+}
+
+// TestLoopbackWithoutAuthTLS: the TLS listeners follow the loopback rule,
+// and are off unless given, so an address given for one stays as given.
+func TestLoopbackWithoutAuthTLS(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "shoal.yaml")
+	if err := os.WriteFile(file, []byte("gateway:\n  wss_listen: \":8084\"\ntls:\n  cert_file: c.pem\n  key_file: k.pem\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load("shoal", []string{"--config", file, "--mqtts-listen", ":8883"}, env(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Gateway.MQTTSListen != ":8883" || c.Gateway.WSSListen != ":8084" || c.Gateway.MQTTListen != "127.0.0.1:1883" || !c.LoopbackOnly {
+		t.Errorf("mqtts %q wss %q mqtt %q loopback only %v; want the TLS addresses as given, mqtt on loopback",
+			c.Gateway.MQTTSListen, c.Gateway.WSSListen, c.Gateway.MQTTListen, c.LoopbackOnly)
 	}
 }

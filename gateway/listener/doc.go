@@ -6,20 +6,32 @@
 // reads and writes the stream and asks the Conn for what it needs; it
 // never asks which listener a connection came through.
 //
-// Listeners today: TCP (ListenTCP) and WebSocket at /mqtt with subprotocol
-// "mqtt" (ListenWebSocket). The next ones plug in here, each as a
-// Listener of its own or an option of one of these, without a change to
-// the connection code:
-//   - TLS: wrap each accepted socket in tls.Server, complete the handshake
-//     (bounded by a deadline) before handing it over, and set Conn.TLS; Raw
-//     stays nil, since the socket's bytes are ciphertext.
-//   - WebSocket over TLS: the WebSocket listener's http.Server serves TLS
-//     (ServeTLS); the upgraded request's r.TLS becomes Conn.TLS.
+// Listeners: TCP (ListenTCP), TLS on TCP (ListenTLS), WebSocket at /mqtt
+// with subprotocol "mqtt" (ListenWebSocket), and WebSocket over TLS (its
+// options' TLS). A TLS listener hands a connection over once its
+// handshake completes, with Conn.TLS set and Raw nil (the socket's bytes
+// are ciphertext); the handshake runs on the connection's own goroutine,
+// bounded by a deadline, never in the accept loop, so a slow client holds
+// up no other. The WebSocket listeners accept an upgrade without Origin
+// (not from a browser), from the request's own origin, or from an origin
+// their AllowedOrigins match; any other gets 403.
+//
+// Certificates is the TLS listeners' material: the server's certificate
+// and key, and the CAs of client certificates (mutual TLS). Each
+// handshake takes the material current when it starts; Reload and Watch
+// read the files again without a restart, keeping the old material when
+// the new does not load. CertIdentity names the identity a verified client
+// certificate proves: its common name or first subject alternative name of
+// a kind.
+//
+// The next one plugs in here without a change to the connection code:
 //   - PROXY protocol v2: read the header before handing the connection over,
 //     exactly its announced length so nothing of the MQTT stream is
 //     buffered above the socket, and set Conn.ClientAddr to its source
 //     address; Raw stays the socket, so parking and non-blocking writes
-//     keep working behind a load balancer.
+//     keep working behind a load balancer. In front of TLS (a load
+//     balancer passing TLS through), the header comes first: read it, then
+//     run the handshake on the same goroutine.
 //
 // It is a package of its own, not files of package gateway, so that the
 // boundary is the compiler's: a listener cannot reach into a connection's

@@ -14,7 +14,9 @@ type Transport string
 // The transports.
 const (
 	TransportTCP       Transport = "tcp" // MQTT over a TCP socket
+	TransportTLS       Transport = "tls" // MQTT over TLS on a TCP socket
 	TransportWebSocket Transport = "ws"  // MQTT over WebSocket (binary messages)
+	TransportWSS       Transport = "wss" // MQTT over WebSocket over TLS
 )
 
 // Conn is an accepted client connection and what its listener knows of it.
@@ -32,12 +34,13 @@ type Conn struct {
 	// ClientAddr is the client's address: the socket's peer, or the source
 	// a PROXY protocol header gave when a load balancer is in front.
 	ClientAddr net.Addr
-	// TLS is the connection's TLS state once its handshake is complete;
-	// nil without TLS.
+	// TLS is the connection's TLS state once its handshake is complete
+	// (listeners hand a TLS connection over only then); nil without TLS.
+	// Its verified client certificate is PeerCertificate.
 	TLS *tls.ConnectionState
 	// Transport is how the stream arrives.
 	Transport Transport
-	// Listener is the name of the listener ("mqtt", "ws") and
+	// Listener is the name of the listener ("mqtt", "ws", "mqtts", "wss") and
 	// ListenerAddr its bound address.
 	Listener     string
 	ListenerAddr net.Addr

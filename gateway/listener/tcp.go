@@ -2,18 +2,24 @@ package listener
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"syscall"
 	"time"
 )
 
-// TCP is a listener of MQTT over TCP.
+// TCP is a listener of MQTT over TCP, or over TLS on TCP (ListenTLS).
 type TCP struct {
 	name string
 	ln   net.Listener
 	log  *slog.Logger
+
+	// With TLS: the server's configuration, and the bound of a handshake.
+	tls              *tls.Config
+	handshakeTimeout time.Duration
 }
 
 // ListenTCP binds a TCP listener named name to addr; log receives the
@@ -24,6 +30,20 @@ func ListenTCP(name, addr string, log *slog.Logger) (*TCP, error) {
 		return nil, err
 	}
 	return &TCP{name: name, ln: ln, log: log}, nil
+}
+
+// ListenTLS binds a listener of MQTT over TLS named name to addr. Each
+// accepted socket's handshake runs on the connection's own goroutine,
+// bounded by handshakeTimeout, so a slow client holds up no other; a
+// connection is handed over once its handshake is complete. log receives
+// the accept failures it retries and the handshakes that fail.
+func ListenTLS(name, addr string, cfg *tls.Config, handshakeTimeout time.Duration, log *slog.Logger) (*TCP, error) {
+	l, err := ListenTCP(name, addr, log)
+	if err != nil {
+		return nil, err
+	}
+	l.tls, l.handshakeTimeout = cfg, handshakeTimeout
+	return l, nil
 }
 
 // Name implements Listener.
@@ -57,6 +77,10 @@ func (l *TCP) Serve(ctx context.Context, handle Handler) error {
 			continue
 		}
 		delay = 0
+		if l.tls != nil {
+			go l.handshake(ctx, nc, handle)
+			continue
+		}
 		go handle(ctx, l.conn(nc))
 	}
 }
@@ -75,4 +99,34 @@ func (l *TCP) conn(nc net.Conn) *Conn {
 		c.Raw = sc
 	}
 	return c
+}
+
+// handshake runs the TLS handshake of an accepted socket, bounded by the
+// handshake timeout and ctx, and hands the connection over when it
+// completes; else it closes the socket. It runs on the connection's
+// goroutine, which then becomes the handler's.
+func (l *TCP) handshake(ctx context.Context, nc net.Conn, handle Handler) {
+	tc := tls.Server(nc, l.tls)
+	if l.handshakeTimeout > 0 {
+		_ = tc.SetDeadline(time.Now().Add(l.handshakeTimeout))
+	}
+	if err := tc.HandshakeContext(ctx); err != nil {
+		level := slog.LevelInfo
+		if errors.Is(err, io.EOF) {
+			level = slog.LevelDebug // closed before a hello: a port probe, a load balancer's health check
+		}
+		l.log.Log(ctx, level, "tls handshake failed", "listener", l.name, "remote", nc.RemoteAddr(), "err", err)
+		_ = nc.Close()
+		return
+	}
+	_ = tc.SetDeadline(time.Time{})
+	st := tc.ConnectionState()
+	handle(ctx, &Conn{
+		NetConn:      tc,
+		ClientAddr:   nc.RemoteAddr(),
+		TLS:          &st,
+		Transport:    TransportTLS,
+		Listener:     l.name,
+		ListenerAddr: l.ln.Addr(),
+	})
 }

@@ -1,6 +1,7 @@
 // Package auth checks MQTT user names and passwords against a password file,
-// reloads that file while the broker runs, and slows down addresses that
-// keep failing.
+// or verifies a signed token (JWT) carried in the password, reloads the file
+// and the keys while the broker runs, and slows down addresses that keep
+// failing.
 //
 // # The password file
 //
@@ -58,6 +59,54 @@
 // previous file in force and is logged (slog, key "err", with the line
 // number) once. Write the file atomically (SetPassword does): a poll can
 // otherwise read it half written.
+//
+// # Tokens (JWT)
+//
+// JWT verifies a compact JWS token (RFC 7519) sent as the CONNECT password;
+// one longer than 8 KiB is refused before it is parsed. The keys come from
+// local files only, nothing is fetched (a JWKS "x5u" is not followed):
+//
+//   - hmac_secret_file: the file's bytes, trailing line breaks dropped, are
+//     an HMAC secret of at least 32 bytes. It takes HS256, and HS384 and
+//     HS512 when it is at least 48 and 64 bytes long (RFC 7518 §3.2).
+//   - public_key_file: PEM blocks "PUBLIC KEY", "RSA PUBLIC KEY" or
+//     "CERTIFICATE" (the certificate's key; its dates and chain are not
+//     checked). RSA keys of at least 2048 bits take RS256, RS384, RS512,
+//     PS256, PS384, PS512; ECDSA keys ES256, ES384 or ES512 by their curve
+//     (P-256, P-384, P-521); Ed25519 keys EdDSA. A private key is refused:
+//     the broker needs the public part only.
+//   - jwks_file: a JSON Web Key Set (RFC 7517), read with keyfunc/jwkset.
+//     Keys are taken by their type as above ("oct" keys as HMAC secrets); a
+//     key's "alg", when set, is the only one it takes and must fit it. Keys
+//     for encryption ("use": "enc", or "key_ops" without "verify") are
+//     skipped; two keys with one "kid", or an asymmetric private key, make
+//     the file an error.
+//
+// The algorithms accepted are those of the keys loaded, nothing else: never
+// "none", and a key only ever meets an algorithm of its own type, so an HMAC
+// secret cannot verify an RS or ES token, nor a public key serve as an HMAC
+// secret (the algorithm-confusion attack). A token whose "kid" names a JWKS
+// key is checked with that key only; otherwise with every key that takes its
+// algorithm (the secret, the PEM keys, and the JWKS keys when it names no
+// kid). A "crit" header is refused: no extension is understood.
+//
+// "exp" is required: a token without one is refused, so that every session
+// a token opens can be cut off (Identity.Expires carries it to the
+// gateway). "exp", "nbf" and "iat" are checked with the configured skew
+// (30s by default, at most 5m): a token is expired from exp+skew on, valid
+// from nbf-skew on, and refused when issued after now+skew. When set,
+// "iss" must equal the issuer and "aud" must hold the audience. The user is
+// the user claim ("sub" by default), a non-empty string; with a tenant
+// claim configured the tenant is that claim, a non-empty string the token
+// must have, and without one the gateway takes the tenant from the user's
+// prefix. A user or tenant holding a control character is refused.
+//
+// A refused token's error wraps ErrBadCredentials and reads "verify token:
+// " and one fixed reason: it never holds any part of the token (a bearer
+// credential) or of a key. Reload and Watch work as for the password file,
+// over all the configured key files: a version that fails to load (any
+// file) leaves the previous keys in force, all of them, and the keys in
+// force are swapped whole.
 //
 // # Delaying failures
 //

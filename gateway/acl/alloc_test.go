@@ -105,6 +105,18 @@ func TestAllowAllocations(t *testing.T) {
 				if allocs != 0 {
 					t.Errorf("round %d %s %s: %.1f allocations per check, want 0", round, name, tc.name, allocs)
 				}
+				if tc.access == Read {
+					if allocs := testing.AllocsPerRun(100, func() { got = c.AllowSubscribe(topic) }); allocs != 0 {
+						t.Errorf("round %d %s %s: %.1f allocations per subscribe check, want 0", round, name, tc.name, allocs)
+					}
+					s := tc.topic
+					if allocs := testing.AllocsPerRun(100, func() { got = c.AllowReadString(s) || c.AllowSubscribeString(s) }); allocs != 0 {
+						t.Errorf("round %d %s %s: %.1f allocations per check of a string, want 0", round, name, tc.name, allocs)
+					}
+					if c.AllowReadString(s) != tc.want {
+						t.Errorf("round %d %s %s: AllowReadString %v, want %v", round, name, tc.name, !tc.want, tc.want)
+					}
+				}
 			}
 		}
 		if err := a.Reload(); err != nil {

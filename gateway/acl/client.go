@@ -92,29 +92,67 @@ func (c *Client) current() *view {
 
 // AllowPublish reports whether the client may publish on topic, a valid
 // topic name relative to its tenant. It does not allocate.
-func (c *Client) AllowPublish(topic []byte) bool { return c.Allow(Write, topic) }
+func (c *Client) AllowPublish(topic []byte) bool { return allow(c, Write, topic) }
 
 // AllowRead reports whether the client may receive a message published on
 // topic, a valid topic name relative to its tenant: the gateway asks before
 // it sends each message, retained ones included. It does not allocate.
-func (c *Client) AllowRead(topic []byte) bool { return c.Allow(Read, topic) }
+func (c *Client) AllowRead(topic []byte) bool { return allow(c, Read, topic) }
+
+// AllowReadString is AllowRead of a topic held as a string (a delivery's
+// event), without converting it.
+func (c *Client) AllowReadString(topic string) bool { return allow(c, Read, topic) }
 
 // AllowSubscribe reports whether the client may subscribe to filter, a
-// valid topic filter. As in Mosquitto 2.0, whose ACL file does not check
-// subscriptions, it always may: AllowRead keeps out each message the
-// client may not read (see the package documentation).
-func (c *Client) AllowSubscribe(filter []byte) bool { return true }
+// valid topic filter relative to its tenant (the filter of a shared
+// subscription without its "$share/group/"). Mosquitto 2.0's ACL file
+// grants every subscription; Shoal answers it as Mosquitto 2.1's
+// dynamic security does (mosquitto_sub_matches_acl): the client's section,
+// then the patterns, each a deny first, must hold a read rule whose filter
+// covers the subscription's, every topic it matches. With "topic read
+// a/+/t" a subscription to a/x/t or a/+/t is granted, one to a/# is not.
+// A deny of part of a granted filter ("topic deny a/secret" under "topic
+// read a/#") leaves the subscription granted: AllowRead keeps those
+// messages out. It does not allocate.
+func (c *Client) AllowSubscribe(filter []byte) bool { return allowSubscribe(c, filter) }
+
+// AllowSubscribeString is AllowSubscribe of a filter held as a string.
+func (c *Client) AllowSubscribeString(filter string) bool { return allowSubscribe(c, filter) }
+
+func allowSubscribe[T bytestring](c *Client, filter T) bool {
+	if len(filter) == 0 || hasPrefix(filter, "$share") {
+		return false
+	}
+	want := mask(Read)
+	v := c.current()
+	if v.section != nil {
+		m := cover(v.section, filter, 0, &c.id, 0)
+		if m&mDeny != 0 {
+			return false
+		}
+		if m&want != 0 {
+			return true
+		}
+	}
+	if v.file.patterns == nil || c.patternsOff {
+		return false
+	}
+	m := cover(v.file.patterns, filter, 0, &c.id, 0)
+	return m&mDeny == 0 && m&want != 0
+}
 
 // hasPrefix is bytes.HasPrefix with a string prefix, without a conversion
 // that allocates.
-func hasPrefix(b []byte, prefix string) bool {
+func hasPrefix[T bytestring](b T, prefix string) bool {
 	return len(b) >= len(prefix) && string(b[:len(prefix)]) == prefix
 }
 
 // Allow reports whether the client has access a (Read or Write) to topic,
 // following mosquitto_acl_check: the '$' topics first, then the client's
 // section, then the patterns. It does not allocate.
-func (c *Client) Allow(a Access, topic []byte) bool {
+func (c *Client) Allow(a Access, topic []byte) bool { return allow(c, a, topic) }
+
+func allow[T bytestring](c *Client, a Access, topic T) bool {
 	if len(topic) == 0 {
 		return false
 	}
@@ -127,7 +165,7 @@ func (c *Client) Allow(a Access, topic []byte) bool {
 	want := mask(a)
 	v := c.current()
 	if v.section != nil {
-		m := v.section.match(topic, 0, &c.id, 0)
+		m := match(v.section, topic, 0, &c.id, 0)
 		if m&mDeny != 0 {
 			return false
 		}
@@ -138,6 +176,6 @@ func (c *Client) Allow(a Access, topic []byte) bool {
 	if v.file.patterns == nil || c.patternsOff {
 		return false
 	}
-	m := v.file.patterns.match(topic, 0, &c.id, 0)
+	m := match(v.file.patterns, topic, 0, &c.id, 0)
 	return m&mDeny == 0 && m&want != 0
 }

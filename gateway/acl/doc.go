@@ -124,17 +124,19 @@
 // # Subscriptions and deliveries
 //
 // Mosquitto 2.0's ACL file does not check subscriptions: its check returns
-// success for every SUBSCRIBE and UNSUBSCRIBE ("FIXME - implement ACL
-// subscription strings", security_default.c), so any valid filter is
-// granted in SUBACK. What protects topics is the read check Mosquitto makes
-// on every message it sends a client (subs__send, retained messages in
-// retain__process, queued messages of a resumed session): with "topic read
-// a/#" and "topic deny a/secret" a subscriber of a/# gets a/x but never
-// a/secret. AllowSubscribe follows Mosquitto and grants; the gateway calls
-// AllowRead before it sends each message, retained ones included. (Mosquitto
-// 2.1's dynamic-security plugin checks subscriptions against the ACL with
-// mosquitto_sub_matches_acl; the 2.0 ACL file, which this package reads,
-// does not.)
+// success for every SUBSCRIBE ("FIXME - implement ACL subscription
+// strings", security_default.c). Shoal does, as Mosquitto 2.1's dynamic
+// security does (mosquitto_sub_matches_acl): AllowSubscribe grants a
+// filter when a read rule covers it (matches every topic the filter
+// matches) and no deny covers it, the client's section first, then the
+// patterns; the gateway answers SUBACK 0x87 (3.1.1: 0x80) otherwise. A
+// Mosquitto file that grants "topic read a/+/t" therefore refuses a
+// subscription to a/# that Mosquitto 2.0 would grant and then filter.
+// What also protects topics is the read check on every message sent to a
+// client, as Mosquitto makes it (subs__send, retained messages, queued
+// messages of a resumed session): with "topic read a/#" and "topic deny
+// a/secret" a subscriber of a/# gets a/x but never a/secret. The gateway
+// calls AllowRead before it sends each message, retained ones included.
 //
 // A will is checked with AllowPublish when it is sent, with the rules then
 // in force, as Mosquitto checks it in context__send_will.

@@ -204,18 +204,35 @@ func TestAllow(t *testing.T) {
 	}
 }
 
-// TestAllowSubscribe: the ACL file does not refuse subscriptions (Mosquitto
-// 2.0); the deliveries are checked one by one.
+// TestAllowSubscribe: a subscription is granted when a read rule covers
+// its filter, and no deny does; the deliveries are then checked one by
+// one.
 func TestAllowSubscribe(t *testing.T) {
-	f, err := Parse(strings.NewReader("user acme-alice\ntopic read a/#\ntopic deny a/secret\n"))
+	f, err := Parse(strings.NewReader("user acme-alice\ntopic read a/#\ntopic deny a/secret\ntopic read s/+/t\ntopic read $SYS/#\n" +
+		"pattern read dev/%c/#\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := f.For(alice.user, alice.clientID, false)
-	for _, filter := range []string{"a/#", "#", "b/+", "$SYS/#", "$share/g/a/#", "a/secret"} {
-		if !c.AllowSubscribe([]byte(filter)) {
-			t.Errorf("AllowSubscribe(%q) = false", filter)
+	for filter, want := range map[string]bool{
+		"a/#": true, "a": true, "a/+": true, "a/x/y": true, "a/+/#": true,
+		"a/secret": false, "#": false, "+/x": false, "b/+": false,
+		"s/x/t": true, "s/+/t": true, "s/#": false, "s/x/#": false, "s/x/+": false,
+		"$SYS/#": true, "$SYS/broker": true, "$share/g/a/#": false,
+		// Patterns are not the user's section: alice has one, so they
+		// are asked only when it grants nothing.
+		"dev/" + alice.clientID + "/x": true, "dev/+/x": false,
+	} {
+		if got := c.AllowSubscribe([]byte(filter)); got != want {
+			t.Errorf("AllowSubscribe(%q) = %v, want %v", filter, got, want)
 		}
+	}
+	anon, err := Parse(strings.NewReader("topic read #\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ac := anon.For("", "x", true); !ac.AllowSubscribe([]byte("#")) || ac.AllowSubscribe([]byte("$SYS/#")) {
+		t.Error("read # must cover # and not $SYS/#")
 	}
 	// What a subscriber of a/# receives.
 	for topic, want := range map[string]bool{"a": true, "a/x": true, "a/secret": false, "a/secret/x": true} {

@@ -1,9 +1,6 @@
 package acl
 
-import (
-	"bytes"
-	"strings"
-)
+import "strings"
 
 // node is a level of a trie of rule filters. The masks of the rules whose
 // filter ends at a node are kept there: end for a filter that ends with
@@ -22,8 +19,13 @@ type node struct {
 // which is quicker than hashing the level.
 const smallFanout = 8
 
+// bytestring is a topic as the gateway has it: a []byte of a packet or
+// a string of an event. The matchers take either without converting it,
+// which would allocate.
+type bytestring interface{ ~string | ~[]byte }
+
 // child returns the literal next level, or nil.
-func (n *node) child(level []byte) *node {
+func child[T bytestring](n *node, level T) *node {
 	if n.lit != nil {
 		return n.lit[string(level)]
 	}
@@ -35,9 +37,19 @@ func (n *node) child(level []byte) *node {
 	return nil
 }
 
+// indexByte is bytes.IndexByte for a bytestring.
+func indexByte[T bytestring](t T, c byte) int {
+	for i := 0; i < len(t); i++ {
+		if t[i] == c {
+			return i
+		}
+	}
+	return -1
+}
+
 // addChild returns the literal next level, added when missing.
 func (n *node) addChild(level string) *node {
-	if c := n.child([]byte(level)); c != nil {
+	if c := child(n, level); c != nil {
 		return c
 	}
 	c := &node{}
@@ -149,7 +161,7 @@ func splitRefs(level string) []part {
 // matches reports whether a topic level equals the template with id's
 // values in place. A %u never matches without a user name (Mosquitto skips
 // such a pattern for a client without one).
-func (e *tmplEdge) matches(level []byte, id *ident) bool {
+func tmplMatches[T bytestring](e *tmplEdge, level T, id *ident) bool {
 	for _, p := range e.parts {
 		s := p.s
 		switch p.ref {
@@ -172,7 +184,7 @@ func (e *tmplEdge) matches(level []byte, id *ident) bool {
 // match returns acc with the masks of every rule whose filter matches the
 // topic t from the level starting at i (i > len(t): every level is
 // consumed). It stops early once a deny is found. It does not allocate.
-func (n *node) match(t []byte, i int, id *ident, acc mask) mask {
+func match[T bytestring](n *node, t T, i int, id *ident, acc mask) mask {
 	if i > len(t) {
 		return acc | n.end | n.hash
 	}
@@ -184,27 +196,81 @@ func (n *node) match(t []byte, i int, id *ident, acc mask) mask {
 	if acc&mDeny != 0 {
 		return acc
 	}
-	j := bytes.IndexByte(t[i:], '/')
+	j := indexByte(t[i:], '/')
 	if j < 0 {
 		j = len(t)
 	} else {
 		j += i
 	}
 	level := t[i:j]
-	if c := n.child(level); c != nil {
-		if acc = c.match(t, j+1, id, acc); acc&mDeny != 0 {
+	if c := child(n, level); c != nil {
+		if acc = match(c, t, j+1, id, acc); acc&mDeny != 0 {
 			return acc
 		}
 	}
 	if n.plus != nil && !dollar {
-		if acc = n.plus.match(t, j+1, id, acc); acc&mDeny != 0 {
+		if acc = match(n.plus, t, j+1, id, acc); acc&mDeny != 0 {
 			return acc
 		}
 	}
 	for k := range n.tmpls {
 		e := &n.tmpls[k]
-		if e.matches(level, id) {
-			if acc = e.next.match(t, j+1, id, acc); acc&mDeny != 0 {
+		if tmplMatches(e, level, id) {
+			if acc = match(e.next, t, j+1, id, acc); acc&mDeny != 0 {
+				return acc
+			}
+		}
+	}
+	return acc
+}
+
+// cover returns acc with the masks of every rule whose filter covers the
+// topic filter f from the level starting at i: matches every topic name
+// f matches. A literal level of f is covered as match covers a topic
+// level; a '+' only by a '+' (or a '#' above it); a '#' only by a '#'. It
+// stops early once a deny is found. It does not allocate.
+func cover[T bytestring](n *node, f T, i int, id *ident, acc mask) mask {
+	if i > len(f) {
+		return acc | n.end | n.hash
+	}
+	// [MQTT-4.7.2-1]: a leading wildcard does not match a '$' topic.
+	dollar := i == 0 && len(f) > 0 && f[0] == '$'
+	if !dollar {
+		acc |= n.hash
+	}
+	if acc&mDeny != 0 {
+		return acc
+	}
+	j := indexByte(f[i:], '/')
+	if j < 0 {
+		j = len(f)
+	} else {
+		j += i
+	}
+	level := f[i:j]
+	switch string(level) {
+	case "#":
+		return acc // only a rule's '#' here covers it: taken above
+	case "+":
+		if n.plus != nil {
+			acc = cover(n.plus, f, j+1, id, acc)
+		}
+		return acc
+	}
+	if c := child(n, level); c != nil {
+		if acc = cover(c, f, j+1, id, acc); acc&mDeny != 0 {
+			return acc
+		}
+	}
+	if n.plus != nil && !dollar {
+		if acc = cover(n.plus, f, j+1, id, acc); acc&mDeny != 0 {
+			return acc
+		}
+	}
+	for k := range n.tmpls {
+		e := &n.tmpls[k]
+		if tmplMatches(e, level, id) {
+			if acc = cover(e.next, f, j+1, id, acc); acc&mDeny != 0 {
 				return acc
 			}
 		}

@@ -39,6 +39,23 @@ type TokenVerifier interface {
 	VerifyToken(token []byte) (Identity, error)
 }
 
+// Authorizer says what each client may do (an ACL file:
+// gateway/acl.ACL): For is asked once per connection, after CONNECT,
+// with the identity's name (none when anonymous) and the client
+// identifier.
+type Authorizer interface {
+	For(user, clientID string, anonymous bool) Permissions
+}
+
+// Permissions are one client's: topics and filters are relative to its
+// tenant. Each check is made on the path of every message and must not
+// allocate.
+type Permissions interface {
+	AllowPublish(topic []byte) bool
+	AllowReadString(topic string) bool
+	AllowSubscribeString(filter string) bool
+}
+
 // FailureDelay slows down repeated failed attempts from one address
 // (gateway/auth.Delay): Wait says how long to hold this attempt back.
 type FailureDelay interface {
@@ -75,6 +92,35 @@ type Auth struct {
 	CertIdentity   func(*x509.Certificate) (string, error)
 	AllowAnonymous bool
 	Delay          FailureDelay // optional
+
+	// ACL, when set, is asked what each client may publish (its will and
+	// retained messages too), subscribe to and receive. A PUBLISH it
+	// refuses is answered 0x87 in 5.0 and dropped in 3.1.1, or closes a
+	// 3.1.1 connection when ACLDenyDisconnect is set; a refused
+	// subscription gets SUBACK 0x87 (3.1.1: 0x80), a refused will CONNACK
+	// 0x87 (3.1.1: 5), and a message the client may not read is not sent.
+	ACL               Authorizer
+	ACLDenyDisconnect bool
+}
+
+// authorize sets the connection's permissions once its client identifier
+// is known, and checks its will against them.
+func (c *conn) authorize(cp *packet.Connect) bool {
+	a := c.g.auth.ACL
+	if a == nil {
+		return true
+	}
+	user := ""
+	if c.ident != nil {
+		user = c.ident.Name
+	}
+	c.perms = a.For(user, c.clientID, c.ident == nil)
+	if cp.WillFlag && !c.perms.AllowPublish(cp.WillTopic) {
+		c.g.log.Info("will refused by the acl", "client", c.clientID, "tenant", c.tenant, "topic", string(cp.WillTopic))
+		c.refuse(packet.CodeNotAuthorized, c.version)
+		return false
+	}
+	return true
 }
 
 // configured reports whether any source is set.
@@ -99,6 +145,7 @@ func (c *conn) authenticate(cp *packet.Connect, client net.Addr, cert *x509.Cert
 		name, err := a.CertIdentity(cert)
 		if err != nil {
 			g.log.Info("certificate names no identity", "remote", client, "err", err)
+			c.add(AuthFailures, 1)
 			c.refuse(packet.CodeNotAuthorized, c.version)
 			return false
 		}
@@ -111,6 +158,7 @@ func (c *conn) authenticate(cp *packet.Connect, client net.Addr, cert *x509.Cert
 			return true
 		}
 		g.log.Info("anonymous connect refused", "remote", client)
+		c.add(AuthFailures, 1)
 		c.refuse(packet.CodeNotAuthorized, c.version)
 		return false
 	}
@@ -143,6 +191,7 @@ func (c *conn) authenticate(cp *packet.Connect, client net.Addr, cert *x509.Cert
 			a.Delay.Failed(addr)
 		}
 		g.log.Info("authentication failed", "remote", client, "user", string(cp.Username), "token", token, "err", err)
+		c.add(AuthFailures, 1)
 		c.refuse(packet.CodeBadUserNameOrPassword, c.version)
 		return false
 	}

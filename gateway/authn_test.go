@@ -292,7 +292,7 @@ func TestTokenExpiryDisconnects(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if p, err := packet.Decode(h, body, v); err != nil || p.(*packet.Connack).Code != 0 {
+			if p, err := packet.Decode(h, body, v); err != nil || p.Type() != packet.CONNACK || p.(*packet.Connack).Code != 0 { //nolint:errcheck,forcetypeassert // the type is checked first
 				t.Fatalf("CONNACK %v, %v", p, err)
 			}
 			h, body, err = rd.ReadPacket()

@@ -37,6 +37,7 @@ type conn struct {
 	clientID        string
 	ident           *Identity   // who the CONNECT proved to be (authn.go); nil when anonymous
 	expiry          *time.Timer // closes the connection when ident expires; nil when it does not
+	perms           Permissions // what the ACL lets the client do; nil without an ACL
 	clientsKey      string      // key in Gateway.clients
 	clientRecordKey []byte      // Kafka key of the client's records: tenant/client
 	generation      uint64

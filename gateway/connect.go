@@ -44,7 +44,7 @@ func (c *conn) handshake(ctx context.Context, client net.Addr, cert *x509.Certif
 		}
 	}
 	assigned, ok := c.identify(&cp)
-	if !ok {
+	if !ok || !c.authorize(&cp) {
 		return false
 	}
 	serverKA, ok := c.takeOptions(&cp)

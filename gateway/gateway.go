@@ -114,6 +114,8 @@ const (
 	BytesReceived                     // bytes of packets received
 	BytesSent                         // bytes written to clients
 	Dropped                           // messages dropped: queue or buffer full, too large for the client
+	ACLDenied                         // publishes, subscriptions and deliveries the ACL refused
+	AuthFailures                      // CONNECTs refused for bad credentials or none
 	numCounters
 )
 

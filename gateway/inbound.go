@@ -43,7 +43,15 @@ func (c *conn) handlePublish(h packet.FixedHeader, body []byte) error {
 			return closeWith(packet.CodeReceiveMaximumExceeded, "receive maximum exceeded")
 		}
 	}
-	if code := c.refusePublish(name, p); code != 0 {
+	code := c.refusePublish(name, p)
+	if code == 0 && c.perms != nil && !c.perms.AllowPublish(name) {
+		code = packet.CodeNotAuthorized
+		c.add(ACLDenied, 1)
+		if c.version != packet.V5 && g.auth.ACLDenyDisconnect {
+			return closeWith(code, "publish refused by the acl")
+		}
+	}
+	if code != 0 {
 		if p.QoS == 0 {
 			if code == packet.CodePayloadFormatInvalid {
 				return closeWith(code, "payload is not valid UTF-8")
@@ -316,6 +324,14 @@ func (c *conn) handleSubscribe(h packet.FixedHeader, body []byte) error {
 		}
 		if shared && f.NoLocal && v5 {
 			return closeWith(packet.CodeProtocolError, "no local on a shared subscription")
+		}
+		if c.perms != nil && !c.perms.AllowSubscribeString(inner) {
+			ack.codes[i] = packet.CodeNotAuthorized
+			if !v5 {
+				ack.codes[i] = packet.CodeUnspecifiedError // 0x80, 3.1.1's failure
+			}
+			c.add(ACLDenied, 1)
+			continue
 		}
 		qos := min(f.QoS, 2)
 		ack.codes[i] = packet.ReasonCode(qos)

@@ -67,6 +67,15 @@ func (c *conn) deliver(src *eventspb.Source, m *eventspb.Message, t *eventspb.Ta
 // encoded once for all the targets it can serve.
 func (c *conn) deliverCounted(src *eventspb.Source, m *eventspb.Message, t *eventspb.Target, now time.Time, pc *publishCache) (kept, flush, sent bool) {
 	qos := byte(min(t.Qos, 2))
+	if c.perms != nil && !t.Release && !c.perms.AllowReadString(m.Topic) {
+		// The ACL keeps it from this client (Mosquitto checks every
+		// message it sends): dropped, and let go by the inbox.
+		if t.InboxSeq != 0 {
+			c.inboxAck(t.InboxSeq, false)
+		}
+		c.add(ACLDenied, 1)
+		return false, false, false
+	}
 	c.mu.Lock()
 	if src != nil && !c.freshLocked(src) {
 		c.mu.Unlock()

@@ -52,18 +52,18 @@ func (b *Broker) actors(ctx context.Context, bb *backbone) (*group, error) {
 		return nil, err
 	}
 
-	if bb.passwords != nil {
-		// The password file is reloaded when it changes (and on SIGHUP:
+	for _, r := range bb.reloadables {
+		// The auth files are reloaded when they change (and on SIGHUP:
 		// Broker.Reload).
 		wctx, stopWatch := context.WithCancel(ctx)
 		grp.g.Add(func() error {
-			bb.passwords.Watch(wctx, time.Second)
+			r.Watch(wctx, time.Second)
 			return nil
 		}, func(error) { stopWatch() })
-		b.mu.Lock()
-		b.passwords = bb.passwords
-		b.mu.Unlock()
 	}
+	b.mu.Lock()
+	b.reloadables = bb.reloadables
+	b.mu.Unlock()
 	if gw != nil {
 		b.addGateway(ctx, grp, gw)
 	} else {

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"crypto/x509"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,7 +12,9 @@ import (
 	"github.com/shoal-mqtt/shoal/compose/store/cqlstore"
 	"github.com/shoal-mqtt/shoal/compose/store/pebblestore"
 	"github.com/shoal-mqtt/shoal/gateway"
+	"github.com/shoal-mqtt/shoal/gateway/acl"
 	"github.com/shoal-mqtt/shoal/gateway/auth"
+	"github.com/shoal-mqtt/shoal/gateway/listener"
 	"github.com/shoal-mqtt/shoal/kafka"
 	routersvc "github.com/shoal-mqtt/shoal/router-svc"
 	sessionsvc "github.com/shoal-mqtt/shoal/session-svc"
@@ -27,12 +30,12 @@ type views interface {
 // (of the embedded backbone or an external cluster), the topics, and the
 // view store. close releases it all, in reverse.
 type backbone struct {
-	client    *kafka.Client
-	gwClient  *kafka.Client // the gateway's producer: client, or one that lingers
-	views     views
-	leaser    gateway.SlotLeaser
-	auth      gateway.Auth    // how the gateway authenticates CONNECTs
-	passwords *auth.Passwords // auth.password_file, reloaded; nil without one
+	client      *kafka.Client
+	gwClient    *kafka.Client // the gateway's producer: client, or one that lingers
+	views       views
+	leaser      gateway.SlotLeaser
+	auth        gateway.Auth // how the gateway authenticates CONNECTs
+	reloadables []reloadable // the auth files, reloaded when they change and on SIGHUP
 
 	closers []func() error // run in reverse by close
 }
@@ -92,24 +95,77 @@ const (
 	maxDelayed = 10_000
 )
 
-// openAuth opens the authentication sources of a gateway: the password
-// file of auth.password_file (its error names the key).
+// reloadable is a file the broker reloads when it changes and on SIGHUP:
+// the password file, the JWT keys, the ACL file.
+type reloadable interface {
+	Reload() error
+	Watch(ctx context.Context, interval time.Duration)
+}
+
+// openAuth opens the authentication and authorization sources of a
+// gateway: the password file, the JWT keys, client certificates (their
+// identity field) and the ACL file. Errors name the key.
 func (b *Broker) openAuth(bb *backbone) error {
-	cfg := b.cfg.Auth
-	if b.roles&RoleGateway == 0 || !cfg.Configured() {
+	if b.roles&RoleGateway == 0 {
 		return nil
 	}
-	pw, err := auth.OpenPasswords(cfg.PasswordFile, b.log)
-	if err != nil {
-		return fmt.Errorf("auth.password_file: %w", err)
+	cfg := b.cfg.Auth
+	a := gateway.Auth{AllowAnonymous: cfg.AllowAnonymous, ACLDenyDisconnect: cfg.ACLDenyDisconnect}
+	if cfg.PasswordFile != "" {
+		pw, err := auth.OpenPasswords(cfg.PasswordFile, b.log)
+		if err != nil {
+			return fmt.Errorf("auth.password_file: %w", err)
+		}
+		a.Passwords = pw
+		bb.reloadables = append(bb.reloadables, pw)
 	}
-	bb.passwords = pw
-	bb.auth = gateway.Auth{
-		Passwords:      pw,
-		AllowAnonymous: cfg.AllowAnonymous,
-		Delay:          auth.NewDelay(maxDelayed, delayBase, delayCap, b.clock),
+	if cfg.JWT.Configured() {
+		j, err := auth.OpenJWT(cfg.JWT, b.clock, b.log)
+		if err != nil {
+			return fmt.Errorf("auth.jwt: %w", err)
+		}
+		a.Tokens = jwtVerifier{j}
+		bb.reloadables = append(bb.reloadables, j)
 	}
+	if tls := b.cfg.Gateway.TLS; tls.ClientCAFile != "" {
+		field := tls.Identity
+		a.CertIdentity = func(c *x509.Certificate) (string, error) { return listener.CertIdentity(c, field) }
+	}
+	if cfg.ACLFile != "" {
+		rules, err := acl.Open(cfg.ACLFile, b.log)
+		if err != nil {
+			return fmt.Errorf("auth.acl_file: %w", err)
+		}
+		a.ACL = aclAuthorizer{rules}
+		bb.reloadables = append(bb.reloadables, rules)
+	}
+	if a.Passwords != nil || a.Tokens != nil {
+		a.Delay = auth.NewDelay(maxDelayed, delayBase, delayCap, b.clock)
+	}
+	bb.auth = a
 	return nil
+}
+
+// jwtVerifier gives the gateway the identity a JWT proves.
+type jwtVerifier struct{ j *auth.JWT }
+
+func (v jwtVerifier) VerifyToken(token []byte) (gateway.Identity, error) {
+	id, err := v.j.Verify(token)
+	if err != nil {
+		return gateway.Identity{}, err
+	}
+	gid := gateway.Identity{Name: id.User, Expires: id.Expires}
+	if id.HasTenant {
+		gid.Tenant = id.Tenant
+	}
+	return gid, nil
+}
+
+// aclAuthorizer gives the gateway each client's permissions.
+type aclAuthorizer struct{ a *acl.ACL }
+
+func (z aclAuthorizer) For(user, clientID string, anonymous bool) gateway.Permissions {
+	return z.a.For(user, clientID, anonymous)
 }
 
 // openKafka connects the Kafka clients, to the embedded backbone (started

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -12,7 +13,6 @@ import (
 
 	"github.com/shoal-mqtt/shoal/compose/config"
 	"github.com/shoal-mqtt/shoal/gateway"
-	"github.com/shoal-mqtt/shoal/gateway/auth"
 	routersvc "github.com/shoal-mqtt/shoal/router-svc"
 	sessionsvc "github.com/shoal-mqtt/shoal/session-svc"
 )
@@ -61,9 +61,10 @@ type Broker struct {
 	router   *routersvc.Router
 	session  *sessionsvc.Service
 	httpAddr net.Addr
-	// passwords is the gateway's password file, nil without one.
-	passwords *auth.Passwords
-	started   chan struct{}
+	// reloadables are the gateway's auth files (password file, JWT keys,
+	// ACL file).
+	reloadables []reloadable
+	started     chan struct{}
 }
 
 // New returns a broker running every role for cfg (already validated by
@@ -230,16 +231,21 @@ func (b *Broker) newRoles(bb *backbone) (err error) {
 }
 
 // Reload reads the files this broker reloads on SIGHUP again: the
-// password file. A file that fails to parse keeps the one in force (the
-// error is logged and returned).
+// password file, the JWT keys, the ACL file and the TLS material. A file
+// that fails to parse keeps the one in force (the error is logged and
+// returned, joined with the others').
 func (b *Broker) Reload() error {
 	b.mu.Lock()
-	pw := b.passwords
+	rs, gw := b.reloadables, b.gateway
 	b.mu.Unlock()
-	if pw == nil {
-		return nil
+	var errs []error
+	for _, r := range rs {
+		errs = append(errs, r.Reload())
 	}
-	return pw.Reload()
+	if gw != nil {
+		errs = append(errs, gw.ReloadTLS())
+	}
+	return errors.Join(errs...)
 }
 
 // logAuth says at start how clients are authenticated: with no source
@@ -247,15 +253,19 @@ func (b *Broker) Reload() error {
 // beyond this machine gets a warning.
 func (b *Broker) logAuth() {
 	cfg := b.cfg
-	if cfg.Auth.Configured() {
-		b.log.Info("clients must authenticate", "password_file", cfg.Auth.PasswordFile, "allow_anonymous", cfg.Auth.AllowAnonymous)
+	if cfg.AuthConfigured() {
+		b.log.Info("clients must authenticate", "password_file", cfg.Auth.PasswordFile, "jwt", cfg.Auth.JWT.Configured(),
+			"client_certificates", cfg.Gateway.TLS.ClientCAFile != "", "allow_anonymous", cfg.Auth.AllowAnonymous, "acl_file", cfg.Auth.ACLFile)
 		return
 	}
 	if cfg.LoopbackOnly {
 		b.log.Info("no authentication configured: MQTT listeners without an explicit address listen on loopback only",
 			"mqtt_listen", cfg.Gateway.MQTTListen, "ws_listen", cfg.Gateway.WSListen)
 	}
-	for key, addr := range map[string]string{"gateway.mqtt_listen": cfg.Gateway.MQTTListen, "gateway.ws_listen": cfg.Gateway.WSListen} {
+	for key, addr := range map[string]string{
+		"gateway.mqtt_listen": cfg.Gateway.MQTTListen, "gateway.ws_listen": cfg.Gateway.WSListen,
+		"gateway.mqtts_listen": cfg.Gateway.MQTTSListen, "gateway.wss_listen": cfg.Gateway.WSSListen,
+	} {
 		if addr != "" && !onLoopback(addr) {
 			b.log.Warn("no authentication configured: every client is accepted on a listener beyond loopback", "listener", key, "addr", addr)
 		}

@@ -3,6 +3,7 @@ package broker_test
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,7 +43,7 @@ func newTLSFiles(t *testing.T) *tlsFiles {
 	t.Helper()
 	dir := t.TempDir()
 	ca := testpki.NewCA(t, "shoal test CA")
-	srv, alice := ca.Server(t), ca.Client(t, "alice")
+	srv, alice := ca.Server(t), ca.Client(t, "t-alice") // an identity of tenant t
 	foreign := testpki.NewCA(t, "other CA").Client(t, "mallory")
 	w := func(name string, b []byte) string { return testpki.WriteFile(t, dir, name, b) }
 	return &tlsFiles{
@@ -53,7 +55,9 @@ func newTLSFiles(t *testing.T) *tlsFiles {
 }
 
 // startTLS runs `shoal all` with its TLS listeners on loopback, the client
-// CA set, client certificates required or not.
+// CA set, client certificates required or not. A client CA is an
+// authentication source: clients without a certificate are anonymous,
+// allowed here. The clients use identifiers of tenant t, alice's.
 func startTLS(t *testing.T, f *tlsFiles, require bool, mut ...func(*config.Config)) *broker.Broker {
 	t.Helper()
 	return startBroker(t, append([]func(*config.Config){func(c *config.Config) {
@@ -61,6 +65,7 @@ func startTLS(t *testing.T, f *tlsFiles, require bool, mut ...func(*config.Confi
 		c.Gateway.WSSListen = "127.0.0.1:0"
 		c.Gateway.TLS = gateway.TLS{CertFile: f.certFile, KeyFile: f.keyFile, ClientCAFile: f.caFile,
 			RequireClientCert: require, Identity: listener.IdentityCN}
+		c.Auth.AllowAnonymous = true
 	}}, mut...)...)
 }
 
@@ -69,8 +74,12 @@ func startTLS(t *testing.T, f *tlsFiles, require bool, mut ...func(*config.Confi
 // certificate).
 func mosquitto(ctx context.Context, b *broker.Broker, bin string, args ...string) *exec.Cmd {
 	_, port, _ := net.SplitHostPort(b.Addr("mqtts").String())
-	return exec.CommandContext(ctx, bin, append([]string{"-h", "localhost", "-p", port, "-V", "mqttv5"}, args...)...)
+	id := fmt.Sprintf("t-%s-%d", strings.TrimPrefix(bin, "mosquitto_"), mosquittoIDs.Add(1))
+	return exec.CommandContext(ctx, bin, append([]string{"-h", "localhost", "-p", port, "-V", "mqttv5", "-i", id}, args...)...)
 }
+
+// mosquittoIDs numbers the Mosquitto clients' identifiers.
+var mosquittoIDs atomic.Int64
 
 func needMosquitto(t *testing.T) {
 	t.Helper()
@@ -371,5 +380,37 @@ func TestTLSBadFilesAtStart(t *testing.T) {
 				t.Fatalf("run: %v, want an error naming %s", err, certFile)
 			}
 		})
+	}
+}
+
+// TestCertIdentityTenant: a verified client certificate is an identity
+// (its CN here) whose tenant binds the client identifiers: alice's
+// certificate, of tenant t, may use t-… and not another tenant's, and
+// needs no password.
+func TestCertIdentityTenant(t *testing.T) {
+	f := newTLSFiles(t)
+	b := startTLS(t, f, false, func(c *config.Config) { c.Auth.AllowAnonymous = false })
+	for id, want := range map[string]packet.ReasonCode{"t-1": packet.CodeSuccess, "globex-1": packet.CodeClientIdentifierNotValid} {
+		nc, err := tls.DialWithDialer(&net.Dialer{Timeout: wait}, "tcp", b.Addr("mqtts").String(),
+			&tls.Config{RootCAs: f.ca.Pool(), ServerName: "localhost", Certificates: []tls.Certificate{f.client.TLS}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = nc.Close() })
+		r := &rawClient{t: t, nc: nc, rd: packet.NewReader(nc, 1024), v: packet.V5}
+		if ca := r.connect(&packet.Connect{ClientID: []byte(id), CleanStart: true}); ca.Code != want {
+			t.Errorf("client id %s with alice's certificate: CONNACK %v, want %v", id, ca.Code, want)
+		}
+	}
+	// Without a certificate, and anonymous clients not allowed: refused.
+	nc, err := tls.DialWithDialer(&net.Dialer{Timeout: wait}, "tcp", b.Addr("mqtts").String(),
+		&tls.Config{RootCAs: f.ca.Pool(), ServerName: "localhost"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = nc.Close() })
+	r := &rawClient{t: t, nc: nc, rd: packet.NewReader(nc, 1024), v: packet.V5}
+	if ca := r.connect(&packet.Connect{ClientID: []byte("t-2"), CleanStart: true}); ca.Code != packet.CodeNotAuthorized {
+		t.Errorf("no certificate, no credentials: CONNACK %v, want 0x87", ca.Code)
 	}
 }

@@ -50,6 +50,8 @@ var gatewayMetrics = [...]struct {
 	{gateway.BytesReceived, "shoal_gateway_bytes_received_total", "counter", "Bytes of MQTT packets received."},
 	{gateway.BytesSent, "shoal_gateway_bytes_sent_total", "counter", "Bytes written to MQTT clients."},
 	{gateway.Dropped, "shoal_gateway_messages_dropped_total", "counter", "Messages dropped: client queue or buffer full, or above the client's maximum packet size."},
+	{gateway.ACLDenied, "shoal_gateway_acl_denied_total", "counter", "Publishes, subscriptions and deliveries the ACL refused."},
+	{gateway.AuthFailures, "shoal_gateway_auth_failures_total", "counter", "CONNECTs refused for wrong or missing credentials."},
 }
 
 func (b *Broker) writeMetrics(w io.Writer) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/shoal-mqtt/shoal/compose/store/cqlstore"
 	"github.com/shoal-mqtt/shoal/gateway"
+	"github.com/shoal-mqtt/shoal/gateway/auth"
 	"github.com/shoal-mqtt/shoal/kafka"
 	routersvc "github.com/shoal-mqtt/shoal/router-svc"
 	sessionsvc "github.com/shoal-mqtt/shoal/session-svc"
@@ -66,10 +67,28 @@ type Auth struct {
 	// authentication source is configured (without one, every client is
 	// anonymous and accepted).
 	AllowAnonymous bool `yaml:"allow_anonymous"`
+	// JWT verifies tokens carried in the CONNECT's password field
+	// (auth.jwt.*: key files, issuer, audience, skew, claims).
+	JWT auth.JWTConfig `yaml:"jwt"`
+	// ACLFile is an ACL file in Mosquitto's format, applied inside each
+	// client's tenant and reloaded like the password file. "" configures
+	// none: every client may publish and subscribe to any topic of its
+	// tenant.
+	ACLFile string `yaml:"acl_file"`
+	// ACLDenyDisconnect closes a 3.1.1 connection whose PUBLISH the ACL
+	// refuses, instead of dropping the message (3.1.1 cannot say no).
+	ACLDenyDisconnect bool `yaml:"acl_deny_disconnect"`
 }
 
-// Configured reports whether any authentication source is configured.
-func (a Auth) Configured() bool { return a.PasswordFile != "" }
+// Configured reports whether an authentication source of this section is
+// configured (Config.AuthConfigured adds client certificates).
+func (a Auth) Configured() bool { return a.PasswordFile != "" || a.JWT.Configured() }
+
+// AuthConfigured reports whether any authentication source is configured:
+// a password file, JWT keys, or a CA of client certificates (mTLS).
+func (c Config) AuthConfigured() bool {
+	return c.Auth.Configured() || c.Gateway.TLS.ClientCAFile != ""
+}
 
 // Kafka configures the log.
 type Kafka struct {
@@ -142,6 +161,9 @@ func (c *Config) Validate() error {
 		}
 	}
 	// The catalogue's own checks (kafka.TopicSpec), under this file's keys.
+	if err := c.Auth.JWT.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := kafka.CheckPartitions(c.Kafka.Partitions); err != nil {
 		errs = append(errs, fmt.Errorf("kafka.partitions: %w", err))
 	}
@@ -229,6 +251,12 @@ func options() []option {
 			c.Auth.AllowAnonymous = b
 			return nil
 		}},
+		{"acl-file", "ACL file in Mosquitto's format, applied inside each client's tenant (auth.acl_file)", str(func(c *Config) *string { return &c.Auth.ACLFile })},
+		{"jwt-jwks-file", "JSON Web Key Set file whose keys verify JWTs sent as passwords (auth.jwt.jwks_file)", str(func(c *Config) *string { return &c.Auth.JWT.JWKSFile })},
+		{"jwt-public-key-file", "PEM public key (RSA, ECDSA, Ed25519) that verifies JWTs sent as passwords (auth.jwt.public_key_file)", str(func(c *Config) *string { return &c.Auth.JWT.PublicKeyFile })},
+		{"jwt-hmac-secret-file", "file holding the HMAC secret (≥ 32 bytes) that verifies JWTs sent as passwords (auth.jwt.hmac_secret_file)", str(func(c *Config) *string { return &c.Auth.JWT.HMACSecretFile })},
+		{"jwt-issuer", "required iss of JWTs (auth.jwt.issuer)", str(func(c *Config) *string { return &c.Auth.JWT.Issuer })},
+		{"jwt-audience", "required aud of JWTs (auth.jwt.audience)", str(func(c *Config) *string { return &c.Auth.JWT.Audience })},
 		{"tenant-separator", "client-id tenant separator; empty switches tenancy off (gateway.tenant_separator)", str(func(c *Config) *string { return &c.Gateway.TenantSeparator })},
 		{"log-level", "debug, info, warn or error (log_level)", str(func(c *Config) *string { return &c.LogLevel })},
 		{"log-format", "text or json (log_format)", str(func(c *Config) *string { return &c.LogFormat })},
@@ -413,7 +441,7 @@ func listenGiven(flags map[string]bool, lookupEnv func(string) (string, bool), f
 // on loopback only (its default port on 127.0.0.1), and LoopbackOnly
 // says so, for the log at start.
 func (c *Config) loopbackWithoutAuth(given map[string]bool) {
-	if c.Auth.Configured() {
+	if c.AuthConfigured() {
 		return
 	}
 	for flag, addr := range map[string]*string{

@@ -81,8 +81,9 @@ type cluster struct {
 	t       *testing.T
 	bin     string
 	dir     string
-	cfgPath string
-	kafka   kafkaServer
+	cfgPath    string
+	passwdPath string
+	kafka      kafkaServer
 }
 
 // newCluster starts its own Kafka (fresh topics and groups) and writes the
@@ -94,6 +95,17 @@ func newCluster(t *testing.T) *cluster {
 	cql := cqlConfig(t)
 	c.kafka = ownKafka(t)
 	c.cfgPath = filepath.Join(c.dir, "shoal.yaml")
+	// One password file for every gateway (mosquitto_passwd's, of
+	// gateway/auth/testdata); anonymous clients are allowed too, as the
+	// tests of the log's guarantees use them.
+	c.passwdPath = filepath.Join(c.dir, "passwd")
+	pw, err := os.ReadFile(filepath.Join("..", "gateway", "auth", "testdata", "mosquitto.passwd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(c.passwdPath, pw, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cfg := fmt.Sprintf(`log_level: info
 kafka:
   partitions: 4
@@ -110,7 +122,10 @@ gateway:
 session:
   expiry_check: 1s
   gateway_timeout: 4s
-`, strings.Join(cql.Hosts, ", "), cql.Keyspace)
+auth:
+  password_file: %s
+  allow_anonymous: true
+`, strings.Join(cql.Hosts, ", "), cql.Keyspace, c.passwdPath)
 	if err := os.WriteFile(c.cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -303,6 +318,13 @@ type mqttClient struct {
 // dialMQTT connects id to addr; expiry > 0 keeps its session.
 func dialMQTT(t *testing.T, addr, id string, clean bool, expiry uint32) (*mqttClient, *paho.Connack) {
 	t.Helper()
+	return dialMQTTAs(t, addr, id, clean, expiry, "", "")
+}
+
+// dialMQTTAs is dialMQTT with a user name and password ("": none), and
+// fails on a CONNACK that refuses (use connectCode to expect a refusal).
+func dialMQTTAs(t *testing.T, addr, id string, clean bool, expiry uint32, user, pass string) (*mqttClient, *paho.Connack) {
+	t.Helper()
 	nc, err := net.DialTimeout("tcp", addr, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -323,13 +345,40 @@ func dialMQTT(t *testing.T, addr, id string, clean bool, expiry uint32) (*mqttCl
 	})
 	ctx, cancel := context.WithTimeout(t.Context(), clusterWait)
 	defer cancel()
-	ca, err := c.Connect(ctx, &paho.Connect{ClientID: id, CleanStart: clean, KeepAlive: 30,
-		Properties: &paho.ConnectProperties{SessionExpiryInterval: &expiry}})
+	cp := &paho.Connect{ClientID: id, CleanStart: clean, KeepAlive: 30,
+		Properties: &paho.ConnectProperties{SessionExpiryInterval: &expiry}}
+	if user != "" {
+		cp.Username, cp.UsernameFlag, cp.Password, cp.PasswordFlag = user, true, []byte(pass), true
+	}
+	ca, err := c.Connect(ctx, cp)
 	if err != nil {
 		t.Fatalf("connect %s to %s: %v", id, addr, err)
 	}
 	t.Cleanup(func() { _ = c.Disconnect(&paho.Disconnect{}) })
 	return c, ca
+}
+
+// connectCode connects as user and returns the CONNACK's reason code
+// (0: accepted, then disconnected).
+func connectCode(t *testing.T, addr, id, user, pass string) byte {
+	t.Helper()
+	nc, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := paho.NewClient(paho.ClientConfig{Conn: nc, OnClientError: func(error) {}})
+	ctx, cancel := context.WithTimeout(t.Context(), clusterWait)
+	defer cancel()
+	ca, err := c.Connect(ctx, &paho.Connect{ClientID: id, CleanStart: true, KeepAlive: 30,
+		Username: user, UsernameFlag: true, Password: []byte(pass), PasswordFlag: true})
+	if ca == nil {
+		t.Fatalf("connect %s to %s: %v", id, addr, err)
+	}
+	if ca.ReasonCode == 0 {
+		_ = c.Disconnect(&paho.Disconnect{})
+	}
+	_ = nc.Close()
+	return ca.ReasonCode
 }
 
 func (c *mqttClient) subscribe(filter string, qos byte) {
@@ -532,6 +581,63 @@ func TestCluster(t *testing.T) {
 			}
 		case <-time.After(clusterWait):
 			t.Fatal("no message through w/#")
+		}
+	})
+
+	t.Run("AuthAcrossGateways", func(t *testing.T) {
+		// One password file, two gateways: each authenticates its users,
+		// refuses wrong passwords and identifiers of another tenant, and
+		// users of one tenant on different gateways meet.
+		for _, gw := range []*proc{ga, gb} {
+			if code := connectCode(t, gw.mqtt, "acme-x", "acme-alice", "wrong horse"); code != 0x86 {
+				t.Errorf("%s: wrong password answered %#x, want 0x86", gw.name, code)
+			}
+			if code := connectCode(t, gw.mqtt, "globex-x", "acme-alice", "correct horse"); code != 0x85 {
+				t.Errorf("%s: another tenant's identifier answered %#x, want 0x85", gw.name, code)
+			}
+		}
+		sub, _ := dialMQTTAs(t, gb.mqtt, "acme-auth-sub", true, 0, "acme-bob", "pässwörd€")
+		sub.subscribe("auth/#", 1)
+		pub, _ := dialMQTTAs(t, ga.mqtt, "acme-auth-pub", true, 0, "acme-alice", "correct horse")
+		if err := pub.publish("auth/x", "from alice on gw-a", 1, false); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case m := <-sub.msgs:
+			if string(m.Payload) != "from alice on gw-a" {
+				t.Fatalf("got %q", m.Payload)
+			}
+		case <-time.After(clusterWait):
+			t.Fatal("bob on gw-b got nothing from alice on gw-a")
+		}
+		// A user added with `shoal passwd` and SIGHUP to both gateways
+		// connects to either; the connected clients stay.
+		cmd := exec.Command(c.bin, "passwd", c.passwdPath, "acme-zed")
+		cmd.Stdin = strings.NewReader("zed pass\n")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("shoal passwd: %v: %s", err, out)
+		}
+		ga.signal(syscall.SIGHUP)
+		gb.signal(syscall.SIGHUP)
+		for _, gw := range []*proc{ga, gb} {
+			deadline := time.Now().Add(clusterWait)
+			for connectCode(t, gw.mqtt, "acme-zed-"+gw.name, "acme-zed", "zed pass") != 0 {
+				if time.Now().After(deadline) {
+					t.Fatalf("%s still refuses the user added after SIGHUP", gw.name)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+		if err := pub.publish("auth/y", "after the reload", 1, false); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case m := <-sub.msgs:
+			if string(m.Payload) != "after the reload" {
+				t.Fatalf("got %q", m.Payload)
+			}
+		case <-time.After(clusterWait):
+			t.Fatal("the subscriber connected before the reload got nothing after it")
 		}
 	})
 

@@ -78,9 +78,9 @@ func shoalBinary(t *testing.T) string {
 // cluster is a distributed Shoal: its processes share one configuration
 // file, one Kafka and one keyspace.
 type cluster struct {
-	t       *testing.T
-	bin     string
-	dir     string
+	t          *testing.T
+	bin        string
+	dir        string
 	cfgPath    string
 	passwdPath string
 	kafka      kafkaServer

@@ -211,6 +211,11 @@ func (c *conn) connectRequest(cp *packet.Connect) *eventspb.Connect {
 		Username:        string(cp.Username),
 		RequestId:       g.reqSeq.Add(1),
 	}
+	if c.ident != nil {
+		// The proven identity, not what the client wrote (a token's or a
+		// certificate's client may send any user name, or none).
+		req.Username = c.ident.Name
+	}
 	if cp.WillFlag {
 		req.Will = &eventspb.Will{Message: willMessage(cp, g.clock())}
 		if c.version == packet.V5 {

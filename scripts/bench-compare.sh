@@ -29,7 +29,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
-all_scenarios="pairs-qos0 pairs-qos1 pairs-qos1-window pairs-qos2 fanout-qos0 latency-qos0 latency-qos1 wildcards-qos0 connections"
+all_scenarios="pairs-qos0 pairs-qos1 pairs-qos1-window pairs-qos2 fanout-qos0 latency-qos0 latency-qos1 wildcards-qos0 connections connections-auth"
 scenarios=${SCENARIOS:-$all_scenarios}
 scenarios=${scenarios//,/ }
 rounds=${ROUNDS:-3}
@@ -55,6 +55,10 @@ scenario_flags() {
   latency-qos1) echo "-scenario latency -clients 50 -qos 1 -payload 64 -rate 10000 -inflight 64" ;;
   wildcards-qos0) echo "-scenario wildcards -clients 50 -publishers 50 -qos 0 -payload 64 -rate 2000" ;;
   connections) echo "-scenario connections -clients 10000 -connect-concurrency 64" ;;
+  # The same with a password file, one made by mosquitto_passwd that both
+  # brokers read (the same $7$ PBKDF2-SHA512 entry): every CONNECT is
+  # authenticated. (Scenarios named *-auth start the brokers with it.)
+  connections-auth) echo "-scenario connections -clients 10000 -connect-concurrency 64 -username bench-user -password bench-pass" ;;
   *)
     echo "bench-compare: unknown scenario $1 (known: $all_scenarios)" >&2
     return 1
@@ -94,6 +98,12 @@ log "open files limit $(ulimit -n)"
 
 mkdir -p "$out"
 tmp=$(mktemp -d)
+# The password file of the *-auth scenarios (user bench-user of tenant
+# bench, the generator's prefix); readable by mosquitto's own user.
+passwd=$tmp/passwd
+mosquitto_passwd -c -b "$passwd" bench-user bench-pass >/dev/null 2>&1 ||
+  { log "mosquitto_passwd failed"; exit 1; }
+chmod 0644 "$passwd"
 broker_pid=""
 stop_broker() {
   [ -n "$broker_pid" ] || return 0
@@ -143,12 +153,14 @@ wait_mqtt() {
   return 1
 }
 
-start_mosquitto() { # dir port
-  local dir=$1 port=$2
+start_mosquitto() { # dir port scenario
+  local dir=$1 port=$2 auth="allow_anonymous true"
+  case $3 in *-auth) auth="allow_anonymous false
+password_file $passwd" ;; esac
   chmod 0777 "$dir" # mosquitto started as root runs as user mosquitto and writes its log here
   cat >"$dir/mosquitto.conf" <<EOF
 listener $port 127.0.0.1
-allow_anonymous true
+$auth
 persistence false
 max_queued_messages 1000000
 max_queued_bytes 0
@@ -164,12 +176,13 @@ EOF
 }
 
 shoal_http=""
-start_shoal() { # dir port
-  local dir=$1 port=$2 http
+start_shoal() { # dir port scenario
+  local dir=$1 port=$2 http auth=()
+  case $3 in *-auth) auth=(--password-file "$passwd") ;; esac
   http=$(free_port)
   shoal_http=$http
   "${pin_broker[@]}" bin/shoal all --data-dir "$dir/data" --mqtt-listen "127.0.0.1:$port" --http-listen "127.0.0.1:$http" \
-    --ws-listen '' --pprof "${PROFILE:-0}" >"$dir/broker.log" 2>&1 &
+    --ws-listen '' --pprof "${PROFILE:-0}" "${auth[@]}" >"$dir/broker.log" 2>&1 &
   broker_pid=$!
   wait_mqtt "$port" || return 1
   for _ in $(seq 300); do # the listener opens before every role is ready
@@ -186,7 +199,7 @@ run_one() { # scenario label round
   dir=$tmp/$name-$label-r$round
   mkdir -p "$dir"
   port=$(free_port)
-  if ! "start_$label" "$dir" "$port"; then
+  if ! "start_$label" "$dir" "$port" "$name"; then
     log "$label did not start; its log:"
     cat "$dir"/*.log 2>/dev/null | tail -20 >&2 || true
     cat "$dir"/*.log >"$out/$name-$label-r$round.log" 2>/dev/null || true

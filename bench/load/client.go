@@ -25,6 +25,8 @@ type dialConfig struct {
 	ReadBuf    int    // initial read buffer (it grows to the largest packet)
 	WriteBuf   int
 	ReceiveMax uint16 // ours, announced in a 5.0 CONNECT; 0 = not sent
+	Username   string // sent with Password when not empty
+	Password   string
 }
 
 // conn is a minimal MQTT client connection: the handshake is synchronous,
@@ -93,6 +95,10 @@ func (c *conn) handshake(ctx context.Context, cfg dialConfig) error {
 		CleanStart: true,
 		KeepAlive:  cfg.KeepAlive,
 		ClientID:   []byte(cfg.ClientID),
+	}
+	if cfg.Username != "" {
+		p.UsernameFlag, p.Username = true, []byte(cfg.Username)
+		p.PasswordFlag, p.Password = true, []byte(cfg.Password)
 	}
 	if cfg.Version == packet.V5 && cfg.ReceiveMax > 0 {
 		p.Props.ReceiveMax = cfg.ReceiveMax

@@ -47,8 +47,12 @@ type Config struct {
 	// Prefix starts every client identifier (prefix-p-3, prefix-s-3,
 	// prefix-c-3) and topic (prefix/pairs/3). Shoal takes a client's tenant
 	// from its identifier up to the first '-'.
-	Prefix    string
-	BrokerPID int // 0: do not sample the broker's CPU and RSS
+	Prefix string
+	// Username and Password, when Username is set, authenticate every
+	// client (a password file of the broker's). With Shoal, the user's
+	// tenant must be the clients' (Prefix).
+	Username, Password string
+	BrokerPID          int // 0: do not sample the broker's CPU and RSS
 	// Processes are other processes whose CPU and RSS are reported for
 	// the measured window (Result.Processes): the parts of a distributed
 	// broker, its Kafka, its database.

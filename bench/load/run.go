@@ -279,6 +279,8 @@ func (r *runner) dialConfig(addr, clientID string, readBuf, writeBuf int) dialCo
 		ReadBuf:    readBuf,
 		WriteBuf:   writeBuf,
 		ReceiveMax: recvMaxAsked,
+		Username:   r.cfg.Username,
+		Password:   r.cfg.Password,
 	}
 }
 

@@ -97,6 +97,8 @@ func parse(args []string, stderr io.Writer) (load.Config, options, error) {
 	fs.IntVar(&cfg.ConnectConcurrency, "connect-concurrency", cfg.ConnectConcurrency, "connections opened at once")
 	fs.DurationVar(&cfg.KeepAlive, "keepalive", cfg.KeepAlive, "MQTT keep alive (PINGREQ every half of it)")
 	fs.StringVar(&cfg.Prefix, "prefix", cfg.Prefix, "client-id and topic prefix (Shoal's tenant is the client id up to the first '-')")
+	fs.StringVar(&cfg.Username, "username", "", "user name every client authenticates with (empty: none)")
+	fs.StringVar(&cfg.Password, "password", "", "password sent with -username")
 	fs.IntVar(&cfg.BrokerPID, "broker-pid", 0, "PID of the broker, to read its CPU and RSS from /proc (0: do not)")
 	fs.Func("proc", "NAME=PID of another process to report CPU and RSS for (repeatable: the parts of a distributed broker, its Kafka, its database)", func(v string) error {
 		name, pid, ok := strings.Cut(v, "=")

@@ -317,6 +317,10 @@ func (c *conn) handleSubscribe(h packet.FixedHeader, body []byte) error {
 		if shared && f.NoLocal && v5 {
 			return closeWith(packet.CodeProtocolError, "no local on a shared subscription")
 		}
+		if c.subscriptionRefused(filter) { // the tenant's quota (quota.go)
+			ack.codes[i] = packet.CodeQuotaExceeded
+			continue
+		}
 		qos := min(f.QoS, 2)
 		ack.codes[i] = packet.ReasonCode(qos)
 		opts := &eventspb.SubscriptionOptions{

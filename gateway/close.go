@@ -28,6 +28,7 @@ import (
 func (c *conn) end(ctx context.Context, e ending) {
 	defer c.g.live.done()
 	c.add(ConnectionsCurrent, -1)
+	c.releaseQuota()
 	var drained chan struct{}
 	if e.server {
 		c.closeWrite(e.reason)
@@ -241,6 +242,7 @@ func (c *conn) closeLater(code packet.ReasonCode) bool {
 // connection gets a reader back. A WebSocket connection is closed (its
 // close frame), which ends its reader's read.
 func (c *conn) wakeReader() {
+	c.interruptWait() // a reader held back by its tenant's rates (quota.go)
 	if !c.halfCloses() {
 		c.close()
 		return
@@ -274,6 +276,7 @@ func (c *conn) drain() {
 // blocked read would.
 func (c *conn) close() {
 	_ = c.nc.Close()
+	c.interruptWait()
 	if c.parkable() {
 		c.g.park.closed(c)
 	}

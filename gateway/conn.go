@@ -51,6 +51,9 @@ type conn struct {
 	clientMaxPacket uint32
 	clientAliasMax  uint16
 	ts              *Stats // the tenant's counters
+	// q is the connection's share of the tenant's quotas (quota.go); nil
+	// when the tenant has none.
+	q *connQuota
 
 	// Reader only.
 	rs         *readState                 // what packets decode into; nil until needed and while parked
@@ -251,6 +254,7 @@ func (g *Gateway) serve(ctx context.Context, lc *listener.Conn) {
 	}
 	c := newConn(g, nc, lc.Raw)
 	if !c.handshake(ctx, lc.ClientAddr, lc.PeerCertificate()) {
+		c.releaseQuota()
 		if c.refused && c.halfClose() {
 			c.drain() // the client reads the CONNACK's reason code, then the end of the stream
 		}

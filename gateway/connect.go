@@ -51,6 +51,9 @@ func (c *conn) handshake(ctx context.Context, client net.Addr, cert *x509.Certif
 	if !ok {
 		return false
 	}
+	if !c.admit() { // the tenant's connection limits (quota.go)
+		return false
+	}
 	res, err := g.askSession(ctx, c, c.connectRequest(&cp))
 	if err != nil {
 		g.log.Warn("connect not answered", "client", c.clientID, "tenant", c.tenant, "err", err)

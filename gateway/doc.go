@@ -61,6 +61,10 @@
 //     that never block.
 //   - park.go: parking idle connections (the epoll poller in park_linux.go,
 //     none elsewhere: park_other.go).
+//   - quota.go: the tenants' quotas (package gateway/quota): connections
+//     and new connections per second at CONNECT, the message and byte
+//     rates in the read loop (flow control: the reader waits), the
+//     subscriptions of a client at SUBSCRIBE.
 //   - close.go: how a connection ends: server-initiated closes, the end
 //     reported to the log.
 //   - sys.go: $SYS topics; config.go: Config.

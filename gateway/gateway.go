@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/shoal-mqtt/shoal/gateway/listener"
+	"github.com/shoal-mqtt/shoal/gateway/quota"
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
@@ -64,6 +65,10 @@ type Gateway struct {
 	park   *poller
 	parked atomic.Int64 // connections parked now
 	parks  atomic.Int64 // parks since start
+
+	// quotas are the tenants' limits (quota.go); nil: none. Set before
+	// Run.
+	quotas *quota.Quotas
 
 	mu      sync.RWMutex
 	clients map[string]*conn // tenant + "\x00" + client id → connection

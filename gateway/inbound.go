@@ -333,6 +333,10 @@ func (c *conn) handleSubscribe(h packet.FixedHeader, body []byte) error {
 			c.add(ACLDenied, 1)
 			continue
 		}
+		if c.subscriptionRefused(filter) { // the tenant's quota (quota.go)
+			ack.codes[i] = packet.CodeQuotaExceeded
+			continue
+		}
 		qos := min(f.QoS, 2)
 		ack.codes[i] = packet.ReasonCode(qos)
 		opts := &eventspb.SubscriptionOptions{

@@ -144,6 +144,9 @@ func (c *conn) quickServe(ctx context.Context, buf []byte) {
 			return
 		}
 		c.woke = n == 0
+		if c.q != nil && c.throttle() {
+			break // a wait for the tenant's rates is due: not on a worker (quota.go)
+		}
 		h, body, err := c.rd.ReadPacket()
 		if errors.Is(err, errWouldBlock) {
 			c.nonblock = false

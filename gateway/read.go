@@ -115,6 +115,10 @@ func (c *conn) readLoop() (e ending, parked bool) {
 			return c.closedByServer(), false
 		}
 		c.woke = c.rd.Buffered() == 0
+		if c.q != nil && c.throttle() {
+			armed = false // waited for the tenant's rates (quota.go): the keep alive counts from now
+			continue
+		}
 		h, body, err := c.rd.ReadPacket()
 		if err != nil {
 			if c.closing.Load() {
@@ -166,6 +170,7 @@ func (c *conn) readDeadline(parkAfter time.Duration) (deadline time.Time, toPark
 // connection ends, and how.
 func (c *conn) process(h packet.FixedHeader, body []byte) (e ending, done bool) {
 	c.add(BytesReceived, int64(len(body)+2))
+	c.readQuota()
 	if h.Type == packet.DISCONNECT {
 		return c.handleDisconnect(h, body), true
 	}

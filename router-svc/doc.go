@@ -38,6 +38,11 @@
 //
 // # Decisions where ARCHITECTURE.md is silent
 //
+//   - max_retained (quota.go): a retained message on a new topic beyond
+//     the tenant's bound is delivered but not kept, and the publisher
+//     cannot be told. Each shard allows a tenant its share of the bound,
+//     ceil(max_retained / partitions), counting only what it holds, so
+//     that applying a partition stays deterministic.
 //   - Generations. An ADD older than the entry it would replace (a late
 //     record of an earlier connection) is ignored, and sends no retained
 //     messages; so is a REMOVE older than its entry. REMOVE_ALL with

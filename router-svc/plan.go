@@ -34,7 +34,7 @@ func (s *Shard) publish(env *eventspb.Envelope, pub *eventspb.Publish, out *Outp
 					s.removeRetained(r, out)
 				}
 			}
-		} else {
+		} else if !s.retainRefused(t, env.Tenant, msg.Topic) { // beyond max_retained: delivered, not kept (quota.go)
 			owned, err := ownedCopy(env)
 			if err != nil {
 				return fmt.Errorf("retain %q: %w", msg.Topic, err)

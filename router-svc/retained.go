@@ -42,6 +42,7 @@ type rnode struct {
 type retainedTree struct {
 	root rnode
 	n    int
+	sys  int // of n, those on topics starting with '$': the broker's ($SYS), not the tenant's (quota.go)
 }
 
 // get returns the retained message of name, or nil.
@@ -83,6 +84,9 @@ func (t *retainedTree) set(name string, r *retained) *retained {
 	old := n.msg
 	if old == nil {
 		t.n++
+		if strings.HasPrefix(r.topic, "$") {
+			t.sys++
+		}
 	} else {
 		old.node = nil
 	}
@@ -99,6 +103,9 @@ func (t *retainedTree) remove(r *retained) {
 	}
 	n.msg, r.node = nil, nil
 	t.n--
+	if strings.HasPrefix(r.topic, "$") {
+		t.sys--
+	}
 	for n != &t.root && n.msg == nil && len(n.kids) == 0 {
 		delete(n.parent.kids, n.level)
 		n, n.parent = n.parent, nil

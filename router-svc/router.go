@@ -28,6 +28,9 @@ type Router struct {
 	presence *Presence
 
 	topics kafka.Catalogue // the client's: names and partition counts
+	// retainedQuota bounds the tenants' retained messages in every shard
+	// (quota.go); nil: no bound. Set before Run.
+	retainedQuota *RetainedQuota
 
 	mu     sync.Mutex
 	shards map[int32]*Shard // owned now; guarded by mu
@@ -228,6 +231,7 @@ func (r *Router) load(ctx context.Context, partition int32) error {
 	}
 	s.SetMaxTargets(r.cfg.MaxTargetsPerDelivery)
 	s.SetSharedStrategy(r.cfg.SharedStrategy)
+	s.SetRetainedQuota(r.retainedQuota)
 	r.mu.Lock()
 	r.shards[partition] = s
 	r.mu.Unlock()

@@ -42,6 +42,9 @@ type Shard struct {
 	// sharedHash picks shared members by message identity instead of
 	// round robin (Config.SharedStrategy).
 	sharedHash bool
+	// rquota bounds the tenants' retained messages (quota.go); nil: no
+	// bound.
+	rquota *RetainedQuota
 
 	// Scratch reused from Apply to Apply.
 	epoch    uint64 // numbers each publish; stamps clients and groups

@@ -224,6 +224,7 @@ func (b *Broker) newRoles(bb *backbone) (err error) {
 		gw.SetAuth(bb.auth)
 		b.logAuth()
 	}
+	b.applyQuotas(gw, router) // quota.go
 	b.mu.Lock()
 	b.router, b.session, b.gateway = router, session, gw
 	b.mu.Unlock()

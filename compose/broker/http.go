@@ -68,6 +68,7 @@ func (b *Broker) writeMetrics(w io.Writer) {
 	if sess != nil {
 		fmt.Fprintf(w, "# HELP shoal_session_inbox_dropped_total Messages dropped because an offline session's inbox was full.\n# TYPE shoal_session_inbox_dropped_total counter\nshoal_session_inbox_dropped_total %d\n", sess.InboxDropped())
 	}
+	b.writeTenantMetrics(w) // quota.go
 	ready := 0
 	if b.Ready() {
 		ready = 1

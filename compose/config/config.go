@@ -55,6 +55,9 @@ type Config struct {
 	// LoopbackOnly says that Load moved the MQTT listeners to loopback:
 	// no authentication is configured and no listen address was given.
 	LoopbackOnly bool `yaml:"-"`
+
+	// Tenants are the quotas per tenant (tenants.go).
+	Tenants Tenants `yaml:"tenants"`
 }
 
 // Auth configures how the gateway authenticates clients (gateway.Auth).
@@ -177,6 +180,9 @@ func (c *Config) Validate() error {
 		if err := c.CQL.Validate(); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if err := c.Tenants.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	for _, err := range []error{c.Gateway.Validate(), c.Router.Validate(), c.Session.Validate()} {
 		if err != nil {

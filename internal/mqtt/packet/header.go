@@ -144,6 +144,27 @@ func (r *Reader) ReadPacket() (FixedHeader, []byte, error) {
 	}
 }
 
+// PeekHeader reads until the next packet's fixed header is buffered and
+// returns it with the size of the whole packet (header and body), without
+// consuming anything: the next ReadPacket returns that packet. It reads
+// only as far as the header needs (a read may bring more), so a caller can
+// decide on a packet's size before its body is read. Its errors are those
+// ReadPacket would return.
+func (r *Reader) PeekHeader() (FixedHeader, int, error) {
+	for {
+		h, n, err := ParseHeader(r.buf[r.start:r.end], r.MaxPacketSize)
+		if err != nil {
+			return h, 0, err
+		}
+		if n > 0 {
+			return h, n + h.Remaining, nil
+		}
+		if err := r.fill(r.end - r.start + 1); err != nil {
+			return h, 0, err
+		}
+	}
+}
+
 // fill reads until at least want bytes are buffered from r.start.
 func (r *Reader) fill(want int) error {
 	if r.end-r.start >= want {

@@ -462,3 +462,34 @@ func TestReaderLend(t *testing.T) {
 		t.Fatal("a packet larger than the lent buffer was read into it")
 	}
 }
+
+// TestReaderPeekHeader: PeekHeader returns each packet's header and whole
+// size, however the stream is split, without consuming it: ReadPacket then
+// returns the same packet, and a peek at the end of the stream is io.EOF.
+func TestReaderPeekHeader(t *testing.T) {
+	vs, stream := validStream()
+	for name, src := range streamReaders(stream) {
+		t.Run(name, func(t *testing.T) {
+			r := NewReader(src(), 16)
+			for _, c := range vs {
+				ph, size, err := r.PeekHeader()
+				if err != nil {
+					t.Fatalf("%s: PeekHeader: %v", c.id(), err)
+				}
+				if again, size2, err := r.PeekHeader(); err != nil || again != ph || size2 != size {
+					t.Fatalf("%s: second peek %+v %d %v, want %+v %d", c.id(), again, size2, err, ph, size)
+				}
+				h, body, err := r.ReadPacket()
+				if err != nil {
+					t.Fatalf("%s: ReadPacket: %v", c.id(), err)
+				}
+				if h != ph || size != len(c.raw) || len(body) != h.Remaining {
+					t.Fatalf("%s: peeked %+v size %d, read %+v body %d, want size %d", c.id(), ph, size, h, len(body), len(c.raw))
+				}
+			}
+			if _, _, err := r.PeekHeader(); !errors.Is(err, io.EOF) {
+				t.Fatalf("peek after the last packet: %v, want io.EOF", err)
+			}
+		})
+	}
+}

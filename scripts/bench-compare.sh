@@ -98,6 +98,7 @@ log "open files limit $(ulimit -n)"
 
 mkdir -p "$out"
 tmp=$(mktemp -d)
+chmod 0711 "$tmp" # mosquitto started as root runs as user mosquitto: it must reach its run's directory
 # The password file of the *-auth scenarios (user bench-user of tenant
 # bench, the generator's prefix); readable by mosquitto's own user.
 passwd=$tmp/passwd

@@ -67,8 +67,10 @@ import (
 //     together at most a tenth of the rate and a quarter of what the
 //     unsaturated gateways use. Rounding up the bursts adds at most one
 //     unit per gateway.
-//   - A gateway that dies without saying so keeps being counted for up to
-//     three of its intervals.
+//   - A gateway that dies without saying so keeps being counted for three
+//     of its intervals after its last report was read, and up to one of
+//     the reader's own intervals more (stale reports are dropped at each
+//     of the reader's intervals and when a report of the tenant comes).
 const (
 	// staleIntervals is how many of its writer's intervals a report counts.
 	staleIntervals = 3

@@ -387,3 +387,34 @@ func TestSharedAllocs(t *testing.T) {
 		t.Fatalf("ChargePublish allocates %v times per call", n)
 	}
 }
+
+// TestSharedConnectionRate: max_connection_rate is shared like the
+// other rates: a gateway whose new connections were refused by its share
+// reports it saturated and gets what the other does not need.
+func TestSharedConnectionRate(t *testing.T) {
+	p := newPool(t, Config{Default: Limits{ConnectionRate: 10}}, "a", "b")
+	a, b := p.tenant("a", "t"), p.tenant("b", "t")
+	p.round("a", "b") // both hold nothing yet: no reports
+	refused := 0
+	for range 20 {
+		if a.Admit(p.now, false) == RefusedRate {
+			refused++
+		}
+	}
+	if refused != 10 {
+		t.Fatalf("a, alone with a burst of 10: %d of 20 refused, want 10", refused)
+	}
+	if r := b.Admit(p.now, false); r != Admitted {
+		t.Fatalf("b's one connection: %v", r)
+	}
+	p.now = p.now.Add(time.Second)
+	reps := p.round("a", "b")
+	if len(reps) != 2 || !reps[0].Rates[ConnectionRate].Saturated || reps[0].Rates[ConnectionRate].PerSecond != 10 ||
+		reps[1].Rates[ConnectionRate].Saturated || reps[1].Rates[ConnectionRate].PerSecond != 1 {
+		t.Fatalf("reports %+v, want a saturated at 10/s, b at 1/s", reps)
+	}
+	// b needs 1.25: its floor 0.5 and 0.75 of the pool; a the rest.
+	if ra, rb := a.Stats().Rates[ConnectionRate], b.Stats().Rates[ConnectionRate]; math.Abs(ra-8.75) > 1e-9 || math.Abs(rb-1.25) > 1e-9 {
+		t.Fatalf("shares %v and %v, want 8.75 and 1.25", ra, rb)
+	}
+}

@@ -64,7 +64,9 @@
 //   - quota.go: the tenants' quotas (package gateway/quota): connections
 //     and new connections per second at CONNECT, the message and byte
 //     rates in the read loop (flow control: the reader waits), the
-//     subscriptions of a client at SUBSCRIBE.
+//     subscriptions of a client at SUBSCRIBE. quotashare.go: in a
+//     distributed deployment, the counts shared with the other gateways
+//     through shoal.quotas (quota.Shared): the reports written and read.
 //   - close.go: how a connection ends: server-initiated closes, the end
 //     reported to the log.
 //   - sys.go: $SYS topics; config.go: Config.

@@ -67,8 +67,10 @@ type Gateway struct {
 	parks  atomic.Int64 // parks since start
 
 	// quotas are the tenants' limits (quota.go); nil: none. Set before
-	// Run.
+	// Run. share is their backend when it is shared with the other
+	// gateways (quotashare.go), nil otherwise.
 	quotas *quota.Quotas
+	share  *quota.Shared
 
 	mu      sync.RWMutex
 	clients map[string]*conn // tenant + "\x00" + client id → connection
@@ -191,6 +193,9 @@ func (g *Gateway) Parks() int64 { return g.parks.Load() }
 // (keepSlot), start the poller, open and serve the listeners; at the end,
 // close everything down (stopServing).
 func (g *Gateway) Run(ctx context.Context) error {
+	if g.share != nil && g.share.Gateway() != g.cfg.ID {
+		return fmt.Errorf("gateway: the shared quotas count for gateway %q, this is %q", g.share.Gateway(), g.cfg.ID)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	leasedAt, err := g.leaseSlot(ctx)
@@ -226,6 +231,10 @@ func (g *Gateway) Run(ctx context.Context) error {
 		return fmt.Errorf("gateway: first heartbeat: %w", err)
 	}
 	g.keepSlot(ctx, leasedAt, &wg, errc)
+	if g.share != nil {
+		g.shareQuotas(ctx, &wg)
+		defer g.leaveQuotas() // after wg.Wait: the connections have ended
+	}
 	if p := g.startPoller(ctx); p != nil {
 		defer p.stop()
 	}

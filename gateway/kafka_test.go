@@ -63,14 +63,23 @@ type gatewayRun struct {
 // stopped at the end of the test.
 func runOnBackbone(t *testing.T, kl Log, cfg Config, l SlotLeaser) *gatewayRun {
 	t.Helper()
+	return runOnBackboneWith(t, kl, cfg, func(g *Gateway) {
+		if l != nil {
+			g.SetSlotLeaser(l)
+		}
+	})
+}
+
+// runOnBackboneWith is runOnBackbone with setup called on the gateway
+// before it runs.
+func runOnBackboneWith(t *testing.T, kl Log, cfg Config, setup func(*Gateway)) *gatewayRun {
+	t.Helper()
 	cfg.MQTTListen, cfg.WSListen, cfg.SysInterval = "127.0.0.1:0", "", 0
 	g, err := New(cfg, kl, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, "dev")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l != nil {
-		g.SetSlotLeaser(l)
-	}
+	setup(g)
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &gatewayRun{g: g, cancel: cancel, done: make(chan error, 1), ended: make(chan struct{})}
 	go func() { r.done <- g.Run(ctx); close(r.ended) }()

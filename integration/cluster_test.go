@@ -5,6 +5,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -125,6 +126,9 @@ session:
 auth:
   password_file: %s
   allow_anonymous: true
+tenants:
+  qt:
+    max_connections: 4
 `, strings.Join(cql.Hosts, ", "), cql.Keyspace, c.passwdPath)
 	if err := os.WriteFile(c.cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -379,6 +383,52 @@ func connectCode(t *testing.T, addr, id, user, pass string) byte {
 	}
 	_ = nc.Close()
 	return ca.ReasonCode
+}
+
+// tenantConnect connects id anonymously and returns the client (nil when
+// refused; disconnected at the end of the test) and its CONNACK's reason
+// code.
+func tenantConnect(t *testing.T, addr, id string) (*paho.Client, byte) {
+	t.Helper()
+	nc, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := paho.NewClient(paho.ClientConfig{Conn: nc, OnClientError: func(error) {}})
+	ctx, cancel := context.WithTimeout(t.Context(), clusterWait)
+	defer cancel()
+	ca, err := c.Connect(ctx, &paho.Connect{ClientID: id, CleanStart: true, KeepAlive: 30})
+	if ca == nil {
+		t.Fatalf("connect %s to %s: %v", id, addr, err)
+	}
+	if ca.ReasonCode != 0 {
+		_ = nc.Close()
+		return nil, ca.ReasonCode
+	}
+	t.Cleanup(func() { _ = c.Disconnect(&paho.Disconnect{}) })
+	return c, 0
+}
+
+// waitMetric polls the process's /metrics until it has line.
+func (p *proc) waitMetric(t *testing.T, line string) {
+	t.Helper()
+	deadline := time.Now().Add(clusterWait)
+	var last string
+	for {
+		resp, err := http.Get("http://" + p.http + "/metrics")
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			last = string(b)
+			if strings.Contains(last, "\n"+line+"\n") {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: /metrics has no %q after %v:\n%s", p.name, line, clusterWait, last)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func (c *mqttClient) subscribe(filter string, qos byte) {
@@ -822,6 +872,44 @@ func TestCluster(t *testing.T) {
 			}.Run(t)
 		})
 	}
+
+	// Issue 14: tenant qt's max_connections (4) holds across the two
+	// gateways: each counts the other's clients from its reports on
+	// shoal.quotas.
+	t.Run("TenantQuotaAcrossGateways", func(t *testing.T) {
+		held := make([]*paho.Client, 0, 4)
+		for i, gw := range []*proc{ga, ga, gb, gb} {
+			cl, code := tenantConnect(t, gw.mqtt, fmt.Sprintf("qt-%d", i))
+			if code != 0 {
+				t.Fatalf("qt-%d on %s, within the limit: CONNACK %#x", i, gw.name, code)
+			}
+			held = append(held, cl)
+		}
+		for _, gw := range []*proc{ga, gb} {
+			gw.waitMetric(t, `shoal_gateway_quota_tenant_connections{tenant="qt"} 4`)
+		}
+		for _, gw := range []*proc{ga, gb} {
+			if _, code := tenantConnect(t, gw.mqtt, "qt-5-"+gw.name); code != 0x97 {
+				t.Fatalf("a fifth connection of tenant qt on %s: CONNACK %#x, want 0x97 (quota exceeded)", gw.name, code)
+			}
+		}
+		// One leaves gateway A: gateway B admits a new one once it has
+		// read A's report.
+		if err := held[0].Disconnect(&paho.Disconnect{}); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(clusterWait)
+		for {
+			_, code := tenantConnect(t, gb.mqtt, "qt-new")
+			if code == 0 {
+				break
+			}
+			if code != 0x97 || time.Now().After(deadline) {
+				t.Fatalf("a new connection of tenant qt on gw-b after one left gw-a: CONNACK %#x, want 0", code)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
 
 	// killDuring streams n QoS 1 messages from gateway A to a persistent
 	// subscriber on gateway B, calling fail after a third of them and

@@ -22,6 +22,11 @@ const (
 	// TopicDeliveries carries connect results, kicks and deliveries; the
 	// partition is the slot of the gateway they are for.
 	TopicDeliveries = "shoal.deliveries"
+	// TopicQuotas is the compacted record of what each gateway holds of
+	// each tenant with limits, keyed by tenant/gateway id: the gateways
+	// of a distributed deployment count the tenants' quotas across the
+	// pool from it.
+	TopicQuotas = "shoal.quotas"
 )
 
 // The default catalogue's settings, which are also the configuration's
@@ -37,6 +42,16 @@ const (
 	// DefaultRetention is how long the event topics keep records: long
 	// enough to replay any hour of the last week.
 	DefaultRetention = 7 * 24 * time.Hour
+	// DefaultQuotaPartitions is the partition count of shoal.quotas,
+	// whatever kafka.partitions says: every gateway reads all of them, and
+	// the topic holds one small record per tenant and gateway.
+	DefaultQuotaPartitions int32 = 4
+	// QuotaSegment and QuotaSegmentBytes roll the segments of
+	// shoal.quotas early (Kafka compacts only rolled segments): the topic
+	// is rewritten every second or so and read from its start by every
+	// gateway that starts, so it should stay near one record per key.
+	QuotaSegment      = 10 * time.Minute
+	QuotaSegmentBytes = 8 << 20
 )
 
 // TopicSpec describes one topic of the catalogue: how EnsureTopics creates
@@ -57,6 +72,12 @@ type TopicSpec struct {
 	// Retention is how long records are kept (retention.ms); 0 keeps them
 	// without a time limit. It does not apply to compacted topics.
 	Retention time.Duration
+	// Segment and SegmentBytes roll a partition's active segment after
+	// this time or size (segment.ms, segment.bytes); 0 leaves it to the
+	// brokers (a week, a GiB). A compacted topic is compacted only up to
+	// its active segment.
+	Segment      time.Duration
+	SegmentBytes int64
 	// Keyed says how the producer picks a record's partition: true hashes
 	// the key with murmur2 exactly like Kafka's default partitioner
 	// (PartitionForKey) when Record.Partition is PartitionByKey, and
@@ -74,6 +95,7 @@ type Catalogue struct {
 	Sessions   TopicSpec
 	Presence   TopicSpec
 	Deliveries TopicSpec
+	Quotas     TopicSpec
 }
 
 // DefaultCatalogue returns the catalogue Shoal runs with unless configured
@@ -102,13 +124,18 @@ func DefaultCatalogue() Catalogue {
 			Retention: DefaultRetention, Keyed: false,
 			Doc: "ConnectResult, Kick and Delivery, partition = gateway slot; produced by the session service and routers, consumed by the gateway owning the slot",
 		},
+		Quotas: TopicSpec{
+			Name: TopicQuotas, Partitions: DefaultQuotaPartitions, Replication: DefaultReplication,
+			Compacted: true, Keyed: true, Segment: QuotaSegment, SegmentBytes: QuotaSegmentBytes,
+			Doc: "QuotaReport (what a gateway holds of a tenant with limits) or a tombstone, key tenant/gateway id, compacted; produced and consumed by the gateways of a distributed deployment",
+		},
 	}
 }
 
 // All returns the catalogue's topics in a fixed order: messages, sessions,
-// presence, deliveries.
+// presence, deliveries, quotas.
 func (c Catalogue) All() []TopicSpec {
-	return []TopicSpec{c.Messages, c.Sessions, c.Presence, c.Deliveries}
+	return []TopicSpec{c.Messages, c.Sessions, c.Presence, c.Deliveries, c.Quotas}
 }
 
 // Spec returns the spec of the named topic and whether the catalogue has it.
@@ -122,6 +149,8 @@ func (c Catalogue) Spec(topic string) (TopicSpec, bool) {
 		return c.Presence, true
 	case c.Deliveries.Name:
 		return c.Deliveries, true
+	case c.Quotas.Name:
+		return c.Quotas, true
 	}
 	return TopicSpec{}, false
 }
@@ -144,6 +173,7 @@ func (c Catalogue) Validate() error {
 		{"sessions", c.Sessions},
 		{"presence", c.Presence},
 		{"deliveries", c.Deliveries},
+		{"quotas", c.Quotas},
 	}
 	seen := make(map[string]string, len(fields))
 	for _, f := range fields {
@@ -169,6 +199,7 @@ func (s TopicSpec) validate(prefix string) error {
 		{"partitions", CheckPartitions(s.Partitions)},
 		{"replication", CheckReplication(s.Replication)},
 		{"retention", CheckRetention(s.Retention)},
+		{"segment", checkSegment(s.Segment, s.SegmentBytes)},
 	} {
 		if f.err != nil {
 			errs = append(errs, fmt.Errorf("%s.%s: %w", prefix, f.key, f.err))
@@ -205,6 +236,18 @@ func CheckRetention(d time.Duration) error {
 		return fmt.Errorf("must be ≥ 0 (0 keeps records without a time limit), is %s", d)
 	case d > 0 && d < time.Millisecond:
 		return fmt.Errorf("must be at least 1ms, is %s", d)
+	}
+	return nil
+}
+
+// checkSegment says why a segment setting is not one: both are ≥ 0 (0:
+// the brokers' default), a time at least 1ms.
+func checkSegment(d time.Duration, size int64) error {
+	switch {
+	case d < 0 || (d > 0 && d < time.Millisecond):
+		return fmt.Errorf("segment.ms must be 0 or at least 1ms, is %s", d)
+	case size < 0:
+		return fmt.Errorf("segment.bytes must be ≥ 0, is %d", size)
 	}
 	return nil
 }

@@ -24,6 +24,7 @@ func TestDefaultCatalogue(t *testing.T) {
 		{TopicSessions, true, false, 7 * 24 * time.Hour},
 		{TopicPresence, true, true, 0},
 		{TopicDeliveries, false, false, 7 * 24 * time.Hour},
+		{TopicQuotas, true, true, 0},
 	}
 	all := cat.All()
 	if len(all) != len(want) {
@@ -31,10 +32,14 @@ func TestDefaultCatalogue(t *testing.T) {
 	}
 	for i, w := range want {
 		s := all[i]
+		partitions := int32(16)
+		if w.name == TopicQuotas {
+			partitions = 4
+		}
 		if s.Name != w.name || s.Keyed != w.keyed || s.Compacted != w.compacted || s.Retention != w.retention ||
-			s.Partitions != 16 || s.Replication != -1 || s.Doc == "" {
-			t.Errorf("All()[%d] = %+v, want name %s keyed %v compacted %v retention %s, 16 partitions, the brokers' replication (-1), a doc",
-				i, s, w.name, w.keyed, w.compacted, w.retention)
+			s.Partitions != partitions || s.Replication != -1 || s.Doc == "" {
+			t.Errorf("All()[%d] = %+v, want name %s keyed %v compacted %v retention %s, %d partitions, the brokers' replication (-1), a doc",
+				i, s, w.name, w.keyed, w.compacted, w.retention, partitions)
 		}
 		if got, ok := cat.Spec(w.name); !ok || got != s {
 			t.Errorf("Spec(%q) = %+v, %v", w.name, got, ok)
@@ -46,6 +51,13 @@ func TestDefaultCatalogue(t *testing.T) {
 	cfgs := cat.Presence.topicConfigs()
 	if *cfgs["cleanup.policy"] != "compact" || *cfgs["retention.ms"] != "-1" {
 		t.Errorf("presence configs: cleanup.policy %s retention.ms %s", *cfgs["cleanup.policy"], *cfgs["retention.ms"])
+	}
+	if _, ok := cfgs["segment.ms"]; ok {
+		t.Error("presence configs set segment.ms: the brokers' default was meant")
+	}
+	cfgs = cat.Quotas.topicConfigs()
+	if *cfgs["cleanup.policy"] != "compact" || *cfgs["segment.ms"] != "600000" || *cfgs["segment.bytes"] != "8388608" {
+		t.Errorf("quotas configs: cleanup.policy %s segment.ms %s segment.bytes %s", *cfgs["cleanup.policy"], *cfgs["segment.ms"], *cfgs["segment.bytes"])
 	}
 	cfgs = cat.Messages.topicConfigs()
 	if *cfgs["cleanup.policy"] != "delete" || *cfgs["retention.ms"] != "604800000" {
@@ -80,6 +92,10 @@ func TestCatalogueValidate(t *testing.T) {
 			[]string{"kafka.catalogue.presence.name: must be at most 249"}},
 		{"duplicate name", func(c *Catalogue) { c.Deliveries.Name = TopicMessages },
 			[]string{"kafka.catalogue.deliveries.name:", "also the name of kafka.catalogue.messages"}},
+		{"negative segment", func(c *Catalogue) { c.Quotas.Segment = -time.Second },
+			[]string{"kafka.catalogue.quotas.segment: segment.ms must be 0 or at least 1ms"}},
+		{"negative segment bytes", func(c *Catalogue) { c.Quotas.SegmentBytes = -1 },
+			[]string{"kafka.catalogue.quotas.segment: segment.bytes must be ≥ 0"}},
 		{"several", func(c *Catalogue) { c.Messages.Partitions = 0; c.Sessions.Replication = 0 },
 			[]string{"kafka.catalogue.messages.partitions", "kafka.catalogue.sessions.replication"}},
 	}

@@ -37,6 +37,7 @@ const (
 	EventSharedRedispatch     = "shared_redispatch"
 	EventInboxAck             = "inbox_ack"
 	EventPublishRelease       = "publish_release"
+	EventQuotaReport          = "quota_report"
 )
 
 // EnvelopeType returns the event type of env, "" when it has no event.
@@ -72,6 +73,8 @@ func EnvelopeType(env *eventspb.Envelope) string {
 		return EventInboxAck
 	case *eventspb.Envelope_PublishRelease:
 		return EventPublishRelease
+	case *eventspb.Envelope_QuotaReport:
+		return EventQuotaReport
 	}
 	return ""
 }

@@ -82,6 +82,11 @@ func testEnvelopes() map[string]*eventspb.Envelope {
 		EventPublishRelease: base(func(e *eventspb.Envelope) {
 			e.Event = &eventspb.Envelope_PublishRelease{PublishRelease: &eventspb.PublishRelease{PacketId: 7, SessionGeneration: 3}}
 		}),
+		EventQuotaReport: base(func(e *eventspb.Envelope) {
+			e.Event = &eventspb.Envelope_QuotaReport{QuotaReport: &eventspb.QuotaReport{
+				IntervalMs: 1000, Connections: 3, Messages: &eventspb.QuotaUsage{PerSecond: 12.5, Saturated: true},
+			}}
+		}),
 		EventSessionTick: base(func(e *eventspb.Envelope) {
 			e.Event = &eventspb.Envelope_SessionTick{SessionTick: &eventspb.SessionTick{}}
 		}),

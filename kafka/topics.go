@@ -26,6 +26,12 @@ func (s TopicSpec) topicConfigs() map[string]*string {
 		"cleanup.policy": kadm.StringPtr(policy),
 		"retention.ms":   kadm.StringPtr(retention),
 	}
+	if s.Segment > 0 {
+		cfg["segment.ms"] = kadm.StringPtr(strconv.FormatInt(s.Segment.Milliseconds(), 10))
+	}
+	if s.SegmentBytes > 0 {
+		cfg["segment.bytes"] = kadm.StringPtr(strconv.FormatInt(s.SegmentBytes, 10))
+	}
 	if s.Replication >= 3 {
 		// With acks=all, a write is then on at least two replicas
 		// before it is acknowledged (the broker default is one).
@@ -36,7 +42,8 @@ func (s TopicSpec) topicConfigs() map[string]*string {
 
 // EnsureTopics creates the catalogue's topics that do not exist, with their
 // partitions, replication, cleanup.policy and retention.ms (and
-// min.insync.replicas=2 when the replication is 3 or more), and checks
+// min.insync.replicas=2 when the replication is 3 or more, segment.ms and
+// segment.bytes when the spec sets them), and checks
 // those that exist. It is idempotent and safe to run from several processes
 // at once. An existing topic fails the check when it has fewer partitions
 // than the catalogue says (records would go to partitions that do not

@@ -40,7 +40,7 @@ func topicConfig(t *testing.T, adm *kadm.Client, topic, key string) string {
 func TestEnsureTopicsReplicationAndRetention(t *testing.T) {
 	e := startEmbedded(t, t.TempDir())
 	cat := DefaultCatalogue()
-	for _, s := range []*TopicSpec{&cat.Messages, &cat.Sessions, &cat.Presence, &cat.Deliveries} {
+	for _, s := range []*TopicSpec{&cat.Messages, &cat.Sessions, &cat.Presence, &cat.Deliveries, &cat.Quotas} {
 		s.Partitions, s.Replication = 3, -1
 		if !s.Compacted {
 			s.Retention = 36 * time.Hour
@@ -73,6 +73,14 @@ func TestEnsureTopicsReplicationAndRetention(t *testing.T) {
 		if got := topicConfig(t, c.adm, s.Name, "cleanup.policy"); got != wantPolicy {
 			t.Errorf("%s cleanup.policy = %s, want %s", s.Name, got, wantPolicy)
 		}
+	}
+	// shoal.quotas rolls its segments early, so that compaction keeps it
+	// small.
+	if got := topicConfig(t, c.adm, TopicQuotas, "segment.ms"); got != "600000" {
+		t.Errorf("%s segment.ms = %s, want 600000", TopicQuotas, got)
+	}
+	if got := topicConfig(t, c.adm, TopicQuotas, "segment.bytes"); got != "8388608" {
+		t.Errorf("%s segment.bytes = %s, want 8388608", TopicQuotas, got)
 	}
 }
 

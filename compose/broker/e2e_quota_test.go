@@ -86,9 +86,12 @@ func expectMetrics(t *testing.T, b *broker.Broker, lines ...string) {
 
 // TestConnectionQuotaEndToEnd: Paho 5.0 clients beyond their tenant's
 // max_connections get CONNACK 0x97, a 3.1.1 client 3; another tenant
-// is not limited by it; a client that leaves makes room; /metrics counts.
+// is not limited by it; a client that leaves makes room; /metrics counts,
+// and shows the limits in force (in `shoal all` the whole of each).
 func TestConnectionQuotaEndToEnd(t *testing.T) {
-	b := quotaBroker(t)
+	b := quotaBroker(t, func(c *config.Config) {
+		c.Tenants["free"] = config.TenantLimits{MaxConnections: new(int64(0)), MaxConnectionRate: new(float64(50))}
+	})
 	addr := mqttAddr(b)
 	first, code := tryV5(t, addr, "acme-1")
 	if code != 0 {
@@ -117,7 +120,9 @@ func TestConnectionQuotaEndToEnd(t *testing.T) {
 	expectMetrics(t, b,
 		`shoal_gateway_quota_connections_refused_total{tenant="acme",reason="max_connections"} 2`,
 		`shoal_gateway_tenant_connections{tenant="acme"} 2`,
-		`shoal_gateway_tenant_connections{tenant="free"} 3`)
+		`shoal_gateway_tenant_connections{tenant="free"} 3`,
+		`shoal_gateway_quota_tenant_connections{tenant="acme"} 2`,
+		`shoal_gateway_quota_rate{tenant="free",rate="connections"} 50`)
 
 	if err := first.Disconnect(&paho.Disconnect{}); err != nil {
 		t.Fatal(err)

@@ -17,10 +17,20 @@ import (
 // (`tenants`): the gateway its connection, rate and subscription limits,
 // the router max_retained. Either may be nil (a role this broker does not
 // run). Without limits nothing is set, and every check is skipped.
+//
+// In `shoal all` the one gateway counts alone (quota.Local: exact, and
+// nothing is written to shoal.quotas). A gateway of a distributed
+// deployment shares its counts with the other gateways on the same Kafka
+// (quota.Shared, through shoal.quotas): the limits hold for the tenant as
+// a whole, within the slack gateway/quota describes.
 func (b *Broker) applyQuotas(gw *gateway.Gateway, router *routersvc.Router) {
 	t := b.cfg.Tenants
 	if gw != nil {
-		gw.SetQuotas(quota.New(t.Quotas(), nil))
+		var backend quota.Backend // nil: quota.Local
+		if b.roles != RolesAll {
+			backend = quota.NewShared(b.cfg.Gateway.ID)
+		}
+		gw.SetQuotas(quota.New(t.Quotas(), backend))
 	}
 	if router != nil {
 		router.SetRetainedLimits(t.RetainedLimits())
@@ -60,6 +70,23 @@ func (b *Broker) writeTenantMetrics(w io.Writer) {
 			"Times a client's reader waited for its tenant's max_messages_rate or max_bytes_rate.", throttles)
 		writeFamily(w, "shoal_gateway_quota_throttled_seconds_total", "counter",
 			"Time clients' readers waited for their tenant's max_messages_rate or max_bytes_rate.", throttled)
+
+		var total, rates []series
+		gw.Quotas().Each(func(t *quota.Tenant) {
+			s := t.Stats()
+			if t.Limits().MaxConnections > 0 {
+				total = append(total, series{tenant: t.Name(), v: float64(s.TenantConnections)})
+			}
+			for _, r := range []quota.Resource{quota.ConnectionRate, quota.Messages, quota.Bytes} {
+				if s.Rates[r] > 0 {
+					rates = append(rates, series{tenant: t.Name(), label: `rate="` + r.String() + `"`, v: s.Rates[r]})
+				}
+			}
+		})
+		writeFamily(w, "shoal_gateway_quota_tenant_connections", "gauge",
+			"The tenant's connections counted against its max_connections: this gateway's, and in distributed mode the other gateways' latest reports.", total)
+		writeFamily(w, "shoal_gateway_quota_rate", "gauge",
+			"The tenant's rate this gateway enforces, per second: its limit, or in distributed mode this gateway's share of it (rate: connections, messages, bytes).", rates)
 	}
 	if router != nil {
 		var refused []series

@@ -194,7 +194,9 @@ func (c *Config) Validate() error {
 
 // Catalogue returns the topic catalogue of this configuration: Kafka's
 // partitions and replication factor for every topic, its retention for the
-// event topics (the compacted presence topic keeps its policy).
+// event topics (the compacted presence topic keeps its policy). The
+// gateways' shoal.quotas takes the replication factor only: it keeps its
+// few partitions (kafka.DefaultQuotaPartitions) and its compaction.
 func (k Kafka) Catalogue() kafka.Catalogue {
 	cat := kafka.DefaultCatalogue()
 	for _, t := range []*kafka.TopicSpec{&cat.Messages, &cat.Sessions, &cat.Presence, &cat.Deliveries} {
@@ -204,6 +206,7 @@ func (k Kafka) Catalogue() kafka.Catalogue {
 			t.Retention = k.Retention
 		}
 	}
+	cat.Quotas.Replication = k.ReplicationFactor
 	return cat
 }
 

@@ -31,9 +31,12 @@ const DefaultTenant = "default"
 //	  acme:
 //	    max_connections: 50
 //
-// Each gateway enforces the limits for the clients it holds
-// (gateway/quota), and each router shard max_retained for the topics it
-// holds, its share of the bound (router-svc/quota.go).
+// The gateway enforces the limits (gateway/quota): in `shoal all` alone;
+// in a distributed deployment each gateway for the clients it holds,
+// counting the other gateways' through shoal.quotas, so that the limits
+// hold for the tenant across the gateways within a slack (quota.Shared).
+// Each router shard enforces max_retained for the topics it holds, its
+// share of the bound (router-svc/quota.go).
 type Tenants map[string]TenantLimits
 
 // TenantLimits is one entry of Tenants; a key not set (nil) is the

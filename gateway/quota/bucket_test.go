@@ -132,3 +132,98 @@ func TestBucketConcurrent(t *testing.T) {
 		t.Fatalf("%d takes succeeded, want the burst, 100", got)
 	}
 }
+
+// TestBucketSetRate: a new rate applies from the instant it is set; the
+// units taken and not refilled stay taken and refill at the new rate; a
+// full bucket holds the new burst.
+func TestBucketSetRate(t *testing.T) {
+	// Lowered while empty: the 10 units taken refill at 5/s, 2 s.
+	b := NewBucket(10, 10)
+	for i := range 10 {
+		if !b.Take(t0, 1) {
+			t.Fatalf("take %d of the burst refused", i+1)
+		}
+	}
+	b.SetRate(t0, 5, 5)
+	if b.PerSecond() != 5 || b.Burst() != 5 {
+		t.Fatalf("rate %v burst %d after SetRate(5, 5)", b.PerSecond(), b.Burst())
+	}
+	// Full again at +2s; a unit is there when tat − now ≤ 1 s (the new
+	// burst, 5 units of 200 ms), less the unit's own 200 ms: at +1.2s.
+	if b.Take(at(1199*time.Millisecond), 1) {
+		t.Fatal("a unit taken before the old debt was refilled at the new rate")
+	}
+	if !b.Take(at(1200*time.Millisecond), 1) {
+		t.Fatal("no unit at +1.2s, when the new rate has refilled one")
+	}
+
+	// Raised while in debt: 4 s of debt at 1/s is 0.4 s at 10/s.
+	b = NewBucket(1, 1)
+	if d := b.Reserve(t0, 5); d != 4*time.Second {
+		t.Fatalf("5 units from a burst of 1 at 1/s: wait %v, want 4s", d)
+	}
+	b.SetRate(t0, 10, 10)
+	if d := b.Reserve(t0, 6); d != 100*time.Millisecond {
+		t.Fatalf("after raising the rate: wait %v, want 100ms (11 units owed, 10 held)", d)
+	}
+
+	// A full bucket holds the new burst at once.
+	b = NewBucket(1, 1)
+	b.SetRate(t0, 100, 100)
+	for i := range 100 {
+		if !b.Take(t0, 1) {
+			t.Fatalf("take %d of the new burst refused", i+1)
+		}
+	}
+	if b.Take(t0, 1) {
+		t.Fatal("a take beyond the new burst allowed")
+	}
+
+	// The same refill time per unit, another burst: what is owed stays.
+	b = NewBucket(2, 4)
+	b.Take(t0, 4)
+	b.SetRate(t0, 2, 8)
+	for i := range 4 {
+		if !b.Take(t0, 1) {
+			t.Fatalf("take %d of the 4 units the larger burst adds refused", i+1)
+		}
+	}
+	if b.Take(t0, 1) {
+		t.Fatal("a take beyond the larger burst allowed")
+	}
+}
+
+// TestBucketSetRateConcurrent: SetRate between takes from many
+// goroutines loses none of them and lets none through twice: at one
+// instant, the takes that succeed are at most the larger burst and at
+// least the smaller.
+func TestBucketSetRateConcurrent(t *testing.T) {
+	b := NewBucket(100, 100)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	got := 0
+	for range 4 {
+		wg.Go(func() {
+			for range 100 {
+				if b.Take(t0, 1) {
+					mu.Lock()
+					got++
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for i := range 200 {
+			if i%2 == 0 {
+				b.SetRate(t0, 100, 200)
+			} else {
+				b.SetRate(t0, 100, 100)
+			}
+		}
+	})
+	wg.Wait()
+	if got < 100 || got > 200 {
+		t.Fatalf("%d takes succeeded, want between the bursts, 100 and 200", got)
+	}
+}

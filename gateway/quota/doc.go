@@ -21,7 +21,14 @@
 //
 // Counts and rates are kept by a [Backend]. [Local], the default, keeps
 // them in the process: each gateway enforces the limits for the clients it
-// holds, which is exact with one gateway (`shoal all`). A backend shared
-// by the gateways of a tenant's pool implements the same two small
-// interfaces, [Counter] and [Limiter].
+// holds, which is exact with one gateway (`shoal all`). [Shared] is the
+// backend of a gateway among several (distributed mode): each gateway
+// still counts and rates its own clients, and learns from the others'
+// reports (what each holds of each tenant, every interval) how many
+// connections the tenant has in all and what share of each rate is its
+// own; the gateway carries the reports over a compacted Kafka topic
+// (gateway/quotashare.go), this package only computes. The limits then
+// hold for the tenant as a whole, within the slack described in
+// shared.go. A Bucket's rate can change while it is used
+// ([Bucket.SetRate]), which is how a share moves.
 package quota

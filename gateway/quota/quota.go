@@ -88,10 +88,27 @@ const (
 	ConnectionRate Resource = iota // new connections
 	Messages                       // inbound PUBLISH packets
 	Bytes                          // bytes of inbound PUBLISH packets
+	numResources
 )
 
-// Backend keeps the counts a tenant's limits are checked against. Each
-// method is called once per tenant, when its state is made.
+// String names the rate as the metrics do.
+func (r Resource) String() string {
+	switch r {
+	case ConnectionRate:
+		return "connections"
+	case Messages:
+		return "messages"
+	case Bytes:
+		return "bytes"
+	}
+	return "unknown"
+}
+
+// Backend keeps the counts a tenant's limits are checked against: [Local]
+// in one process, [Shared] across the gateways of a pool. Each method is
+// called once per tenant, when its state is made. A Counter may also have
+// Total() int64 (the tenant's connections across the pool) and a Limiter
+// PerSecond() float64 (the rate it gives now): Stats reports them.
 type Backend interface {
 	Connections(tenant string) Counter
 	Rate(tenant string, r Resource, perSecond float64, burst int64) Limiter
@@ -128,6 +145,9 @@ func (c *localCounter) Release() { c.n.Add(-1) }
 
 func (c *localCounter) Current() int64 { return c.n.Load() }
 
+// Total is the tenant's count: this process's.
+func (c *localCounter) Total() int64 { return c.n.Load() }
+
 // Quotas holds the state of each tenant with limits.
 type Quotas struct {
 	cfg     Config
@@ -147,6 +167,15 @@ func New(cfg Config, backend Backend) *Quotas {
 		backend = Local{}
 	}
 	return &Quotas{cfg: cfg, backend: backend, tenants: make(map[string]*Tenant)}
+}
+
+// Backend returns what keeps q's counts ([Local] or [Shared]); nil when
+// q is.
+func (q *Quotas) Backend() Backend {
+	if q == nil {
+		return nil
+	}
+	return q.backend
 }
 
 // Tenant returns the state of tenant, made at its first call, or nil when
@@ -206,7 +235,7 @@ const (
 type Tenant struct {
 	name   string
 	limits Limits
-	conns  Counter // nil: no connection limit
+	conns  Counter // the connections on this gateway, against max_connections (0: none)
 	// Rates; nil: no limit.
 	connRate, msgs, bytes Limiter
 
@@ -220,9 +249,10 @@ type Tenant struct {
 
 func newTenant(name string, l Limits, b Backend) *Tenant {
 	t := &Tenant{name: strings.Clone(name), limits: l} // not a view of a connection's key
-	if l.MaxConnections > 0 {
-		t.conns = b.Connections(name)
-	}
+	// Counted whatever the limits: a shared backend tells the other
+	// gateways that it holds clients of the tenant, whose rates it then
+	// has a share of.
+	t.conns = b.Connections(name)
 	if l.ConnectionRate > 0 {
 		burst := l.ConnectionBurst
 		if burst <= 0 {
@@ -254,14 +284,12 @@ func (t *Tenant) Limits() Limits { return t.limits }
 // Counter.Acquire) is not refused by the count. A connection refused by
 // the count takes nothing from the rate.
 func (t *Tenant) Admit(now time.Time, takeover bool) Refusal {
-	if t.conns != nil && !t.conns.Acquire(t.limits.MaxConnections, takeover) {
+	if !t.conns.Acquire(t.limits.MaxConnections, takeover) {
 		t.refusedConns.Add(1)
 		return RefusedConnections
 	}
 	if t.connRate != nil && !t.connRate.Take(now, 1) {
-		if t.conns != nil {
-			t.conns.Release()
-		}
+		t.conns.Release()
 		t.refusedRate.Add(1)
 		return RefusedRate
 	}
@@ -269,11 +297,7 @@ func (t *Tenant) Admit(now time.Time, takeover bool) Refusal {
 }
 
 // Release uncounts a connection Admit admitted, at its end.
-func (t *Tenant) Release() {
-	if t.conns != nil {
-		t.conns.Release()
-	}
-}
+func (t *Tenant) Release() { t.conns.Release() }
 
 // Rated reports whether the tenant's publishes are limited by a message
 // or byte rate.
@@ -318,7 +342,8 @@ func (t *Tenant) LogDue(now time.Time, interval time.Duration) bool {
 
 // Stats is a snapshot of what a tenant's limits did on this gateway.
 type Stats struct {
-	// Connections counted now against max_connections (0 without it).
+	// Connections counted now on this gateway (against max_connections
+	// when the tenant has it).
 	Connections int64
 	// RefusedConnections by max_connections, RefusedRate by
 	// max_connection_rate, RefusedSubscriptions by
@@ -328,6 +353,14 @@ type Stats struct {
 	// rates, Throttled their total.
 	Throttles int64
 	Throttled time.Duration
+	// TenantConnections is the tenant's connections as this gateway
+	// counts them against max_connections: its own, and with a Shared
+	// backend the other gateways' reported ones (0 without the limit).
+	TenantConnections int64
+	// Rates is, by Resource, the rate this gateway enforces now: the
+	// tenant's limit, or with a Shared backend this gateway's share of it
+	// (0 without the limit).
+	Rates [numResources]float64
 }
 
 // Stats returns the tenant's counters.
@@ -339,8 +372,17 @@ func (t *Tenant) Stats() Stats {
 		Throttles:            t.throttles.Load(),
 		Throttled:            time.Duration(t.throttledNs.Load()),
 	}
-	if t.conns != nil {
-		s.Connections = t.conns.Current()
+	s.Connections = t.conns.Current()
+	if t.limits.MaxConnections > 0 {
+		s.TenantConnections = s.Connections
+		if tc, ok := t.conns.(interface{ Total() int64 }); ok {
+			s.TenantConnections = tc.Total()
+		}
+	}
+	for r, l := range [numResources]Limiter{ConnectionRate: t.connRate, Messages: t.msgs, Bytes: t.bytes} {
+		if ps, ok := l.(interface{ PerSecond() float64 }); ok {
+			s.Rates[r] = ps.PerSecond()
+		}
 	}
 	return s
 }

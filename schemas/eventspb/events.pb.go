@@ -116,6 +116,7 @@ type Envelope struct {
 	//	*Envelope_SharedRedispatch
 	//	*Envelope_InboxAck
 	//	*Envelope_PublishRelease
+	//	*Envelope_QuotaReport
 	Event         isEnvelope_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -335,6 +336,15 @@ func (x *Envelope) GetPublishRelease() *PublishRelease {
 	return nil
 }
 
+func (x *Envelope) GetQuotaReport() *QuotaReport {
+	if x != nil {
+		if x, ok := x.Event.(*Envelope_QuotaReport); ok {
+			return x.QuotaReport
+		}
+	}
+	return nil
+}
+
 type isEnvelope_Event interface {
 	isEnvelope_Event()
 }
@@ -399,6 +409,10 @@ type Envelope_PublishRelease struct {
 	PublishRelease *PublishRelease `protobuf:"bytes,24,opt,name=publish_release,json=publishRelease,proto3,oneof"`
 }
 
+type Envelope_QuotaReport struct {
+	QuotaReport *QuotaReport `protobuf:"bytes,25,opt,name=quota_report,json=quotaReport,proto3,oneof"`
+}
+
 func (*Envelope_Publish) isEnvelope_Event() {}
 
 func (*Envelope_SubscriptionChange) isEnvelope_Event() {}
@@ -428,6 +442,8 @@ func (*Envelope_SharedRedispatch) isEnvelope_Event() {}
 func (*Envelope_InboxAck) isEnvelope_Event() {}
 
 func (*Envelope_PublishRelease) isEnvelope_Event() {}
+
+func (*Envelope_QuotaReport) isEnvelope_Event() {}
 
 // MessageID names one published message: the gateway instance that took it
 // in (a random 64-bit number chosen at start) and a sequence number there.
@@ -2272,11 +2288,158 @@ func (x *SharedRedispatch) GetExcludeClient() string {
 	return ""
 }
 
+// QuotaReport is what one gateway holds of one tenant with limits (topic
+// shoal.quotas, compacted, key tenant/gateway id; Envelope.tenant, gateway
+// and timestamp_us are set): written every interval while the gateway
+// holds connections or traffic of the tenant, and soon after its
+// connection count moved by max_connections / (10 × the gateways holding
+// the tenant). Every gateway reads every other's latest report to count
+// the tenant's connections across the pool and to share its rates by
+// demand (gateway/quota, Shared). When the gateway holds nothing of the
+// tenant any more (and when it stops) it writes a tombstone (no value)
+// under the key instead. A report is ignored from three of its intervals
+// after it was read.
+type QuotaReport struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The writer's reporting interval: how soon the next report is due.
+	IntervalMs int64 `protobuf:"varint,1,opt,name=interval_ms,json=intervalMs,proto3" json:"interval_ms,omitempty"`
+	// Connections of the tenant on the gateway now.
+	Connections int64 `protobuf:"varint,2,opt,name=connections,proto3" json:"connections,omitempty"`
+	// What the tenant's clients used on the gateway of each rate over the
+	// last interval (absent for a rate the gateway does not limit).
+	Messages       *QuotaUsage `protobuf:"bytes,3,opt,name=messages,proto3" json:"messages,omitempty"`
+	Bytes          *QuotaUsage `protobuf:"bytes,4,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	ConnectionRate *QuotaUsage `protobuf:"bytes,5,opt,name=connection_rate,json=connectionRate,proto3" json:"connection_rate,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *QuotaReport) Reset() {
+	*x = QuotaReport{}
+	mi := &file_shoal_v1_events_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QuotaReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QuotaReport) ProtoMessage() {}
+
+func (x *QuotaReport) ProtoReflect() protoreflect.Message {
+	mi := &file_shoal_v1_events_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QuotaReport.ProtoReflect.Descriptor instead.
+func (*QuotaReport) Descriptor() ([]byte, []int) {
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *QuotaReport) GetIntervalMs() int64 {
+	if x != nil {
+		return x.IntervalMs
+	}
+	return 0
+}
+
+func (x *QuotaReport) GetConnections() int64 {
+	if x != nil {
+		return x.Connections
+	}
+	return 0
+}
+
+func (x *QuotaReport) GetMessages() *QuotaUsage {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+func (x *QuotaReport) GetBytes() *QuotaUsage {
+	if x != nil {
+		return x.Bytes
+	}
+	return nil
+}
+
+func (x *QuotaReport) GetConnectionRate() *QuotaUsage {
+	if x != nil {
+		return x.ConnectionRate
+	}
+	return nil
+}
+
+// QuotaUsage is one rate's use on a gateway over an interval.
+type QuotaUsage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Units taken per second (PUBLISH packets, bytes, new connections).
+	PerSecond float64 `protobuf:"fixed64,1,opt,name=per_second,json=perSecond,proto3" json:"per_second,omitempty"`
+	// The gateway's share was spent at some point of the interval (a reader
+	// waited, a connection was refused): it wants more than per_second.
+	Saturated     bool `protobuf:"varint,2,opt,name=saturated,proto3" json:"saturated,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QuotaUsage) Reset() {
+	*x = QuotaUsage{}
+	mi := &file_shoal_v1_events_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QuotaUsage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QuotaUsage) ProtoMessage() {}
+
+func (x *QuotaUsage) ProtoReflect() protoreflect.Message {
+	mi := &file_shoal_v1_events_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QuotaUsage.ProtoReflect.Descriptor instead.
+func (*QuotaUsage) Descriptor() ([]byte, []int) {
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *QuotaUsage) GetPerSecond() float64 {
+	if x != nil {
+		return x.PerSecond
+	}
+	return 0
+}
+
+func (x *QuotaUsage) GetSaturated() bool {
+	if x != nil {
+		return x.Saturated
+	}
+	return false
+}
+
 var File_shoal_v1_events_proto protoreflect.FileDescriptor
 
 const file_shoal_v1_events_proto_rawDesc = "" +
 	"\n" +
-	"\x15shoal/v1/events.proto\x12\bshoal.v1\"\xf0\b\n" +
+	"\x15shoal/v1/events.proto\x12\bshoal.v1\"\xac\t\n" +
 	"\bEnvelope\x12%\n" +
 	"\x0eschema_version\x18\x01 \x01(\rR\rschemaVersion\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x1b\n" +
@@ -2302,7 +2465,8 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"\finbox_append\x18\x15 \x01(\v2\x15.shoal.v1.InboxAppendH\x00R\vinboxAppend\x12I\n" +
 	"\x11shared_redispatch\x18\x16 \x01(\v2\x1a.shoal.v1.SharedRedispatchH\x00R\x10sharedRedispatch\x121\n" +
 	"\tinbox_ack\x18\x17 \x01(\v2\x12.shoal.v1.InboxAckH\x00R\binboxAck\x12C\n" +
-	"\x0fpublish_release\x18\x18 \x01(\v2\x18.shoal.v1.PublishReleaseH\x00R\x0epublishReleaseB\a\n" +
+	"\x0fpublish_release\x18\x18 \x01(\v2\x18.shoal.v1.PublishReleaseH\x00R\x0epublishRelease\x12:\n" +
+	"\fquota_report\x18\x19 \x01(\v2\x15.shoal.v1.QuotaReportH\x00R\vquotaReportB\a\n" +
 	"\x05event\"B\n" +
 	"\tMessageID\x12#\n" +
 	"\rgateway_epoch\x18\x01 \x01(\x04R\fgatewayEpoch\x12\x10\n" +
@@ -2476,7 +2640,19 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"\vshare_group\x18\x02 \x01(\tR\n" +
 	"shareGroup\x12\x16\n" +
 	"\x06filter\x18\x03 \x01(\tR\x06filter\x12%\n" +
-	"\x0eexclude_client\x18\x04 \x01(\tR\rexcludeClientB7Z5github.com/shoal-mqtt/shoal/schemas/eventspb;eventspbb\x06proto3"
+	"\x0eexclude_client\x18\x04 \x01(\tR\rexcludeClient\"\xed\x01\n" +
+	"\vQuotaReport\x12\x1f\n" +
+	"\vinterval_ms\x18\x01 \x01(\x03R\n" +
+	"intervalMs\x12 \n" +
+	"\vconnections\x18\x02 \x01(\x03R\vconnections\x120\n" +
+	"\bmessages\x18\x03 \x01(\v2\x14.shoal.v1.QuotaUsageR\bmessages\x12*\n" +
+	"\x05bytes\x18\x04 \x01(\v2\x14.shoal.v1.QuotaUsageR\x05bytes\x12=\n" +
+	"\x0fconnection_rate\x18\x05 \x01(\v2\x14.shoal.v1.QuotaUsageR\x0econnectionRate\"I\n" +
+	"\n" +
+	"QuotaUsage\x12\x1d\n" +
+	"\n" +
+	"per_second\x18\x01 \x01(\x01R\tperSecond\x12\x1c\n" +
+	"\tsaturated\x18\x02 \x01(\bR\tsaturatedB7Z5github.com/shoal-mqtt/shoal/schemas/eventspb;eventspbb\x06proto3"
 
 var (
 	file_shoal_v1_events_proto_rawDescOnce sync.Once
@@ -2491,7 +2667,7 @@ func file_shoal_v1_events_proto_rawDescGZIP() []byte {
 }
 
 var file_shoal_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_shoal_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_shoal_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_shoal_v1_events_proto_goTypes = []any{
 	(SubscriptionChange_Op)(0),   // 0: shoal.v1.SubscriptionChange.Op
 	(*Envelope)(nil),             // 1: shoal.v1.Envelope
@@ -2519,6 +2695,8 @@ var file_shoal_v1_events_proto_goTypes = []any{
 	(*InboxAppend)(nil),          // 23: shoal.v1.InboxAppend
 	(*InboxAck)(nil),             // 24: shoal.v1.InboxAck
 	(*SharedRedispatch)(nil),     // 25: shoal.v1.SharedRedispatch
+	(*QuotaReport)(nil),          // 26: shoal.v1.QuotaReport
+	(*QuotaUsage)(nil),           // 27: shoal.v1.QuotaUsage
 }
 var file_shoal_v1_events_proto_depIdxs = []int32{
 	2,  // 0: shoal.v1.Envelope.message_id:type_name -> shoal.v1.MessageID
@@ -2537,30 +2715,34 @@ var file_shoal_v1_events_proto_depIdxs = []int32{
 	25, // 13: shoal.v1.Envelope.shared_redispatch:type_name -> shoal.v1.SharedRedispatch
 	24, // 14: shoal.v1.Envelope.inbox_ack:type_name -> shoal.v1.InboxAck
 	6,  // 15: shoal.v1.Envelope.publish_release:type_name -> shoal.v1.PublishRelease
-	3,  // 16: shoal.v1.Message.user_properties:type_name -> shoal.v1.UserProperty
-	4,  // 17: shoal.v1.Publish.message:type_name -> shoal.v1.Message
-	0,  // 18: shoal.v1.SubscriptionChange.op:type_name -> shoal.v1.SubscriptionChange.Op
-	7,  // 19: shoal.v1.SubscriptionChange.options:type_name -> shoal.v1.SubscriptionOptions
-	9,  // 20: shoal.v1.SubscriptionChange.route:type_name -> shoal.v1.Route
-	4,  // 21: shoal.v1.Will.message:type_name -> shoal.v1.Message
-	9,  // 22: shoal.v1.Connect.route:type_name -> shoal.v1.Route
-	10, // 23: shoal.v1.Connect.will:type_name -> shoal.v1.Will
-	19, // 24: shoal.v1.ConnectResult.subscriptions:type_name -> shoal.v1.SessionSubscription
-	9,  // 25: shoal.v1.Presence.route:type_name -> shoal.v1.Route
-	4,  // 26: shoal.v1.Delivery.message:type_name -> shoal.v1.Message
-	16, // 27: shoal.v1.Delivery.targets:type_name -> shoal.v1.Target
-	18, // 28: shoal.v1.Delivery.source:type_name -> shoal.v1.Source
-	7,  // 29: shoal.v1.SessionSubscription.options:type_name -> shoal.v1.SubscriptionOptions
-	19, // 30: shoal.v1.SessionSubscriptions.added:type_name -> shoal.v1.SessionSubscription
-	4,  // 31: shoal.v1.InboxAppend.message:type_name -> shoal.v1.Message
-	16, // 32: shoal.v1.InboxAppend.target:type_name -> shoal.v1.Target
-	18, // 33: shoal.v1.InboxAppend.source:type_name -> shoal.v1.Source
-	4,  // 34: shoal.v1.SharedRedispatch.message:type_name -> shoal.v1.Message
-	35, // [35:35] is the sub-list for method output_type
-	35, // [35:35] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	26, // 16: shoal.v1.Envelope.quota_report:type_name -> shoal.v1.QuotaReport
+	3,  // 17: shoal.v1.Message.user_properties:type_name -> shoal.v1.UserProperty
+	4,  // 18: shoal.v1.Publish.message:type_name -> shoal.v1.Message
+	0,  // 19: shoal.v1.SubscriptionChange.op:type_name -> shoal.v1.SubscriptionChange.Op
+	7,  // 20: shoal.v1.SubscriptionChange.options:type_name -> shoal.v1.SubscriptionOptions
+	9,  // 21: shoal.v1.SubscriptionChange.route:type_name -> shoal.v1.Route
+	4,  // 22: shoal.v1.Will.message:type_name -> shoal.v1.Message
+	9,  // 23: shoal.v1.Connect.route:type_name -> shoal.v1.Route
+	10, // 24: shoal.v1.Connect.will:type_name -> shoal.v1.Will
+	19, // 25: shoal.v1.ConnectResult.subscriptions:type_name -> shoal.v1.SessionSubscription
+	9,  // 26: shoal.v1.Presence.route:type_name -> shoal.v1.Route
+	4,  // 27: shoal.v1.Delivery.message:type_name -> shoal.v1.Message
+	16, // 28: shoal.v1.Delivery.targets:type_name -> shoal.v1.Target
+	18, // 29: shoal.v1.Delivery.source:type_name -> shoal.v1.Source
+	7,  // 30: shoal.v1.SessionSubscription.options:type_name -> shoal.v1.SubscriptionOptions
+	19, // 31: shoal.v1.SessionSubscriptions.added:type_name -> shoal.v1.SessionSubscription
+	4,  // 32: shoal.v1.InboxAppend.message:type_name -> shoal.v1.Message
+	16, // 33: shoal.v1.InboxAppend.target:type_name -> shoal.v1.Target
+	18, // 34: shoal.v1.InboxAppend.source:type_name -> shoal.v1.Source
+	4,  // 35: shoal.v1.SharedRedispatch.message:type_name -> shoal.v1.Message
+	27, // 36: shoal.v1.QuotaReport.messages:type_name -> shoal.v1.QuotaUsage
+	27, // 37: shoal.v1.QuotaReport.bytes:type_name -> shoal.v1.QuotaUsage
+	27, // 38: shoal.v1.QuotaReport.connection_rate:type_name -> shoal.v1.QuotaUsage
+	39, // [39:39] is the sub-list for method output_type
+	39, // [39:39] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_shoal_v1_events_proto_init() }
@@ -2584,6 +2766,7 @@ func file_shoal_v1_events_proto_init() {
 		(*Envelope_SharedRedispatch)(nil),
 		(*Envelope_InboxAck)(nil),
 		(*Envelope_PublishRelease)(nil),
+		(*Envelope_QuotaReport)(nil),
 	}
 	file_shoal_v1_events_proto_msgTypes[9].OneofWrappers = []any{}
 	file_shoal_v1_events_proto_msgTypes[13].OneofWrappers = []any{}
@@ -2593,7 +2776,7 @@ func file_shoal_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shoal_v1_events_proto_rawDesc), len(file_shoal_v1_events_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   25,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

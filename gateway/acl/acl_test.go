@@ -199,14 +199,14 @@ func TestWatch(t *testing.T) {
 // TestPollReadsEachVersionOnce drives the watch's poll by hand.
 func TestPollReadsEachVersionOnce(t *testing.T) {
 	a, path, logs := openACL(t, aclV1)
-	a.poll()
+	a.file.Poll()
 	if strings.Count(logs.String(), "reloaded") != 0 {
 		t.Fatalf("an unchanged file was reloaded:\n%s", logs)
 	}
 
 	replaceFile(t, path, aclV1+"user\n")
 	for range 3 {
-		a.poll()
+		a.file.Poll()
 	}
 	if n := strings.Count(logs.String(), "acl line 4: user without a name"); n != 1 {
 		t.Fatalf("a broken version was logged %d times, want once:\n%s", n, logs)
@@ -216,7 +216,7 @@ func TestPollReadsEachVersionOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 3 {
-		a.poll()
+		a.file.Poll()
 	}
 	if n := strings.Count(logs.String(), "acl file unreadable"); n != 1 {
 		t.Fatalf("a missing file was logged %d times, want once:\n%s", n, logs)
@@ -227,7 +227,7 @@ func TestPollReadsEachVersionOnce(t *testing.T) {
 	}
 
 	replaceFile(t, path, aclV2)
-	a.poll()
+	a.file.Poll()
 	if !c.AllowPublish([]byte("v2/x")) {
 		t.Fatalf("the restored file was not loaded:\n%s", logs)
 	}

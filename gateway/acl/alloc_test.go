@@ -2,6 +2,7 @@ package acl
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -126,12 +127,14 @@ func TestAllowAllocations(t *testing.T) {
 }
 
 func BenchmarkAllowPublish(b *testing.B) {
-	f, err := Parse(strings.NewReader(hundredRules()))
+	path := filepath.Join(b.TempDir(), "acl")
+	if err := os.WriteFile(path, []byte(hundredRules()), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	a, err := Open(path, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	a := &ACL{}
-	a.cur.Store(f)
 	c := a.For("acme-alice", "dev-1", false)
 	for _, tc := range allocCases {
 		if tc.access != Write {

@@ -49,7 +49,7 @@ type view struct {
 func (a *ACL) For(user, clientID string, anonymous bool) *Client {
 	c := newClient(user, clientID, anonymous)
 	c.acl = a
-	c.view.Store(c.viewOf(a.cur.Load()))
+	c.view.Store(c.viewOf(a.File()))
 	return c
 }
 
@@ -83,7 +83,7 @@ func (c *Client) current() *view {
 	if c.acl == nil {
 		return v
 	}
-	if f := c.acl.cur.Load(); f != v.file {
+	if f := c.acl.File(); f != v.file {
 		v = c.viewOf(f)
 		c.view.Store(v) // a racing check stores an equal view
 	}

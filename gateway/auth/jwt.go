@@ -14,6 +14,8 @@ import (
 	"unicode"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/shoal-mqtt/shoal/internal/watchfile"
 )
 
 // Limits and defaults of JWT authentication.
@@ -145,9 +147,9 @@ type JWT struct {
 	log   *slog.Logger
 	keys  atomic.Pointer[jwtKeys]
 
-	mu         sync.Mutex  // serialises loads; guards the fields below
-	seen       []fileStamp // per file, the version last read, whether it loaded or not
-	statFailed bool        // the last poll could not stat a file (logged once)
+	mu         sync.Mutex        // serialises loads; guards the fields below
+	seen       []watchfile.Stamp // per file, the version last read, whether it loaded or not
+	statFailed bool              // the last poll could not stat a file (logged once)
 }
 
 // OpenJWT checks cfg and loads its key files; this first load must
@@ -288,7 +290,7 @@ func (j *JWT) Reload() error {
 func (j *JWT) reloadLocked() error {
 	ks, st, err := j.load()
 	for i, s := range st {
-		if s != (fileStamp{}) {
+		if s != (watchfile.Stamp{}) {
 			j.seen[i] = s
 		}
 	}
@@ -306,23 +308,11 @@ func (j *JWT) reloadLocked() error {
 // Each version is read once: a broken file is logged once, not every
 // interval. It returns when ctx ends.
 func (j *JWT) Watch(ctx context.Context, interval time.Duration) {
-	if interval <= 0 {
-		interval = time.Second
-	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			j.poll()
-		}
-	}
+	watchfile.Every(ctx, interval, j.poll)
 }
 
 func (j *JWT) poll() {
-	st := make([]fileStamp, len(j.files))
+	st := make([]watchfile.Stamp, len(j.files))
 	var statErr error
 	for i, f := range j.files {
 		fi, err := os.Stat(f.path)
@@ -330,7 +320,7 @@ func (j *JWT) poll() {
 			statErr = fmt.Errorf("auth.jwt.%s: %w", f.key, err)
 			break
 		}
-		st[i] = stampOf(fi)
+		st[i] = watchfile.StampOf(fi)
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()

@@ -22,6 +22,8 @@ import (
 	"github.com/MicahParks/jwkset"
 	"github.com/MicahParks/keyfunc/v3"
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/shoal-mqtt/shoal/internal/watchfile"
 )
 
 // Limits on key files.
@@ -197,17 +199,17 @@ func algorithmsFor(key any) ([]string, error) {
 // readKeyFile reads the file at path, at most maxKeyFileSize bytes, and
 // its stamp (zero when it could not be opened), taken before reading, so
 // that a change made while it is read is seen by the next poll.
-func readKeyFile(path string) ([]byte, fileStamp, error) {
+func readKeyFile(path string) ([]byte, watchfile.Stamp, error) {
 	fh, err := os.Open(path)
 	if err != nil {
-		return nil, fileStamp{}, err // *fs.PathError: names the path
+		return nil, watchfile.Stamp{}, err // *fs.PathError: names the path
 	}
 	defer fh.Close() //nolint:errcheck // a file opened for reading; nothing to do on error
 	fi, err := fh.Stat()
 	if err != nil {
-		return nil, fileStamp{}, err
+		return nil, watchfile.Stamp{}, err
 	}
-	st := stampOf(fi)
+	st := watchfile.StampOf(fi)
 	data, err := io.ReadAll(io.LimitReader(fh, maxKeyFileSize+1))
 	if err != nil {
 		return nil, st, fmt.Errorf("read %s: %w", path, err)
@@ -220,8 +222,8 @@ func readKeyFile(path string) ([]byte, fileStamp, error) {
 
 // load reads and parses every key file. Each error names the file's
 // configuration key and path, never key material.
-func (j *JWT) load() (*jwtKeys, []fileStamp, error) {
-	st := make([]fileStamp, len(j.files))
+func (j *JWT) load() (*jwtKeys, []watchfile.Stamp, error) {
+	st := make([]watchfile.Stamp, len(j.files))
 	var (
 		vs      []verifier
 		skipped int

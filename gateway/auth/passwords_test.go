@@ -225,14 +225,14 @@ func TestPollReadsEachVersionOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.poll()
+	p.Poll()
 	if strings.Count(logs.String(), "reloaded") != 0 {
 		t.Fatalf("an unchanged file was reloaded:\n%s", logs)
 	}
 
 	replaceFile(t, path, lineAlice7+"\n"+"acme-bob:\n")
 	for range 3 {
-		p.poll()
+		p.Poll()
 	}
 	if n := strings.Count(logs.String(), "line 2: empty hash"); n != 1 {
 		t.Fatalf("a broken version was logged %d times, want once:\n%s", n, logs)
@@ -242,7 +242,7 @@ func TestPollReadsEachVersionOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 3 {
-		p.poll()
+		p.Poll()
 	}
 	if n := strings.Count(logs.String(), "password file unreadable"); n != 1 {
 		t.Fatalf("a missing file was logged %d times, want once:\n%s", n, logs)
@@ -252,7 +252,7 @@ func TestPollReadsEachVersionOnce(t *testing.T) {
 	}
 
 	replaceFile(t, path, lineCarol6+"\n")
-	p.poll()
+	p.Poll()
 	if !authOK(p, "legacy-carol", "sha512 only") {
 		t.Fatalf("the restored file was not loaded:\n%s", logs)
 	}

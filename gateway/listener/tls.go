@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/shoal-mqtt/shoal/internal/watchfile"
 )
 
 // TLSFiles name the files of the TLS listeners' material, PEM encoded.
@@ -39,9 +41,9 @@ type Certificates struct {
 	log   *slog.Logger
 	cur   atomic.Pointer[tls.Config] // the current material, as a handshake's config
 
-	mu         sync.Mutex   // serialises loads; guards the fields below
-	seen       [3]fileStamp // the versions last read (cert, key, CA), whether they loaded or not
-	statFailed bool         // the last poll could not stat a file (logged once)
+	mu         sync.Mutex         // serialises loads; guards the fields below
+	seen       [3]watchfile.Stamp // the versions last read (cert, key, CA), whether they loaded or not
+	statFailed bool               // the last poll could not stat a file (logged once)
 }
 
 // OpenCertificates loads the files; this first load must succeed (its
@@ -113,8 +115,8 @@ func (c *Certificates) describe(cfg *tls.Config) []any {
 // versions read, each taken before its file is read (a change made while
 // it is read is seen by the next poll); a file that could not be opened
 // has a zero stamp.
-func (c *Certificates) load() (*tls.Config, [3]fileStamp, error) {
-	var seen [3]fileStamp
+func (c *Certificates) load() (*tls.Config, [3]watchfile.Stamp, error) {
+	var seen [3]watchfile.Stamp
 	var pem [3][]byte
 	for i, path := range []string{c.files.CertFile, c.files.KeyFile, c.files.ClientCAFile} {
 		if path == "" {
@@ -154,7 +156,7 @@ func (c *Certificates) load() (*tls.Config, [3]fileStamp, error) {
 }
 
 // readStamped reads a file and sets *st to the stamp of the version read.
-func readStamped(path string, st *fileStamp) ([]byte, error) {
+func readStamped(path string, st *watchfile.Stamp) ([]byte, error) {
 	fh, err := os.Open(path)
 	if err != nil {
 		return nil, err // *fs.PathError: names the file
@@ -164,7 +166,7 @@ func readStamped(path string, st *fileStamp) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	*st = stampOf(fi)
+	*st = watchfile.StampOf(fi)
 	b, err := io.ReadAll(fh)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
@@ -177,23 +179,11 @@ func readStamped(path string, st *fileStamp) ([]byte, error) {
 // Each version is read once: broken files are logged once, not every
 // interval. It returns when ctx ends.
 func (c *Certificates) Watch(ctx context.Context, interval time.Duration) {
-	if interval <= 0 {
-		interval = time.Second
-	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			c.poll()
-		}
-	}
+	watchfile.Every(ctx, interval, c.poll)
 }
 
 func (c *Certificates) poll() {
-	var now [3]fileStamp
+	var now [3]watchfile.Stamp
 	var statErr error
 	for i, path := range []string{c.files.CertFile, c.files.KeyFile, c.files.ClientCAFile} {
 		if path == "" {
@@ -204,7 +194,7 @@ func (c *Certificates) poll() {
 			statErr = err
 			break
 		}
-		now[i] = stampOf(fi)
+		now[i] = watchfile.StampOf(fi)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

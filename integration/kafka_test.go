@@ -185,6 +185,8 @@ func testCatalogue(t *testing.T, partitions int32) kafka.Catalogue {
 		s.Name = prefix + "." + strings.TrimPrefix(s.Name, "shoal.")
 		s.Partitions = partitions
 	}
+	// shoal.quotas keeps its own partitions (kafka.DefaultQuotaPartitions).
+	cat.Quotas.Name = prefix + "." + strings.TrimPrefix(cat.Quotas.Name, "shoal.")
 	return cat
 }
 
@@ -194,6 +196,7 @@ func renameTopics(t *testing.T, cat kafka.Catalogue) kafka.Catalogue {
 	names := testCatalogue(t, 1)
 	cat.Messages.Name, cat.Sessions.Name = names.Messages.Name, names.Sessions.Name
 	cat.Presence.Name, cat.Deliveries.Name = names.Presence.Name, names.Deliveries.Name
+	cat.Quotas.Name = names.Quotas.Name
 	return cat
 }
 
@@ -373,6 +376,7 @@ func TestKafkaEnsureTopics(t *testing.T) {
 			cat.Sessions.Name:   {5, "delete", "-1"},
 			cat.Presence.Name:   {3, "compact", "-1"},
 			cat.Deliveries.Name: {4, "delete", "5400000"},
+			cat.Quotas.Name:     {int(cat.Quotas.Partitions), "compact", "-1"},
 		}
 		logs := &logCapture{}
 		clients := []*kafka.Client{

@@ -3,12 +3,14 @@
 # mosquitto-clients (mosquitto_pub/mosquitto_sub, used by the end-to-end
 # tests as independent MQTT clients) and mosquitto (its mosquitto_passwd
 # writes the password files the authentication tests read, as
-# scripts/bench-compare.sh installs it for its broker). Idempotent: nothing
-# is done when the commands are already there.
+# scripts/bench-compare.sh installs it for its broker) and haproxy (the
+# integration suite routes clients through the real one). Idempotent:
+# nothing is done when the commands are already there.
 set -euo pipefail
 need=()
 command -v mosquitto_pub >/dev/null 2>&1 && command -v mosquitto_sub >/dev/null 2>&1 || need+=(mosquitto-clients)
 command -v mosquitto_passwd >/dev/null 2>&1 || need+=(mosquitto)
+command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || need+=(haproxy)
 [ ${#need[@]} -eq 0 ] && exit 0
 echo "test-deps: installing ${need[*]}" >&2
 sudo=""

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Writes the backends of haproxy.cfg to standard output: one pool of
+# gateways per argument.
+#
+#   haproxy/render-backends.sh POOL=SERVER@MQTT@HEALTH[@MQTTS][,SERVER@…] …
+#
+#   POOL    the pool's name as tenants.map names it ("default" for the pool
+#           of unknown tenants): backend pool_POOL, and pool_POOL_tls
+#   SERVER  a gateway's name (its stick-table entries follow the name)
+#   MQTT    its plain MQTT listener, host:port (PROXY v2 is sent to it:
+#           gateway.proxy_protocol must be on)
+#   HEALTH  its HTTP port on the same host (GET /readyz)
+#   MQTTS   its TLS listener, host:port, for the pass-through frontend
+#           (without one, pool_POOL_tls is empty)
+#
+# Example, a laptop with one gateway:
+#   haproxy/render-backends.sh default=gw-0@127.0.0.1:11883@9090 > /tmp/backends.cfg
+set -euo pipefail
+[ $# -gt 0 ] || { echo "usage: $0 POOL=SERVER@MQTT@HEALTH[@MQTTS][,…] …" >&2; exit 2; }
+have_default=0
+for arg in "$@"; do
+  pool=${arg%%=*}
+  servers=${arg#*=}
+  case $pool in '' | *[!A-Za-z0-9_]*) echo "render-backends: bad pool name '$pool'" >&2; exit 2 ;; esac
+  [ "$pool" = default ] && have_default=1
+  for kind in plain tls; do
+    name=pool_$pool
+    [ $kind = plain ] || name=${name}_tls
+    cat <<CFG
+
+backend $name
+    # A client identifier sticks to the gateway it last reached, and moves
+    # only when that gateway is down (redispatch).
+    balance leastconn
+    option redispatch
+    stick-table type string len 256 size 1m expire 24h
+CFG
+    if [ $kind = plain ]; then
+      echo "    stick on req.payload(0,0),mqtt_field_value(connect,client_identifier)"
+    else
+      echo "    stick on src"
+    fi
+    cat <<CFG
+    option httpchk GET /readyz
+    http-check expect status 200
+    default-server inter 1s fall 2 rise 2 on-marked-down shutdown-sessions
+CFG
+    IFS=, read -r -a list <<<"$servers"
+    for s in "${list[@]}"; do
+      IFS=@ read -r sname mqtt health mqtts <<<"$s"
+      [ -n "$sname" ] && [ -n "$mqtt" ] && [ -n "$health" ] || { echo "render-backends: bad server '$s'" >&2; exit 2; }
+      host=${mqtt%:*}
+      if [ $kind = plain ]; then
+        echo "    server $sname $mqtt send-proxy-v2 check port $health addr $host"
+      elif [ -n "${mqtts:-}" ]; then
+        echo "    server $sname $mqtts send-proxy-v2 check port $health addr $host"
+      fi
+    done
+  done
+done
+[ $have_default = 1 ] || { echo "render-backends: a pool named default is required" >&2; exit 2; }

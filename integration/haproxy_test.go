@@ -1,0 +1,238 @@
+//go:build integration
+
+package integration
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// haproxyProc is a real HAProxy (Debian's package) running Shoal's
+// haproxy/haproxy.cfg with backends rendered by haproxy/render-backends.sh.
+type haproxyProc struct {
+	mqtt, log string
+}
+
+// haproxyBinary finds HAProxy; the test set-up (scripts/test-deps.sh)
+// installs it.
+func haproxyBinary(t *testing.T) string {
+	t.Helper()
+	if p, err := exec.LookPath("haproxy"); err == nil {
+		return p
+	}
+	if _, err := os.Stat("/usr/sbin/haproxy"); err == nil {
+		return "/usr/sbin/haproxy"
+	}
+	t.Fatal("haproxy not found: run scripts/test-deps.sh (make test does)")
+	return ""
+}
+
+// startHAProxy starts HAProxy in front of pools ("POOL=SERVER@MQTT@HEALTH,…",
+// render-backends.sh's arguments) with a copy of haproxy/tenants.map, and
+// waits until its MQTT port accepts connections.
+func startHAProxy(t *testing.T, pools ...string) *haproxyProc {
+	t.Helper()
+	bin := haproxyBinary(t)
+	dir := t.TempDir()
+	out, err := exec.Command("../haproxy/render-backends.sh", pools...).Output()
+	if err != nil {
+		t.Fatalf("render-backends.sh: %v", err)
+	}
+	backends := filepath.Join(dir, "backends.cfg")
+	mapFile := filepath.Join(dir, "tenants.map")
+	src, err := os.ReadFile("../haproxy/tenants.map")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, data := range map[string][]byte{backends: out, mapFile: src} {
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := &haproxyProc{mqtt: freeAddr(t), log: filepath.Join(dir, "haproxy.log")}
+	logf, err := os.Create(h.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-db", "-f", "../haproxy/haproxy.cfg", "-f", backends)
+	cmd.Env = append(os.Environ(),
+		"SHOAL_HAPROXY_MQTT="+h.mqtt, "SHOAL_HAPROXY_MQTTS="+freeAddr(t),
+		"SHOAL_HAPROXY_MAP="+mapFile, "SHOAL_HAPROXY_RUNTIME="+filepath.Join(dir, "haproxy.sock"))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	_ = logf.Close()
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
+	dumpOnFailure(t, h.log)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if nc, err := net.DialTimeout("tcp", h.mqtt, time.Second); err == nil {
+			_ = nc.Close()
+			return h
+		}
+		select {
+		case <-done:
+			t.Fatal("haproxy exited at start")
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("haproxy does not accept connections after 20s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// startGateway starts a gateway with extra arguments.
+func (c *cluster) startGateway(name string, extra ...string) *proc {
+	c.t.Helper()
+	p := &proc{c: c, name: name, role: "gateway", http: freeAddr(c.t), mqtt: freeAddr(c.t)}
+	p.args = append([]string{"gateway", "--config", c.cfgPath, "--kafka-brokers", strings.Join(c.kafka.Brokers(), ","),
+		"--http-listen", p.http, "--mqtt-listen", p.mqtt, "--ws-listen", "", "--gateway-id", name, "--gateway-slot", "-1"}, extra...)
+	p.launch()
+	return p
+}
+
+// server is the gateway as render-backends.sh takes it.
+func (p *proc) server() string {
+	_, port, _ := net.SplitHostPort(p.http)
+	return p.name + "@" + p.mqtt + "@" + port
+}
+
+// gauge reads one unlabelled sample of the process's /metrics (-1 when
+// absent).
+func (p *proc) gauge(t *testing.T, name string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + p.http + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer func() { _ = resp.Body.Close() }()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err == nil {
+				return f
+			}
+		}
+	}
+	return -1
+}
+
+// TestHAProxyTenantPools: the real HAProxy in front of three pools of
+// gateways (acme → a, globex → b, the rest → default), each gateway
+// requiring PROXY v2 from HAProxy. Clients land only on their tenant's
+// pool; clients of one tenant meet across the pool's gateways, never
+// another tenant's; what is not MQTT never reaches a gateway.
+func TestHAProxyTenantPools(t *testing.T) {
+	c := newCluster(t)
+	sess, r := c.start("session", "session"), c.start("router", "router")
+	pp := []string{"--proxy-protocol", "required", "--proxy-trusted", "127.0.0.0/8"}
+	a1, a2 := c.startGateway("gw-a1", pp...), c.startGateway("gw-a2", pp...)
+	b1, d := c.startGateway("gw-b1", pp...), c.startGateway("gw-d", pp...)
+	for _, p := range []*proc{sess, r, a1, a2, b1, d} {
+		p.waitReady()
+	}
+	h := startHAProxy(t, "default="+d.server(), "a="+a1.server()+","+a2.server(), "b="+b1.server())
+
+	// Clients of each tenant, through HAProxy.
+	want := map[string]int{"a": 0, "b": 0, "default": 0}
+	pool := func(id string) string {
+		switch {
+		case strings.HasPrefix(id, "acme-"):
+			return "a"
+		case strings.HasPrefix(id, "globex-"):
+			return "b"
+		}
+		return "default"
+	}
+	clients := map[string]*mqttClient{}
+	for _, id := range []string{"acme-sub", "acme-pub", "acme-3", "acme-4", "globex-sub", "globex-2", "initech-1", "notenant"} {
+		clients[id], _ = dialMQTT(t, h.mqtt, id, true, 0)
+		want[pool(id)]++
+	}
+	deadline := time.Now().Add(clusterWait)
+	for {
+		got := map[string]int{
+			"a":       int(a1.gauge(t, "shoal_gateway_connections") + a2.gauge(t, "shoal_gateway_connections")),
+			"b":       int(b1.gauge(t, "shoal_gateway_connections")),
+			"default": int(d.gauge(t, "shoal_gateway_connections")),
+		}
+		if fmt.Sprint(got) == fmt.Sprint(want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("connections per pool %v, want %v", got, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if a1.gauge(t, "shoal_gateway_connections") == 0 || a2.gauge(t, "shoal_gateway_connections") == 0 {
+		t.Logf("pool a: %v and %v connections (leastconn spreads them)", a1.gauge(t, "shoal_gateway_connections"), a2.gauge(t, "shoal_gateway_connections"))
+	}
+
+	// One tenant's clients meet; another tenant's subscriber sees nothing.
+	clients["acme-sub"].subscribe("t/#", 1)
+	clients["globex-sub"].subscribe("t/#", 1)
+	if err := clients["acme-pub"].publish("t/1", "acme only", 1, false); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-clients["acme-sub"].msgs:
+		if string(m.Payload) != "acme only" {
+			t.Fatalf("acme-sub got %q", m.Payload)
+		}
+	case <-time.After(clusterWait):
+		t.Fatal("acme-sub got nothing through HAProxy")
+	}
+	select {
+	case m := <-clients["globex-sub"].msgs:
+		t.Fatalf("globex-sub got acme's %q on %s", m.Payload, m.Topic)
+	case <-time.After(time.Second):
+	}
+
+	// Not MQTT: HAProxy closes it, and no gateway sees a connection.
+	before := a1.gauge(t, "shoal_gateway_connections_total") + a2.gauge(t, "shoal_gateway_connections_total") +
+		b1.gauge(t, "shoal_gateway_connections_total") + d.gauge(t, "shoal_gateway_connections_total")
+	nc, err := net.DialTimeout("tcp", h.mqtt, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = nc.Write([]byte("GET / HTTP/1.1\r\nHost: shoal\r\n\r\n"))
+	_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := io.Copy(io.Discard, nc); err != nil || n != 0 {
+		t.Errorf("HAProxy answered %d bytes to HTTP (err %v), want a close", n, err)
+	}
+	_ = nc.Close()
+	after := a1.gauge(t, "shoal_gateway_connections_total") + a2.gauge(t, "shoal_gateway_connections_total") +
+		b1.gauge(t, "shoal_gateway_connections_total") + d.gauge(t, "shoal_gateway_connections_total")
+	if after != before {
+		t.Errorf("gateways counted %v connections after the HTTP request, %v before", after, before)
+	}
+	// HAProxy's log line of that connection: refused before any server.
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		b, _ := os.ReadFile(h.log)
+		if strings.Contains(string(b), "mqtt/<NOSRV>") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no refused connection (mqtt/<NOSRV>) in HAProxy's log:\n%s", b)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

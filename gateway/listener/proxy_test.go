@@ -138,7 +138,7 @@ func TestProxyHeader(t *testing.T) {
 				if c.ClientAddr.String() != want {
 					t.Errorf("client address %v, want %v", c.ClientAddr, want)
 				}
-				if c.Raw == nil || c.NetConn != c.Raw.(net.Conn) {
+				if raw, ok := c.Raw.(net.Conn); !ok || c.NetConn != raw {
 					t.Errorf("Raw %v, want the socket that is NetConn", c.Raw)
 				}
 				if got := readN(t, c, 4); got != "\x10\x02ab" {

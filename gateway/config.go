@@ -44,6 +44,17 @@ type Config struct {
 	// web page its visitor opens cannot reach a broker on their machine
 	// or network.
 	WSAllowedOrigins []string `yaml:"ws_allowed_origins"`
+	// ProxyProtocol is whether the listeners (all four) read a PROXY
+	// protocol header (v1 or v2) from a load balancer in front: off (the
+	// default), optional (a trusted peer's header is used when sent) or
+	// required (no connection is served without a trusted peer's header).
+	// A header from a peer outside ProxyTrusted always closes the
+	// connection. See package listener for the rules.
+	ProxyProtocol string `yaml:"proxy_protocol"`
+	// ProxyTrusted are the CIDR networks of the load balancers allowed to
+	// send a PROXY header ("10.0.0.0/8"); optional and required need at
+	// least one.
+	ProxyTrusted []string `yaml:"proxy_trusted"`
 	// TLS is the material of the TLS listeners. It is the top-level tls
 	// section of the configuration file, not one of gateway's (the
 	// composition layer fills it).
@@ -129,6 +140,7 @@ func DefaultConfig() Config {
 		ID:                "gateway-0",
 		MQTTListen:        ":1883",
 		WSListen:          ":8083",
+		ProxyProtocol:     string(listener.ProxyOff),
 		TenantSeparator:   "-",
 		ConnectTimeout:    10 * time.Second,
 		SessionTimeout:    10 * time.Second,
@@ -167,6 +179,9 @@ func (c *Config) Validate() error {
 		bad("ws_allowed_origins", err.Error())
 	}
 	errs = append(errs, c.validateTLS()...)
+	if _, err := c.Proxy(); err != nil {
+		errs = append(errs, err)
+	}
 	if c.Heartbeat <= 0 {
 		bad("heartbeat", "must be > 0")
 	}
@@ -231,6 +246,28 @@ func (c *Config) validateTLS() []error {
 		bad("identity", fmt.Sprintf("%q is not cn, san-dns, san-email or san-uri", c.TLS.Identity))
 	}
 	return errs
+}
+
+// Proxy returns the listeners' PROXY protocol policy (nil when off); its
+// error names the key at fault. The header is awaited for as long as
+// CONNECT is.
+func (c *Config) Proxy() (*listener.Proxy, error) {
+	mode, err := listener.ParseProxyMode(c.ProxyProtocol)
+	if err != nil {
+		return nil, fmt.Errorf("gateway.proxy_protocol: %w", err)
+	}
+	trusted, err := listener.ParseProxyTrusted(c.ProxyTrusted)
+	if err != nil {
+		return nil, fmt.Errorf("gateway.proxy_trusted: %w", err)
+	}
+	if mode == listener.ProxyOff {
+		return nil, nil
+	}
+	if len(trusted) == 0 {
+		return nil, fmt.Errorf("gateway.proxy_trusted: proxy_protocol %s needs the networks of the load balancers: "+
+			"a header accepted from anyone would let any client forge its address", mode)
+	}
+	return &listener.Proxy{Mode: mode, Trusted: trusted, Timeout: c.ConnectTimeout}, nil
 }
 
 // Tenant returns the tenant of a client identifier: the prefix up to the

@@ -54,7 +54,7 @@ func (c *conn) handshake(ctx context.Context, client net.Addr, cert *x509.Certif
 	if !c.admit() { // the tenant's connection limits (quota.go)
 		return false
 	}
-	res, err := g.askSession(ctx, c, c.connectRequest(&cp))
+	res, err := g.askSession(ctx, c, c.connectRequest(&cp, client))
 	if err != nil {
 		g.log.Warn("connect not answered", "client", c.clientID, "tenant", c.tenant, "err", err)
 		c.refuse(packet.CodeServerUnavailable, c.version)
@@ -203,8 +203,9 @@ func (c *conn) takeOptions(cp *packet.Connect) (serverKA, ok bool) {
 }
 
 // connectRequest is the Connect event that asks the session service for
-// the client's session, with the client's will.
-func (c *conn) connectRequest(cp *packet.Connect) *eventspb.Connect {
+// the client's session, with the client's will and its network
+// address (client: the socket's peer or a PROXY header's source).
+func (c *conn) connectRequest(cp *packet.Connect, client net.Addr) *eventspb.Connect {
 	g := c.g
 	req := &eventspb.Connect{
 		Route:           &eventspb.Route{Slot: g.slot.Load(), Connection: c.id},
@@ -213,6 +214,9 @@ func (c *conn) connectRequest(cp *packet.Connect) *eventspb.Connect {
 		ProtocolVersion: uint32(c.version),
 		Username:        string(cp.Username),
 		RequestId:       g.reqSeq.Add(1),
+	}
+	if client != nil {
+		req.ClientAddress = client.String()
 	}
 	if c.ident != nil {
 		// The proven identity, not what the client wrote (a token's or a

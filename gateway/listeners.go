@@ -17,7 +17,9 @@ import (
 // Config.WSSListen, named "wss". Every connection they accept goes to
 // serve, whichever listener it came from. The TLS listeners share one
 // listener.Certificates, loaded when they open, watched while they serve
-// and reloaded by ReloadTLS.
+// and reloaded by ReloadTLS. Every listener reads PROXY protocol headers
+// as Config.ProxyProtocol says (Config.Proxy): before the TLS handshake
+// on mqtts, before the HTTP request on ws and wss.
 
 // tlsWatchInterval is how often the TLS files are polled for a change.
 const tlsWatchInterval = time.Second
@@ -32,6 +34,10 @@ func (g *Gateway) openListeners() (ls []listener.Listener, err error) {
 			ls = nil
 		}
 	}()
+	proxy, err := g.cfg.Proxy()
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
 	var certs *listener.Certificates
 	if g.cfg.MQTTSListen != "" || g.cfg.WSSListen != "" {
 		if certs, err = listener.OpenCertificates(g.cfg.TLS.Files(), g.log); err != nil {
@@ -52,6 +58,7 @@ func (g *Gateway) openListeners() (ls []listener.Listener, err error) {
 			ReadLimit:      int64(g.cfg.MaxPacketSize) + 8,
 			HeaderTimeout:  g.cfg.ConnectTimeout,
 			AllowedOrigins: g.cfg.WSAllowedOrigins,
+			Proxy:          proxy,
 		}
 		if withTLS != nil {
 			opts.TLS = withTLS.ServerConfig()
@@ -63,6 +70,7 @@ func (g *Gateway) openListeners() (ls []listener.Listener, err error) {
 		if err := add(l, err, "mqtt", addr); err != nil {
 			return ls, err
 		}
+		l.AcceptProxy(proxy)
 	}
 	if addr := g.cfg.WSListen; addr != "" {
 		l, err := ws("ws", addr, nil)
@@ -77,6 +85,7 @@ func (g *Gateway) openListeners() (ls []listener.Listener, err error) {
 		if err := add(l, err, "mqtts", addr); err != nil {
 			return ls, err
 		}
+		l.AcceptProxy(proxy)
 	}
 	if addr := g.cfg.WSSListen; addr != "" {
 		l, err := ws("wss", addr, certs)

@@ -229,6 +229,11 @@ func options() []option {
 			c.Gateway.WSAllowedOrigins = splitList(v)
 			return nil
 		}},
+		{"proxy-protocol", "PROXY protocol (v1 or v2) from a load balancer in front, on every listener: off, optional (a trusted peer's header is used when sent) or required (every connection must come from a trusted peer with a header) (gateway.proxy_protocol)", str(func(c *Config) *string { return &c.Gateway.ProxyProtocol })},
+		{"proxy-trusted", "comma-separated CIDR networks of the load balancers allowed to send a PROXY header, e.g. 10.0.0.0/8; needed by optional and required (gateway.proxy_trusted)", func(c *Config, v string) error {
+			c.Gateway.ProxyTrusted = splitList(v)
+			return nil
+		}},
 		{"tls-cert-file", "PEM certificate chain of the TLS listeners, reloaded when it changes and on SIGHUP (tls.cert_file)", str(func(c *Config) *string { return &c.Gateway.TLS.CertFile })},
 		{"tls-key-file", "PEM private key of tls.cert_file (tls.key_file)", str(func(c *Config) *string { return &c.Gateway.TLS.KeyFile })},
 		{"tls-client-ca-file", "PEM CAs of client certificates (mutual TLS): clients may present one, which must verify (tls.client_ca_file)", str(func(c *Config) *string { return &c.Gateway.TLS.ClientCAFile })},

@@ -375,3 +375,50 @@ func TestLoopbackWithoutAuthTLS(t *testing.T) {
 			c.Gateway.MQTTSListen, c.Gateway.WSSListen, c.Gateway.MQTTListen, c.LoopbackOnly)
 	}
 }
+
+// TestProxyProtocol: gateway.proxy_protocol and gateway.proxy_trusted from
+// the file, the environment and flags; a bad mode or network, or a mode on
+// without trusted networks, is refused with the key named.
+func TestProxyProtocol(t *testing.T) {
+	d, err := Load("shoal", nil, env(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := d.Gateway.Proxy(); err != nil || p != nil || d.Gateway.ProxyProtocol != "off" {
+		t.Errorf("default: mode %q, policy %v, err %v; want off", d.Gateway.ProxyProtocol, p, err)
+	}
+	file := filepath.Join(t.TempDir(), "shoal.yaml")
+	yml := "gateway:\n  proxy_protocol: optional\n  proxy_trusted: [10.0.0.0/8]\n"
+	if err := os.WriteFile(file, []byte(yml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load("shoal", []string{"--config", file}, env(map[string]string{"SHOAL_PROXY_TRUSTED": "192.0.2.0/24, 2001:db8::/32"}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.Gateway.Proxy()
+	if err != nil || p == nil || p.Mode != "optional" || len(p.Trusted) != 2 || p.Trusted[1].String() != "2001:db8::/32" ||
+		p.Timeout != c.Gateway.ConnectTimeout {
+		t.Errorf("file and env: policy %+v, err %v; want optional from the file, the env's networks", p, err)
+	}
+	c, err = Load("shoal", []string{"--config", file, "--proxy-protocol", "required"}, env(nil), io.Discard)
+	if err != nil || c.Gateway.ProxyProtocol != "required" || strings.Join(c.Gateway.ProxyTrusted, " ") != "10.0.0.0/8" {
+		t.Errorf("flag over file: %q %q, err %v", c.Gateway.ProxyProtocol, c.Gateway.ProxyTrusted, err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--proxy-protocol", "on", "--proxy-trusted", "10.0.0.0/8"}, []string{"gateway.proxy_protocol", `"on"`}},
+		{[]string{"--proxy-protocol", "optional", "--proxy-trusted", "10.0.0.0/33"}, []string{"gateway.proxy_trusted", "10.0.0.0/33"}},
+		{[]string{"--proxy-protocol", "required"}, []string{"gateway.proxy_trusted", "forge its address"}},
+		{[]string{"--proxy-protocol", "optional", "--proxy-trusted", ""}, []string{"gateway.proxy_trusted", "forge its address"}},
+	} {
+		_, err := Load("shoal", tc.args, env(nil), io.Discard)
+		for _, w := range tc.want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("Load(%q): err = %v, want it to contain %q", tc.args, err, w)
+			}
+		}
+	}
+}

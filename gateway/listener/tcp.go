@@ -20,6 +20,8 @@ type TCP struct {
 	// With TLS: the server's configuration, and the bound of a handshake.
 	tls              *tls.Config
 	handshakeTimeout time.Duration
+
+	proxy *Proxy // PROXY protocol policy; nil reads no header
 }
 
 // ListenTCP binds a TCP listener named name to addr; log receives the
@@ -44,6 +46,14 @@ func ListenTLS(name, addr string, cfg *tls.Config, handshakeTimeout time.Duratio
 	}
 	l.tls, l.handshakeTimeout = cfg, handshakeTimeout
 	return l, nil
+}
+
+// AcceptProxy makes the listener read a PROXY protocol header from each
+// connection as p says, before a TLS handshake; call it before Serve.
+func (l *TCP) AcceptProxy(p *Proxy) {
+	if p.on() {
+		l.proxy = p
+	}
 }
 
 // Name implements Listener.
@@ -77,20 +87,41 @@ func (l *TCP) Serve(ctx context.Context, handle Handler) error {
 			continue
 		}
 		delay = 0
-		if l.tls != nil {
-			go l.handshake(ctx, nc, handle)
+		if l.proxy != nil || l.tls != nil {
+			go l.open(ctx, nc, handle)
 			continue
 		}
-		go handle(ctx, l.conn(nc))
+		go handle(ctx, l.conn(nc, nc.RemoteAddr()))
 	}
 }
 
+// open reads the PROXY header of an accepted socket, then runs its TLS
+// handshake, as configured, and hands the connection over; else it closes
+// the socket. It runs on the connection's goroutine, which then becomes
+// the handler's.
+func (l *TCP) open(ctx context.Context, nc net.Conn, handle Handler) {
+	client := nc.RemoteAddr()
+	if l.proxy != nil {
+		var err error
+		if client, err = l.proxy.readHeader(nc, l.log, l.name); err != nil {
+			_ = nc.Close()
+			return
+		}
+	}
+	if l.tls != nil {
+		l.handshake(ctx, nc, client, handle)
+		return
+	}
+	handle(ctx, l.conn(nc, client))
+}
+
 // conn describes a socket this listener accepted: its bytes are the MQTT
-// stream, so it is its own Raw.
-func (l *TCP) conn(nc net.Conn) *Conn {
+// stream (a PROXY header was read to its end and no further), so it is its
+// own Raw.
+func (l *TCP) conn(nc net.Conn, client net.Addr) *Conn {
 	c := &Conn{
 		NetConn:      nc,
-		ClientAddr:   nc.RemoteAddr(),
+		ClientAddr:   client,
 		Transport:    TransportTCP,
 		Listener:     l.name,
 		ListenerAddr: l.ln.Addr(),
@@ -103,9 +134,8 @@ func (l *TCP) conn(nc net.Conn) *Conn {
 
 // handshake runs the TLS handshake of an accepted socket, bounded by the
 // handshake timeout and ctx, and hands the connection over when it
-// completes; else it closes the socket. It runs on the connection's
-// goroutine, which then becomes the handler's.
-func (l *TCP) handshake(ctx context.Context, nc net.Conn, handle Handler) {
+// completes; else it closes the socket. client is the client's address.
+func (l *TCP) handshake(ctx context.Context, nc net.Conn, client net.Addr, handle Handler) {
 	tc := tls.Server(nc, l.tls)
 	if l.handshakeTimeout > 0 {
 		_ = tc.SetDeadline(time.Now().Add(l.handshakeTimeout))
@@ -115,7 +145,7 @@ func (l *TCP) handshake(ctx context.Context, nc net.Conn, handle Handler) {
 		if errors.Is(err, io.EOF) {
 			level = slog.LevelDebug // closed before a hello: a port probe, a load balancer's health check
 		}
-		l.log.Log(ctx, level, "tls handshake failed", "listener", l.name, "remote", nc.RemoteAddr(), "err", err)
+		l.log.Log(ctx, level, "tls handshake failed", "listener", l.name, "remote", client, "err", err)
 		_ = nc.Close()
 		return
 	}
@@ -123,7 +153,7 @@ func (l *TCP) handshake(ctx context.Context, nc net.Conn, handle Handler) {
 	st := tc.ConnectionState()
 	handle(ctx, &Conn{
 		NetConn:      tc,
-		ClientAddr:   nc.RemoteAddr(),
+		ClientAddr:   client,
 		TLS:          &st,
 		Transport:    TransportTLS,
 		Listener:     l.name,

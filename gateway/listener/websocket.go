@@ -35,6 +35,10 @@ type WebSocketOptions struct {
 	// TLS, when set, serves WebSocket over TLS (wss): each connection's
 	// handshake runs on its own goroutine, bounded by HeaderTimeout.
 	TLS *tls.Config
+	// Proxy, when on, reads a PROXY protocol header from each connection
+	// before its HTTP request (and before its TLS handshake), on the
+	// connection's goroutine.
+	Proxy *Proxy
 }
 
 // CheckOrigins returns an error naming the first malformed pattern of
@@ -91,6 +95,9 @@ func (l *WebSocket) Serve(ctx context.Context, handle Handler) error {
 		ErrorLog:          slog.NewLogLogger(l.log.With("listener", l.name).Handler(), slog.LevelInfo),
 	}
 	ln := l.ln
+	if l.opts.Proxy.on() {
+		ln = &proxyListener{Listener: ln, p: l.opts.Proxy, log: l.log, name: l.name}
+	}
 	if l.opts.TLS != nil {
 		// The server runs each handshake on the connection's goroutine;
 		// no ALPN: HTTP/1.1, which WebSocket upgrades need.
@@ -153,7 +160,7 @@ func (l *WebSocket) handler(ctx context.Context, handle Handler) http.Handler {
 		nc := websocket.NetConn(ctx, ws, websocket.MessageBinary)
 		handle(ctx, &Conn{
 			NetConn:      nc,
-			ClientAddr:   nc.RemoteAddr(),
+			ClientAddr:   nc.RemoteAddr(), // the hijacked connection's: with PROXY, the header's source
 			TLS:          r.TLS,
 			Transport:    transport,
 			Listener:     l.name,

@@ -1134,7 +1134,10 @@ type Connect struct {
 	ProtocolVersion uint32 `protobuf:"varint,5,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
 	Username        string `protobuf:"bytes,6,opt,name=username,proto3" json:"username,omitempty"`
 	// Correlates the answer with the request.
-	RequestId     uint64 `protobuf:"varint,7,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	RequestId uint64 `protobuf:"varint,7,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// The client's network address, host:port: the socket's peer, or the
+	// source a PROXY protocol header from a trusted load balancer gave.
+	ClientAddress string `protobuf:"bytes,8,opt,name=client_address,json=clientAddress,proto3" json:"client_address,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1216,6 +1219,13 @@ func (x *Connect) GetRequestId() uint64 {
 		return x.RequestId
 	}
 	return 0
+}
+
+func (x *Connect) GetClientAddress() string {
+	if x != nil {
+		return x.ClientAddress
+	}
+	return ""
 }
 
 // ConnectResult answers a Connect (topic shoal.deliveries, the requesting
@@ -2530,7 +2540,7 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"\amessage\x18\x01 \x01(\v2\x11.shoal.v1.MessageR\amessage\x12(\n" +
 	"\x10delay_interval_s\x18\x02 \x01(\rR\x0edelayIntervalS\x12/\n" +
 	"\x11expiry_interval_s\x18\x03 \x01(\rH\x00R\x0fexpiryIntervalS\x88\x01\x01B\x14\n" +
-	"\x12_expiry_interval_s\"\x85\x02\n" +
+	"\x12_expiry_interval_s\"\xac\x02\n" +
 	"\aConnect\x12%\n" +
 	"\x05route\x18\x01 \x01(\v2\x0f.shoal.v1.RouteR\x05route\x12\x1f\n" +
 	"\vclean_start\x18\x02 \x01(\bR\n" +
@@ -2540,7 +2550,8 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"\x10protocol_version\x18\x05 \x01(\rR\x0fprotocolVersion\x12\x1a\n" +
 	"\busername\x18\x06 \x01(\tR\busername\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\a \x01(\x04R\trequestId\"\xd1\x02\n" +
+	"request_id\x18\a \x01(\x04R\trequestId\x12%\n" +
+	"\x0eclient_address\x18\b \x01(\tR\rclientAddress\"\xd1\x02\n" +
 	"\rConnectResult\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\x04R\trequestId\x12\x1e\n" +

@@ -403,6 +403,7 @@ func (m *Connect) CloneVT() *Connect {
 	r.ProtocolVersion = m.ProtocolVersion
 	r.Username = m.Username
 	r.RequestId = m.RequestId
+	r.ClientAddress = m.ClientAddress
 	if len(m.unknownFields) > 0 {
 		r.unknownFields = make([]byte, len(m.unknownFields))
 		copy(r.unknownFields, m.unknownFields)
@@ -1505,6 +1506,9 @@ func (this *Connect) EqualVT(that *Connect) bool {
 		return false
 	}
 	if this.RequestId != that.RequestId {
+		return false
+	}
+	if this.ClientAddress != that.ClientAddress {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
@@ -3020,6 +3024,13 @@ func (m *Connect) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 	if m.unknownFields != nil {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
+	}
+	if len(m.ClientAddress) > 0 {
+		i -= len(m.ClientAddress)
+		copy(dAtA[i:], m.ClientAddress)
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(len(m.ClientAddress)))
+		i--
+		dAtA[i] = 0x42
 	}
 	if m.RequestId != 0 {
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.RequestId))
@@ -4645,6 +4656,10 @@ func (m *Connect) SizeVT() (n int) {
 	}
 	if m.RequestId != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.RequestId))
+	}
+	l = len(m.ClientAddress)
+	if l > 0 {
+		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -7518,6 +7533,38 @@ func (m *Connect) UnmarshalVT(dAtA []byte) error {
 					break
 				}
 			}
+		case 8:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field ClientAddress", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.ClientAddress = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
@@ -12513,6 +12560,42 @@ func (m *Connect) UnmarshalVTUnsafe(dAtA []byte) error {
 					break
 				}
 			}
+		case 8:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field ClientAddress", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			var stringValue string
+			if intStringLen > 0 {
+				stringValue = unsafe.String(&dAtA[iNdEx], intStringLen)
+			}
+			m.ClientAddress = stringValue
+			iNdEx = postIndex
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])

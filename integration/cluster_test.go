@@ -329,9 +329,20 @@ func dialMQTT(t *testing.T, addr, id string, clean bool, expiry uint32) (*mqttCl
 // fails on a CONNACK that refuses (use connectCode to expect a refusal).
 func dialMQTTAs(t *testing.T, addr, id string, clean bool, expiry uint32, user, pass string) (*mqttClient, *paho.Connack) {
 	t.Helper()
-	nc, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	c, ca, err := tryDialMQTT(t, addr, id, clean, expiry, user, pass)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return c, ca
+}
+
+// tryDialMQTT is dialMQTTAs returning its error instead of failing the
+// test (for clients that retry while a gateway fails over).
+func tryDialMQTT(t *testing.T, addr, id string, clean bool, expiry uint32, user, pass string) (*mqttClient, *paho.Connack, error) {
+	t.Helper()
+	nc, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		return nil, nil, err
 	}
 	c := &mqttClient{t: t, id: id, msgs: make(chan *paho.Publish, 100_000), gone: make(chan *paho.Disconnect, 1)}
 	c.Client = paho.NewClient(paho.ClientConfig{
@@ -356,10 +367,11 @@ func dialMQTTAs(t *testing.T, addr, id string, clean bool, expiry uint32, user, 
 	}
 	ca, err := c.Connect(ctx, cp)
 	if err != nil {
-		t.Fatalf("connect %s to %s: %v", id, addr, err)
+		_ = nc.Close()
+		return nil, ca, fmt.Errorf("connect %s to %s: %w", id, addr, err)
 	}
 	t.Cleanup(func() { _ = c.Disconnect(&paho.Disconnect{}) })
-	return c, ca
+	return c, ca, nil
 }
 
 // connectCode connects as user and returns the CONNACK's reason code

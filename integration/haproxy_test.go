@@ -236,3 +236,125 @@ func TestHAProxyTenantPools(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestHAProxyFailover: kill -9 the gateway of a pool that holds a
+// persistent subscriber, under a QoS 1 stream through HAProxy. The
+// subscriber reconnects through HAProxy, lands on the pool's other
+// gateway, resumes its session, and receives every acknowledged message
+// (repeats only with DUP). The failover time (kill to CONNACK) is logged.
+func TestHAProxyFailover(t *testing.T) {
+	c := newCluster(t)
+	sess, r := c.start("session", "session"), c.start("router", "router")
+	pp := []string{"--proxy-protocol", "required", "--proxy-trusted", "127.0.0.0/8"}
+	a1, a2, d := c.startGateway("gw-a1", pp...), c.startGateway("gw-a2", pp...), c.startGateway("gw-d", pp...)
+	for _, p := range []*proc{sess, r, a1, a2, d} {
+		p.waitReady()
+	}
+	h := startHAProxy(t, "default="+d.server(), "a="+a1.server()+","+a2.server())
+
+	const n, topic, id = 300, "f/x", "acme-f-sub"
+	sub, _ := dialMQTT(t, h.mqtt, id, true, 3600)
+	sub.subscribe(topic, 1)
+	victim, other := a1, a2
+	if a1.gauge(t, "shoal_gateway_connections") != 1 {
+		victim, other = a2, a1
+	}
+	if victim.gauge(t, "shoal_gateway_connections") != 1 {
+		t.Fatalf("the subscriber is on neither gateway of pool a: %v, %v",
+			a1.gauge(t, "shoal_gateway_connections"), a2.gauge(t, "shoal_gateway_connections"))
+	}
+	var moved *mqttClient
+	var failover time.Duration
+	stream(t, h.mqtt, "acme-f-pub", topic, n, func(i int) {
+		if i != n/3 {
+			return
+		}
+		killed := time.Now()
+		victim.kill()
+		t.Logf("%s killed under the stream; the subscriber reconnects through HAProxy", victim.name)
+		for attempt := 1; ; attempt++ {
+			cl, _, err := tryDialMQTT(t, h.mqtt, id, false, 3600, "", "")
+			if err == nil {
+				moved, failover = cl, time.Since(killed)
+				break
+			}
+			if time.Since(killed) > clusterWait {
+				t.Fatalf("the subscriber could not reconnect through HAProxy in %v: %v", clusterWait, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+	before := sub.drain(topic)
+	rest := moved.collectMore(topic, n, before)
+	rest.check(t, "gateway killed, subscriber failed over through HAProxy", n)
+	if got := other.gauge(t, "shoal_gateway_connections"); got < 1 {
+		t.Errorf("%s holds %v connections after the failover, want the subscriber", other.name, got)
+	}
+	t.Logf("failover: %v from kill -9 to the resumed session's CONNACK; %d repeats (all with DUP)", failover.Round(time.Millisecond), rest.repeats)
+}
+
+// TestHAProxyRollingRestart: every gateway of a pool restarted one after
+// the other (SIGTERM, wait until it is ready, next) under a QoS 1 stream
+// through HAProxy between persistent sessions. Clients whose gateway
+// stops reconnect through HAProxy and resume; nothing acknowledged is
+// lost. The reconnect times and the repeats are logged.
+func TestHAProxyRollingRestart(t *testing.T) {
+	c := newCluster(t)
+	sess, r := c.start("session", "session"), c.start("router", "router")
+	pp := []string{"--proxy-protocol", "required", "--proxy-trusted", "127.0.0.0/8"}
+	a1, a2, d := c.startGateway("gw-a1", pp...), c.startGateway("gw-a2", pp...), c.startGateway("gw-d", pp...)
+	for _, p := range []*proc{sess, r, a1, a2, d} {
+		p.waitReady()
+	}
+	h := startHAProxy(t, "default="+d.server(), "a="+a1.server()+","+a2.server())
+
+	const n, topic, id = 400, "r/x", "acme-r-sub"
+	sub, _ := dialMQTT(t, h.mqtt, id, true, 3600)
+	sub.subscribe(topic, 1)
+	subs := []*mqttClient{sub}
+	var reconnects []time.Duration
+	restart := func(g *proc) {
+		began := time.Now()
+		g.signal(syscall.SIGTERM)
+		<-g.done
+		g.restart()
+		t.Logf("%s restarted in %v", g.name, time.Since(began).Round(time.Millisecond))
+		// The subscriber, if it was there, was told 0x8B: it reconnects.
+		// (Its client may see that a moment after the process ended.)
+		select {
+		case <-subs[len(subs)-1].gone:
+		case <-time.After(2 * time.Second):
+			return
+		}
+		for {
+			cl, _, err := tryDialMQTT(t, h.mqtt, id, false, 3600, "", "")
+			if err == nil {
+				reconnects = append(reconnects, time.Since(began))
+				subs = append(subs, cl)
+				return
+			}
+			if time.Since(began) > clusterWait {
+				t.Fatalf("the subscriber could not reconnect through HAProxy: %v", err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	stream(t, h.mqtt, "acme-r-pub", topic, n, func(i int) {
+		switch i {
+		case n / 4:
+			restart(a1)
+		case n / 2:
+			restart(a2)
+		}
+	})
+	known := map[string]bool{}
+	for _, s := range subs[:len(subs)-1] {
+		for p := range s.drain(topic) {
+			known[p] = true
+		}
+	}
+	rest := subs[len(subs)-1].collectMore(topic, n, known)
+	rest.check(t, "rolling restart of pool a", n)
+	t.Logf("rolling restart: the subscriber reconnected %d times (%v after its gateway was told to stop); %d repeats, all with DUP",
+		len(reconnects), reconnects, rest.repeats)
+}

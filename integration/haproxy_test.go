@@ -4,6 +4,8 @@ package integration
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -16,6 +18,11 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/eclipse/paho.golang/paho"
+
+	"github.com/shoal-mqtt/shoal/kafka"
+	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
 
 // haproxyProc is a real HAProxy (Debian's package) running Shoal's
@@ -205,10 +212,28 @@ func TestHAProxyTenantPools(t *testing.T) {
 	case <-time.After(time.Second):
 	}
 
+	// The gateway knows the client's own address from HAProxy's PROXY v2
+	// header: the Connect event in shoal.sessions carries it.
+	nc, err := net.DialTimeout("tcp", h.mqtt, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := nc.LocalAddr().String()
+	pc := paho.NewClient(paho.ClientConfig{Conn: nc, OnClientError: func(error) {}})
+	cctx, ccancel := context.WithTimeout(t.Context(), clusterWait)
+	if _, err := pc.Connect(cctx, &paho.Connect{ClientID: "acme-addr", CleanStart: true, KeepAlive: 30}); err != nil {
+		t.Fatal(err)
+	}
+	ccancel()
+	t.Cleanup(func() { _ = pc.Disconnect(&paho.Disconnect{}) })
+	if got := connectAddress(t, c, "acme-addr"); got != own {
+		t.Errorf("the Connect event says the client is at %q; it is at %q (HAProxy's own address would be another port)", got, own)
+	}
+
 	// Not MQTT: HAProxy closes it, and no gateway sees a connection.
 	before := a1.gauge(t, "shoal_gateway_connections_total") + a2.gauge(t, "shoal_gateway_connections_total") +
 		b1.gauge(t, "shoal_gateway_connections_total") + d.gauge(t, "shoal_gateway_connections_total")
-	nc, err := net.DialTimeout("tcp", h.mqtt, 5*time.Second)
+	nc, err = net.DialTimeout("tcp", h.mqtt, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -357,4 +382,32 @@ func TestHAProxyRollingRestart(t *testing.T) {
 	rest.check(t, "rolling restart of pool a", n)
 	t.Logf("rolling restart: the subscriber reconnected %d times (%v after its gateway was told to stop); %d repeats, all with DUP",
 		len(reconnects), reconnects, rest.repeats)
+}
+
+// connectAddress reads shoal.sessions from the start until the Connect
+// event of client id, and returns its client address.
+func connectAddress(t *testing.T, c *cluster, id string) string {
+	t.Helper()
+	kc := newKafkaClient(t, c.kafka, kafka.Config{}, nil)
+	ctx, cancel := context.WithTimeout(t.Context(), clusterWait)
+	defer cancel()
+	var addr string
+	found := errors.New("found")
+	err := kc.Consume(ctx, kafka.ConsumeConfig{Topic: kafka.TopicSessions, Partitions: []int32{0, 1, 2, 3}}, func(_ context.Context, b kafka.Batch) error {
+		for _, r := range b.Records {
+			var env eventspb.Envelope
+			if kafka.DecodeEnvelope(r, &env) != nil {
+				continue
+			}
+			if cn := env.GetConnect(); cn != nil && env.ClientId == id {
+				addr = cn.GetClientAddress()
+				return found
+			}
+		}
+		return nil
+	})
+	if !errors.Is(err, found) {
+		t.Fatalf("no Connect event of %s in %s: %v", id, kafka.TopicSessions, err)
+	}
+	return addr
 }

@@ -1,76 +1,29 @@
 package acl
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/shoal-mqtt/shoal/internal/testutil/testfile"
+	"github.com/shoal-mqtt/shoal/internal/testutil/testlog"
 )
-
-// logBuffer collects a logger's output for assertions.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func newLogBuffer() (*logBuffer, *slog.Logger) {
-	b := &logBuffer{}
-	return b, slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-// replaceFile writes content to path the way editors do: a new file
-// renamed over the old one.
-func replaceFile(t *testing.T, path, content string) {
-	t.Helper()
-	tmp := path + ".new"
-	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 const (
 	aclV1 = "user acme-alice\ntopic read common/#\ntopic readwrite v1/#\n"
 	aclV2 = "user acme-alice\ntopic read common/#\ntopic readwrite v2/#\npattern read dev/%c\n"
 )
 
-func openACL(t *testing.T, content string) (*ACL, string, *logBuffer) {
+func openACL(t *testing.T, content string) (*ACL, string, *testlog.Buffer) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "acl")
-	replaceFile(t, path, content)
-	logs, log := newLogBuffer()
+	testfile.Replace(t, path, content)
+	logs, log := testlog.NewLogger()
 	a, err := Open(path, log)
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +54,7 @@ func TestOpenFirstLoadMustSucceed(t *testing.T) {
 		t.Errorf("missing file: %v, want ErrNotExist", err)
 	}
 	path := filepath.Join(dir, "broken")
-	replaceFile(t, path, "# rules\ntopic a\ntopic rwx b\n")
+	testfile.Replace(t, path, "# rules\ntopic a\ntopic rwx b\n")
 	_, err := Open(path, nil)
 	var le *LineError
 	if !errors.As(err, &le) || le.Line != 3 {
@@ -117,7 +70,7 @@ func TestReloadKeepsOldOnErrorAndClientsFollow(t *testing.T) {
 		t.Fatal("v1 not in force")
 	}
 
-	replaceFile(t, path, aclV2+"topic rwx v3\n")
+	testfile.Replace(t, path, aclV2+"topic rwx v3\n")
 	err := a.Reload()
 	if err == nil || !strings.Contains(err.Error(), `acl line 5: unknown access "rwx"`) {
 		t.Fatalf("Reload of a broken file: %v, want an error naming line 5", err)
@@ -139,7 +92,7 @@ func TestReloadKeepsOldOnErrorAndClientsFollow(t *testing.T) {
 		t.Fatal("a missing file replaced the one in force")
 	}
 
-	replaceFile(t, path, aclV2)
+	testfile.Replace(t, path, aclV2)
 	if err := a.Reload(); err != nil {
 		t.Fatal(err)
 	}
@@ -174,8 +127,8 @@ func TestWatch(t *testing.T) {
 	}()
 
 	// A broken replacement: logged with its line, the old file stays.
-	replaceFile(t, path, "# v2\n"+aclV2+"topic\n")
-	waitFor(t, "the broken file's error in the log", func() bool {
+	testfile.Replace(t, path, "# v2\n"+aclV2+"topic\n")
+	testfile.WaitFor(t, "the broken file's error in the log", func() bool {
 		return strings.Contains(logs.String(), "acl line 6: topic without a filter")
 	})
 	if !c.AllowPublish([]byte("v1/x")) || c.AllowPublish([]byte("v2/x")) {
@@ -183,8 +136,8 @@ func TestWatch(t *testing.T) {
 	}
 
 	// A good replacement takes effect for the connected client.
-	replaceFile(t, path, aclV2)
-	waitFor(t, "the new file in force", func() bool { return c.AllowPublish([]byte("v2/x")) })
+	testfile.Replace(t, path, aclV2)
+	testfile.WaitFor(t, "the new file in force", func() bool { return c.AllowPublish([]byte("v2/x")) })
 	if c.AllowPublish([]byte("v1/x")) {
 		t.Fatal("a rule of the old file still applies")
 	}
@@ -193,7 +146,7 @@ func TestWatch(t *testing.T) {
 	if err := os.WriteFile(path, []byte("user acme-alice\ntopic write v3\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the rewritten file in force", func() bool { return c.AllowPublish([]byte("v3")) })
+	testfile.WaitFor(t, "the rewritten file in force", func() bool { return c.AllowPublish([]byte("v3")) })
 }
 
 // TestPollReadsEachVersionOnce drives the watch's poll by hand.
@@ -204,7 +157,7 @@ func TestPollReadsEachVersionOnce(t *testing.T) {
 		t.Fatalf("an unchanged file was reloaded:\n%s", logs)
 	}
 
-	replaceFile(t, path, aclV1+"user\n")
+	testfile.Replace(t, path, aclV1+"user\n")
 	for range 3 {
 		a.file.Poll()
 	}
@@ -226,7 +179,7 @@ func TestPollReadsEachVersionOnce(t *testing.T) {
 		t.Fatal("the file in force was dropped")
 	}
 
-	replaceFile(t, path, aclV2)
+	testfile.Replace(t, path, aclV2)
 	a.file.Poll()
 	if !c.AllowPublish([]byte("v2/x")) {
 		t.Fatalf("the restored file was not loaded:\n%s", logs)
@@ -264,7 +217,7 @@ func TestConcurrentChecksAndReloads(t *testing.T) {
 		if i%2 == 0 {
 			content = aclV2
 		}
-		replaceFile(t, path, content)
+		testfile.Replace(t, path, content)
 		if err := a.Reload(); err != nil {
 			t.Error(err)
 		}

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/shoal-mqtt/shoal/internal/testutil/testfile"
 )
 
 // hundredRules is a file in which acme-alice (client dev-1) has 100 rules:
@@ -81,7 +83,7 @@ func TestHundredRulesFile(t *testing.T) {
 // through an ACL after a reload (only the first check after it does).
 func TestAllowAllocations(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "acl")
-	replaceFile(t, path, hundredRules())
+	testfile.Replace(t, path, hundredRules())
 	a, err := Open(path, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/shoal-mqtt/shoal/internal/testutil/testlog"
 )
 
 // jwtNow is the tests' clock: a whole second, so that claims (whole
@@ -172,9 +174,9 @@ func rawToken(t testing.TB, header, c map[string]any, sig []byte) []byte {
 }
 
 // openJWT opens a verifier on cfg with the fixed clock and a captured log.
-func openJWT(t testing.TB, cfg JWTConfig) (*JWT, *logBuffer) {
+func openJWT(t testing.TB, cfg JWTConfig) (*JWT, *testlog.Buffer) {
 	t.Helper()
-	logs, log := newLogBuffer()
+	logs, log := testlog.NewLogger()
 	j, err := OpenJWT(cfg, fixedClock, log)
 	if err != nil {
 		t.Fatalf("OpenJWT: %v", err)

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/shoal-mqtt/shoal/internal/testutil/testfile"
 )
 
 // TestJWTAlgorithms verifies a token of every accepted algorithm, each
@@ -816,7 +818,7 @@ func TestJWTWatch(t *testing.T) {
 	}()
 
 	replaceKeyFile(t, path, []byte(`{"keys": [`))
-	waitFor(t, "the broken file's error in the log", func() bool {
+	testfile.WaitFor(t, "the broken file's error in the log", func() bool {
 		return strings.Contains(logs.String(), "syntax error at byte")
 	})
 	if !ok(tokA) || ok(tokB) {
@@ -824,7 +826,7 @@ func TestJWTWatch(t *testing.T) {
 	}
 
 	replaceKeyFile(t, path, jwksJSON(t, jwk(t, "b", "", &b.PublicKey)))
-	waitFor(t, "the new key in force", func() bool { return ok(tokB) })
+	testfile.WaitFor(t, "the new key in force", func() bool { return ok(tokB) })
 	if ok(tokA) {
 		t.Fatal("the old key's token is still accepted")
 	}
@@ -833,7 +835,7 @@ func TestJWTWatch(t *testing.T) {
 	if err := os.WriteFile(path, jwksJSON(t, jwk(t, "a", "", &a.PublicKey), jwk(t, "b", "", &b.PublicKey)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the rewritten file in force", func() bool { return ok(tokA) && ok(tokB) })
+	testfile.WaitFor(t, "the rewritten file in force", func() bool { return ok(tokA) && ok(tokB) })
 }
 
 // TestJWTPollReadsEachVersionOnce drives the watch's poll by hand.

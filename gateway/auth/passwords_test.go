@@ -1,65 +1,17 @@
 package auth
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/shoal-mqtt/shoal/internal/testutil/testfile"
+	"github.com/shoal-mqtt/shoal/internal/testutil/testlog"
 )
-
-// logBuffer collects a logger's output for assertions.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func newLogBuffer() (*logBuffer, *slog.Logger) {
-	b := &logBuffer{}
-	return b, slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-// replaceFile writes content to path the way editors and SetPassword do:
-// a new file renamed over the old one.
-func replaceFile(t *testing.T, path, content string) {
-	t.Helper()
-	tmp := path + ".new"
-	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 func authOK(p *Passwords, user, pass string) bool { return p.Authenticate(user, []byte(pass)) == nil }
 
@@ -82,8 +34,8 @@ var fileSecrets = []string{
 
 func TestPasswordsAuthenticate(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "passwd")
-	replaceFile(t, path, lineAlice7+"\n"+lineErin2y+"\n")
-	logs, log := newLogBuffer()
+	testfile.Replace(t, path, lineAlice7+"\n"+lineErin2y+"\n")
+	logs, log := testlog.NewLogger()
 	p, err := OpenPasswords(path, log)
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +68,7 @@ func TestOpenPasswordsFirstLoadMustSucceed(t *testing.T) {
 		t.Errorf("missing file: %v, want ErrNotExist", err)
 	}
 	path := filepath.Join(dir, "broken")
-	replaceFile(t, path, "# users\n"+lineAlice7+"\nacme-bob correct horse\n")
+	testfile.Replace(t, path, "# users\n"+lineAlice7+"\nacme-bob correct horse\n")
 	_, err := OpenPasswords(path, nil)
 	var le *lineError
 	if !errors.As(err, &le) || le.line != 3 {
@@ -127,14 +79,14 @@ func TestOpenPasswordsFirstLoadMustSucceed(t *testing.T) {
 
 func TestPasswordsReloadKeepsOldOnError(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "passwd")
-	replaceFile(t, path, lineAlice7+"\n")
-	logs, log := newLogBuffer()
+	testfile.Replace(t, path, lineAlice7+"\n")
+	logs, log := testlog.NewLogger()
 	p, err := OpenPasswords(path, log)
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	replaceFile(t, path, lineCarol6+"\nacme-bob:correct horse\n")
+	testfile.Replace(t, path, lineCarol6+"\nacme-bob:correct horse\n")
 	err = p.Reload()
 	if err == nil || !strings.Contains(err.Error(), "line 2: unknown hash format") {
 		t.Fatalf("Reload of a broken file: %v, want an error naming line 2", err)
@@ -156,7 +108,7 @@ func TestPasswordsReloadKeepsOldOnError(t *testing.T) {
 		t.Fatal("a missing file replaced the one in force")
 	}
 
-	replaceFile(t, path, lineCarol6+"\n")
+	testfile.Replace(t, path, lineCarol6+"\n")
 	if err := p.Reload(); err != nil {
 		t.Fatal(err)
 	}
@@ -168,8 +120,8 @@ func TestPasswordsReloadKeepsOldOnError(t *testing.T) {
 
 func TestPasswordsWatch(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "passwd")
-	replaceFile(t, path, lineAlice7+"\n")
-	logs, log := newLogBuffer()
+	testfile.Replace(t, path, lineAlice7+"\n")
+	logs, log := testlog.NewLogger()
 	p, err := OpenPasswords(path, log)
 	if err != nil {
 		t.Fatal(err)
@@ -190,8 +142,8 @@ func TestPasswordsWatch(t *testing.T) {
 	}()
 
 	// A broken replacement: logged with its line, the old file stays.
-	replaceFile(t, path, "# v2\n"+lineCarol6+"\nacme-alice correct horse\n")
-	waitFor(t, "the broken file's error in the log", func() bool {
+	testfile.Replace(t, path, "# v2\n"+lineCarol6+"\nacme-alice correct horse\n")
+	testfile.WaitFor(t, "the broken file's error in the log", func() bool {
 		return strings.Contains(logs.String(), "line 3: no ':' between user name and hash")
 	})
 	if !authOK(p, "acme-alice", "correct horse") || authOK(p, "legacy-carol", "sha512 only") {
@@ -199,8 +151,8 @@ func TestPasswordsWatch(t *testing.T) {
 	}
 
 	// A good replacement takes effect.
-	replaceFile(t, path, lineCarol6+"\n")
-	waitFor(t, "the new file in force", func() bool { return authOK(p, "legacy-carol", "sha512 only") })
+	testfile.Replace(t, path, lineCarol6+"\n")
+	testfile.WaitFor(t, "the new file in force", func() bool { return authOK(p, "legacy-carol", "sha512 only") })
 	if authOK(p, "acme-alice", "correct horse") {
 		t.Fatal("a user of the old file still authenticates")
 	}
@@ -209,7 +161,7 @@ func TestPasswordsWatch(t *testing.T) {
 	if err := os.WriteFile(path, []byte(lineErin2y+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the rewritten file in force", func() bool { return authOK(p, "acme-erin", "bcrypt pass") })
+	testfile.WaitFor(t, "the rewritten file in force", func() bool { return authOK(p, "acme-erin", "bcrypt pass") })
 
 	assertLogsNoSecret(t, logs.String(), fileSecrets...)
 }
@@ -219,8 +171,8 @@ func TestPasswordsWatch(t *testing.T) {
 // file is warned about once, and its return is loaded.
 func TestPollReadsEachVersionOnce(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "passwd")
-	replaceFile(t, path, lineAlice7+"\n")
-	logs, log := newLogBuffer()
+	testfile.Replace(t, path, lineAlice7+"\n")
+	logs, log := testlog.NewLogger()
 	p, err := OpenPasswords(path, log)
 	if err != nil {
 		t.Fatal(err)
@@ -230,7 +182,7 @@ func TestPollReadsEachVersionOnce(t *testing.T) {
 		t.Fatalf("an unchanged file was reloaded:\n%s", logs)
 	}
 
-	replaceFile(t, path, lineAlice7+"\n"+"acme-bob:\n")
+	testfile.Replace(t, path, lineAlice7+"\n"+"acme-bob:\n")
 	for range 3 {
 		p.Poll()
 	}
@@ -251,7 +203,7 @@ func TestPollReadsEachVersionOnce(t *testing.T) {
 		t.Fatal("the file in force was dropped")
 	}
 
-	replaceFile(t, path, lineCarol6+"\n")
+	testfile.Replace(t, path, lineCarol6+"\n")
 	p.Poll()
 	if !authOK(p, "legacy-carol", "sha512 only") {
 		t.Fatalf("the restored file was not loaded:\n%s", logs)

@@ -2,6 +2,7 @@ package testlog
 
 import (
 	"bytes"
+	"log/slog"
 	"strings"
 	"sync"
 )
@@ -35,4 +36,11 @@ func (s *Buffer) Lines(substr string) []string {
 		}
 	}
 	return out
+}
+
+// NewLogger returns a Buffer and a text logger writing to it at debug
+// level, for tests that assert what was logged.
+func NewLogger() (*Buffer, *slog.Logger) {
+	b := &Buffer{}
+	return b, slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }

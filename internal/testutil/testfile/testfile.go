@@ -1,0 +1,36 @@
+// Package testfile helps the tests of files that are watched and
+// reloaded (the password file, the ACL file): Replace changes a file the
+// way editors and atomic writers do, WaitFor polls until the change is in
+// force.
+package testfile
+
+import (
+	"os"
+	"testing"
+	"time"
+)
+
+// Replace writes content to path the way editors and atomic writers do: a
+// new file renamed over the old one.
+func Replace(t testing.TB, path, content string) {
+	t.Helper()
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// WaitFor polls cond until it holds, failing the test after 10 s.
+func WaitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

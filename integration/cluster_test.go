@@ -443,6 +443,20 @@ func (p *proc) waitMetric(t *testing.T, line string) {
 	}
 }
 
+// expectPayload fails unless the next message c receives, within
+// clusterWait, carries want.
+func (c *mqttClient) expectPayload(want string) {
+	c.t.Helper()
+	select {
+	case m := <-c.msgs:
+		if string(m.Payload) != want {
+			c.t.Fatalf("%s got %q on %s, want %q", c.id, m.Payload, m.Topic, want)
+		}
+	case <-time.After(clusterWait):
+		c.t.Fatalf("%s got nothing in %v, want %q", c.id, clusterWait, want)
+	}
+}
+
 func (c *mqttClient) subscribe(filter string, qos byte) {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(c.t.Context(), clusterWait)
@@ -664,14 +678,7 @@ func TestCluster(t *testing.T) {
 		if err := pub.publish("auth/x", "from alice on gw-a", 1, false); err != nil {
 			t.Fatal(err)
 		}
-		select {
-		case m := <-sub.msgs:
-			if string(m.Payload) != "from alice on gw-a" {
-				t.Fatalf("got %q", m.Payload)
-			}
-		case <-time.After(clusterWait):
-			t.Fatal("bob on gw-b got nothing from alice on gw-a")
-		}
+		sub.expectPayload("from alice on gw-a")
 		// A user added with `shoal passwd` and SIGHUP to both gateways
 		// connects to either; the connected clients stay.
 		cmd := exec.Command(c.bin, "passwd", c.passwdPath, "acme-zed")
@@ -693,14 +700,7 @@ func TestCluster(t *testing.T) {
 		if err := pub.publish("auth/y", "after the reload", 1, false); err != nil {
 			t.Fatal(err)
 		}
-		select {
-		case m := <-sub.msgs:
-			if string(m.Payload) != "after the reload" {
-				t.Fatalf("got %q", m.Payload)
-			}
-		case <-time.After(clusterWait):
-			t.Fatal("the subscriber connected before the reload got nothing after it")
-		}
+		sub.expectPayload("after the reload") // connected before the reload
 	})
 
 	t.Run("TakeoverAcrossGateways", func(t *testing.T) {

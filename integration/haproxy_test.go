@@ -198,14 +198,7 @@ func TestHAProxyTenantPools(t *testing.T) {
 	if err := clients["acme-pub"].publish("t/1", "acme only", 1, false); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case m := <-clients["acme-sub"].msgs:
-		if string(m.Payload) != "acme only" {
-			t.Fatalf("acme-sub got %q", m.Payload)
-		}
-	case <-time.After(clusterWait):
-		t.Fatal("acme-sub got nothing through HAProxy")
-	}
+	clients["acme-sub"].expectPayload("acme only")
 	select {
 	case m := <-clients["globex-sub"].msgs:
 		t.Fatalf("globex-sub got acme's %q on %s", m.Payload, m.Topic)
@@ -268,14 +261,7 @@ func TestHAProxyTenantPools(t *testing.T) {
 // gateway, resumes its session, and receives every acknowledged message
 // (repeats only with DUP). The failover time (kill to CONNACK) is logged.
 func TestHAProxyFailover(t *testing.T) {
-	c := newCluster(t)
-	sess, r := c.start("session", "session"), c.start("router", "router")
-	pp := []string{"--proxy-protocol", "required", "--proxy-trusted", "127.0.0.0/8"}
-	a1, a2, d := c.startGateway("gw-a1", pp...), c.startGateway("gw-a2", pp...), c.startGateway("gw-d", pp...)
-	for _, p := range []*proc{sess, r, a1, a2, d} {
-		p.waitReady()
-	}
-	h := startHAProxy(t, "default="+d.server(), "a="+a1.server()+","+a2.server())
+	a1, a2, h := startPoolA(t)
 
 	const n, topic, id = 300, "f/x", "acme-f-sub"
 	sub, _ := dialMQTT(t, h.mqtt, id, true, 3600)
@@ -297,17 +283,8 @@ func TestHAProxyFailover(t *testing.T) {
 		killed := time.Now()
 		victim.kill()
 		t.Logf("%s killed under the stream; the subscriber reconnects through HAProxy", victim.name)
-		for attempt := 1; ; attempt++ {
-			cl, _, err := tryDialMQTT(t, h.mqtt, id, false, 3600, "", "")
-			if err == nil {
-				moved, failover = cl, time.Since(killed)
-				break
-			}
-			if time.Since(killed) > clusterWait {
-				t.Fatalf("the subscriber could not reconnect through HAProxy in %v: %v", clusterWait, err)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		moved = resume(t, h.mqtt, id, killed)
+		failover = time.Since(killed)
 	})
 	before := sub.drain(topic)
 	rest := moved.collectMore(topic, n, before)
@@ -324,14 +301,7 @@ func TestHAProxyFailover(t *testing.T) {
 // stops reconnect through HAProxy and resume; nothing acknowledged is
 // lost. The reconnect times and the repeats are logged.
 func TestHAProxyRollingRestart(t *testing.T) {
-	c := newCluster(t)
-	sess, r := c.start("session", "session"), c.start("router", "router")
-	pp := []string{"--proxy-protocol", "required", "--proxy-trusted", "127.0.0.0/8"}
-	a1, a2, d := c.startGateway("gw-a1", pp...), c.startGateway("gw-a2", pp...), c.startGateway("gw-d", pp...)
-	for _, p := range []*proc{sess, r, a1, a2, d} {
-		p.waitReady()
-	}
-	h := startHAProxy(t, "default="+d.server(), "a="+a1.server()+","+a2.server())
+	a1, a2, h := startPoolA(t)
 
 	const n, topic, id = 400, "r/x", "acme-r-sub"
 	sub, _ := dialMQTT(t, h.mqtt, id, true, 3600)
@@ -351,18 +321,8 @@ func TestHAProxyRollingRestart(t *testing.T) {
 		case <-time.After(2 * time.Second):
 			return
 		}
-		for {
-			cl, _, err := tryDialMQTT(t, h.mqtt, id, false, 3600, "", "")
-			if err == nil {
-				reconnects = append(reconnects, time.Since(began))
-				subs = append(subs, cl)
-				return
-			}
-			if time.Since(began) > clusterWait {
-				t.Fatalf("the subscriber could not reconnect through HAProxy: %v", err)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		subs = append(subs, resume(t, h.mqtt, id, began))
+		reconnects = append(reconnects, time.Since(began))
 	}
 	stream(t, h.mqtt, "acme-r-pub", topic, n, func(i int) {
 		switch i {
@@ -410,4 +370,35 @@ func connectAddress(t *testing.T, c *cluster, id string) string {
 		t.Fatalf("no Connect event of %s in %s: %v", id, kafka.TopicSessions, err)
 	}
 	return addr
+}
+
+// startPoolA starts a distributed cluster with pool a of two gateways and
+// a default pool of one, every gateway requiring PROXY v2, behind HAProxy.
+func startPoolA(t *testing.T) (a1, a2 *proc, h *haproxyProc) {
+	t.Helper()
+	c := newCluster(t)
+	sess, r := c.start("session", "session"), c.start("router", "router")
+	pp := []string{"--proxy-protocol", "required", "--proxy-trusted", "127.0.0.0/8"}
+	a1, a2 = c.startGateway("gw-a1", pp...), c.startGateway("gw-a2", pp...)
+	d := c.startGateway("gw-d", pp...)
+	for _, p := range []*proc{sess, r, a1, a2, d} {
+		p.waitReady()
+	}
+	return a1, a2, startHAProxy(t, "default="+d.server(), "a="+a1.server()+","+a2.server())
+}
+
+// resume reconnects a persistent client through addr until it is accepted
+// (its gateway failed since, at most clusterWait ago).
+func resume(t *testing.T, addr, id string, since time.Time) *mqttClient {
+	t.Helper()
+	for {
+		cl, _, err := tryDialMQTT(t, addr, id, false, 3600, "", "")
+		if err == nil {
+			return cl
+		}
+		if time.Since(since) > clusterWait {
+			t.Fatalf("%s could not reconnect through %s in %v: %v", id, addr, clusterWait, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

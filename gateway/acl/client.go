@@ -123,10 +123,16 @@ func allowSubscribe[T bytestring](c *Client, filter T) bool {
 	if len(filter) == 0 || hasPrefix(filter, "$share") {
 		return false
 	}
-	want := mask(Read)
+	return decide(c, mask(Read), filter, cover[T])
+}
+
+// decide asks the rules as mosquitto_acl_check does: the client's section
+// first, then the patterns, each answering with a deny before a grant of
+// want. walk is match (topic names) or cover (subscription filters).
+func decide[T bytestring](c *Client, want mask, t T, walk func(*node, T, int, *ident, mask) mask) bool {
 	v := c.current()
 	if v.section != nil {
-		m := cover(v.section, filter, 0, &c.id, 0)
+		m := walk(v.section, t, 0, &c.id, 0)
 		if m&mDeny != 0 {
 			return false
 		}
@@ -137,7 +143,7 @@ func allowSubscribe[T bytestring](c *Client, filter T) bool {
 	if v.file.patterns == nil || c.patternsOff {
 		return false
 	}
-	m := cover(v.file.patterns, filter, 0, &c.id, 0)
+	m := walk(v.file.patterns, t, 0, &c.id, 0)
 	return m&mDeny == 0 && m&want != 0
 }
 
@@ -162,20 +168,5 @@ func allow[T bytestring](c *Client, a Access, topic T) bool {
 			return false
 		}
 	}
-	want := mask(a)
-	v := c.current()
-	if v.section != nil {
-		m := match(v.section, topic, 0, &c.id, 0)
-		if m&mDeny != 0 {
-			return false
-		}
-		if m&want != 0 {
-			return true
-		}
-	}
-	if v.file.patterns == nil || c.patternsOff {
-		return false
-	}
-	m := match(v.file.patterns, topic, 0, &c.id, 0)
-	return m&mDeny == 0 && m&want != 0
+	return decide(c, mask(a), topic, match[T])
 }

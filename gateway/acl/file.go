@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"unicode/utf8"
 
@@ -92,20 +91,6 @@ func Parse(r io.Reader) (*File, error) {
 		return nil, errTooBig
 	}
 	return p.f, nil
-}
-
-// Load reads and parses the ACL file at path.
-func Load(path string) (*File, error) {
-	fh, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("open acl file: %w", err)
-	}
-	defer fh.Close() //nolint:errcheck // a file opened for reading; nothing to do on error
-	f, err := Parse(fh)
-	if err != nil {
-		return nil, fmt.Errorf("load %s: %w", path, err)
-	}
-	return f, nil
 }
 
 type countingReader struct {

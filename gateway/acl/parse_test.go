@@ -186,16 +186,18 @@ func (r *repeatReader) Read(p []byte) (int, error) {
 	return total, nil
 }
 
-func TestLoad(t *testing.T) {
+// TestOpenErrors: a missing file and a broken one are refused at the
+// first load, the broken one with its line number and path.
+func TestOpenErrors(t *testing.T) {
 	dir := t.TempDir()
-	if _, err := Load(filepath.Join(dir, "missing")); !errors.Is(err, os.ErrNotExist) {
+	if _, err := Open(filepath.Join(dir, "missing"), nil); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing file: %v, want ErrNotExist", err)
 	}
 	path := filepath.Join(dir, "acl")
 	if err := os.WriteFile(path, []byte("topic a\n\ntopic rwx b\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Load(path)
+	_, err := Open(path, nil)
 	var le *LineError
 	if !errors.As(err, &le) || le.Line != 3 || !strings.Contains(err.Error(), path) {
 		t.Fatalf("broken file: %v, want a *LineError for line 3 naming the path", err)
@@ -203,9 +205,9 @@ func TestLoad(t *testing.T) {
 	if err := os.WriteFile(path, []byte("topic a\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	f, err := Load(path)
-	if err != nil || f.Rules() != 1 {
-		t.Fatalf("Load = %v, %v", f, err)
+	a, err := Open(path, nil)
+	if err != nil || a.File().Rules() != 1 {
+		t.Fatalf("Open = %v, %v", a, err)
 	}
 }
 
@@ -226,10 +228,11 @@ func TestString(t *testing.T) {
 // TestLoadExample reads testdata/example.acl, the file the package
 // documentation shows.
 func TestLoadExample(t *testing.T) {
-	f, err := Load(filepath.Join("testdata", "example.acl"))
+	a, err := Open(filepath.Join("testdata", "example.acl"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	f := a.File()
 	if f.Rules() != 6 || f.Users() != 2 {
 		t.Fatalf("Rules() = %d, Users() = %d, want 6, 2", f.Rules(), f.Users())
 	}

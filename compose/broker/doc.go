@@ -3,9 +3,14 @@
 // gateway, router and session roles over it, with the HTTP endpoints
 // /metrics, /healthz and /readyz. It wires; the roles implement.
 //
-// Files: broker.go (roles, readiness, Run), backbone.go (the Kafka
-// clients, topics and view store the roles stand on), actors.go (each role
-// an actor of an oklog/run group with its interrupt), http.go, memory.go.
+// Files: broker.go (roles, readiness, Run, Reload on SIGHUP), backbone.go
+// (the Kafka clients, topics and view store the roles stand on, and the
+// gateway's authentication sources and ACL: password file, JWT keys,
+// client certificates), actors.go (each role an actor of an oklog/run
+// group with its interrupt; the watches of the auth files), quota.go (the
+// tenants' quotas given to the gateway and the router, counted alone in
+// `shoal all` and with the other gateways otherwise, and their metrics),
+// http.go, memory.go.
 // brokertest starts `shoal all` inside a test.
 //
 // Start-up order: backbone, topics, view store, router and session service,

@@ -142,6 +142,7 @@ type proc struct {
 	name, role string
 	args       []string
 	mqtt, http string
+	mqtts      string // a gateway's TLS listener, when it has one
 	cmd        *exec.Cmd
 	done       chan struct{}
 	waitErr    error
@@ -258,7 +259,7 @@ func (p *proc) waitReady() {
 	}
 }
 
-// repick gives the process new free HTTP and MQTT addresses.
+// repick gives the process new free HTTP, MQTT and MQTT over TLS addresses.
 func (p *proc) repick() {
 	t := p.c.t
 	t.Helper()
@@ -270,6 +271,9 @@ func (p *proc) repick() {
 		case "--mqtt-listen":
 			p.mqtt = freeAddr(t)
 			p.args[i+1] = p.mqtt
+		case "--mqtts-listen":
+			p.mqtts = freeAddr(t)
+			p.args[i+1] = p.mqtts
 		}
 	}
 }
@@ -344,6 +348,13 @@ func tryDialMQTT(t *testing.T, addr, id string, clean bool, expiry uint32, user,
 	if err != nil {
 		return nil, nil, err
 	}
+	return connectMQTT(t, nc, id, clean, expiry, user, pass)
+}
+
+// connectMQTT is tryDialMQTT over a connection already made (nc is closed
+// when the CONNECT fails).
+func connectMQTT(t *testing.T, nc net.Conn, id string, clean bool, expiry uint32, user, pass string) (*mqttClient, *paho.Connack, error) {
+	t.Helper()
 	c := &mqttClient{t: t, id: id, msgs: make(chan *paho.Publish, 100_000), gone: make(chan *paho.Disconnect, 1)}
 	c.Client = paho.NewClient(paho.ClientConfig{
 		Conn: nc, OnClientError: func(error) {},
@@ -368,7 +379,7 @@ func tryDialMQTT(t *testing.T, addr, id string, clean bool, expiry uint32, user,
 	ca, err := c.Connect(ctx, cp)
 	if err != nil {
 		_ = nc.Close()
-		return nil, ca, fmt.Errorf("connect %s to %s: %w", id, addr, err)
+		return nil, ca, fmt.Errorf("connect %s to %s: %w", id, nc.RemoteAddr(), err)
 	}
 	t.Cleanup(func() { _ = c.Disconnect(&paho.Disconnect{}) })
 	return c, ca, nil
@@ -546,6 +557,25 @@ func (c *mqttClient) drain(topic string) map[string]bool {
 	}
 }
 
+// redial connects id with a clean session to addr, again every 100 ms
+// until it is accepted, as a device does whose gateway failed (through
+// HAProxy, a connection made while the failed gateway is not yet marked
+// down can be cut), and fails the test after clusterWait.
+func redial(t *testing.T, addr, id string) *mqttClient {
+	t.Helper()
+	began := time.Now()
+	for {
+		c, _, err := tryDialMQTT(t, addr, id, true, 0, "", "")
+		if err == nil {
+			return c
+		}
+		if time.Since(began) > clusterWait {
+			t.Fatalf("%s could not reconnect in %v: %v", id, clusterWait, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // check fails unless every one of want payloads arrived, and repeats
 // carried DUP.
 func (tl *tally) check(t *testing.T, what string, want int) {
@@ -584,7 +614,7 @@ func stream(t *testing.T, addr, id, topic string, n int, at func(i int)) {
 				t.Fatalf("publish %s: %v (after %d attempts)", payload, err, attempt)
 			}
 			t.Logf("publish %s: %v; reconnecting", payload, err)
-			pub, _ = dialMQTT(t, addr, id, true, 0)
+			pub = redial(t, addr, id)
 		}
 	}
 }

@@ -5,6 +5,9 @@ package integration
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
 	"fmt"
 	"io"
@@ -15,12 +18,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/eclipse/paho.golang/paho"
 
+	"github.com/shoal-mqtt/shoal/internal/testutil/testpki"
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
@@ -29,6 +34,9 @@ import (
 // haproxy/haproxy.cfg with backends rendered by haproxy/render-backends.sh.
 type haproxyProc struct {
 	mqtt, log string
+	// mqtts passes TLS through to the pools' TLS listeners; terminate,
+	// when HAProxy was given a certificate, ends TLS at HAProxy.
+	mqtts, terminate string
 }
 
 // haproxyBinary finds HAProxy; the test set-up (scripts/test-deps.sh)
@@ -50,6 +58,13 @@ func haproxyBinary(t *testing.T) string {
 // waits until its MQTT port accepts connections.
 func startHAProxy(t *testing.T, pools ...string) *haproxyProc {
 	t.Helper()
+	return startHAProxyTLS(t, nil, pools...)
+}
+
+// startHAProxyTLS is startHAProxy that also terminates TLS with certKey
+// (HAProxy's certificate chain and key, PEM) when it is not nil.
+func startHAProxyTLS(t *testing.T, certKey []byte, pools ...string) *haproxyProc {
+	t.Helper()
 	bin := haproxyBinary(t)
 	dir := t.TempDir()
 	out, err := exec.Command("../haproxy/render-backends.sh", pools...).Output()
@@ -67,15 +82,20 @@ func startHAProxy(t *testing.T, pools ...string) *haproxyProc {
 			t.Fatal(err)
 		}
 	}
-	h := &haproxyProc{mqtt: freeAddr(t), log: filepath.Join(dir, "haproxy.log")}
+	h := &haproxyProc{mqtt: freeAddr(t), mqtts: freeAddr(t), log: filepath.Join(dir, "haproxy.log")}
+	env := []string{"SHOAL_HAPROXY_MQTT=" + h.mqtt, "SHOAL_HAPROXY_MQTTS=" + h.mqtts,
+		"SHOAL_HAPROXY_MAP=" + mapFile, "SHOAL_HAPROXY_RUNTIME=" + filepath.Join(dir, "haproxy.sock")}
+	if certKey != nil {
+		h.terminate = freeAddr(t)
+		env = append(env, "SHOAL_HAPROXY_MQTTS_TERMINATE="+h.terminate,
+			"SHOAL_HAPROXY_TLS_CERT="+testpki.WriteFile(t, dir, "haproxy.pem", certKey))
+	}
 	logf, err := os.Create(h.log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, "-db", "-f", "../haproxy/haproxy.cfg", "-f", backends)
-	cmd.Env = append(os.Environ(),
-		"SHOAL_HAPROXY_MQTT="+h.mqtt, "SHOAL_HAPROXY_MQTTS="+freeAddr(t),
-		"SHOAL_HAPROXY_MAP="+mapFile, "SHOAL_HAPROXY_RUNTIME="+filepath.Join(dir, "haproxy.sock"))
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -114,10 +134,24 @@ func (c *cluster) startGateway(name string, extra ...string) *proc {
 	return p
 }
 
+// startTLSGateway starts a gateway that also listens for MQTT over TLS
+// with the certificate and key files in tlsFiles (--tls-cert-file …).
+func (c *cluster) startTLSGateway(name string, tlsFiles []string, extra ...string) *proc {
+	c.t.Helper()
+	mqtts := freeAddr(c.t)
+	p := c.startGateway(name, append(append([]string{"--mqtts-listen", mqtts}, tlsFiles...), extra...)...)
+	p.mqtts = mqtts
+	return p
+}
+
 // server is the gateway as render-backends.sh takes it.
 func (p *proc) server() string {
 	_, port, _ := net.SplitHostPort(p.http)
-	return p.name + "@" + p.mqtt + "@" + port
+	s := p.name + "@" + p.mqtt + "@" + port
+	if p.mqtts != "" {
+		s += "@" + p.mqtts
+	}
+	return s
 }
 
 // gauge reads one unlabelled sample of the process's /metrics (-1 when
@@ -242,87 +276,174 @@ func TestHAProxyTenantPools(t *testing.T) {
 		t.Errorf("gateways counted %v connections after the HTTP request, %v before", after, before)
 	}
 	// HAProxy's log line of that connection: refused before any server.
-	deadline = time.Now().Add(10 * time.Second)
+	waitLog(t, h.log, "mqtt/<NOSRV>")
+}
+
+// waitLog waits at most 10 s for HAProxy's log to hold line, such as
+// "mqtt/<NOSRV>": a connection of frontend mqtt refused before any server.
+func waitLog(t *testing.T, path, line string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
 	for {
-		b, _ := os.ReadFile(h.log)
-		if strings.Contains(string(b), "mqtt/<NOSRV>") {
-			break
+		b, _ := os.ReadFile(path)
+		if strings.Contains(string(b), line) {
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no refused connection (mqtt/<NOSRV>) in HAProxy's log:\n%s", b)
+			t.Fatalf("no %q in HAProxy's log:\n%s", line, b)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 }
 
-// TestHAProxyFailover: kill -9 the gateway of a pool that holds a
-// persistent subscriber, under a QoS 1 stream through HAProxy. The
-// subscriber reconnects through HAProxy, lands on the pool's other
-// gateway, resumes its session, and receives every acknowledged message
-// (repeats only with DUP). The failover time (kill to CONNACK) is logged.
+// TestHAProxyTLS: MQTT over TLS through the real HAProxy, both ways its
+// config offers. Passed through, the gateways' mqtts listeners terminate
+// TLS with their own certificate, HAProxy routes by the SNI host's first
+// label (no SNI, or a tenant the map does not name: the default pool), and
+// the gateway still learns the client's address from the PROXY v2 header
+// in front of the TLS bytes. Terminated at HAProxy, the CONNECT is read in
+// the clear and routed by the client identifier, as plain MQTT is.
+func TestHAProxyTLS(t *testing.T) {
+	ca := testpki.NewCA(t, "shoal test CA")
+	dir := t.TempDir()
+	gwLeaf := ca.Issue(t, &x509.Certificate{Subject: pkix.Name{CommonName: "gateway"},
+		DNSNames: []string{"*.shoal.test"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+	edgeLeaf := ca.Issue(t, &x509.Certificate{Subject: pkix.Name{CommonName: "haproxy"},
+		DNSNames: []string{"edge.shoal.test"}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+	tlsFiles := []string{"--tls-cert-file", testpki.WriteFile(t, dir, "gw.pem", gwLeaf.CertPEM),
+		"--tls-key-file", testpki.WriteFile(t, dir, "gw.key", gwLeaf.KeyPEM)}
+
+	c := newCluster(t)
+	sess, r := c.start("session", "session"), c.start("router", "router")
+	pp := []string{"--proxy-protocol", "required", "--proxy-trusted", "127.0.0.0/8"}
+	a, b, d := c.startTLSGateway("gw-a", tlsFiles, pp...), c.startTLSGateway("gw-b", tlsFiles, pp...), c.startTLSGateway("gw-d", tlsFiles, pp...)
+	for _, p := range []*proc{sess, r, a, b, d} {
+		p.waitReady()
+	}
+	h := startHAProxyTLS(t, append(append([]byte{}, edgeLeaf.CertPEM...), edgeLeaf.KeyPEM...),
+		"default="+d.server(), "a="+a.server(), "b="+b.server())
+
+	clients := map[string]*mqttClient{}
+	for _, tc := range []struct {
+		how, addr, sni, id string
+		gw                 *proc
+		peer               *testpki.Leaf // the certificate the client must see
+	}{
+		{"passed through", h.mqtts, "acme.shoal.test", "acme-pt", a, gwLeaf},
+		{"passed through, SNI in capitals", h.mqtts, "GLOBEX.shoal.test", "globex-pt", b, gwLeaf},
+		{"passed through, a tenant the map does not name", h.mqtts, "initech.shoal.test", "initech-pt", d, gwLeaf},
+		{"passed through, no SNI", h.mqtts, "127.0.0.1", "acme-nosni", d, gwLeaf},
+		{"terminated at HAProxy", h.terminate, "edge.shoal.test", "acme-term", a, edgeLeaf},
+		{"terminated at HAProxy", h.terminate, "edge.shoal.test", "globex-term", b, edgeLeaf},
+	} {
+		before := tc.gw.gauge(t, "shoal_gateway_connections_total")
+		nc, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", tc.addr,
+			&tls.Config{ServerName: tc.sni, RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12})
+		if err != nil {
+			t.Fatalf("%s (%s): %v", tc.id, tc.how, err)
+		}
+		if got := nc.ConnectionState().PeerCertificates[0]; !got.Equal(tc.peer.Cert) {
+			t.Errorf("%s (%s): the client saw %q's certificate, want %q's", tc.id, tc.how, got.Subject.CommonName, tc.peer.Cert.Subject.CommonName)
+		}
+		own := nc.LocalAddr().String()
+		cl, _, err := connectMQTT(t, nc, tc.id, true, 0, "", "")
+		if err != nil {
+			t.Fatalf("%s (%s): %v", tc.id, tc.how, err)
+		}
+		clients[tc.id] = cl
+		if after := tc.gw.gauge(t, "shoal_gateway_connections_total"); after != before+1 {
+			t.Errorf("%s (%s): %s counted %v connections, %v before; want it to hold the client", tc.id, tc.how, tc.gw.name, after, before)
+		}
+		if got := connectAddress(t, c, tc.id); got != own {
+			t.Errorf("%s (%s): the Connect event says the client is at %q; it is at %q", tc.id, tc.how, got, own)
+		}
+	}
+
+	// A tenant's clients meet whichever way they came; another's does not.
+	clients["acme-pt"].subscribe("tls/#", 1)
+	clients["globex-pt"].subscribe("tls/#", 1)
+	if err := clients["acme-term"].publish("tls/1", "acme over TLS", 1, false); err != nil {
+		t.Fatal(err)
+	}
+	clients["acme-pt"].expectPayload("acme over TLS")
+	select {
+	case m := <-clients["globex-pt"].msgs:
+		t.Fatalf("globex-pt got acme's %q on %s", m.Payload, m.Topic)
+	case <-time.After(time.Second):
+	}
+
+	// Not TLS on the pass-through port: refused before any gateway.
+	nc, err := net.DialTimeout("tcp", h.mqtts, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = nc.Write([]byte{0x10, 0x0c, 0x00, 0x04, 'M', 'Q', 'T', 'T', 0x04, 0x02, 0x00, 0x1e, 0x00, 0x00})
+	_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := io.Copy(io.Discard, nc); err != nil || n != 0 {
+		t.Errorf("HAProxy answered %d bytes to plain MQTT on its TLS port (err %v), want a close", n, err)
+	}
+	_ = nc.Close()
+	waitLog(t, h.log, "mqtts/<NOSRV>")
+}
+
+// haSubscribers is how many persistent subscribers the failure tests keep
+// on pool a (leastconn spreads them over both gateways).
+const haSubscribers = 10
+
+// TestHAProxyFailover: kill -9 one gateway of a pool under a QoS 1 stream
+// through HAProxy to persistent subscribers spread over the pool. Each of
+// the killed gateway's subscribers reconnects through HAProxy at once,
+// lands on the pool's other gateway, resumes its session, and receives
+// every acknowledged message (repeats only with DUP). The failover times
+// (kill to each resumed session's CONNACK) are logged.
 func TestHAProxyFailover(t *testing.T) {
 	a1, a2, h := startPoolA(t)
-
-	const n, topic, id = 300, "f/x", "acme-f-sub"
-	sub, _ := dialMQTT(t, h.mqtt, id, true, 3600)
-	sub.subscribe(topic, 1)
+	const n, topic = 300, "f/x"
+	rc := keepConnected(t, h.mqtt, "acme-f-sub", haSubscribers, topic)
 	victim, other := a1, a2
-	if a1.gauge(t, "shoal_gateway_connections") != 1 {
+	if a2.gauge(t, "shoal_gateway_connections") > a1.gauge(t, "shoal_gateway_connections") {
 		victim, other = a2, a1
 	}
-	if victim.gauge(t, "shoal_gateway_connections") != 1 {
-		t.Fatalf("the subscriber is on neither gateway of pool a: %v, %v",
+	held := victim.gauge(t, "shoal_gateway_connections")
+	if held < 1 {
+		t.Fatalf("no subscriber on either gateway of pool a: %v, %v",
 			a1.gauge(t, "shoal_gateway_connections"), a2.gauge(t, "shoal_gateway_connections"))
 	}
-	var moved *mqttClient
-	var failover time.Duration
 	stream(t, h.mqtt, "acme-f-pub", topic, n, func(i int) {
-		if i != n/3 {
-			return
+		if i == n/3 {
+			rc.mark()
+			victim.kill()
+			t.Logf("%s killed under the stream, holding %v of %d subscribers", victim.name, held, haSubscribers)
 		}
-		killed := time.Now()
-		victim.kill()
-		t.Logf("%s killed under the stream; the subscriber reconnects through HAProxy", victim.name)
-		moved = resume(t, h.mqtt, id, killed)
-		failover = time.Since(killed)
 	})
-	before := sub.drain(topic)
-	rest := moved.collectMore(topic, n, before)
-	rest.check(t, "gateway killed, subscriber failed over through HAProxy", n)
-	if got := other.gauge(t, "shoal_gateway_connections"); got < 1 {
-		t.Errorf("%s holds %v connections after the failover, want the subscriber", other.name, got)
+	took := rc.finish()
+	if len(took) != int(held) {
+		t.Errorf("%d subscribers reconnected, want the %v the killed gateway held", len(took), held)
 	}
-	t.Logf("failover: %v from kill -9 to the resumed session's CONNACK; %d repeats (all with DUP)", failover.Round(time.Millisecond), rest.repeats)
+	rc.check("gateway killed, subscribers failed over through HAProxy", n)
+	if got := other.gauge(t, "shoal_gateway_connections"); got < haSubscribers {
+		t.Errorf("%s holds %v connections after the failover, want all %d subscribers", other.name, got, haSubscribers)
+	}
+	t.Logf("failover: kill -9 to each resumed session's CONNACK: %s", quantiles(took))
 }
 
 // TestHAProxyRollingRestart: every gateway of a pool restarted one after
 // the other (SIGTERM, wait until it is ready, next) under a QoS 1 stream
-// through HAProxy between persistent sessions. Clients whose gateway
-// stops reconnect through HAProxy and resume; nothing acknowledged is
-// lost. The reconnect times and the repeats are logged.
+// through HAProxy to persistent subscribers spread over the pool. The
+// subscribers a stopping gateway tells 0x8B reconnect through HAProxy at
+// once and resume on the other; nothing acknowledged is lost. The
+// reconnect times and the repeats are logged.
 func TestHAProxyRollingRestart(t *testing.T) {
 	a1, a2, h := startPoolA(t)
-
-	const n, topic, id = 400, "r/x", "acme-r-sub"
-	sub, _ := dialMQTT(t, h.mqtt, id, true, 3600)
-	sub.subscribe(topic, 1)
-	subs := []*mqttClient{sub}
-	var reconnects []time.Duration
+	const n, topic = 400, "r/x"
+	rc := keepConnected(t, h.mqtt, "acme-r-sub", haSubscribers, topic)
 	restart := func(g *proc) {
-		began := time.Now()
+		rc.mark()
 		g.signal(syscall.SIGTERM)
 		<-g.done
 		g.restart()
-		t.Logf("%s restarted in %v", g.name, time.Since(began).Round(time.Millisecond))
-		// The subscriber, if it was there, was told 0x8B: it reconnects.
-		// (Its client may see that a moment after the process ended.)
-		select {
-		case <-subs[len(subs)-1].gone:
-		case <-time.After(2 * time.Second):
-			return
-		}
-		subs = append(subs, resume(t, h.mqtt, id, began))
-		reconnects = append(reconnects, time.Since(began))
+		t.Logf("%s stopped and ready again in %v", g.name, rc.sinceMark().Round(time.Millisecond))
 	}
 	stream(t, h.mqtt, "acme-r-pub", topic, n, func(i int) {
 		switch i {
@@ -332,16 +453,142 @@ func TestHAProxyRollingRestart(t *testing.T) {
 			restart(a2)
 		}
 	})
-	known := map[string]bool{}
-	for _, s := range subs[:len(subs)-1] {
-		for p := range s.drain(topic) {
-			known[p] = true
+	took := rc.finish()
+	// Every subscriber was on a restarted gateway at least once: those of
+	// a1 moved to a2, and all of them from a2 to a1.
+	if len(took) < haSubscribers {
+		t.Errorf("%d reconnections, want at least one for each of the %d subscribers", len(took), haSubscribers)
+	}
+	rc.check("rolling restart of pool a", n)
+	t.Logf("rolling restart: %d reconnections, from the SIGTERM to the resumed session's CONNACK: %s", len(took), quantiles(took))
+}
+
+// reconnector keeps persistent subscribers connected as devices do: one
+// whose connection ends (a DISCONNECT from a stopping gateway, or a
+// close) reconnects at once with its session, through the same address,
+// again every 100 ms until it is accepted (at most clusterWait).
+type reconnector struct {
+	t     *testing.T
+	addr  string
+	topic string
+	stop  chan struct{}
+	wg    sync.WaitGroup
+
+	mu     sync.Mutex
+	marked time.Time
+	lives  [][]*mqttClient // each subscriber's connections, oldest first
+	took   []time.Duration // mark to each reconnection's CONNACK
+	errs   []error
+}
+
+// keepConnected connects n persistent subscribers (prefix00, prefix01, …)
+// to addr, subscribes each to topic with QoS 1, and keeps them connected
+// until finish.
+func keepConnected(t *testing.T, addr, prefix string, n int, topic string) *reconnector {
+	t.Helper()
+	r := &reconnector{t: t, addr: addr, topic: topic, stop: make(chan struct{}), lives: make([][]*mqttClient, n)}
+	for i := range n {
+		sub, _ := dialMQTT(t, addr, fmt.Sprintf("%s%02d", prefix, i), true, 3600)
+		sub.subscribe(topic, 1)
+		r.lives[i] = []*mqttClient{sub}
+		r.wg.Go(func() { r.follow(i, sub) })
+	}
+	t.Cleanup(func() { r.stopFollowing() })
+	return r
+}
+
+// follow reconnects subscriber i each time its connection ends, until
+// stop.
+func (r *reconnector) follow(i int, cur *mqttClient) {
+	for {
+		select {
+		case <-cur.Done():
+		case <-r.stop:
+			return
+		}
+		noticed := time.Now()
+		for {
+			next, _, err := tryDialMQTT(r.t, r.addr, cur.id, false, 3600, "", "")
+			if err == nil {
+				r.mu.Lock()
+				r.lives[i] = append(r.lives[i], next)
+				r.took = append(r.took, time.Since(r.marked))
+				r.mu.Unlock()
+				cur = next
+				break
+			}
+			if r.t.Context().Err() != nil {
+				return // the test ended
+			}
+			if time.Since(noticed) > clusterWait {
+				r.mu.Lock()
+				r.errs = append(r.errs, fmt.Errorf("%s: no reconnection in %v: %w", cur.id, clusterWait, err))
+				r.mu.Unlock()
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	rest := subs[len(subs)-1].collectMore(topic, n, known)
-	rest.check(t, "rolling restart of pool a", n)
-	t.Logf("rolling restart: the subscriber reconnected %d times (%v after its gateway was told to stop); %d repeats, all with DUP",
-		len(reconnects), reconnects, rest.repeats)
+}
+
+// mark notes the moment a gateway is made to fail: reconnection times
+// count from it.
+func (r *reconnector) mark() {
+	r.mu.Lock()
+	r.marked = time.Now()
+	r.mu.Unlock()
+}
+
+// sinceMark is the time since mark.
+func (r *reconnector) sinceMark() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return time.Since(r.marked)
+}
+
+func (r *reconnector) stopFollowing() {
+	select {
+	case <-r.stop:
+	default:
+		close(r.stop)
+	}
+	r.wg.Wait()
+}
+
+// finish waits a second for connections that just ended to come back,
+// stops following, fails on a subscriber that could not reconnect, and
+// returns the reconnection times.
+func (r *reconnector) finish() []time.Duration {
+	r.t.Helper()
+	time.Sleep(time.Second)
+	r.stopFollowing()
+	for _, err := range r.errs {
+		r.t.Error(err)
+	}
+	return r.took
+}
+
+// check fails unless every subscriber received all n messages of the
+// stream across its connections, repeats only with DUP.
+func (r *reconnector) check(what string, n int) {
+	r.t.Helper()
+	repeats := 0
+	for _, lives := range r.lives {
+		known := map[string]bool{}
+		for _, old := range lives[:len(lives)-1] {
+			// Its connection ended: what it received is in its channel.
+			for len(old.msgs) > 0 {
+				if m := <-old.msgs; m.Topic == r.topic {
+					known[string(m.Payload)] = true
+				}
+			}
+		}
+		last := lives[len(lives)-1]
+		tl := last.collectMore(r.topic, n, known)
+		tl.check(r.t, fmt.Sprintf("%s, %s (%d connections)", what, last.id, len(lives)), n)
+		repeats += tl.repeats
+	}
+	r.t.Logf("%s: %d subscribers received all %d messages; %d repeats, all with DUP", what, len(r.lives), n, repeats)
 }
 
 // connectAddress reads shoal.sessions from the start until the Connect
@@ -385,20 +632,4 @@ func startPoolA(t *testing.T) (a1, a2 *proc, h *haproxyProc) {
 		p.waitReady()
 	}
 	return a1, a2, startHAProxy(t, "default="+d.server(), "a="+a1.server()+","+a2.server())
-}
-
-// resume reconnects a persistent client through addr until it is accepted
-// (its gateway failed since, at most clusterWait ago).
-func resume(t *testing.T, addr, id string, since time.Time) *mqttClient {
-	t.Helper()
-	for {
-		cl, _, err := tryDialMQTT(t, addr, id, false, 3600, "", "")
-		if err == nil {
-			return cl
-		}
-		if time.Since(since) > clusterWait {
-			t.Fatalf("%s could not reconnect through %s in %v: %v", id, addr, clusterWait, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }

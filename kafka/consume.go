@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -277,18 +278,46 @@ func (c *Client) EndOffsets(ctx context.Context, topic string) (map[int32]int64,
 	if err != nil {
 		return nil, fmt.Errorf("end offsets of %s: %w", topic, err)
 	}
+	return listedOffsets("end offsets", topic, listed)
+}
+
+// StartOffsets returns, for each partition of topic, the offset of its
+// oldest record still in the log (the end offset when it holds none):
+// what retention and compaction left. Errors as EndOffsets.
+func (c *Client) StartOffsets(ctx context.Context, topic string) (map[int32]int64, error) {
+	listed, err := c.adm.ListStartOffsets(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("start offsets of %s: %w", topic, err)
+	}
+	return listedOffsets("start offsets", topic, listed)
+}
+
+// OffsetsAt returns, for each partition of topic, the offset of its first
+// record whose timestamp is at or after t, or the end offset when it has
+// none. Errors as EndOffsets.
+func (c *Client) OffsetsAt(ctx context.Context, topic string, t time.Time) (map[int32]int64, error) {
+	listed, err := c.adm.ListOffsetsAfterMilli(ctx, t.UnixMilli(), topic)
+	if err != nil {
+		return nil, fmt.Errorf("offsets of %s at %s: %w", topic, t.Format(time.RFC3339), err)
+	}
+	return listedOffsets("offsets at "+t.Format(time.RFC3339), topic, listed)
+}
+
+// listedOffsets turns one topic of a kadm listing into offsets per
+// partition, failing on any partition's error.
+func listedOffsets(what, topic string, listed kadm.ListedOffsets) (map[int32]int64, error) {
 	parts, ok := listed[topic]
 	if !ok {
-		return nil, fmt.Errorf("end offsets of %s: %w", topic, kerr.UnknownTopicOrPartition)
+		return nil, fmt.Errorf("%s of %s: %w", what, topic, kerr.UnknownTopicOrPartition)
 	}
 	out := make(map[int32]int64, len(parts))
 	var errs []error
 	for p, o := range parts {
 		switch {
-		case o.Err != nil && p < 0: // kadm's entry for a topic-level error
-			errs = append(errs, fmt.Errorf("end offsets of %s: %w", topic, o.Err))
+		case o.Err != nil && p < 0:
+			errs = append(errs, fmt.Errorf("%s of %s: %w", what, topic, o.Err))
 		case o.Err != nil:
-			errs = append(errs, fmt.Errorf("end offset of %s partition %d: %w", topic, p, o.Err))
+			errs = append(errs, fmt.Errorf("%s of %s partition %d: %w", what, topic, p, o.Err))
 		default:
 			out[p] = o.Offset
 		}
@@ -297,7 +326,7 @@ func (c *Client) EndOffsets(ctx context.Context, topic string) (map[int32]int64,
 		return nil, err
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("end offsets of %s: the broker listed no partitions", topic)
+		return nil, fmt.Errorf("%s of %s: the broker listed no partitions", what, topic)
 	}
 	return out, nil
 }

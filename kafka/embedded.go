@@ -241,3 +241,8 @@ func (e *Embedded) Close() error {
 	})
 	return e.closeErr
 }
+
+// ErrDirInUse is StartEmbedded's error (wrapped) when another process holds
+// the directory: a running `shoal all`, which tools reach with
+// AttachEmbedded instead.
+var ErrDirInUse = errors.New("held by another process")

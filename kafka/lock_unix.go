@@ -20,7 +20,7 @@ func lockDir(path string) (*os.File, error) {
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		closeErr := f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, errors.Join(fmt.Errorf("lock data dir: %s is held by another process", path), closeErr)
+			return nil, errors.Join(fmt.Errorf("lock data dir: %s: %w", path, ErrDirInUse), closeErr)
 		}
 		return nil, errors.Join(fmt.Errorf("lock data dir: %w", err), closeErr)
 	}

@@ -47,7 +47,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runRoles(ctx, "shoal session", broker.RoleSession, args, stderr)
 	case "passwd":
 		return runPasswd(args, os.Stdin, stdout, stderr)
-	case "replay", "ctl":
+	case "replay":
+		return runReplay(ctx, args, stdout, stderr)
+	case "ctl":
 		fmt.Fprintf(stderr, "shoal: %q is not in this build yet: the operator tools come later\n", cmd)
 		return 2
 	}
@@ -113,6 +115,8 @@ commands:
   session   sessions, takeover, wills, inboxes (needs --kafka-brokers and
             --cql-hosts)
   passwd    add or replace a user in a password file: shoal passwd FILE USER
+  replay    read the event log back, filtered, as JSON lines or a table, or
+            publish its messages again ("shoal replay -h")
   version   print the version
   help      this text
 

@@ -2,6 +2,7 @@ package brokertest
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +18,15 @@ import (
 // that takes over 20 s, fails the test.
 func Start(t testing.TB, mut ...func(*config.Config)) *broker.Broker {
 	t.Helper()
+	b, _ := Run(t, mut...)
+	return b
+}
+
+// Run is Start that also returns stop, which stops the broker and waits
+// for it (failing the test on an error from its Run or a stop that takes
+// over 20 s); the test's end calls it too, and a second call does nothing.
+func Run(t testing.TB, mut ...func(*config.Config)) (b *broker.Broker, stop func()) {
+	t.Helper()
 	cfg := config.Default()
 	cfg.DataDir = t.TempDir()
 	cfg.HTTPListen = "127.0.0.1:0"
@@ -30,7 +40,7 @@ func Start(t testing.TB, mut ...func(*config.Config)) *broker.Broker {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	b := broker.New(cfg, testlog.New(t), "test")
+	b = broker.New(cfg, testlog.New(t), "test")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- b.Run(ctx) }()
@@ -47,16 +57,20 @@ func Start(t testing.TB, mut ...func(*config.Config)) *broker.Broker {
 			t.Fatal("broker not ready after 30s")
 		}
 	}
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("broker run: %v", err)
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("broker run: %v", err)
+				}
+			case <-time.After(20 * time.Second):
+				t.Error("broker did not stop within 20s")
 			}
-		case <-time.After(20 * time.Second):
-			t.Error("broker did not stop within 20s")
-		}
-	})
-	return b
+		})
+	}
+	t.Cleanup(stop)
+	return b, stop
 }

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"bytes"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eclipse/paho.golang/paho"
+
+	"github.com/shoal-mqtt/shoal/compose/broker/brokertest"
+	"github.com/shoal-mqtt/shoal/compose/config"
+)
+
+// TestReplayCommand runs `shoal replay` on the data directory of a shoal
+// all that published a message and stopped, and on bad input.
+func TestReplayCommand(t *testing.T) {
+	dir := t.TempDir()
+	b, stop := brokertest.Run(t, func(c *config.Config) { c.DataDir = dir })
+	nc, err := net.Dial("tcp", b.Addr("mqtt").String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := paho.NewClient(paho.ClientConfig{Conn: nc})
+	if _, err := c.Connect(t.Context(), &paho.Connect{ClientID: "acme-cli", CleanStart: true, KeepAlive: 30}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Publish(t.Context(), &paho.Publish{Topic: "cli/x", Payload: []byte("hello from the cli test"), QoS: 1}); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Disconnect(&paho.Disconnect{})
+	stop()
+
+	replay := func(args ...string) (int, string, string) {
+		var out, errOut bytes.Buffer
+		code := run(t.Context(), append([]string{"replay", "--quiet", "--kafka-partitions", "4"}, args...), &out, &errOut)
+		return code, out.String(), errOut.String()
+	}
+	code, out, errOut := replay("--data-dir", dir, "--format", "table", "--type", "publish", "--tenant", "acme")
+	if code != 0 || !strings.Contains(out, "hello from the cli test") || !strings.Contains(out, "acme-cli") {
+		t.Errorf("exit %d, stdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	code, out, _ = replay("--data-dir", dir, "--topic", "cli/#", "--from", time.Now().Add(-time.Hour).Format(time.RFC3339))
+	if code != 0 || strings.Count(out, "\n") != 1 || !strings.HasPrefix(out, `{"kafka_topic":"shoal.messages"`) {
+		t.Errorf("json: exit %d, %q", code, out)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--data-dir", dir + "/none"}, 1, "no Shoal data directory"},
+		{[]string{"--data-dir", dir, "--topic", "no/such/topic"}, 1, "no event in the range matches"},
+		{[]string{"--data-dir", dir, "--message-id", "0000000000000001-1"}, 1, "no event in the range matches"},
+		{[]string{"--data-dir", dir, "--since", "soon"}, 2, "--since"},
+		{[]string{"--data-dir", dir, "--to", "yesterday"}, 2, "--to"},
+		{[]string{"--data-dir", dir, "--message-id", "17"}, 2, "--message-id"},
+		{[]string{"--data-dir", dir, "--format", "mqtt"}, 2, "--to"},
+		{[]string{"--data-dir", dir, "--format", "xml", "--qos", "7"}, 2, "--format"},
+	} {
+		code, _, errOut := replay(tc.args...)
+		if code != tc.code || !strings.Contains(errOut, tc.want) || strings.Count(errOut, "\n") != 1 {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d and one line with %q", tc.args, code, errOut, tc.code, tc.want)
+		}
+	}
+}

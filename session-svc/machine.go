@@ -86,7 +86,7 @@ func (m *machine) apply(k clientKey, sess *Session, env *eventspb.Envelope, outs
 	case *eventspb.Envelope_SessionSubscriptions:
 		return outs, m.subscriptions(k, sess, ev.SessionSubscriptions)
 	case *eventspb.Envelope_InboxAppend:
-		return m.inbox(k, sess, ev.InboxAppend, outs)
+		return m.inbox(k, sess, ev.InboxAppend, env.GetMessageId(), outs)
 	case *eventspb.Envelope_InboxAck:
 		return outs, m.ack(k, sess, ev.InboxAck)
 	default:
@@ -232,14 +232,14 @@ func (m *machine) replayInbox(k clientKey, sess *Session, now time.Time, outs []
 // forwards it at once while the client is online; a connection without a
 // persistent session gets it without tracking; without a session it is
 // dropped.
-func (m *machine) inbox(k clientKey, sess *Session, ia *eventspb.InboxAppend, outs []output) ([]output, bool) {
+func (m *machine) inbox(k clientKey, sess *Session, ia *eventspb.InboxAppend, id *eventspb.MessageID, outs []output) ([]output, bool) {
 	now := m.now()
 	switch {
 	case !sess.Active || ia.GetMessage() == nil:
 		return outs, false
 	case !sess.Persistent():
 		if sess.Online {
-			e := &eventspb.InboxAppend{Message: ia.GetMessage(), Target: ia.GetTarget()}
+			e := &eventspb.InboxAppend{Message: ia.GetMessage(), Target: ia.GetTarget(), MessageId: id}
 			return append(outs, m.forward(k, sess, e, ia.GetTarget().GetDup(), now)), false
 		}
 		return outs, false
@@ -256,7 +256,7 @@ func (m *machine) inbox(k clientKey, sess *Session, ia *eventspb.InboxAppend, ou
 		sess.InboxDropped++
 		return outs, true
 	}
-	e := &eventspb.InboxAppend{Message: ia.GetMessage().CloneVT(), Target: ia.GetTarget().CloneVT()}
+	e := &eventspb.InboxAppend{Message: ia.GetMessage().CloneVT(), Target: ia.GetTarget().CloneVT(), MessageId: id.CloneVT()}
 	sess.InboxSeq++
 	e.Seq = sess.InboxSeq
 	e.PacketId = uint32(nextPacketID(sess))
@@ -322,6 +322,7 @@ func (m *machine) forward(k clientKey, sess *Session, e *eventspb.InboxAppend, d
 		t.PacketId, t.InboxSeq, t.Release = e.GetPacketId(), e.GetSeq(), e.GetReceived()
 	}
 	env := m.envelope(k, sess.Gateway, now)
+	env.MessageId = e.GetMessageId()
 	env.Event = &eventspb.Envelope_Delivery{Delivery: &eventspb.Delivery{Message: e.GetMessage(), Targets: []*eventspb.Target{t}}}
 	return output{stage: stageAnswer, dest: toDeliveries, partition: sess.Route.GetSlot(), key: k.recordKey(), env: env}
 }

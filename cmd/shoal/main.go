@@ -49,6 +49,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runPasswd(args, os.Stdin, stdout, stderr)
 	case "replay":
 		return runReplay(ctx, args, stdout, stderr)
+	case "trace":
+		return runTrace(ctx, args, stdout, stderr)
 	case "ctl":
 		fmt.Fprintf(stderr, "shoal: %q is not in this build yet: the operator tools come later\n", cmd)
 		return 2
@@ -117,6 +119,7 @@ commands:
   passwd    add or replace a user in a password file: shoal passwd FILE USER
   replay    read the event log back, filtered, as JSON lines or a table, or
             publish its messages again ("shoal replay -h")
+  trace     follow one message through the log: shoal trace MESSAGE-ID
   version   print the version
   help      this text
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -225,6 +226,75 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "shoal replay:", oneLine(err))
+		return 1
+	}
+	return 0
+}
+
+// runTrace is `shoal trace MESSAGE-ID [flags]`: replay's connection and
+// range flags; --format table (the default) prints the timeline, json the
+// events as replay prints them.
+func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
+			fmt.Fprintln(stdout, "usage: shoal trace MESSAGE-ID [--data-dir DIR | --kafka-brokers LIST] [--since D | --from T --to T] [--tenant T] [--format table|json]")
+			return 0
+		}
+		fmt.Fprintln(stderr, "shoal trace: give the message id first (as shoal replay prints it: 0f3a9c0d11e5b7a2-17)")
+		return 2
+	}
+	id, err := kafka.ParseMessageID(args[0])
+	if err != nil {
+		fmt.Fprintln(stderr, "shoal trace:", oneLine(err))
+		return 2
+	}
+	rest := args[1:]
+	if !slices.ContainsFunc(rest, func(a string) bool { return strings.HasPrefix(strings.TrimLeft(a, "-"), "format") }) {
+		rest = append([]string{"--format", "table"}, rest...)
+	}
+	rf, err := parseReplayFlags(rest, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err == nil && rf.format == "mqtt" {
+		err = errors.New("--format: table or json")
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "shoal trace:", oneLine(err))
+		return 2
+	}
+	cfg, err := config.Load("shoal trace", rf.configArgs, os.LookupEnv, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "shoal trace:", oneLine(err))
+		return 2
+	}
+	rf.o.TenantSeparator = cfg.Gateway.TenantSeparator
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	l, err := replay.Open(ctx, cfg, log)
+	if err != nil {
+		fmt.Fprintln(stderr, "shoal trace:", oneLine(err))
+		return 1
+	}
+	defer func() { _ = l.Close() }()
+	evs, err := replay.Trace(ctx, l.Client, id, rf.o)
+	if err != nil {
+		fmt.Fprintf(stderr, "shoal trace: %s (searched %s)\n", oneLine(err), l.Where)
+		return 1
+	}
+	if rf.format == "json" {
+		s := replay.NewJSONSink(stdout)
+		for _, e := range evs {
+			if err := s.Write(&e.Event); err != nil {
+				fmt.Fprintln(stderr, "shoal trace:", oneLine(err))
+				return 1
+			}
+		}
+		err = s.Flush()
+	} else {
+		err = replay.WriteTimeline(stdout, evs)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "shoal trace:", oneLine(err))
 		return 1
 	}
 	return 0

@@ -45,6 +45,27 @@ func TestReplayCommand(t *testing.T) {
 	if code != 0 || strings.Count(out, "\n") != 1 || !strings.HasPrefix(out, `{"kafka_topic":"shoal.messages"`) {
 		t.Errorf("json: exit %d, %q", code, out)
 	}
+	id := out[strings.Index(out, `"message_id":"`)+len(`"message_id":"`):]
+	id = id[:strings.IndexByte(id, '"')]
+	var tout, terr bytes.Buffer
+	if code := run(t.Context(), []string{"trace", id, "--data-dir", dir, "--kafka-partitions", "4"}, &tout, &terr); code != 0 ||
+		!strings.Contains(tout.String(), `publish      acme-cli on "cli/x"`) || !strings.Contains(tout.String(), "connect      acme-cli from 127.0.0.1:") {
+		t.Errorf("trace %s: exit %d, stdout:\n%s\nstderr:\n%s", id, code, tout.String(), terr.String())
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"trace", "0000000000000001-1", "--data-dir", dir, "--kafka-partitions", "4"}, 1, "no such message"},
+		{[]string{"trace", "17", "--data-dir", dir}, 2, "message id"},
+		{[]string{"trace", "--data-dir", dir}, 2, "give the message id first"},
+	} {
+		var o, e bytes.Buffer
+		if code := run(t.Context(), tc.args, &o, &e); code != tc.code || !strings.Contains(e.String(), tc.want) || strings.Count(e.String(), "\n") != 1 {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d and one line with %q", tc.args, code, e.String(), tc.code, tc.want)
+		}
+	}
 	for _, tc := range []struct {
 		args []string
 		code int

@@ -2075,7 +2075,12 @@ type InboxAppend struct {
 	Received bool `protobuf:"varint,6,opt,name=received,proto3" json:"received,omitempty"`
 	// The record of shoal.messages the router appended it for; unset when a
 	// gateway returns an undeliverable message.
-	Source        *Source `protobuf:"bytes,7,opt,name=source,proto3" json:"source,omitempty"`
+	Source *Source `protobuf:"bytes,7,opt,name=source,proto3" json:"source,omitempty"`
+	// The message's identifier (the appending envelope's), kept with the
+	// entry by the session service so that the deliveries it makes of the
+	// entry carry it as their envelope's message_id (shoal trace follows a
+	// message into an inbox and out again).
+	MessageId     *MessageID `protobuf:"bytes,8,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2155,6 +2160,13 @@ func (x *InboxAppend) GetReceived() bool {
 func (x *InboxAppend) GetSource() *Source {
 	if x != nil {
 		return x.Source
+	}
+	return nil
+}
+
+func (x *InboxAppend) GetMessageId() *MessageID {
+	if x != nil {
+		return x.MessageId
 	}
 	return nil
 }
@@ -2631,7 +2643,7 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"intervalMs\x12'\n" +
 	"\x0fconnection_base\x18\x03 \x01(\x04R\x0econnectionBase\x12#\n" +
 	"\rmarker_offset\x18\x04 \x01(\x03R\fmarkerOffset\"\r\n" +
-	"\vSessionTick\"\xed\x01\n" +
+	"\vSessionTick\"\xa1\x02\n" +
 	"\vInboxAppend\x12+\n" +
 	"\amessage\x18\x01 \x01(\v2\x11.shoal.v1.MessageR\amessage\x12(\n" +
 	"\x06target\x18\x02 \x01(\v2\x10.shoal.v1.TargetR\x06target\x12\x10\n" +
@@ -2639,7 +2651,9 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"\tpacket_id\x18\x04 \x01(\rR\bpacketId\x12\x12\n" +
 	"\x04sent\x18\x05 \x01(\bR\x04sent\x12\x1a\n" +
 	"\breceived\x18\x06 \x01(\bR\breceived\x12(\n" +
-	"\x06source\x18\a \x01(\v2\x10.shoal.v1.SourceR\x06source\"X\n" +
+	"\x06source\x18\a \x01(\v2\x10.shoal.v1.SourceR\x06source\x122\n" +
+	"\n" +
+	"message_id\x18\b \x01(\v2\x13.shoal.v1.MessageIDR\tmessageId\"X\n" +
 	"\bInboxAck\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x1a\n" +
 	"\breceived\x18\x02 \x01(\bR\breceived\x12\x1e\n" +
@@ -2745,15 +2759,16 @@ var file_shoal_v1_events_proto_depIdxs = []int32{
 	4,  // 32: shoal.v1.InboxAppend.message:type_name -> shoal.v1.Message
 	16, // 33: shoal.v1.InboxAppend.target:type_name -> shoal.v1.Target
 	18, // 34: shoal.v1.InboxAppend.source:type_name -> shoal.v1.Source
-	4,  // 35: shoal.v1.SharedRedispatch.message:type_name -> shoal.v1.Message
-	27, // 36: shoal.v1.QuotaReport.messages:type_name -> shoal.v1.QuotaUsage
-	27, // 37: shoal.v1.QuotaReport.bytes:type_name -> shoal.v1.QuotaUsage
-	27, // 38: shoal.v1.QuotaReport.connection_rate:type_name -> shoal.v1.QuotaUsage
-	39, // [39:39] is the sub-list for method output_type
-	39, // [39:39] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	2,  // 35: shoal.v1.InboxAppend.message_id:type_name -> shoal.v1.MessageID
+	4,  // 36: shoal.v1.SharedRedispatch.message:type_name -> shoal.v1.Message
+	27, // 37: shoal.v1.QuotaReport.messages:type_name -> shoal.v1.QuotaUsage
+	27, // 38: shoal.v1.QuotaReport.bytes:type_name -> shoal.v1.QuotaUsage
+	27, // 39: shoal.v1.QuotaReport.connection_rate:type_name -> shoal.v1.QuotaUsage
+	40, // [40:40] is the sub-list for method output_type
+	40, // [40:40] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_shoal_v1_events_proto_init() }

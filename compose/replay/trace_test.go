@@ -1,0 +1,140 @@
+package replay
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eclipse/paho.golang/paho"
+
+	"github.com/shoal-mqtt/shoal/compose/broker/brokertest"
+	"github.com/shoal-mqtt/shoal/compose/config"
+	"github.com/shoal-mqtt/shoal/internal/testutil/testlog"
+	"github.com/shoal-mqtt/shoal/kafka"
+	"github.com/shoal-mqtt/shoal/schemas/eventspb"
+)
+
+// TestTrace follows one message to a live subscriber, one member of a
+// shared group and a persistent session that was offline, which then
+// comes back and acknowledges it.
+func TestTrace(t *testing.T) {
+	dir := t.TempDir()
+	b, stop := brokertest.Run(t, func(c *config.Config) { c.DataDir = dir })
+	addr := b.Addr("mqtt").String()
+	got := make(chan *paho.Publish, 16)
+	sub := func(id, filter string, clean bool) *paho.Client {
+		c := dialTrace(t, addr, id, clean, func(p *paho.Publish) { got <- p })
+		if _, err := c.Subscribe(t.Context(), &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: filter, QoS: 1}}}); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	sub("acme-live", "t/#", true)
+	sub("acme-m1", "$share/g/t/#", true)
+	sub("acme-m2", "$share/g/t/#", true)
+	off := sub("acme-offline", "t/x", false)
+	_ = off.Disconnect(&paho.Disconnect{})
+	publish(t, addr, "acme-pub", msg{"t/x", "traced", 1})
+	for range 2 { // the live subscriber and one member
+		select {
+		case <-got:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the message did not reach the live subscribers")
+		}
+	}
+	dialTrace(t, addr, "acme-offline", false, func(p *paho.Publish) { got <- p })
+	select {
+	case <-got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the offline session's inbox did not deliver the message")
+	}
+	time.Sleep(500 * time.Millisecond) // its PUBACK reaches the log
+	stop()
+
+	cfg := config.Default()
+	cfg.DataDir, cfg.Kafka.Partitions = dir, 4
+	l, err := Open(t.Context(), cfg, testlog.New(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	o := DefaultOptions()
+	o.Tenant, o.TenantSet, o.Types, o.ClientID = "acme", true, []string{kafka.EventPublish}, "acme-pub"
+	lines, _, _, err := read(t, l.Client, o)
+	if err != nil || len(lines) != 1 {
+		t.Fatalf("the publish: %v, %v", lines, err)
+	}
+	id, _ := kafka.ParseMessageID(lines[0].MessageID)
+	evs, err := Trace(t.Context(), l.Client, id, DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types, targets []string
+	shared := ""
+	for _, e := range evs {
+		types = append(types, e.Type)
+		for _, tg := range e.Env.GetDelivery().GetTargets() {
+			targets = append(targets, tg.ClientId)
+			if tg.ShareGroup != "" {
+				shared = tg.ClientId
+			}
+		}
+		if e.Type == kafka.EventConnect && !strings.HasPrefix(e.Env.GetConnect().ClientAddress, "127.0.0.1:") {
+			t.Errorf("publisher's address %q", e.Env.GetConnect().ClientAddress)
+		}
+	}
+	for _, want := range []string{kafka.EventConnect, kafka.EventPublish, kafka.EventDelivery, kafka.EventInboxAppend, kafka.EventInboxAck} {
+		if !slices.Contains(types, want) {
+			t.Errorf("trace %v lacks %s", types, want)
+		}
+	}
+	if !slices.Contains(targets, "acme-offline") {
+		t.Errorf("delivery targets %v: the inbox's delivery to acme-offline is missing", targets)
+	}
+	if !slices.Contains(targets, "acme-live") || (shared != "acme-m1" && shared != "acme-m2") || slices.Contains(targets, "acme-m1") == slices.Contains(targets, "acme-m2") {
+		t.Errorf("delivery targets %v (shared choice %q): want acme-live and one member", targets, shared)
+	}
+	if types[0] != kafka.EventConnect || types[1] != kafka.EventPublish {
+		t.Errorf("timeline order %v", types)
+	}
+	var out bytes.Buffer
+	if err := WriteTimeline(&out, evs); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"publish      acme-pub on \"t/x\"", "shared group \"g\"", "inbox        acme-offline", "acknowledged acme-offline: PUBACK"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("timeline lacks %q:\n%s", want, out.String())
+		}
+	}
+	if _, err := Trace(t.Context(), l.Client, &eventspb.MessageID{GatewayEpoch: 1, Seq: 1}, DefaultOptions()); err == nil || !strings.Contains(err.Error(), "no such message") {
+		t.Errorf("an unknown message: %v", err)
+	}
+}
+
+func dialTrace(t *testing.T, addr, id string, clean bool, onPublish func(*paho.Publish)) *paho.Client {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := paho.NewClient(paho.ClientConfig{Conn: nc, OnClientError: func(error) {},
+		OnPublishReceived: []func(paho.PublishReceived) (bool, error){func(pr paho.PublishReceived) (bool, error) {
+			onPublish(pr.Packet)
+			return true, nil
+		}}})
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	expiry := uint32(3600)
+	if clean {
+		expiry = 0
+	}
+	if _, err := c.Connect(ctx, &paho.Connect{ClientID: id, CleanStart: clean, KeepAlive: 30, Properties: &paho.ConnectProperties{SessionExpiryInterval: &expiry}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Disconnect(&paho.Disconnect{}) })
+	return c
+}

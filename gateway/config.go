@@ -94,6 +94,10 @@ type Config struct {
 	ParkIdle time.Duration `yaml:"park_idle"`
 	// SysInterval is the period of the $SYS/broker topics; 0 disables them.
 	SysInterval time.Duration `yaml:"sys_interval"`
+	// ExposeMessageID adds the user property MessageIDProperty to every
+	// message delivered to a 5.0 client (the configuration's
+	// audit.expose_message_id).
+	ExposeMessageID bool `yaml:"-"`
 	// ProduceLinger is how long a record the gateway produces (a PUBLISH
 	// above all) may wait for others to share its Kafka request. Many
 	// clients publishing a little each make many tiny requests; a short

@@ -81,6 +81,9 @@ func (g *Gateway) handleDeliveries(b kafka.Batch) error {
 		}
 		switch ev := env.Event.(type) {
 		case *eventspb.Envelope_Delivery:
+			if g.cfg.ExposeMessageID && env.MessageId != nil && ev.Delivery.Message != nil {
+				exposeMessageID(ev.Delivery.Message, env.MessageId)
+			}
 			if g.deliver(env.Tenant, ev.Delivery) {
 				dec.keepMessage()
 			}
@@ -247,4 +250,15 @@ func (g *Gateway) deliver(tenant string, d *eventspb.Delivery) (kept bool) {
 	g.dispatch.conns, g.dispatch.flush = conns[:0], flush[:0]
 	pc.reset(nil, time.Time{}) // drop the reference to the message
 	return kept
+}
+
+// MessageIDProperty is the user property that Config.ExposeMessageID adds
+// to delivered messages: the message's identifier as `shoal replay` prints
+// it and `shoal trace` takes it.
+const MessageIDProperty = "shoal-message-id"
+
+// exposeMessageID adds MessageIDProperty to m, once (a message a client
+// sent with that property keeps it too: the operator's is last).
+func exposeMessageID(m *eventspb.Message, id *eventspb.MessageID) {
+	m.UserProperties = append(m.UserProperties, &eventspb.UserProperty{Key: MessageIDProperty, Value: kafka.FormatMessageID(id)})
 }

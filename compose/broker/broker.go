@@ -215,7 +215,9 @@ func (b *Broker) newRoles(bb *backbone) (err error) {
 		}
 	}
 	if b.roles&RoleGateway != 0 {
-		if gw, err = gateway.New(cfg.Gateway, bb.gwClient, b.log, b.clock, b.version); err != nil {
+		gcfg := cfg.Gateway
+		gcfg.ExposeMessageID = cfg.Audit.ExposeMessageID
+		if gw, err = gateway.New(gcfg, bb.gwClient, b.log, b.clock, b.version); err != nil {
 			return err
 		}
 		if bb.leaser != nil {

@@ -22,6 +22,17 @@ import (
 	sessionsvc "github.com/shoal-mqtt/shoal/session-svc"
 )
 
+// Audit is what Shoal adds for audit and debugging (shoal replay, shoal
+// trace).
+type Audit struct {
+	// ExposeMessageID adds the user property shoal-message-id, the
+	// message's identifier as shoal replay prints it, to every message the
+	// gateways deliver to an MQTT 5.0 client, so that an operator can
+	// trace what a subscriber received. Off by default: subscribers see
+	// one property more than the publisher sent.
+	ExposeMessageID bool `yaml:"expose_message_id"`
+}
+
 // Config is the whole configuration of the shoal binary.
 type Config struct {
 	// DataDir holds the embedded backbone's log and view store.
@@ -51,6 +62,7 @@ type Config struct {
 	Router  routersvc.Config  `yaml:"router"`
 	Session sessionsvc.Config `yaml:"session"`
 	Auth    Auth              `yaml:"auth"`
+	Audit   Audit             `yaml:"audit"`
 
 	// LoopbackOnly says that Load moved the MQTT listeners to loopback:
 	// no authentication is configured and no listen address was given.
@@ -280,6 +292,14 @@ func options() []option {
 				return fmt.Errorf("pprof: %w", err)
 			}
 			c.Pprof = b
+			return nil
+		}},
+		{"audit-expose-message-id", "true adds the user property shoal-message-id to every message delivered to an MQTT 5.0 client (audit.expose_message_id)", func(c *Config, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("audit.expose_message_id: %w", err)
+			}
+			c.Audit.ExposeMessageID = b
 			return nil
 		}},
 		{"kafka-brokers", "comma-separated brokers of an external Kafka; empty runs the embedded one (kafka.brokers)", func(c *Config, v string) error {

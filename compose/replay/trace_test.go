@@ -138,3 +138,41 @@ func dialTrace(t *testing.T, addr, id string, clean bool, onPublish func(*paho.P
 	t.Cleanup(func() { _ = c.Disconnect(&paho.Disconnect{}) })
 	return c
 }
+
+// TestExposeMessageID: with audit.expose_message_id a 5.0 subscriber
+// receives the message's id, the one shoal trace takes.
+func TestExposeMessageID(t *testing.T) {
+	dir := t.TempDir()
+	b, stop := brokertest.Run(t, func(c *config.Config) { c.DataDir, c.Audit.ExposeMessageID = dir, true })
+	addr := b.Addr("mqtt").String()
+	got := make(chan *paho.Publish, 4)
+	s := dialTrace(t, addr, "acme-s", true, func(p *paho.Publish) { got <- p })
+	if _, err := s.Subscribe(t.Context(), &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "e/#", QoS: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, addr, "acme-p", msg{"e/1", "exposed", 1})
+	var p *paho.Publish
+	select {
+	case p = <-got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no message")
+	}
+	exposed := p.Properties.User.Get("shoal-message-id")
+	stop()
+	cfg := config.Default()
+	cfg.DataDir, cfg.Kafka.Partitions = dir, 4
+	l, err := Open(t.Context(), cfg, testlog.New(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	o := DefaultOptions()
+	o.Types, o.ClientID, o.Tenant, o.TenantSet = []string{kafka.EventPublish}, "acme-p", "acme", true
+	lines, _, _, err := read(t, l.Client, o)
+	if err != nil || len(lines) != 1 {
+		t.Fatalf("%v %v", lines, err)
+	}
+	if exposed == "" || exposed != lines[0].MessageID {
+		t.Errorf("the subscriber got shoal-message-id %q; the log says %q", exposed, lines[0].MessageID)
+	}
+}

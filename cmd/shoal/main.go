@@ -47,7 +47,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runRoles(ctx, "shoal session", broker.RoleSession, args, stderr)
 	case "passwd":
 		return runPasswd(args, os.Stdin, stdout, stderr)
-	case "replay", "ctl":
+	case "ctl":
+		return runCtl(ctx, args, stdout, stderr)
+	case "replay":
 		fmt.Fprintf(stderr, "shoal: %q is not in this build yet: the operator tools come later\n", cmd)
 		return 2
 	}
@@ -113,6 +115,9 @@ commands:
   session   sessions, takeover, wills, inboxes (needs --kafka-brokers and
             --cql-hosts)
   passwd    add or replace a user in a password file: shoal passwd FILE USER
+  ctl       inspect and manage a running deployment through its admin API:
+            clients, sessions, subscriptions, retained messages, kick,
+            delete ("shoal ctl help" lists its commands)
   version   print the version
   help      this text
 

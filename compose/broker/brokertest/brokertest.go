@@ -20,6 +20,7 @@ func Start(t testing.TB, mut ...func(*config.Config)) *broker.Broker {
 	cfg := config.Default()
 	cfg.DataDir = t.TempDir()
 	cfg.HTTPListen = "127.0.0.1:0"
+	cfg.Admin.Listen = "127.0.0.1:0"
 	cfg.Gateway.MQTTListen = "127.0.0.1:0"
 	cfg.Gateway.WSListen = "127.0.0.1:0"
 	cfg.Kafka.Partitions = 4

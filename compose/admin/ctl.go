@@ -44,7 +44,7 @@ type ctlFlags struct {
 // stdout as a table or JSON, and a failure as one line on stderr, and
 // returns the exit code. httpClient may be nil (http.DefaultClient).
 func Ctl(ctx context.Context, args []string, stdout, stderr io.Writer, httpClient *http.Client) int {
-	f, words, err := parseCtl(args, stderr)
+	f, words, err := parseCtl(args)
 	if errors.Is(err, flag.ErrHelp) {
 		ctlUsage(stdout)
 		return ExitOK
@@ -80,7 +80,7 @@ func Ctl(ctx context.Context, args []string, stdout, stderr io.Writer, httpClien
 	return ExitOK
 }
 
-func parseCtl(args []string, stderr io.Writer) (ctlFlags, []string, error) {
+func parseCtl(args []string) (ctlFlags, []string, error) {
 	f := ctlFlags{dataDir: "./shoal-data", format: "table", timeout: 10 * time.Second}
 	fs := flag.NewFlagSet("shoal ctl", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -122,7 +122,6 @@ func parseCtl(args []string, stderr io.Writer) (ctlFlags, []string, error) {
 	if f.tenantSet && f.allTenants {
 		return f, nil, errors.New("--tenant and --all-tenants exclude each other")
 	}
-	_ = stderr
 	return f, words, nil
 }
 

@@ -51,6 +51,12 @@ type conn struct {
 	clientMaxPacket uint32
 	clientAliasMax  uint16
 	ts              *Stats // the tenant's counters
+	// For an operator's listing (admin.go): the client's address, when
+	// the session service was asked (unix ns), and the listener
+	// (listenerCode).
+	clientAddr  net.Addr
+	connectedAt int64
+	listener    uint8
 	// q is the connection's share of the tenant's quotas (quota.go); nil
 	// when the tenant has none.
 	q *connQuota
@@ -253,6 +259,7 @@ func (g *Gateway) serve(ctx context.Context, lc *listener.Conn) {
 		return
 	}
 	c := newConn(g, nc, lc.Raw)
+	c.clientAddr, c.listener = lc.ClientAddr, listenerCode(lc.Listener)
 	if !c.handshake(ctx, lc.ClientAddr, lc.PeerCertificate()) {
 		c.releaseQuota()
 		if c.refused && c.halfClose() {

@@ -54,6 +54,7 @@ func (c *conn) handshake(ctx context.Context, client net.Addr, cert *x509.Certif
 	if !c.admit() { // the tenant's connection limits (quota.go)
 		return false
 	}
+	c.connectedAt = g.clock().UnixNano()
 	res, err := g.askSession(ctx, c, c.connectRequest(&cp, client))
 	if err != nil {
 		g.log.Warn("connect not answered", "client", c.clientID, "tenant", c.tenant, "err", err)

@@ -38,6 +38,7 @@ const (
 	EventInboxAck             = "inbox_ack"
 	EventPublishRelease       = "publish_release"
 	EventQuotaReport          = "quota_report"
+	EventSessionCommand       = "session_command"
 )
 
 // EnvelopeType returns the event type of env, "" when it has no event.
@@ -75,6 +76,8 @@ func EnvelopeType(env *eventspb.Envelope) string {
 		return EventPublishRelease
 	case *eventspb.Envelope_QuotaReport:
 		return EventQuotaReport
+	case *eventspb.Envelope_SessionCommand:
+		return EventSessionCommand
 	}
 	return ""
 }

@@ -89,6 +89,8 @@ func (m *machine) apply(k clientKey, sess *Session, env *eventspb.Envelope, outs
 		return m.inbox(k, sess, ev.InboxAppend, env.GetMessageId(), outs)
 	case *eventspb.Envelope_InboxAck:
 		return outs, m.ack(k, sess, ev.InboxAck)
+	case *eventspb.Envelope_SessionCommand:
+		return m.command(k, sess, ev.SessionCommand, outs)
 	default:
 		m.log.Warn("unexpected event on shoal.sessions", "event", kafka.EnvelopeType(env),
 			"tenant", k.tenant, "client", k.client)
@@ -459,6 +461,57 @@ func (m *machine) gatewayGone(k clientKey, sess *Session, outs []output) ([]outp
 		ReasonCode:  uint32(packet.CodeUnspecifiedError),
 		PublishWill: true,
 	}, outs)
+}
+
+// command applies an operator's SessionCommand (command.go writes them):
+// a kick closes the client's current connection with 0x98 Administrative
+// Action, whose end the gateway then reports as any server-initiated
+// close; a deletion also ends the session at once, as expiry does (its
+// subscriptions leave the routers, its inbox is discarded, a pending will
+// is published), so that the gateway's late Disconnect is stale. Either
+// changes nothing for a client without a connection (a kick) or a session
+// (a deletion).
+func (m *machine) command(k clientKey, sess *Session, c *eventspb.SessionCommand, outs []output) ([]output, bool) {
+	switch c.GetOp() {
+	case eventspb.SessionCommand_OP_KICK:
+		if !sess.Online {
+			m.log.Info("kick of a client not connected ignored", "tenant", k.tenant, "client", k.client)
+			return outs, false
+		}
+		m.log.Info("client kicked by an operator", "tenant", k.tenant, "client", k.client,
+			"connection", sess.Route.GetConnection(), "reason", c.GetReason())
+		return append(outs, m.kick(k, sess, packet.CodeAdministrativeAction)), false
+	case eventspb.SessionCommand_OP_DELETE_SESSION:
+		if !sess.Active {
+			m.log.Info("deletion of no session ignored", "tenant", k.tenant, "client", k.client)
+			return outs, false
+		}
+		m.log.Info("session deleted by an operator", "tenant", k.tenant, "client", k.client,
+			"online", sess.Online, "inbox", len(sess.Inbox), "reason", c.GetReason())
+		if sess.Online {
+			outs = append(outs, m.kick(k, sess, packet.CodeAdministrativeAction))
+			outs, _ = m.disconnect(k, sess, &eventspb.Disconnect{
+				Connection:  sess.Route.GetConnection(),
+				Generation:  sess.Generation,
+				ReasonCode:  uint32(packet.CodeAdministrativeAction),
+				PublishWill: true,
+			}, outs)
+		}
+		if sess.Active { // a non-persistent session ended with its connection
+			outs = m.endSession(k, sess, m.now(), outs)
+		}
+		return outs, true
+	default:
+		m.log.Warn("session command of unknown op ignored", "tenant", k.tenant, "client", k.client, "op", c.GetOp())
+		return outs, false
+	}
+}
+
+// kick is the Kick that closes sess's current connection with code.
+func (m *machine) kick(k clientKey, sess *Session, code packet.ReasonCode) output {
+	env := m.envelope(k, sess.Gateway, m.now())
+	env.Event = &eventspb.Envelope_Kick{Kick: &eventspb.Kick{Connection: sess.Route.GetConnection(), ReasonCode: uint32(code)}}
+	return output{stage: stageTakeover, dest: toDeliveries, partition: sess.Route.GetSlot(), key: k.recordKey(), env: env}
 }
 
 // subscriptions records a SUBSCRIBE or UNSUBSCRIBE of the client's current

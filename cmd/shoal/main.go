@@ -52,8 +52,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "trace":
 		return runTrace(ctx, args, stdout, stderr)
 	case "ctl":
-		fmt.Fprintf(stderr, "shoal: %q is not in this build yet: the operator tools come later\n", cmd)
-		return 2
+		return runCtl(ctx, args, stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "shoal: unknown command %q\n", cmd)
 	usage(stderr)
@@ -120,6 +119,9 @@ commands:
   replay    read the event log back, filtered, as JSON lines or a table, or
             publish its messages again ("shoal replay -h")
   trace     follow one message through the log: shoal trace MESSAGE-ID
+  ctl       inspect and manage a running deployment through its admin API:
+            clients, sessions, subscriptions, retained messages, kick,
+            delete ("shoal ctl help" lists its commands)
   version   print the version
   help      this text
 

@@ -79,7 +79,7 @@ func tryStartShoal(t *testing.T, dir string) (*shoalProc, bool) {
 	t.Helper()
 	p := &shoalProc{t: t, dir: dir, mqtt: freePort(t), http: freePort(t), done: make(chan struct{}),
 		log: filepath.Join(dir, fmt.Sprintf("shoal-%d.log", time.Now().UnixNano()))}
-	args := []string{"all", "--data-dir", dir, "--mqtt-listen", p.mqtt, "--ws-listen", "", "--http-listen", p.http,
+	args := []string{"all", "--data-dir", dir, "--mqtt-listen", p.mqtt, "--ws-listen", "", "--http-listen", p.http, "--admin-listen", "127.0.0.1:0",
 		"--kafka-partitions", "4", "--log-level", logLevel()}
 	p.cmd = exec.Command(os.Args[0], "-test.run=^$")
 	p.cmd.Env = append(os.Environ(), "SHOAL_TEST_RUN_MAIN=1", "SHOAL_TEST_ARGS="+strings.Join(args, "\x1f"))

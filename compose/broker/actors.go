@@ -51,6 +51,9 @@ func (b *Broker) actors(ctx context.Context, bb *backbone) (*group, error) {
 	if err := b.addHTTP(grp); err != nil {
 		return nil, err
 	}
+	if err := b.addAdmin(grp); err != nil { // admin.go
+		return nil, err
+	}
 
 	for _, r := range bb.reloadables {
 		// The auth files are reloaded when they change (and on SIGHUP:

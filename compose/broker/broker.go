@@ -61,6 +61,8 @@ type Broker struct {
 	router   *routersvc.Router
 	session  *sessionsvc.Service
 	httpAddr net.Addr
+	// adminAddr is the admin API's bound address (admin.go); nil when off.
+	adminAddr net.Addr
 	// reloadables are the gateway's auth files (password file, JWT keys,
 	// ACL file).
 	reloadables []reloadable
@@ -131,12 +133,16 @@ func (b *Broker) readiness() []roleReady {
 // be opening: poll Ready).
 func (b *Broker) Started() <-chan struct{} { return b.started }
 
-// Addr returns a bound listener address: "mqtt", "ws" or "http".
+// Addr returns a bound listener address: "mqtt", "ws", "http" or
+// "admin".
 func (b *Broker) Addr(name string) net.Addr {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if name == "http" {
+	switch name {
+	case "http":
 		return b.httpAddr
+	case "admin":
+		return b.adminAddr
 	}
 	if b.gateway == nil {
 		return nil

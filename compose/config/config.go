@@ -70,6 +70,9 @@ type Config struct {
 
 	// Tenants are the quotas per tenant (tenants.go).
 	Tenants Tenants `yaml:"tenants"`
+
+	// Admin is the operators' HTTP API that `shoal ctl` talks to (admin.go).
+	Admin Admin `yaml:"admin"`
 }
 
 // Auth configures how the gateway authenticates clients (gateway.Auth).
@@ -151,6 +154,7 @@ func Default() Config {
 		Gateway: gateway.DefaultConfig(),
 		Router:  routersvc.DefaultConfig(),
 		Session: sessionsvc.DefaultConfig(),
+		Admin:   DefaultAdmin(),
 	}
 }
 
@@ -194,6 +198,9 @@ func (c *Config) Validate() error {
 		}
 	}
 	if err := c.Tenants.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Admin.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	for _, err := range []error{c.Gateway.Validate(), c.Router.Validate(), c.Session.Validate()} {
@@ -258,6 +265,8 @@ func options() []option {
 			return nil
 		}},
 		{"tls-identity", "field of a client certificate that names the client's identity: cn, san-dns, san-email or san-uri (tls.identity)", str(func(c *Config) *string { return &c.Gateway.TLS.Identity })},
+		{"admin-listen", "address of the admin API that shoal ctl talks to, never an MQTT listener; empty disables it (admin.listen)", str(func(c *Config) *string { return &c.Admin.Listen })},
+		{"admin-token-file", "file holding the admin API's bearer token; empty: shoal all makes one in data_dir/admin.token, a distributed role serves no admin API (admin.token_file)", str(func(c *Config) *string { return &c.Admin.TokenFile })},
 		{"http-listen", "HTTP address of /metrics, /healthz, /readyz (http_listen)", str(func(c *Config) *string { return &c.HTTPListen })},
 		{"data-dir", "directory of the embedded backbone (data_dir)", str(func(c *Config) *string { return &c.DataDir })},
 		{"data-sync", "true fsyncs the embedded log and view store on every write (data_sync)", func(c *Config, v string) error {

@@ -78,6 +78,8 @@ func eventBody(env *eventspb.Envelope) proto.Message {
 		return ev.PublishRelease
 	case *eventspb.Envelope_QuotaReport:
 		return ev.QuotaReport
+	case *eventspb.Envelope_SessionCommand:
+		return ev.SessionCommand
 	}
 	return nil
 }

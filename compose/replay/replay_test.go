@@ -426,3 +426,23 @@ func TestTableSink(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryEventType: every case of the envelope's event oneof has a type
+// name a filter accepts and a body the JSON sink prints, so that an event
+// added to the schema cannot be left out of replay.
+func TestEveryEventType(t *testing.T) {
+	od := (&eventspb.Envelope{}).ProtoReflect().Descriptor().Oneofs().ByName("event")
+	for i := range od.Fields().Len() {
+		fd := od.Fields().Get(i)
+		env := &eventspb.Envelope{}
+		m := env.ProtoReflect()
+		m.Set(fd, m.NewField(fd))
+		typ := kafka.EnvelopeType(env)
+		if typ == "" || !slices.Contains(knownTypes, typ) {
+			t.Errorf("%s: type %q is not one replay's --type accepts", fd.Name(), typ)
+		}
+		if eventBody(env) == nil {
+			t.Errorf("%s: no body for the JSON sink", fd.Name())
+		}
+	}
+}

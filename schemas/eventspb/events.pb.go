@@ -82,6 +82,61 @@ func (SubscriptionChange_Op) EnumDescriptor() ([]byte, []int) {
 	return file_shoal_v1_events_proto_rawDescGZIP(), []int{7, 0}
 }
 
+type SessionCommand_Op int32
+
+const (
+	SessionCommand_OP_UNSPECIFIED SessionCommand_Op = 0
+	// OP_KICK closes the client's current connection (a Kick with 0x98
+	// Administrative Action to its gateway's slot); the session is then
+	// what the connection's end makes it (a persistent one stays).
+	SessionCommand_OP_KICK SessionCommand_Op = 1
+	// OP_DELETE_SESSION kicks a connected client and ends its session as
+	// expiry does: its subscriptions leave every router shard, its inbox
+	// is discarded, a pending will is published.
+	SessionCommand_OP_DELETE_SESSION SessionCommand_Op = 2
+)
+
+// Enum value maps for SessionCommand_Op.
+var (
+	SessionCommand_Op_name = map[int32]string{
+		0: "OP_UNSPECIFIED",
+		1: "OP_KICK",
+		2: "OP_DELETE_SESSION",
+	}
+	SessionCommand_Op_value = map[string]int32{
+		"OP_UNSPECIFIED":    0,
+		"OP_KICK":           1,
+		"OP_DELETE_SESSION": 2,
+	}
+)
+
+func (x SessionCommand_Op) Enum() *SessionCommand_Op {
+	p := new(SessionCommand_Op)
+	*p = x
+	return p
+}
+
+func (x SessionCommand_Op) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SessionCommand_Op) Descriptor() protoreflect.EnumDescriptor {
+	return file_shoal_v1_events_proto_enumTypes[1].Descriptor()
+}
+
+func (SessionCommand_Op) Type() protoreflect.EnumType {
+	return &file_shoal_v1_events_proto_enumTypes[1]
+}
+
+func (x SessionCommand_Op) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SessionCommand_Op.Descriptor instead.
+func (SessionCommand_Op) EnumDescriptor() ([]byte, []int) {
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{15, 0}
+}
+
 // Envelope wraps every event. The case of the event oneof is the event type;
 // it is also in the record header "shoal-type" so that tools can filter
 // without decoding.
@@ -117,6 +172,7 @@ type Envelope struct {
 	//	*Envelope_InboxAck
 	//	*Envelope_PublishRelease
 	//	*Envelope_QuotaReport
+	//	*Envelope_SessionCommand
 	Event         isEnvelope_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -345,6 +401,15 @@ func (x *Envelope) GetQuotaReport() *QuotaReport {
 	return nil
 }
 
+func (x *Envelope) GetSessionCommand() *SessionCommand {
+	if x != nil {
+		if x, ok := x.Event.(*Envelope_SessionCommand); ok {
+			return x.SessionCommand
+		}
+	}
+	return nil
+}
+
 type isEnvelope_Event interface {
 	isEnvelope_Event()
 }
@@ -413,6 +478,12 @@ type Envelope_QuotaReport struct {
 	QuotaReport *QuotaReport `protobuf:"bytes,25,opt,name=quota_report,json=quotaReport,proto3,oneof"`
 }
 
+type Envelope_SessionCommand struct {
+	// 26–29 are left to the other operator tools of issue 16, so that
+	// their additions and this one merge without renumbering.
+	SessionCommand *SessionCommand `protobuf:"bytes,30,opt,name=session_command,json=sessionCommand,proto3,oneof"`
+}
+
 func (*Envelope_Publish) isEnvelope_Event() {}
 
 func (*Envelope_SubscriptionChange) isEnvelope_Event() {}
@@ -444,6 +515,8 @@ func (*Envelope_InboxAck) isEnvelope_Event() {}
 func (*Envelope_PublishRelease) isEnvelope_Event() {}
 
 func (*Envelope_QuotaReport) isEnvelope_Event() {}
+
+func (*Envelope_SessionCommand) isEnvelope_Event() {}
 
 // MessageID names one published message: the gateway instance that took it
 // in (a random 64-bit number chosen at start) and a sequence number there.
@@ -1549,6 +1622,64 @@ func (x *Kick) GetReasonCode() uint32 {
 	return 0
 }
 
+// SessionCommand is an operator's command about one client's session
+// (`shoal ctl kick`, `shoal ctl delete session`, through a role's admin
+// API), written to shoal.sessions (key tenant/client) so that the session
+// service applies it in the client's partition, in log order with the
+// client's own events: audited and replayed like every other event.
+type SessionCommand struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Op    SessionCommand_Op      `protobuf:"varint,1,opt,name=op,proto3,enum=shoal.v1.SessionCommand_Op" json:"op,omitempty"`
+	// reason is free text for the audit: who asked, and why.
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionCommand) Reset() {
+	*x = SessionCommand{}
+	mi := &file_shoal_v1_events_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionCommand) ProtoMessage() {}
+
+func (x *SessionCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_shoal_v1_events_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionCommand.ProtoReflect.Descriptor instead.
+func (*SessionCommand) Descriptor() ([]byte, []int) {
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *SessionCommand) GetOp() SessionCommand_Op {
+	if x != nil {
+		return x.Op
+	}
+	return SessionCommand_OP_UNSPECIFIED
+}
+
+func (x *SessionCommand) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // Target is one client a delivery is for.
 type Target struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
@@ -1585,7 +1716,7 @@ type Target struct {
 
 func (x *Target) Reset() {
 	*x = Target{}
-	mi := &file_shoal_v1_events_proto_msgTypes[15]
+	mi := &file_shoal_v1_events_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1597,7 +1728,7 @@ func (x *Target) String() string {
 func (*Target) ProtoMessage() {}
 
 func (x *Target) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[15]
+	mi := &file_shoal_v1_events_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1610,7 +1741,7 @@ func (x *Target) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Target.ProtoReflect.Descriptor instead.
 func (*Target) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{15}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Target) GetClientId() string {
@@ -1706,7 +1837,7 @@ type Delivery struct {
 
 func (x *Delivery) Reset() {
 	*x = Delivery{}
-	mi := &file_shoal_v1_events_proto_msgTypes[16]
+	mi := &file_shoal_v1_events_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1718,7 +1849,7 @@ func (x *Delivery) String() string {
 func (*Delivery) ProtoMessage() {}
 
 func (x *Delivery) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[16]
+	mi := &file_shoal_v1_events_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1731,7 +1862,7 @@ func (x *Delivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
 func (*Delivery) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{16}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Delivery) GetMessage() *Message {
@@ -1770,7 +1901,7 @@ type Source struct {
 
 func (x *Source) Reset() {
 	*x = Source{}
-	mi := &file_shoal_v1_events_proto_msgTypes[17]
+	mi := &file_shoal_v1_events_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1782,7 +1913,7 @@ func (x *Source) String() string {
 func (*Source) ProtoMessage() {}
 
 func (x *Source) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[17]
+	mi := &file_shoal_v1_events_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1795,7 +1926,7 @@ func (x *Source) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Source.ProtoReflect.Descriptor instead.
 func (*Source) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{17}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Source) GetPartition() int32 {
@@ -1823,7 +1954,7 @@ type SessionSubscription struct {
 
 func (x *SessionSubscription) Reset() {
 	*x = SessionSubscription{}
-	mi := &file_shoal_v1_events_proto_msgTypes[18]
+	mi := &file_shoal_v1_events_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1835,7 +1966,7 @@ func (x *SessionSubscription) String() string {
 func (*SessionSubscription) ProtoMessage() {}
 
 func (x *SessionSubscription) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[18]
+	mi := &file_shoal_v1_events_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1848,7 +1979,7 @@ func (x *SessionSubscription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionSubscription.ProtoReflect.Descriptor instead.
 func (*SessionSubscription) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{18}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SessionSubscription) GetFilter() string {
@@ -1878,7 +2009,7 @@ type SessionSubscriptions struct {
 
 func (x *SessionSubscriptions) Reset() {
 	*x = SessionSubscriptions{}
-	mi := &file_shoal_v1_events_proto_msgTypes[19]
+	mi := &file_shoal_v1_events_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1890,7 +2021,7 @@ func (x *SessionSubscriptions) String() string {
 func (*SessionSubscriptions) ProtoMessage() {}
 
 func (x *SessionSubscriptions) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[19]
+	mi := &file_shoal_v1_events_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1903,7 +2034,7 @@ func (x *SessionSubscriptions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionSubscriptions.ProtoReflect.Descriptor instead.
 func (*SessionSubscriptions) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{19}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SessionSubscriptions) GetAdded() []*SessionSubscription {
@@ -1954,7 +2085,7 @@ type GatewayHeartbeat struct {
 
 func (x *GatewayHeartbeat) Reset() {
 	*x = GatewayHeartbeat{}
-	mi := &file_shoal_v1_events_proto_msgTypes[20]
+	mi := &file_shoal_v1_events_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1966,7 +2097,7 @@ func (x *GatewayHeartbeat) String() string {
 func (*GatewayHeartbeat) ProtoMessage() {}
 
 func (x *GatewayHeartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[20]
+	mi := &file_shoal_v1_events_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1979,7 +2110,7 @@ func (x *GatewayHeartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GatewayHeartbeat.ProtoReflect.Descriptor instead.
 func (*GatewayHeartbeat) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{20}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GatewayHeartbeat) GetSlot() int32 {
@@ -2023,7 +2154,7 @@ type SessionTick struct {
 
 func (x *SessionTick) Reset() {
 	*x = SessionTick{}
-	mi := &file_shoal_v1_events_proto_msgTypes[21]
+	mi := &file_shoal_v1_events_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2035,7 +2166,7 @@ func (x *SessionTick) String() string {
 func (*SessionTick) ProtoMessage() {}
 
 func (x *SessionTick) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[21]
+	mi := &file_shoal_v1_events_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2048,7 +2179,7 @@ func (x *SessionTick) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionTick.ProtoReflect.Descriptor instead.
 func (*SessionTick) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{21}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{22}
 }
 
 // InboxAppend hands a QoS 1 or 2 message for a persistent session to the
@@ -2087,7 +2218,7 @@ type InboxAppend struct {
 
 func (x *InboxAppend) Reset() {
 	*x = InboxAppend{}
-	mi := &file_shoal_v1_events_proto_msgTypes[22]
+	mi := &file_shoal_v1_events_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2099,7 +2230,7 @@ func (x *InboxAppend) String() string {
 func (*InboxAppend) ProtoMessage() {}
 
 func (x *InboxAppend) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[22]
+	mi := &file_shoal_v1_events_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2112,7 +2243,7 @@ func (x *InboxAppend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InboxAppend.ProtoReflect.Descriptor instead.
 func (*InboxAppend) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{22}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *InboxAppend) GetMessage() *Message {
@@ -2188,7 +2319,7 @@ type InboxAck struct {
 
 func (x *InboxAck) Reset() {
 	*x = InboxAck{}
-	mi := &file_shoal_v1_events_proto_msgTypes[23]
+	mi := &file_shoal_v1_events_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2200,7 +2331,7 @@ func (x *InboxAck) String() string {
 func (*InboxAck) ProtoMessage() {}
 
 func (x *InboxAck) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[23]
+	mi := &file_shoal_v1_events_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2213,7 +2344,7 @@ func (x *InboxAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InboxAck.ProtoReflect.Descriptor instead.
 func (*InboxAck) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{23}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *InboxAck) GetSeq() uint64 {
@@ -2254,7 +2385,7 @@ type SharedRedispatch struct {
 
 func (x *SharedRedispatch) Reset() {
 	*x = SharedRedispatch{}
-	mi := &file_shoal_v1_events_proto_msgTypes[24]
+	mi := &file_shoal_v1_events_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2266,7 +2397,7 @@ func (x *SharedRedispatch) String() string {
 func (*SharedRedispatch) ProtoMessage() {}
 
 func (x *SharedRedispatch) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[24]
+	mi := &file_shoal_v1_events_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2279,7 +2410,7 @@ func (x *SharedRedispatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SharedRedispatch.ProtoReflect.Descriptor instead.
 func (*SharedRedispatch) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{24}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SharedRedispatch) GetMessage() *Message {
@@ -2338,7 +2469,7 @@ type QuotaReport struct {
 
 func (x *QuotaReport) Reset() {
 	*x = QuotaReport{}
-	mi := &file_shoal_v1_events_proto_msgTypes[25]
+	mi := &file_shoal_v1_events_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2350,7 +2481,7 @@ func (x *QuotaReport) String() string {
 func (*QuotaReport) ProtoMessage() {}
 
 func (x *QuotaReport) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[25]
+	mi := &file_shoal_v1_events_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2363,7 +2494,7 @@ func (x *QuotaReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaReport.ProtoReflect.Descriptor instead.
 func (*QuotaReport) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{25}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *QuotaReport) GetIntervalMs() int64 {
@@ -2415,7 +2546,7 @@ type QuotaUsage struct {
 
 func (x *QuotaUsage) Reset() {
 	*x = QuotaUsage{}
-	mi := &file_shoal_v1_events_proto_msgTypes[26]
+	mi := &file_shoal_v1_events_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2427,7 +2558,7 @@ func (x *QuotaUsage) String() string {
 func (*QuotaUsage) ProtoMessage() {}
 
 func (x *QuotaUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[26]
+	mi := &file_shoal_v1_events_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2440,7 +2571,7 @@ func (x *QuotaUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaUsage.ProtoReflect.Descriptor instead.
 func (*QuotaUsage) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{26}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *QuotaUsage) GetPerSecond() float64 {
@@ -2461,7 +2592,7 @@ var File_shoal_v1_events_proto protoreflect.FileDescriptor
 
 const file_shoal_v1_events_proto_rawDesc = "" +
 	"\n" +
-	"\x15shoal/v1/events.proto\x12\bshoal.v1\"\xac\t\n" +
+	"\x15shoal/v1/events.proto\x12\bshoal.v1\"\xf1\t\n" +
 	"\bEnvelope\x12%\n" +
 	"\x0eschema_version\x18\x01 \x01(\rR\rschemaVersion\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x1b\n" +
@@ -2488,7 +2619,8 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"\x11shared_redispatch\x18\x16 \x01(\v2\x1a.shoal.v1.SharedRedispatchH\x00R\x10sharedRedispatch\x121\n" +
 	"\tinbox_ack\x18\x17 \x01(\v2\x12.shoal.v1.InboxAckH\x00R\binboxAck\x12C\n" +
 	"\x0fpublish_release\x18\x18 \x01(\v2\x18.shoal.v1.PublishReleaseH\x00R\x0epublishRelease\x12:\n" +
-	"\fquota_report\x18\x19 \x01(\v2\x15.shoal.v1.QuotaReportH\x00R\vquotaReportB\a\n" +
+	"\fquota_report\x18\x19 \x01(\v2\x15.shoal.v1.QuotaReportH\x00R\vquotaReport\x12C\n" +
+	"\x0fsession_command\x18\x1e \x01(\v2\x18.shoal.v1.SessionCommandH\x00R\x0esessionCommandB\a\n" +
 	"\x05event\"B\n" +
 	"\tMessageID\x12#\n" +
 	"\rgateway_epoch\x18\x01 \x01(\x04R\fgatewayEpoch\x12\x10\n" +
@@ -2604,7 +2736,14 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"connection\x18\x01 \x01(\x04R\n" +
 	"connection\x12\x1f\n" +
 	"\vreason_code\x18\x02 \x01(\rR\n" +
-	"reasonCode\"\xc4\x02\n" +
+	"reasonCode\"\x93\x01\n" +
+	"\x0eSessionCommand\x12+\n" +
+	"\x02op\x18\x01 \x01(\x0e2\x1b.shoal.v1.SessionCommand.OpR\x02op\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"<\n" +
+	"\x02Op\x12\x12\n" +
+	"\x0eOP_UNSPECIFIED\x10\x00\x12\v\n" +
+	"\aOP_KICK\x10\x01\x12\x15\n" +
+	"\x11OP_DELETE_SESSION\x10\x02\"\xc4\x02\n" +
 	"\x06Target\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\tR\bclientId\x12\x1e\n" +
 	"\n" +
@@ -2691,84 +2830,88 @@ func file_shoal_v1_events_proto_rawDescGZIP() []byte {
 	return file_shoal_v1_events_proto_rawDescData
 }
 
-var file_shoal_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_shoal_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_shoal_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_shoal_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_shoal_v1_events_proto_goTypes = []any{
 	(SubscriptionChange_Op)(0),   // 0: shoal.v1.SubscriptionChange.Op
-	(*Envelope)(nil),             // 1: shoal.v1.Envelope
-	(*MessageID)(nil),            // 2: shoal.v1.MessageID
-	(*UserProperty)(nil),         // 3: shoal.v1.UserProperty
-	(*Message)(nil),              // 4: shoal.v1.Message
-	(*Publish)(nil),              // 5: shoal.v1.Publish
-	(*PublishRelease)(nil),       // 6: shoal.v1.PublishRelease
-	(*SubscriptionOptions)(nil),  // 7: shoal.v1.SubscriptionOptions
-	(*SubscriptionChange)(nil),   // 8: shoal.v1.SubscriptionChange
-	(*Route)(nil),                // 9: shoal.v1.Route
-	(*Will)(nil),                 // 10: shoal.v1.Will
-	(*Connect)(nil),              // 11: shoal.v1.Connect
-	(*ConnectResult)(nil),        // 12: shoal.v1.ConnectResult
-	(*Presence)(nil),             // 13: shoal.v1.Presence
-	(*Disconnect)(nil),           // 14: shoal.v1.Disconnect
-	(*Kick)(nil),                 // 15: shoal.v1.Kick
-	(*Target)(nil),               // 16: shoal.v1.Target
-	(*Delivery)(nil),             // 17: shoal.v1.Delivery
-	(*Source)(nil),               // 18: shoal.v1.Source
-	(*SessionSubscription)(nil),  // 19: shoal.v1.SessionSubscription
-	(*SessionSubscriptions)(nil), // 20: shoal.v1.SessionSubscriptions
-	(*GatewayHeartbeat)(nil),     // 21: shoal.v1.GatewayHeartbeat
-	(*SessionTick)(nil),          // 22: shoal.v1.SessionTick
-	(*InboxAppend)(nil),          // 23: shoal.v1.InboxAppend
-	(*InboxAck)(nil),             // 24: shoal.v1.InboxAck
-	(*SharedRedispatch)(nil),     // 25: shoal.v1.SharedRedispatch
-	(*QuotaReport)(nil),          // 26: shoal.v1.QuotaReport
-	(*QuotaUsage)(nil),           // 27: shoal.v1.QuotaUsage
+	(SessionCommand_Op)(0),       // 1: shoal.v1.SessionCommand.Op
+	(*Envelope)(nil),             // 2: shoal.v1.Envelope
+	(*MessageID)(nil),            // 3: shoal.v1.MessageID
+	(*UserProperty)(nil),         // 4: shoal.v1.UserProperty
+	(*Message)(nil),              // 5: shoal.v1.Message
+	(*Publish)(nil),              // 6: shoal.v1.Publish
+	(*PublishRelease)(nil),       // 7: shoal.v1.PublishRelease
+	(*SubscriptionOptions)(nil),  // 8: shoal.v1.SubscriptionOptions
+	(*SubscriptionChange)(nil),   // 9: shoal.v1.SubscriptionChange
+	(*Route)(nil),                // 10: shoal.v1.Route
+	(*Will)(nil),                 // 11: shoal.v1.Will
+	(*Connect)(nil),              // 12: shoal.v1.Connect
+	(*ConnectResult)(nil),        // 13: shoal.v1.ConnectResult
+	(*Presence)(nil),             // 14: shoal.v1.Presence
+	(*Disconnect)(nil),           // 15: shoal.v1.Disconnect
+	(*Kick)(nil),                 // 16: shoal.v1.Kick
+	(*SessionCommand)(nil),       // 17: shoal.v1.SessionCommand
+	(*Target)(nil),               // 18: shoal.v1.Target
+	(*Delivery)(nil),             // 19: shoal.v1.Delivery
+	(*Source)(nil),               // 20: shoal.v1.Source
+	(*SessionSubscription)(nil),  // 21: shoal.v1.SessionSubscription
+	(*SessionSubscriptions)(nil), // 22: shoal.v1.SessionSubscriptions
+	(*GatewayHeartbeat)(nil),     // 23: shoal.v1.GatewayHeartbeat
+	(*SessionTick)(nil),          // 24: shoal.v1.SessionTick
+	(*InboxAppend)(nil),          // 25: shoal.v1.InboxAppend
+	(*InboxAck)(nil),             // 26: shoal.v1.InboxAck
+	(*SharedRedispatch)(nil),     // 27: shoal.v1.SharedRedispatch
+	(*QuotaReport)(nil),          // 28: shoal.v1.QuotaReport
+	(*QuotaUsage)(nil),           // 29: shoal.v1.QuotaUsage
 }
 var file_shoal_v1_events_proto_depIdxs = []int32{
-	2,  // 0: shoal.v1.Envelope.message_id:type_name -> shoal.v1.MessageID
-	5,  // 1: shoal.v1.Envelope.publish:type_name -> shoal.v1.Publish
-	8,  // 2: shoal.v1.Envelope.subscription_change:type_name -> shoal.v1.SubscriptionChange
-	11, // 3: shoal.v1.Envelope.connect:type_name -> shoal.v1.Connect
-	12, // 4: shoal.v1.Envelope.connect_result:type_name -> shoal.v1.ConnectResult
-	13, // 5: shoal.v1.Envelope.presence:type_name -> shoal.v1.Presence
-	14, // 6: shoal.v1.Envelope.disconnect:type_name -> shoal.v1.Disconnect
-	15, // 7: shoal.v1.Envelope.kick:type_name -> shoal.v1.Kick
-	17, // 8: shoal.v1.Envelope.delivery:type_name -> shoal.v1.Delivery
-	20, // 9: shoal.v1.Envelope.session_subscriptions:type_name -> shoal.v1.SessionSubscriptions
-	21, // 10: shoal.v1.Envelope.gateway_heartbeat:type_name -> shoal.v1.GatewayHeartbeat
-	22, // 11: shoal.v1.Envelope.session_tick:type_name -> shoal.v1.SessionTick
-	23, // 12: shoal.v1.Envelope.inbox_append:type_name -> shoal.v1.InboxAppend
-	25, // 13: shoal.v1.Envelope.shared_redispatch:type_name -> shoal.v1.SharedRedispatch
-	24, // 14: shoal.v1.Envelope.inbox_ack:type_name -> shoal.v1.InboxAck
-	6,  // 15: shoal.v1.Envelope.publish_release:type_name -> shoal.v1.PublishRelease
-	26, // 16: shoal.v1.Envelope.quota_report:type_name -> shoal.v1.QuotaReport
-	3,  // 17: shoal.v1.Message.user_properties:type_name -> shoal.v1.UserProperty
-	4,  // 18: shoal.v1.Publish.message:type_name -> shoal.v1.Message
-	0,  // 19: shoal.v1.SubscriptionChange.op:type_name -> shoal.v1.SubscriptionChange.Op
-	7,  // 20: shoal.v1.SubscriptionChange.options:type_name -> shoal.v1.SubscriptionOptions
-	9,  // 21: shoal.v1.SubscriptionChange.route:type_name -> shoal.v1.Route
-	4,  // 22: shoal.v1.Will.message:type_name -> shoal.v1.Message
-	9,  // 23: shoal.v1.Connect.route:type_name -> shoal.v1.Route
-	10, // 24: shoal.v1.Connect.will:type_name -> shoal.v1.Will
-	19, // 25: shoal.v1.ConnectResult.subscriptions:type_name -> shoal.v1.SessionSubscription
-	9,  // 26: shoal.v1.Presence.route:type_name -> shoal.v1.Route
-	4,  // 27: shoal.v1.Delivery.message:type_name -> shoal.v1.Message
-	16, // 28: shoal.v1.Delivery.targets:type_name -> shoal.v1.Target
-	18, // 29: shoal.v1.Delivery.source:type_name -> shoal.v1.Source
-	7,  // 30: shoal.v1.SessionSubscription.options:type_name -> shoal.v1.SubscriptionOptions
-	19, // 31: shoal.v1.SessionSubscriptions.added:type_name -> shoal.v1.SessionSubscription
-	4,  // 32: shoal.v1.InboxAppend.message:type_name -> shoal.v1.Message
-	16, // 33: shoal.v1.InboxAppend.target:type_name -> shoal.v1.Target
-	18, // 34: shoal.v1.InboxAppend.source:type_name -> shoal.v1.Source
-	2,  // 35: shoal.v1.InboxAppend.message_id:type_name -> shoal.v1.MessageID
-	4,  // 36: shoal.v1.SharedRedispatch.message:type_name -> shoal.v1.Message
-	27, // 37: shoal.v1.QuotaReport.messages:type_name -> shoal.v1.QuotaUsage
-	27, // 38: shoal.v1.QuotaReport.bytes:type_name -> shoal.v1.QuotaUsage
-	27, // 39: shoal.v1.QuotaReport.connection_rate:type_name -> shoal.v1.QuotaUsage
-	40, // [40:40] is the sub-list for method output_type
-	40, // [40:40] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	3,  // 0: shoal.v1.Envelope.message_id:type_name -> shoal.v1.MessageID
+	6,  // 1: shoal.v1.Envelope.publish:type_name -> shoal.v1.Publish
+	9,  // 2: shoal.v1.Envelope.subscription_change:type_name -> shoal.v1.SubscriptionChange
+	12, // 3: shoal.v1.Envelope.connect:type_name -> shoal.v1.Connect
+	13, // 4: shoal.v1.Envelope.connect_result:type_name -> shoal.v1.ConnectResult
+	14, // 5: shoal.v1.Envelope.presence:type_name -> shoal.v1.Presence
+	15, // 6: shoal.v1.Envelope.disconnect:type_name -> shoal.v1.Disconnect
+	16, // 7: shoal.v1.Envelope.kick:type_name -> shoal.v1.Kick
+	19, // 8: shoal.v1.Envelope.delivery:type_name -> shoal.v1.Delivery
+	22, // 9: shoal.v1.Envelope.session_subscriptions:type_name -> shoal.v1.SessionSubscriptions
+	23, // 10: shoal.v1.Envelope.gateway_heartbeat:type_name -> shoal.v1.GatewayHeartbeat
+	24, // 11: shoal.v1.Envelope.session_tick:type_name -> shoal.v1.SessionTick
+	25, // 12: shoal.v1.Envelope.inbox_append:type_name -> shoal.v1.InboxAppend
+	27, // 13: shoal.v1.Envelope.shared_redispatch:type_name -> shoal.v1.SharedRedispatch
+	26, // 14: shoal.v1.Envelope.inbox_ack:type_name -> shoal.v1.InboxAck
+	7,  // 15: shoal.v1.Envelope.publish_release:type_name -> shoal.v1.PublishRelease
+	28, // 16: shoal.v1.Envelope.quota_report:type_name -> shoal.v1.QuotaReport
+	17, // 17: shoal.v1.Envelope.session_command:type_name -> shoal.v1.SessionCommand
+	4,  // 18: shoal.v1.Message.user_properties:type_name -> shoal.v1.UserProperty
+	5,  // 19: shoal.v1.Publish.message:type_name -> shoal.v1.Message
+	0,  // 20: shoal.v1.SubscriptionChange.op:type_name -> shoal.v1.SubscriptionChange.Op
+	8,  // 21: shoal.v1.SubscriptionChange.options:type_name -> shoal.v1.SubscriptionOptions
+	10, // 22: shoal.v1.SubscriptionChange.route:type_name -> shoal.v1.Route
+	5,  // 23: shoal.v1.Will.message:type_name -> shoal.v1.Message
+	10, // 24: shoal.v1.Connect.route:type_name -> shoal.v1.Route
+	11, // 25: shoal.v1.Connect.will:type_name -> shoal.v1.Will
+	21, // 26: shoal.v1.ConnectResult.subscriptions:type_name -> shoal.v1.SessionSubscription
+	10, // 27: shoal.v1.Presence.route:type_name -> shoal.v1.Route
+	1,  // 28: shoal.v1.SessionCommand.op:type_name -> shoal.v1.SessionCommand.Op
+	5,  // 29: shoal.v1.Delivery.message:type_name -> shoal.v1.Message
+	18, // 30: shoal.v1.Delivery.targets:type_name -> shoal.v1.Target
+	20, // 31: shoal.v1.Delivery.source:type_name -> shoal.v1.Source
+	8,  // 32: shoal.v1.SessionSubscription.options:type_name -> shoal.v1.SubscriptionOptions
+	21, // 33: shoal.v1.SessionSubscriptions.added:type_name -> shoal.v1.SessionSubscription
+	5,  // 34: shoal.v1.InboxAppend.message:type_name -> shoal.v1.Message
+	18, // 35: shoal.v1.InboxAppend.target:type_name -> shoal.v1.Target
+	20, // 36: shoal.v1.InboxAppend.source:type_name -> shoal.v1.Source
+	3,  // 37: shoal.v1.InboxAppend.message_id:type_name -> shoal.v1.MessageID
+	5,  // 38: shoal.v1.SharedRedispatch.message:type_name -> shoal.v1.Message
+	29, // 39: shoal.v1.QuotaReport.messages:type_name -> shoal.v1.QuotaUsage
+	29, // 40: shoal.v1.QuotaReport.bytes:type_name -> shoal.v1.QuotaUsage
+	29, // 41: shoal.v1.QuotaReport.connection_rate:type_name -> shoal.v1.QuotaUsage
+	42, // [42:42] is the sub-list for method output_type
+	42, // [42:42] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_shoal_v1_events_proto_init() }
@@ -2793,6 +2936,7 @@ func file_shoal_v1_events_proto_init() {
 		(*Envelope_InboxAck)(nil),
 		(*Envelope_PublishRelease)(nil),
 		(*Envelope_QuotaReport)(nil),
+		(*Envelope_SessionCommand)(nil),
 	}
 	file_shoal_v1_events_proto_msgTypes[9].OneofWrappers = []any{}
 	file_shoal_v1_events_proto_msgTypes[13].OneofWrappers = []any{}
@@ -2801,8 +2945,8 @@ func file_shoal_v1_events_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shoal_v1_events_proto_rawDesc), len(file_shoal_v1_events_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   27,
+			NumEnums:      2,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

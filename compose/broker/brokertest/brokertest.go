@@ -30,6 +30,7 @@ func Run(t testing.TB, mut ...func(*config.Config)) (b *broker.Broker, stop func
 	cfg := config.Default()
 	cfg.DataDir = t.TempDir()
 	cfg.HTTPListen = "127.0.0.1:0"
+	cfg.Admin.Listen = "127.0.0.1:0"
 	cfg.Gateway.MQTTListen = "127.0.0.1:0"
 	cfg.Gateway.WSListen = "127.0.0.1:0"
 	cfg.Kafka.Partitions = 4

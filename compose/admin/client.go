@@ -1,0 +1,288 @@
+package admin
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+)
+
+// APIClient asks the admin APIs of a deployment's servers: one for `shoal
+// all`, one per role process (or more) for a distributed deployment. Every
+// error is one line that names the server.
+type APIClient struct {
+	// Servers are base URLs ("http://127.0.0.1:9091"); a bare host:port
+	// gets http://.
+	Servers []string
+	Token   string
+	HTTP    *http.Client
+
+	roles map[string][]string // server → its roles, asked once
+}
+
+// Scope is the tenant selection of a request.
+type Scope struct {
+	Tenant     string
+	AllTenants bool
+}
+
+func (s Scope) values() url.Values {
+	v := url.Values{}
+	if s.AllTenants {
+		v.Set("all_tenants", "true")
+	} else {
+		v.Set("tenant", s.Tenant)
+	}
+	return v
+}
+
+// apiError is an answer other than 2xx.
+type apiError struct {
+	server string
+	status int
+	msg    string
+}
+
+func (e *apiError) Error() string {
+	if e.status == http.StatusUnauthorized {
+		return e.server + ": wrong or missing admin token (401); give --token-file, or --data-dir of shoal all"
+	}
+	return fmt.Sprintf("%s: %s (%d)", e.server, e.msg, e.status)
+}
+
+// NormalizeServer turns host:port into a URL and drops a trailing slash.
+func NormalizeServer(s string) string {
+	s = strings.TrimRight(strings.TrimSpace(s), "/")
+	if !strings.Contains(s, "://") {
+		s = "http://" + s
+	}
+	return s
+}
+
+func (c *APIClient) do(ctx context.Context, method, server, path string, q url.Values, out any) error {
+	u := server + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, nil)
+	if err != nil {
+		return fmt.Errorf("admin request %s: %w", server, err)
+	}
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return fmt.Errorf("cannot reach the admin API at %s: %w", server, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("read answer of %s: %w", server, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		var e Error
+		if json.Unmarshal(body, &e) != nil || e.Error == "" {
+			e.Error = strings.TrimSpace(string(body))
+			if e.Error == "" {
+				e.Error = http.StatusText(resp.StatusCode)
+			}
+		}
+		return &apiError{server: server, status: resp.StatusCode, msg: e.Error}
+	}
+	if out != nil {
+		if err := json.Unmarshal(body, out); err != nil {
+			return fmt.Errorf("decode answer of %s: %w", server, err)
+		}
+	}
+	return nil
+}
+
+// serversOf returns the servers that run role, asking each its roles once
+// (which also checks that it answers and takes the token).
+func (c *APIClient) serversOf(ctx context.Context, role string) ([]string, error) {
+	if len(c.Servers) == 0 {
+		return nil, errors.New("no admin server given (--server)")
+	}
+	if c.roles == nil {
+		c.roles = make(map[string][]string)
+		for _, s := range c.Servers {
+			s = NormalizeServer(s)
+			var rl RoleList
+			if err := c.do(ctx, http.MethodGet, s, "/v1/roles", nil, &rl); err != nil {
+				c.roles = nil
+				return nil, err
+			}
+			c.roles[s] = rl.Roles
+		}
+	}
+	var out []string
+	for _, s := range c.Servers {
+		s = NormalizeServer(s)
+		if slices.Contains(c.roles[s], role) && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("none of the servers given (%s) runs a %s", strings.Join(c.Servers, ", "), role)
+	}
+	return out, nil
+}
+
+// Clients lists the connections of every gateway; with clientID, that
+// client's.
+func (c *APIClient) Clients(ctx context.Context, sc Scope, clientID string) ([]Client, error) {
+	servers, err := c.serversOf(ctx, "gateway")
+	if err != nil {
+		return nil, err
+	}
+	q := sc.values()
+	if clientID != "" {
+		q.Set("client", clientID)
+	}
+	out := []Client{}
+	for _, s := range servers {
+		var l Clients
+		if err := c.do(ctx, http.MethodGet, s, "/v1/clients", q, &l); err != nil {
+			return nil, err
+		}
+		out = append(out, l.Clients...)
+	}
+	slices.SortStableFunc(out, func(a, b Client) int {
+		return cmp.Or(cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.ClientID, b.ClientID))
+	})
+	return out, nil
+}
+
+// Sessions lists the sessions of every session service (each serves the
+// partitions it owns); with clientID, that client's.
+func (c *APIClient) Sessions(ctx context.Context, sc Scope, clientID string) ([]Session, error) {
+	servers, err := c.serversOf(ctx, "session")
+	if err != nil {
+		return nil, err
+	}
+	q := sc.values()
+	if clientID != "" {
+		q.Set("client", clientID)
+	}
+	out := []Session{}
+	seen := map[[2]string]bool{}
+	for _, s := range servers {
+		var l Sessions
+		err := c.do(ctx, http.MethodGet, s, "/v1/sessions", q, &l)
+		if isStatus(err, http.StatusMisdirectedRequest) {
+			continue // another session service owns the client's partition
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, sess := range l.Sessions {
+			if k := [2]string{sess.Tenant, sess.ClientID}; !seen[k] {
+				seen[k] = true
+				out = append(out, sess)
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Session) int {
+		return cmp.Or(cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.ClientID, b.ClientID))
+	})
+	return out, nil
+}
+
+// routerQuery asks the first router: every router reads the whole view
+// store, so one answers for all.
+func (c *APIClient) routerQuery(ctx context.Context, path string, q url.Values, out any) error {
+	servers, err := c.serversOf(ctx, "router")
+	if err != nil {
+		return err
+	}
+	return c.do(ctx, http.MethodGet, servers[0], path, q, out)
+}
+
+// Subscriptions lists the router's subscriptions, of clientID alone and
+// with filter alone when they are set.
+func (c *APIClient) Subscriptions(ctx context.Context, sc Scope, clientID, filter string) ([]Subscription, error) {
+	q := sc.values()
+	if clientID != "" {
+		q.Set("client", clientID)
+	}
+	if filter != "" {
+		q.Set("filter", filter)
+	}
+	var l Subscriptions
+	if err := c.routerQuery(ctx, "/v1/subscriptions", q, &l); err != nil {
+		return nil, err
+	}
+	return l.Subscriptions, nil
+}
+
+// Retained lists the retained messages whose topic filter matches (all
+// without a filter).
+func (c *APIClient) Retained(ctx context.Context, sc Scope, filter string) ([]Retained, error) {
+	q := sc.values()
+	if filter != "" {
+		q.Set("filter", filter)
+	}
+	var l RetainedList
+	if err := c.routerQuery(ctx, "/v1/retained", q, &l); err != nil {
+		return nil, err
+	}
+	return l.Retained, nil
+}
+
+// Kick closes a client's connection (0x98 Administrative Action).
+func (c *APIClient) Kick(ctx context.Context, tenant, clientID string) (Accepted, error) {
+	return c.sessionCommand(ctx, "/v1/kick", tenant, clientID)
+}
+
+// DeleteSession ends a client's session (kicking it when connected).
+func (c *APIClient) DeleteSession(ctx context.Context, tenant, clientID string) (Accepted, error) {
+	return c.sessionCommand(ctx, "/v1/delete-session", tenant, clientID)
+}
+
+// sessionCommand asks the session services in turn until the one that
+// owns the client's partition answers.
+func (c *APIClient) sessionCommand(ctx context.Context, path, tenant, clientID string) (Accepted, error) {
+	servers, err := c.serversOf(ctx, "session")
+	if err != nil {
+		return Accepted{}, err
+	}
+	q := url.Values{"tenant": {tenant}, "client": {clientID}}
+	for _, s := range servers {
+		var a Accepted
+		err := c.do(ctx, http.MethodPost, s, path, q, &a)
+		if isStatus(err, http.StatusMisdirectedRequest) {
+			continue
+		}
+		return a, err
+	}
+	return Accepted{}, fmt.Errorf("no session service given owns the partition of client %q of tenant %q; give every session service with --server", clientID, tenant)
+}
+
+// DeleteRetained deletes a tenant's retained message on a topic.
+func (c *APIClient) DeleteRetained(ctx context.Context, tenant, topic string) (Accepted, error) {
+	servers, err := c.serversOf(ctx, "router")
+	if err != nil {
+		return Accepted{}, err
+	}
+	var a Accepted
+	err = c.do(ctx, http.MethodPost, servers[0], "/v1/delete-retained", url.Values{"tenant": {tenant}, "topic": {topic}}, &a)
+	return a, err
+}
+
+func isStatus(err error, status int) bool {
+	var ae *apiError
+	return errors.As(err, &ae) && ae.status == status
+}

@@ -1,0 +1,101 @@
+package sessionsvc
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/shoal-mqtt/shoal/kafka"
+	"github.com/shoal-mqtt/shoal/schemas/eventspb"
+)
+
+// What an operator's inspection and commands (shoal ctl, through the admin
+// API that compose/admin serves) may find.
+var (
+	// ErrNotOwned: the client's partition of shoal.sessions is not loaded
+	// by this instance (another session service owns it).
+	ErrNotOwned = errors.New("the client's partition is not owned by this session service")
+	// ErrNoSession: the client has no session (never connected, or its
+	// session ended).
+	ErrNoSession = errors.New("no session")
+	// ErrNotConnected: the client has no connection to kick.
+	ErrNotConnected = errors.New("not connected")
+)
+
+// Sessions returns a copy of every session (Active: connected, or a
+// persistent session offline) of the partitions this instance owns now,
+// of tenant or, with allTenants, of every tenant, sorted by tenant and
+// client id. The copies are taken under each partition's lock from its
+// committed state, so they never race with the partition's goroutine, and
+// each is a state the session had after a batch.
+func (s *Service) Sessions(tenant string, allTenants bool) []*Session {
+	s.mu.Lock()
+	parts := slices.Clone(s.parts)
+	s.mu.Unlock()
+	var out []*Session
+	for _, p := range parts {
+		if p == nil {
+			continue
+		}
+		p.mu.Lock()
+		for k, sess := range p.sessions {
+			if sess.Active && (allTenants || k.tenant == tenant) {
+				out = append(out, sess.Clone())
+			}
+		}
+		p.mu.Unlock()
+	}
+	slices.SortFunc(out, func(a, b *Session) int {
+		return cmp.Or(cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.ClientID, b.ClientID))
+	})
+	return out
+}
+
+// Session returns a copy of the session of a client: ErrNotOwned when
+// another instance owns its partition, ErrNoSession when it has none.
+func (s *Service) Session(tenant, clientID string) (*Session, error) {
+	k := clientKey{tenant, clientID}
+	part := s.part(kafka.PartitionForKey(k.recordKey(), s.sessionsPartitions))
+	if part == nil {
+		return nil, ErrNotOwned
+	}
+	sess, ok := part.snapshot(k)
+	if !ok || !sess.Active {
+		return nil, ErrNoSession
+	}
+	return sess, nil
+}
+
+// Command writes an operator's SessionCommand about a client to
+// shoal.sessions, for the partition's owner to apply in log order (the
+// machine's command), once this instance's committed state says there is
+// something to do: a connection to kick (ErrNotConnected otherwise), a
+// session to delete (ErrNoSession). reason is kept in the event for the
+// audit. It returns once the command is durably in the log; the kick or
+// the deletion follows within a consume round trip.
+func (s *Service) Command(ctx context.Context, tenant, clientID string, op eventspb.SessionCommand_Op, reason string) error {
+	sess, err := s.Session(tenant, clientID)
+	switch {
+	case err != nil:
+		return err
+	case op == eventspb.SessionCommand_OP_KICK && !sess.Online:
+		return ErrNotConnected
+	case op != eventspb.SessionCommand_OP_KICK && op != eventspb.SessionCommand_OP_DELETE_SESSION:
+		return fmt.Errorf("session command: unknown op %v", op)
+	}
+	k := clientKey{tenant, clientID}
+	env := &eventspb.Envelope{
+		Tenant:      tenant,
+		ClientId:    clientID,
+		TimestampUs: s.m.now().UnixMicro(),
+		Event:       &eventspb.Envelope_SessionCommand{SessionCommand: &eventspb.SessionCommand{Op: op, Reason: reason}},
+	}
+	rec := kafka.NewRecord(s.topics.Sessions.Name, k.recordKey(), kafka.PartitionByKey, env)
+	if err := s.client.ProduceSync(ctx, rec); err != nil {
+		return fmt.Errorf("write session command: %w", err)
+	}
+	s.log.Info("session command written", "op", op.String(), "tenant", tenant, "client", clientID, "reason", reason)
+	return nil
+}

@@ -6,6 +6,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -174,5 +175,68 @@ func TestExposeMessageID(t *testing.T) {
 	}
 	if exposed == "" || exposed != lines[0].MessageID {
 		t.Errorf("the subscriber got shoal-message-id %q; the log says %q", exposed, lines[0].MessageID)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer a sink writes while the test reads.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestFollow tails a running shoal all: a message published after the
+// follow began shows up, and the follow ends with its context.
+func TestFollow(t *testing.T) {
+	dir := t.TempDir()
+	b, _ := brokertest.Run(t, func(c *config.Config) { c.DataDir = dir })
+	addr := b.Addr("mqtt").String()
+	publish(t, addr, "acme-early", msg{"f/1", "before", 1})
+	cfg := config.Default()
+	cfg.DataDir, cfg.Kafka.Partitions = dir, 4
+	l, err := Open(t.Context(), cfg, testlog.New(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	o := DefaultOptions()
+	o.Follow, o.Types, o.From = true, []string{kafka.EventPublish}, time.Now()
+	var out lockedBuffer
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		_, err := Run(ctx, l.Client, o, NewJSONSink(&out), nil)
+		done <- err
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(out.String(), `"payload":"after"`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the follow did not show the new message: %q", out.String())
+		}
+		publish(t, addr, "acme-late", msg{"f/2", "after", 1})
+		time.Sleep(200 * time.Millisecond)
+	}
+	if strings.Contains(out.String(), "before") {
+		t.Errorf("a message from before --from: %s", out.String())
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("follow ended with %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the follow did not end with its context")
 	}
 }

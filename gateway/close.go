@@ -80,7 +80,7 @@ func (c *conn) finish(ctx context.Context, clean bool, reason packet.ReasonCode,
 		}
 		for _, e := range f.early {
 			if e.t.InboxSeq == 0 {
-				unacked = append(unacked, newOutMsg(e.m, e.t))
+				unacked = append(unacked, newOutMsg(e.m, e.t, e.mid))
 			}
 		}
 		f.queue, f.inflight, f.early = nil, nil, nil

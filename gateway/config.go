@@ -98,6 +98,11 @@ type Config struct {
 	// message delivered to a 5.0 client (the configuration's
 	// audit.expose_message_id).
 	ExposeMessageID bool `yaml:"-"`
+	// RecordAcks writes a DeliveryAck to the log for every QoS 1 or 2
+	// delivery a client acknowledges that is not an inbox entry (those are
+	// always reported, as InboxAck): the configuration's
+	// audit.record_acks.
+	RecordAcks bool `yaml:"-"`
 	// ProduceLinger is how long a record the gateway produces (a PUBLISH
 	// above all) may wait for others to share its Kafka request. Many
 	// clients publishing a little each make many tiny requests; a short

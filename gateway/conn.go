@@ -174,8 +174,9 @@ func (c *conn) dropIdleFlow() {
 // earlyDelivery is a delivery that arrived between the session service's
 // answer and the CONNACK.
 type earlyDelivery struct {
-	m *eventspb.Message
-	t *eventspb.Target
+	m   *eventspb.Message
+	t   *eventspb.Target
+	mid messageID
 }
 
 // pendingAck is an acknowledgement that may be sent once the records it
@@ -211,6 +212,8 @@ type outMsg struct {
 	// it, its acknowledgements go back as InboxAck, and it stays with the
 	// session (never returned) when the connection ends.
 	inboxSeq uint64
+	// mid is the message's identifier, for audit.record_acks.
+	mid messageID
 }
 
 // newConn makes the connection of stream nc; raw is its socket when nc's
@@ -300,11 +303,23 @@ func (c *conn) envelope(now interface{ UnixMicro() int64 }) *eventspb.Envelope {
 	}
 }
 
+// messageID is a message's identifier (eventspb.MessageID's fields) as a
+// value the connection can keep and copy.
+type messageID struct{ epoch, seq uint64 }
+
+// idOf returns id's fields; zero for nil.
+func idOf(id *eventspb.MessageID) messageID {
+	if id == nil {
+		return messageID{}
+	}
+	return messageID{id.GatewayEpoch, id.Seq}
+}
+
 // newOutMsg is the outbound state of a delivery target. It keeps m and
 // copies what it needs of t (whose Target may be reused).
-func newOutMsg(m *eventspb.Message, t *eventspb.Target) *outMsg {
+func newOutMsg(m *eventspb.Message, t *eventspb.Target, mid messageID) *outMsg {
 	om := &outMsg{msg: m, qos: byte(min(t.Qos, 2)), retain: t.Retain, dup: t.Dup, subIDs: slices.Clone(t.SubscriptionIds),
-		shareGroup: t.ShareGroup, shareFilter: t.ShareFilter}
+		shareGroup: t.ShareGroup, shareFilter: t.ShareFilter, mid: mid}
 	if t.InboxSeq != 0 && t.PacketId != 0 && t.PacketId <= kafka.MaxInboxPacketID {
 		om.inboxSeq, om.id = t.InboxSeq, uint16(t.PacketId)
 		// A QoS 2 message the client PUBREC'd on an earlier connection:

@@ -312,7 +312,7 @@ func (c *conn) queueConnack(ack *packet.Connack) {
 	// Deliveries that came before CONNACK follow it, in their order.
 	now := c.g.clock()
 	for _, e := range early {
-		c.deliver(nil, e.m, e.t, now) // owned copies; fresh when they arrived
+		c.deliver(nil, e.mid, e.m, e.t, now) // owned copies; fresh when they arrived
 	}
 	c.kickFlush()
 }

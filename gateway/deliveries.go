@@ -84,7 +84,7 @@ func (g *Gateway) handleDeliveries(b kafka.Batch) error {
 			if g.cfg.ExposeMessageID && env.MessageId != nil && ev.Delivery.Message != nil {
 				exposeMessageID(ev.Delivery.Message, env.MessageId)
 			}
-			if g.deliver(env.Tenant, ev.Delivery) {
+			if g.deliver(env.Tenant, env.MessageId, ev.Delivery) {
 				dec.keepMessage()
 			}
 		case *eventspb.Envelope_ConnectResult:
@@ -197,7 +197,7 @@ func (g *Gateway) bounce(tenant string, m *eventspb.Message, t *eventspb.Target)
 // written into each one's out buffer, and the connections that need a
 // writer are queued together. It reports whether a connection kept d's
 // Message (see conn.deliver). Slot consumer goroutine only.
-func (g *Gateway) deliver(tenant string, d *eventspb.Delivery) (kept bool) {
+func (g *Gateway) deliver(tenant string, mid *eventspb.MessageID, d *eventspb.Delivery) (kept bool) {
 	now := g.clock()
 	conns := g.dispatch.conns[:0]
 	g.mu.RLock()
@@ -212,6 +212,7 @@ func (g *Gateway) deliver(tenant string, d *eventspb.Delivery) (kept bool) {
 	flush := g.dispatch.flush[:0]
 	pc := &g.dispatch.cache
 	pc.reset(d.Message, now)
+	id := idOf(mid)
 	var sent int64
 	var counted *conn
 	for i, t := range d.Targets {
@@ -231,7 +232,7 @@ func (g *Gateway) deliver(tenant string, d *eventspb.Delivery) (kept bool) {
 			}
 			continue
 		}
-		k, f, s := c.deliverCounted(d.Source, d.Message, t, now, pc)
+		k, f, s := c.deliverCounted(d.Source, id, d.Message, t, now, pc)
 		kept = kept || k
 		if f {
 			flush = append(flush, c)

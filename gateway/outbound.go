@@ -46,8 +46,8 @@ func (c *conn) freshLocked(src *eventspb.Source) bool {
 // or 2 message in flight or queued, a delivery held until CONNACK), so that
 // the caller must not reuse it; t is never kept (what is needed of it is
 // copied).
-func (c *conn) deliver(src *eventspb.Source, m *eventspb.Message, t *eventspb.Target, now time.Time) (kept bool) {
-	kept, flush, sent := c.deliverCounted(src, m, t, now, nil)
+func (c *conn) deliver(src *eventspb.Source, mid messageID, m *eventspb.Message, t *eventspb.Target, now time.Time) (kept bool) {
+	kept, flush, sent := c.deliverCounted(src, mid, m, t, now, nil)
 	if sent {
 		c.add(MessagesSent, 1)
 	}
@@ -65,7 +65,7 @@ func (c *conn) deliver(src *eventspb.Source, m *eventspb.Message, t *eventspb.Ta
 //
 // pc, when not nil, is the fan-out's PUBLISH cache: a QoS 0 message is
 // encoded once for all the targets it can serve.
-func (c *conn) deliverCounted(src *eventspb.Source, m *eventspb.Message, t *eventspb.Target, now time.Time, pc *publishCache) (kept, flush, sent bool) {
+func (c *conn) deliverCounted(src *eventspb.Source, mid messageID, m *eventspb.Message, t *eventspb.Target, now time.Time, pc *publishCache) (kept, flush, sent bool) {
 	qos := byte(min(t.Qos, 2))
 	if c.perms != nil && !t.Release && !c.perms.AllowReadString(m.Topic) {
 		// The ACL keeps it from this client (Mosquitto checks every
@@ -98,7 +98,7 @@ func (c *conn) deliverCounted(src *eventspb.Source, m *eventspb.Message, t *even
 	c.useFlow()
 	c.receiving = true
 	if !c.ready {
-		c.early = append(c.early, earlyDelivery{m, t.CloneVT()})
+		c.early = append(c.early, earlyDelivery{m: m, t: t.CloneVT(), mid: mid})
 		c.mu.Unlock()
 		return true, false, false
 	}
@@ -117,7 +117,7 @@ func (c *conn) deliverCounted(src *eventspb.Source, m *eventspb.Message, t *even
 		c.mu.Unlock()
 		return false, flush, sent
 	}
-	om := newOutMsg(m, t)
+	om := newOutMsg(m, t, mid)
 	if om.inboxSeq != 0 {
 		// The session service forwards a connection its inbox entries in
 		// sequence order; one at or below the newest seen is a repeat (the
@@ -203,7 +203,7 @@ func (c *conn) pump(now time.Time) {
 		n++
 		if om.msg.HasExpiry && om.msg.ExpiresAtMs <= now.UnixMilli() && !om.pubrecd {
 			if om.inboxSeq != 0 {
-				c.pendingInboxAcks = append(c.pendingInboxAcks, inboxAck{om.inboxSeq, false})
+				c.pendingInboxAcks = append(c.pendingInboxAcks, inboxAck{seq: om.inboxSeq})
 			}
 			continue
 		}
@@ -395,8 +395,11 @@ func (c *conn) handleOutboundAck(a *packet.Ack) {
 	om := c.inflight[a.PacketID]
 	done := func() {
 		delete(c.inflight, a.PacketID)
-		if om.inboxSeq != 0 {
-			c.pendingInboxAcks = append(c.pendingInboxAcks, inboxAck{om.inboxSeq, false})
+		switch {
+		case om.inboxSeq != 0:
+			c.pendingInboxAcks = append(c.pendingInboxAcks, inboxAck{seq: om.inboxSeq})
+		case c.g.cfg.RecordAcks:
+			c.pendingInboxAcks = append(c.pendingInboxAcks, inboxAck{mid: om.mid, packetID: a.PacketID, qos: om.qos, code: a.Code})
 		}
 	}
 	switch a.Kind {
@@ -415,7 +418,7 @@ func (c *conn) handleOutboundAck(a *packet.Ack) {
 			done()
 		default:
 			if !om.pubrecd && om.inboxSeq != 0 {
-				c.pendingInboxAcks = append(c.pendingInboxAcks, inboxAck{om.inboxSeq, true})
+				c.pendingInboxAcks = append(c.pendingInboxAcks, inboxAck{seq: om.inboxSeq, received: true})
 			}
 			om.pubrecd = true
 			rel := packet.Ack{Kind: packet.PUBREL, PacketID: a.PacketID}
@@ -431,15 +434,48 @@ func (c *conn) handleOutboundAck(a *packet.Ack) {
 	c.pendingInboxAcks = nil
 	c.mu.Unlock()
 	for _, ia := range acks {
-		c.inboxAck(ia.seq, ia.received)
+		if ia.seq != 0 {
+			c.inboxAck(ia.seq, ia.received)
+		} else {
+			c.deliveryAck(ia)
+		}
 	}
 	c.kickFlush()
 }
 
-// inboxAck is an acknowledgement of an inbox message to report.
+// inboxAck is an acknowledgement to report: of an inbox message (seq set),
+// or for audit.record_acks of another delivery (DeliveryAck: mid,
+// packetID, qos and the client's reason code).
 type inboxAck struct {
 	seq      uint64
 	received bool
+	mid      messageID
+	packetID uint16
+	qos      byte
+	code     packet.ReasonCode
+}
+
+// deliveryAck writes the DeliveryAck of a (audit.record_acks), for shoal
+// trace. A failed write is logged: it loses nothing but the record.
+func (c *conn) deliveryAck(a inboxAck) {
+	g := c.g
+	env := c.envelope(c.g.clock())
+	if a.mid != (messageID{}) {
+		env.MessageId = &eventspb.MessageID{GatewayEpoch: a.mid.epoch, Seq: a.mid.seq}
+	}
+	da := &eventspb.DeliveryAck{PacketId: uint32(a.packetID), Qos: uint32(a.qos), Connection: c.id}
+	if a.code.IsError() {
+		da.ReasonCode = uint32(a.code)
+	}
+	env.Event = &eventspb.Envelope_DeliveryAck{DeliveryAck: da}
+	rec := kafka.NewRecord(g.topics.Sessions.Name, c.clientRecordKey, kafka.PartitionByKey, env)
+	c.writing.Add(1)
+	g.eventLog.Produce(context.Background(), rec, func(_ *kafka.Record, err error) {
+		defer c.writing.Done()
+		if err != nil {
+			g.log.Warn("record delivery acknowledgement", "client", c.clientID, "tenant", c.tenant, "packet", a.packetID, "err", err)
+		}
+	})
 }
 
 // inboxAck reports the client's acknowledgement of inbox entry seq to the

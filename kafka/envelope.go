@@ -39,6 +39,7 @@ const (
 	EventPublishRelease       = "publish_release"
 	EventQuotaReport          = "quota_report"
 	EventSessionCommand       = "session_command"
+	EventDeliveryAck          = "delivery_ack"
 )
 
 // EnvelopeType returns the event type of env, "" when it has no event.
@@ -78,6 +79,8 @@ func EnvelopeType(env *eventspb.Envelope) string {
 		return EventQuotaReport
 	case *eventspb.Envelope_SessionCommand:
 		return EventSessionCommand
+	case *eventspb.Envelope_DeliveryAck:
+		return EventDeliveryAck
 	}
 	return ""
 }

@@ -17,6 +17,7 @@
 #   PLOT       0 to skip the plots
 #   PIN        1 to run the broker on CPU 0 and the generator on CPU 1
 #              (taskset), so that neither takes the other's core
+#   SHOAL_FLAGS extra flags for `shoal all` (e.g. "--audit-record-acks true")
 #   PROFILE    1 to take a CPU profile of Shoal over each measured window
 #              (--pprof, /debug/pprof/profile): <scenario>-shoal-r<N>.pprof
 #              and its top functions in <scenario>-shoal-r<N>.top.txt
@@ -183,7 +184,7 @@ start_shoal() { # dir port scenario
   http=$(free_port)
   shoal_http=$http
   "${pin_broker[@]}" bin/shoal all --data-dir "$dir/data" --mqtt-listen "127.0.0.1:$port" --http-listen "127.0.0.1:$http" \
-    --ws-listen '' --pprof "${PROFILE:-0}" "${auth[@]}" >"$dir/broker.log" 2>&1 &
+    --ws-listen '' --pprof "${PROFILE:-0}" "${auth[@]}" ${SHOAL_FLAGS:-} >"$dir/broker.log" 2>&1 &
   broker_pid=$!
   wait_mqtt "$port" || return 1
   for _ in $(seq 300); do # the listener opens before every role is ready

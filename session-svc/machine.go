@@ -89,6 +89,8 @@ func (m *machine) apply(k clientKey, sess *Session, env *eventspb.Envelope, outs
 		return m.inbox(k, sess, ev.InboxAppend, env.GetMessageId(), outs)
 	case *eventspb.Envelope_InboxAck:
 		return outs, m.ack(k, sess, ev.InboxAck)
+	case *eventspb.Envelope_DeliveryAck:
+		return outs, false // for audit (shoal trace) only
 	case *eventspb.Envelope_SessionCommand:
 		return m.command(k, sess, ev.SessionCommand, outs)
 	default:

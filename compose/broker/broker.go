@@ -222,7 +222,7 @@ func (b *Broker) newRoles(bb *backbone) (err error) {
 	}
 	if b.roles&RoleGateway != 0 {
 		gcfg := cfg.Gateway
-		gcfg.ExposeMessageID = cfg.Audit.ExposeMessageID
+		gcfg.ExposeMessageID, gcfg.RecordAcks = cfg.Audit.ExposeMessageID, cfg.Audit.RecordAcks
 		if gw, err = gateway.New(gcfg, bb.gwClient, b.log, b.clock, b.version); err != nil {
 			return err
 		}

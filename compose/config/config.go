@@ -31,6 +31,12 @@ type Audit struct {
 	// trace what a subscriber received. Off by default: subscribers see
 	// one property more than the publisher sent.
 	ExposeMessageID bool `yaml:"expose_message_id"`
+	// RecordAcks makes the gateways write a DeliveryAck event for every
+	// QoS 1 or 2 delivery a client acknowledges that is not an inbox entry
+	// (a persistent session's are always in the log, as InboxAck), so that
+	// shoal trace shows every acknowledgement. Off by default: one more
+	// record per acknowledged delivery (its cost is in bench/README.md).
+	RecordAcks bool `yaml:"record_acks"`
 }
 
 // Config is the whole configuration of the shoal binary.
@@ -309,6 +315,14 @@ func options() []option {
 				return fmt.Errorf("audit.expose_message_id: %w", err)
 			}
 			c.Audit.ExposeMessageID = b
+			return nil
+		}},
+		{"audit-record-acks", "true writes every acknowledgement of a QoS 1/2 delivery to the log, for shoal trace (audit.record_acks)", func(c *Config, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("audit.record_acks: %w", err)
+			}
+			c.Audit.RecordAcks = b
 			return nil
 		}},
 		{"kafka-brokers", "comma-separated brokers of an external Kafka; empty runs the embedded one (kafka.brokers)", func(c *Config, v string) error {

@@ -80,6 +80,8 @@ func eventBody(env *eventspb.Envelope) proto.Message {
 		return ev.QuotaReport
 	case *eventspb.Envelope_SessionCommand:
 		return ev.SessionCommand
+	case *eventspb.Envelope_DeliveryAck:
+		return ev.DeliveryAck
 	}
 	return nil
 }

@@ -58,7 +58,7 @@ var knownTypes = []string{
 	kafka.EventPresence, kafka.EventDisconnect, kafka.EventKick, kafka.EventDelivery,
 	kafka.EventSessionSubscriptions, kafka.EventGatewayHeartbeat, kafka.EventSessionTick,
 	kafka.EventInboxAppend, kafka.EventSharedRedispatch, kafka.EventInboxAck, kafka.EventPublishRelease,
-	kafka.EventQuotaReport, kafka.EventSessionCommand,
+	kafka.EventQuotaReport, kafka.EventSessionCommand, kafka.EventDeliveryAck,
 }
 
 // topicNames maps the names Options.Topics takes to the catalogue's specs.

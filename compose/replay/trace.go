@@ -84,13 +84,20 @@ func Trace(ctx context.Context, log *kafka.Client, id *eventspb.MessageID, o Opt
 	for _, e := range c.evs {
 		for _, t := range e.Env.GetDelivery().GetTargets() {
 			k := entry{t.ClientId, t.InboxSeq}
-			if t.InboxSeq == 0 || seen[k] {
+			if t.Qos == 0 || seen[k] {
 				continue
 			}
 			seen[k] = true
-			acks, err := related(ctx, log, o, e.Env.Tenant, t.ClientId, kafka.EventInboxAck, e.Time, func(a *eventspb.Envelope) bool {
-				return a.GetInboxAck().GetSeq() == k.seq
-			})
+			// Another delivery's acknowledgement is in the log only with
+			// audit.record_acks (DeliveryAck, with the message's id).
+			typ, keep := kafka.EventInboxAck, func(a *eventspb.Envelope) bool { return a.GetInboxAck().GetSeq() == k.seq }
+			if k.seq == 0 {
+				typ, keep = kafka.EventDeliveryAck, func(a *eventspb.Envelope) bool {
+					m := a.GetMessageId()
+					return m.GetGatewayEpoch() == id.GatewayEpoch && m.GetSeq() == id.Seq
+				}
+			}
+			acks, err := related(ctx, log, o, e.Env.Tenant, t.ClientId, typ, e.Time, keep)
 			if err != nil {
 				return nil, err
 			}
@@ -177,6 +184,16 @@ func WriteTimeline(w io.Writer, evs []*Captured) error {
 				what = "PUBREC"
 			}
 			fmt.Fprintf(&b, "acknowledged %s: %s of inbox entry %d", env.ClientId, what, a.Seq)
+		case *eventspb.Envelope_DeliveryAck:
+			a := ev.DeliveryAck
+			what := "PUBACK"
+			if a.Qos == 2 {
+				what = "PUBCOMP"
+			}
+			fmt.Fprintf(&b, "acknowledged %s: %s of packet id %d", env.ClientId, what, a.PacketId)
+			if a.ReasonCode != 0 {
+				fmt.Fprintf(&b, ", refused with reason code 0x%02x", a.ReasonCode)
+			}
 		case *eventspb.Envelope_SharedRedispatch:
 			r := ev.SharedRedispatch
 			fmt.Fprintf(&b, "redispatch   shared group %q of %q, away from %s", r.ShareGroup, r.Filter, r.ExcludeClient)

@@ -3,6 +3,7 @@ package replay
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net"
 	"slices"
 	"strings"
@@ -21,10 +22,11 @@ import (
 
 // TestTrace follows one message to a live subscriber, one member of a
 // shared group and a persistent session that was offline, which then
-// comes back and acknowledges it.
+// comes back and acknowledges it; with audit.record_acks the live
+// subscribers' acknowledgements are in the log too.
 func TestTrace(t *testing.T) {
 	dir := t.TempDir()
-	b, stop := brokertest.Run(t, func(c *config.Config) { c.DataDir = dir })
+	b, stop := brokertest.Run(t, func(c *config.Config) { c.DataDir, c.Audit.RecordAcks = dir, true })
 	addr := b.Addr("mqtt").String()
 	got := make(chan *paho.Publish, 16)
 	sub := func(id, filter string, clean bool) *paho.Client {
@@ -88,6 +90,15 @@ func TestTrace(t *testing.T) {
 			t.Errorf("publisher's address %q", e.Env.GetConnect().ClientAddress)
 		}
 	}
+	acked := map[string]bool{}
+	for _, e := range evs {
+		if e.Type == kafka.EventDeliveryAck {
+			acked[e.Env.ClientId] = true
+		}
+	}
+	if !acked["acme-live"] || !acked[shared] || len(acked) != 2 {
+		t.Errorf("recorded acknowledgements of %v, want acme-live's and %s's", acked, shared)
+	}
 	for _, want := range []string{kafka.EventConnect, kafka.EventPublish, kafka.EventDelivery, kafka.EventInboxAppend, kafka.EventInboxAck} {
 		if !slices.Contains(types, want) {
 			t.Errorf("trace %v lacks %s", types, want)
@@ -106,7 +117,7 @@ func TestTrace(t *testing.T) {
 	if err := WriteTimeline(&out, evs); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"publish      acme-pub on \"t/x\"", "shared group \"g\"", "inbox        acme-offline", "acknowledged acme-offline: PUBACK"} {
+	for _, want := range []string{"publish      acme-pub on \"t/x\"", "shared group \"g\"", "inbox        acme-offline", "acknowledged acme-offline: PUBACK", "acknowledged acme-live: PUBACK of packet id"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("timeline lacks %q:\n%s", want, out.String())
 		}
@@ -175,6 +186,12 @@ func TestExposeMessageID(t *testing.T) {
 	}
 	if exposed == "" || exposed != lines[0].MessageID {
 		t.Errorf("the subscriber got shoal-message-id %q; the log says %q", exposed, lines[0].MessageID)
+	}
+	// Without audit.record_acks the live subscriber's PUBACK is not in the log.
+	o = DefaultOptions()
+	o.Topics, o.Types = []string{"sessions"}, []string{kafka.EventDeliveryAck}
+	if _, _, _, err := read(t, l.Client, o); !errors.Is(err, ErrNoEvents) {
+		t.Errorf("delivery acknowledgements recorded without audit.record_acks: %v", err)
 	}
 }
 

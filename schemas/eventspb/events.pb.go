@@ -134,7 +134,7 @@ func (x SessionCommand_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SessionCommand_Op.Descriptor instead.
 func (SessionCommand_Op) EnumDescriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{15, 0}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{16, 0}
 }
 
 // Envelope wraps every event. The case of the event oneof is the event type;
@@ -172,6 +172,7 @@ type Envelope struct {
 	//	*Envelope_InboxAck
 	//	*Envelope_PublishRelease
 	//	*Envelope_QuotaReport
+	//	*Envelope_DeliveryAck
 	//	*Envelope_SessionCommand
 	Event         isEnvelope_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
@@ -401,6 +402,15 @@ func (x *Envelope) GetQuotaReport() *QuotaReport {
 	return nil
 }
 
+func (x *Envelope) GetDeliveryAck() *DeliveryAck {
+	if x != nil {
+		if x, ok := x.Event.(*Envelope_DeliveryAck); ok {
+			return x.DeliveryAck
+		}
+	}
+	return nil
+}
+
 func (x *Envelope) GetSessionCommand() *SessionCommand {
 	if x != nil {
 		if x, ok := x.Event.(*Envelope_SessionCommand); ok {
@@ -478,9 +488,12 @@ type Envelope_QuotaReport struct {
 	QuotaReport *QuotaReport `protobuf:"bytes,25,opt,name=quota_report,json=quotaReport,proto3,oneof"`
 }
 
+type Envelope_DeliveryAck struct {
+	DeliveryAck *DeliveryAck `protobuf:"bytes,26,opt,name=delivery_ack,json=deliveryAck,proto3,oneof"`
+}
+
 type Envelope_SessionCommand struct {
-	// 26–29 are left to the other operator tools of issue 16, so that
-	// their additions and this one merge without renumbering.
+	// 27–29 are free.
 	SessionCommand *SessionCommand `protobuf:"bytes,30,opt,name=session_command,json=sessionCommand,proto3,oneof"`
 }
 
@@ -515,6 +528,8 @@ func (*Envelope_InboxAck) isEnvelope_Event() {}
 func (*Envelope_PublishRelease) isEnvelope_Event() {}
 
 func (*Envelope_QuotaReport) isEnvelope_Event() {}
+
+func (*Envelope_DeliveryAck) isEnvelope_Event() {}
 
 func (*Envelope_SessionCommand) isEnvelope_Event() {}
 
@@ -1622,6 +1637,84 @@ func (x *Kick) GetReasonCode() uint32 {
 	return 0
 }
 
+// DeliveryAck records a client's acknowledgement of a QoS 1 or 2
+// delivery that was not an inbox entry (those are InboxAck), when
+// audit.record_acks is on: topic shoal.sessions, key tenant/client,
+// written by the gateway, the envelope's message_id naming the message.
+// Only `shoal trace` reads it; the session service ignores it.
+type DeliveryAck struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The packet identifier the delivery had.
+	PacketId uint32 `protobuf:"varint,1,opt,name=packet_id,json=packetId,proto3" json:"packet_id,omitempty"`
+	// 1: PUBACK ended it; 2: PUBCOMP did.
+	Qos uint32 `protobuf:"varint,2,opt,name=qos,proto3" json:"qos,omitempty"`
+	// The connection that received it.
+	Connection uint64 `protobuf:"varint,3,opt,name=connection,proto3" json:"connection,omitempty"`
+	// The client refused the message: the error reason code of its PUBACK
+	// or PUBREC; 0 when it took it.
+	ReasonCode    uint32 `protobuf:"varint,4,opt,name=reason_code,json=reasonCode,proto3" json:"reason_code,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeliveryAck) Reset() {
+	*x = DeliveryAck{}
+	mi := &file_shoal_v1_events_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeliveryAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeliveryAck) ProtoMessage() {}
+
+func (x *DeliveryAck) ProtoReflect() protoreflect.Message {
+	mi := &file_shoal_v1_events_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeliveryAck.ProtoReflect.Descriptor instead.
+func (*DeliveryAck) Descriptor() ([]byte, []int) {
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *DeliveryAck) GetPacketId() uint32 {
+	if x != nil {
+		return x.PacketId
+	}
+	return 0
+}
+
+func (x *DeliveryAck) GetQos() uint32 {
+	if x != nil {
+		return x.Qos
+	}
+	return 0
+}
+
+func (x *DeliveryAck) GetConnection() uint64 {
+	if x != nil {
+		return x.Connection
+	}
+	return 0
+}
+
+func (x *DeliveryAck) GetReasonCode() uint32 {
+	if x != nil {
+		return x.ReasonCode
+	}
+	return 0
+}
+
 // SessionCommand is an operator's command about one client's session
 // (`shoal ctl kick`, `shoal ctl delete session`, through a role's admin
 // API), written to shoal.sessions (key tenant/client) so that the session
@@ -1638,7 +1731,7 @@ type SessionCommand struct {
 
 func (x *SessionCommand) Reset() {
 	*x = SessionCommand{}
-	mi := &file_shoal_v1_events_proto_msgTypes[15]
+	mi := &file_shoal_v1_events_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1650,7 +1743,7 @@ func (x *SessionCommand) String() string {
 func (*SessionCommand) ProtoMessage() {}
 
 func (x *SessionCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[15]
+	mi := &file_shoal_v1_events_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1663,7 +1756,7 @@ func (x *SessionCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionCommand.ProtoReflect.Descriptor instead.
 func (*SessionCommand) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{15}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SessionCommand) GetOp() SessionCommand_Op {
@@ -1716,7 +1809,7 @@ type Target struct {
 
 func (x *Target) Reset() {
 	*x = Target{}
-	mi := &file_shoal_v1_events_proto_msgTypes[16]
+	mi := &file_shoal_v1_events_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1728,7 +1821,7 @@ func (x *Target) String() string {
 func (*Target) ProtoMessage() {}
 
 func (x *Target) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[16]
+	mi := &file_shoal_v1_events_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1741,7 +1834,7 @@ func (x *Target) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Target.ProtoReflect.Descriptor instead.
 func (*Target) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{16}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Target) GetClientId() string {
@@ -1837,7 +1930,7 @@ type Delivery struct {
 
 func (x *Delivery) Reset() {
 	*x = Delivery{}
-	mi := &file_shoal_v1_events_proto_msgTypes[17]
+	mi := &file_shoal_v1_events_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1849,7 +1942,7 @@ func (x *Delivery) String() string {
 func (*Delivery) ProtoMessage() {}
 
 func (x *Delivery) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[17]
+	mi := &file_shoal_v1_events_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1862,7 +1955,7 @@ func (x *Delivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
 func (*Delivery) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{17}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Delivery) GetMessage() *Message {
@@ -1901,7 +1994,7 @@ type Source struct {
 
 func (x *Source) Reset() {
 	*x = Source{}
-	mi := &file_shoal_v1_events_proto_msgTypes[18]
+	mi := &file_shoal_v1_events_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1913,7 +2006,7 @@ func (x *Source) String() string {
 func (*Source) ProtoMessage() {}
 
 func (x *Source) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[18]
+	mi := &file_shoal_v1_events_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1926,7 +2019,7 @@ func (x *Source) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Source.ProtoReflect.Descriptor instead.
 func (*Source) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{18}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Source) GetPartition() int32 {
@@ -1954,7 +2047,7 @@ type SessionSubscription struct {
 
 func (x *SessionSubscription) Reset() {
 	*x = SessionSubscription{}
-	mi := &file_shoal_v1_events_proto_msgTypes[19]
+	mi := &file_shoal_v1_events_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1966,7 +2059,7 @@ func (x *SessionSubscription) String() string {
 func (*SessionSubscription) ProtoMessage() {}
 
 func (x *SessionSubscription) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[19]
+	mi := &file_shoal_v1_events_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1979,7 +2072,7 @@ func (x *SessionSubscription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionSubscription.ProtoReflect.Descriptor instead.
 func (*SessionSubscription) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{19}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SessionSubscription) GetFilter() string {
@@ -2009,7 +2102,7 @@ type SessionSubscriptions struct {
 
 func (x *SessionSubscriptions) Reset() {
 	*x = SessionSubscriptions{}
-	mi := &file_shoal_v1_events_proto_msgTypes[20]
+	mi := &file_shoal_v1_events_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2021,7 +2114,7 @@ func (x *SessionSubscriptions) String() string {
 func (*SessionSubscriptions) ProtoMessage() {}
 
 func (x *SessionSubscriptions) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[20]
+	mi := &file_shoal_v1_events_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2034,7 +2127,7 @@ func (x *SessionSubscriptions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionSubscriptions.ProtoReflect.Descriptor instead.
 func (*SessionSubscriptions) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{20}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SessionSubscriptions) GetAdded() []*SessionSubscription {
@@ -2085,7 +2178,7 @@ type GatewayHeartbeat struct {
 
 func (x *GatewayHeartbeat) Reset() {
 	*x = GatewayHeartbeat{}
-	mi := &file_shoal_v1_events_proto_msgTypes[21]
+	mi := &file_shoal_v1_events_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2097,7 +2190,7 @@ func (x *GatewayHeartbeat) String() string {
 func (*GatewayHeartbeat) ProtoMessage() {}
 
 func (x *GatewayHeartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[21]
+	mi := &file_shoal_v1_events_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2110,7 +2203,7 @@ func (x *GatewayHeartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GatewayHeartbeat.ProtoReflect.Descriptor instead.
 func (*GatewayHeartbeat) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{21}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GatewayHeartbeat) GetSlot() int32 {
@@ -2154,7 +2247,7 @@ type SessionTick struct {
 
 func (x *SessionTick) Reset() {
 	*x = SessionTick{}
-	mi := &file_shoal_v1_events_proto_msgTypes[22]
+	mi := &file_shoal_v1_events_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2166,7 +2259,7 @@ func (x *SessionTick) String() string {
 func (*SessionTick) ProtoMessage() {}
 
 func (x *SessionTick) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[22]
+	mi := &file_shoal_v1_events_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2179,7 +2272,7 @@ func (x *SessionTick) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionTick.ProtoReflect.Descriptor instead.
 func (*SessionTick) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{22}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{23}
 }
 
 // InboxAppend hands a QoS 1 or 2 message for a persistent session to the
@@ -2218,7 +2311,7 @@ type InboxAppend struct {
 
 func (x *InboxAppend) Reset() {
 	*x = InboxAppend{}
-	mi := &file_shoal_v1_events_proto_msgTypes[23]
+	mi := &file_shoal_v1_events_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2230,7 +2323,7 @@ func (x *InboxAppend) String() string {
 func (*InboxAppend) ProtoMessage() {}
 
 func (x *InboxAppend) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[23]
+	mi := &file_shoal_v1_events_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2243,7 +2336,7 @@ func (x *InboxAppend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InboxAppend.ProtoReflect.Descriptor instead.
 func (*InboxAppend) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{23}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *InboxAppend) GetMessage() *Message {
@@ -2319,7 +2412,7 @@ type InboxAck struct {
 
 func (x *InboxAck) Reset() {
 	*x = InboxAck{}
-	mi := &file_shoal_v1_events_proto_msgTypes[24]
+	mi := &file_shoal_v1_events_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2331,7 +2424,7 @@ func (x *InboxAck) String() string {
 func (*InboxAck) ProtoMessage() {}
 
 func (x *InboxAck) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[24]
+	mi := &file_shoal_v1_events_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2344,7 +2437,7 @@ func (x *InboxAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InboxAck.ProtoReflect.Descriptor instead.
 func (*InboxAck) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{24}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *InboxAck) GetSeq() uint64 {
@@ -2385,7 +2478,7 @@ type SharedRedispatch struct {
 
 func (x *SharedRedispatch) Reset() {
 	*x = SharedRedispatch{}
-	mi := &file_shoal_v1_events_proto_msgTypes[25]
+	mi := &file_shoal_v1_events_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2397,7 +2490,7 @@ func (x *SharedRedispatch) String() string {
 func (*SharedRedispatch) ProtoMessage() {}
 
 func (x *SharedRedispatch) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[25]
+	mi := &file_shoal_v1_events_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2410,7 +2503,7 @@ func (x *SharedRedispatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SharedRedispatch.ProtoReflect.Descriptor instead.
 func (*SharedRedispatch) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{25}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SharedRedispatch) GetMessage() *Message {
@@ -2469,7 +2562,7 @@ type QuotaReport struct {
 
 func (x *QuotaReport) Reset() {
 	*x = QuotaReport{}
-	mi := &file_shoal_v1_events_proto_msgTypes[26]
+	mi := &file_shoal_v1_events_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2481,7 +2574,7 @@ func (x *QuotaReport) String() string {
 func (*QuotaReport) ProtoMessage() {}
 
 func (x *QuotaReport) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[26]
+	mi := &file_shoal_v1_events_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2494,7 +2587,7 @@ func (x *QuotaReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaReport.ProtoReflect.Descriptor instead.
 func (*QuotaReport) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{26}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *QuotaReport) GetIntervalMs() int64 {
@@ -2546,7 +2639,7 @@ type QuotaUsage struct {
 
 func (x *QuotaUsage) Reset() {
 	*x = QuotaUsage{}
-	mi := &file_shoal_v1_events_proto_msgTypes[27]
+	mi := &file_shoal_v1_events_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2558,7 +2651,7 @@ func (x *QuotaUsage) String() string {
 func (*QuotaUsage) ProtoMessage() {}
 
 func (x *QuotaUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_shoal_v1_events_proto_msgTypes[27]
+	mi := &file_shoal_v1_events_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2571,7 +2664,7 @@ func (x *QuotaUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuotaUsage.ProtoReflect.Descriptor instead.
 func (*QuotaUsage) Descriptor() ([]byte, []int) {
-	return file_shoal_v1_events_proto_rawDescGZIP(), []int{27}
+	return file_shoal_v1_events_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *QuotaUsage) GetPerSecond() float64 {
@@ -2592,7 +2685,8 @@ var File_shoal_v1_events_proto protoreflect.FileDescriptor
 
 const file_shoal_v1_events_proto_rawDesc = "" +
 	"\n" +
-	"\x15shoal/v1/events.proto\x12\bshoal.v1\"\xf1\t\n" +
+	"\x15shoal/v1/events.proto\x12\bshoal.v1\"\xad\n" +
+	"\n" +
 	"\bEnvelope\x12%\n" +
 	"\x0eschema_version\x18\x01 \x01(\rR\rschemaVersion\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x1b\n" +
@@ -2619,7 +2713,8 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"\x11shared_redispatch\x18\x16 \x01(\v2\x1a.shoal.v1.SharedRedispatchH\x00R\x10sharedRedispatch\x121\n" +
 	"\tinbox_ack\x18\x17 \x01(\v2\x12.shoal.v1.InboxAckH\x00R\binboxAck\x12C\n" +
 	"\x0fpublish_release\x18\x18 \x01(\v2\x18.shoal.v1.PublishReleaseH\x00R\x0epublishRelease\x12:\n" +
-	"\fquota_report\x18\x19 \x01(\v2\x15.shoal.v1.QuotaReportH\x00R\vquotaReport\x12C\n" +
+	"\fquota_report\x18\x19 \x01(\v2\x15.shoal.v1.QuotaReportH\x00R\vquotaReport\x12:\n" +
+	"\fdelivery_ack\x18\x1a \x01(\v2\x15.shoal.v1.DeliveryAckH\x00R\vdeliveryAck\x12C\n" +
 	"\x0fsession_command\x18\x1e \x01(\v2\x18.shoal.v1.SessionCommandH\x00R\x0esessionCommandB\a\n" +
 	"\x05event\"B\n" +
 	"\tMessageID\x12#\n" +
@@ -2736,6 +2831,14 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"connection\x18\x01 \x01(\x04R\n" +
 	"connection\x12\x1f\n" +
 	"\vreason_code\x18\x02 \x01(\rR\n" +
+	"reasonCode\"}\n" +
+	"\vDeliveryAck\x12\x1b\n" +
+	"\tpacket_id\x18\x01 \x01(\rR\bpacketId\x12\x10\n" +
+	"\x03qos\x18\x02 \x01(\rR\x03qos\x12\x1e\n" +
+	"\n" +
+	"connection\x18\x03 \x01(\x04R\n" +
+	"connection\x12\x1f\n" +
+	"\vreason_code\x18\x04 \x01(\rR\n" +
 	"reasonCode\"\x93\x01\n" +
 	"\x0eSessionCommand\x12+\n" +
 	"\x02op\x18\x01 \x01(\x0e2\x1b.shoal.v1.SessionCommand.OpR\x02op\x12\x16\n" +
@@ -2831,7 +2934,7 @@ func file_shoal_v1_events_proto_rawDescGZIP() []byte {
 }
 
 var file_shoal_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_shoal_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_shoal_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_shoal_v1_events_proto_goTypes = []any{
 	(SubscriptionChange_Op)(0),   // 0: shoal.v1.SubscriptionChange.Op
 	(SessionCommand_Op)(0),       // 1: shoal.v1.SessionCommand.Op
@@ -2850,19 +2953,20 @@ var file_shoal_v1_events_proto_goTypes = []any{
 	(*Presence)(nil),             // 14: shoal.v1.Presence
 	(*Disconnect)(nil),           // 15: shoal.v1.Disconnect
 	(*Kick)(nil),                 // 16: shoal.v1.Kick
-	(*SessionCommand)(nil),       // 17: shoal.v1.SessionCommand
-	(*Target)(nil),               // 18: shoal.v1.Target
-	(*Delivery)(nil),             // 19: shoal.v1.Delivery
-	(*Source)(nil),               // 20: shoal.v1.Source
-	(*SessionSubscription)(nil),  // 21: shoal.v1.SessionSubscription
-	(*SessionSubscriptions)(nil), // 22: shoal.v1.SessionSubscriptions
-	(*GatewayHeartbeat)(nil),     // 23: shoal.v1.GatewayHeartbeat
-	(*SessionTick)(nil),          // 24: shoal.v1.SessionTick
-	(*InboxAppend)(nil),          // 25: shoal.v1.InboxAppend
-	(*InboxAck)(nil),             // 26: shoal.v1.InboxAck
-	(*SharedRedispatch)(nil),     // 27: shoal.v1.SharedRedispatch
-	(*QuotaReport)(nil),          // 28: shoal.v1.QuotaReport
-	(*QuotaUsage)(nil),           // 29: shoal.v1.QuotaUsage
+	(*DeliveryAck)(nil),          // 17: shoal.v1.DeliveryAck
+	(*SessionCommand)(nil),       // 18: shoal.v1.SessionCommand
+	(*Target)(nil),               // 19: shoal.v1.Target
+	(*Delivery)(nil),             // 20: shoal.v1.Delivery
+	(*Source)(nil),               // 21: shoal.v1.Source
+	(*SessionSubscription)(nil),  // 22: shoal.v1.SessionSubscription
+	(*SessionSubscriptions)(nil), // 23: shoal.v1.SessionSubscriptions
+	(*GatewayHeartbeat)(nil),     // 24: shoal.v1.GatewayHeartbeat
+	(*SessionTick)(nil),          // 25: shoal.v1.SessionTick
+	(*InboxAppend)(nil),          // 26: shoal.v1.InboxAppend
+	(*InboxAck)(nil),             // 27: shoal.v1.InboxAck
+	(*SharedRedispatch)(nil),     // 28: shoal.v1.SharedRedispatch
+	(*QuotaReport)(nil),          // 29: shoal.v1.QuotaReport
+	(*QuotaUsage)(nil),           // 30: shoal.v1.QuotaUsage
 }
 var file_shoal_v1_events_proto_depIdxs = []int32{
 	3,  // 0: shoal.v1.Envelope.message_id:type_name -> shoal.v1.MessageID
@@ -2873,45 +2977,46 @@ var file_shoal_v1_events_proto_depIdxs = []int32{
 	14, // 5: shoal.v1.Envelope.presence:type_name -> shoal.v1.Presence
 	15, // 6: shoal.v1.Envelope.disconnect:type_name -> shoal.v1.Disconnect
 	16, // 7: shoal.v1.Envelope.kick:type_name -> shoal.v1.Kick
-	19, // 8: shoal.v1.Envelope.delivery:type_name -> shoal.v1.Delivery
-	22, // 9: shoal.v1.Envelope.session_subscriptions:type_name -> shoal.v1.SessionSubscriptions
-	23, // 10: shoal.v1.Envelope.gateway_heartbeat:type_name -> shoal.v1.GatewayHeartbeat
-	24, // 11: shoal.v1.Envelope.session_tick:type_name -> shoal.v1.SessionTick
-	25, // 12: shoal.v1.Envelope.inbox_append:type_name -> shoal.v1.InboxAppend
-	27, // 13: shoal.v1.Envelope.shared_redispatch:type_name -> shoal.v1.SharedRedispatch
-	26, // 14: shoal.v1.Envelope.inbox_ack:type_name -> shoal.v1.InboxAck
+	20, // 8: shoal.v1.Envelope.delivery:type_name -> shoal.v1.Delivery
+	23, // 9: shoal.v1.Envelope.session_subscriptions:type_name -> shoal.v1.SessionSubscriptions
+	24, // 10: shoal.v1.Envelope.gateway_heartbeat:type_name -> shoal.v1.GatewayHeartbeat
+	25, // 11: shoal.v1.Envelope.session_tick:type_name -> shoal.v1.SessionTick
+	26, // 12: shoal.v1.Envelope.inbox_append:type_name -> shoal.v1.InboxAppend
+	28, // 13: shoal.v1.Envelope.shared_redispatch:type_name -> shoal.v1.SharedRedispatch
+	27, // 14: shoal.v1.Envelope.inbox_ack:type_name -> shoal.v1.InboxAck
 	7,  // 15: shoal.v1.Envelope.publish_release:type_name -> shoal.v1.PublishRelease
-	28, // 16: shoal.v1.Envelope.quota_report:type_name -> shoal.v1.QuotaReport
-	17, // 17: shoal.v1.Envelope.session_command:type_name -> shoal.v1.SessionCommand
-	4,  // 18: shoal.v1.Message.user_properties:type_name -> shoal.v1.UserProperty
-	5,  // 19: shoal.v1.Publish.message:type_name -> shoal.v1.Message
-	0,  // 20: shoal.v1.SubscriptionChange.op:type_name -> shoal.v1.SubscriptionChange.Op
-	8,  // 21: shoal.v1.SubscriptionChange.options:type_name -> shoal.v1.SubscriptionOptions
-	10, // 22: shoal.v1.SubscriptionChange.route:type_name -> shoal.v1.Route
-	5,  // 23: shoal.v1.Will.message:type_name -> shoal.v1.Message
-	10, // 24: shoal.v1.Connect.route:type_name -> shoal.v1.Route
-	11, // 25: shoal.v1.Connect.will:type_name -> shoal.v1.Will
-	21, // 26: shoal.v1.ConnectResult.subscriptions:type_name -> shoal.v1.SessionSubscription
-	10, // 27: shoal.v1.Presence.route:type_name -> shoal.v1.Route
-	1,  // 28: shoal.v1.SessionCommand.op:type_name -> shoal.v1.SessionCommand.Op
-	5,  // 29: shoal.v1.Delivery.message:type_name -> shoal.v1.Message
-	18, // 30: shoal.v1.Delivery.targets:type_name -> shoal.v1.Target
-	20, // 31: shoal.v1.Delivery.source:type_name -> shoal.v1.Source
-	8,  // 32: shoal.v1.SessionSubscription.options:type_name -> shoal.v1.SubscriptionOptions
-	21, // 33: shoal.v1.SessionSubscriptions.added:type_name -> shoal.v1.SessionSubscription
-	5,  // 34: shoal.v1.InboxAppend.message:type_name -> shoal.v1.Message
-	18, // 35: shoal.v1.InboxAppend.target:type_name -> shoal.v1.Target
-	20, // 36: shoal.v1.InboxAppend.source:type_name -> shoal.v1.Source
-	3,  // 37: shoal.v1.InboxAppend.message_id:type_name -> shoal.v1.MessageID
-	5,  // 38: shoal.v1.SharedRedispatch.message:type_name -> shoal.v1.Message
-	29, // 39: shoal.v1.QuotaReport.messages:type_name -> shoal.v1.QuotaUsage
-	29, // 40: shoal.v1.QuotaReport.bytes:type_name -> shoal.v1.QuotaUsage
-	29, // 41: shoal.v1.QuotaReport.connection_rate:type_name -> shoal.v1.QuotaUsage
-	42, // [42:42] is the sub-list for method output_type
-	42, // [42:42] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	29, // 16: shoal.v1.Envelope.quota_report:type_name -> shoal.v1.QuotaReport
+	17, // 17: shoal.v1.Envelope.delivery_ack:type_name -> shoal.v1.DeliveryAck
+	18, // 18: shoal.v1.Envelope.session_command:type_name -> shoal.v1.SessionCommand
+	4,  // 19: shoal.v1.Message.user_properties:type_name -> shoal.v1.UserProperty
+	5,  // 20: shoal.v1.Publish.message:type_name -> shoal.v1.Message
+	0,  // 21: shoal.v1.SubscriptionChange.op:type_name -> shoal.v1.SubscriptionChange.Op
+	8,  // 22: shoal.v1.SubscriptionChange.options:type_name -> shoal.v1.SubscriptionOptions
+	10, // 23: shoal.v1.SubscriptionChange.route:type_name -> shoal.v1.Route
+	5,  // 24: shoal.v1.Will.message:type_name -> shoal.v1.Message
+	10, // 25: shoal.v1.Connect.route:type_name -> shoal.v1.Route
+	11, // 26: shoal.v1.Connect.will:type_name -> shoal.v1.Will
+	22, // 27: shoal.v1.ConnectResult.subscriptions:type_name -> shoal.v1.SessionSubscription
+	10, // 28: shoal.v1.Presence.route:type_name -> shoal.v1.Route
+	1,  // 29: shoal.v1.SessionCommand.op:type_name -> shoal.v1.SessionCommand.Op
+	5,  // 30: shoal.v1.Delivery.message:type_name -> shoal.v1.Message
+	19, // 31: shoal.v1.Delivery.targets:type_name -> shoal.v1.Target
+	21, // 32: shoal.v1.Delivery.source:type_name -> shoal.v1.Source
+	8,  // 33: shoal.v1.SessionSubscription.options:type_name -> shoal.v1.SubscriptionOptions
+	22, // 34: shoal.v1.SessionSubscriptions.added:type_name -> shoal.v1.SessionSubscription
+	5,  // 35: shoal.v1.InboxAppend.message:type_name -> shoal.v1.Message
+	19, // 36: shoal.v1.InboxAppend.target:type_name -> shoal.v1.Target
+	21, // 37: shoal.v1.InboxAppend.source:type_name -> shoal.v1.Source
+	3,  // 38: shoal.v1.InboxAppend.message_id:type_name -> shoal.v1.MessageID
+	5,  // 39: shoal.v1.SharedRedispatch.message:type_name -> shoal.v1.Message
+	30, // 40: shoal.v1.QuotaReport.messages:type_name -> shoal.v1.QuotaUsage
+	30, // 41: shoal.v1.QuotaReport.bytes:type_name -> shoal.v1.QuotaUsage
+	30, // 42: shoal.v1.QuotaReport.connection_rate:type_name -> shoal.v1.QuotaUsage
+	43, // [43:43] is the sub-list for method output_type
+	43, // [43:43] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_shoal_v1_events_proto_init() }
@@ -2936,6 +3041,7 @@ func file_shoal_v1_events_proto_init() {
 		(*Envelope_InboxAck)(nil),
 		(*Envelope_PublishRelease)(nil),
 		(*Envelope_QuotaReport)(nil),
+		(*Envelope_DeliveryAck)(nil),
 		(*Envelope_SessionCommand)(nil),
 	}
 	file_shoal_v1_events_proto_msgTypes[9].OneofWrappers = []any{}
@@ -2946,7 +3052,7 @@ func file_shoal_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shoal_v1_events_proto_rawDesc), len(file_shoal_v1_events_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   28,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -192,6 +192,15 @@ func (m *Envelope_QuotaReport) CloneVT() isEnvelope_Event {
 	return r
 }
 
+func (m *Envelope_DeliveryAck) CloneVT() isEnvelope_Event {
+	if m == nil {
+		return (*Envelope_DeliveryAck)(nil)
+	}
+	r := new(Envelope_DeliveryAck)
+	r.DeliveryAck = m.DeliveryAck.CloneVT()
+	return r
+}
+
 func (m *Envelope_SessionCommand) CloneVT() isEnvelope_Event {
 	if m == nil {
 		return (*Envelope_SessionCommand)(nil)
@@ -513,6 +522,26 @@ func (m *Kick) CloneVT() *Kick {
 }
 
 func (m *Kick) CloneMessageVT() proto.Message {
+	return m.CloneVT()
+}
+
+func (m *DeliveryAck) CloneVT() *DeliveryAck {
+	if m == nil {
+		return (*DeliveryAck)(nil)
+	}
+	r := new(DeliveryAck)
+	r.PacketId = m.PacketId
+	r.Qos = m.Qos
+	r.Connection = m.Connection
+	r.ReasonCode = m.ReasonCode
+	if len(m.unknownFields) > 0 {
+		r.unknownFields = make([]byte, len(m.unknownFields))
+		copy(r.unknownFields, m.unknownFields)
+	}
+	return r
+}
+
+func (m *DeliveryAck) CloneMessageVT() proto.Message {
 	return m.CloneVT()
 }
 
@@ -1237,6 +1266,31 @@ func (this *Envelope_QuotaReport) EqualVT(thatIface isEnvelope_Event) bool {
 	return true
 }
 
+func (this *Envelope_DeliveryAck) EqualVT(thatIface isEnvelope_Event) bool {
+	that, ok := thatIface.(*Envelope_DeliveryAck)
+	if !ok {
+		return false
+	}
+	if this == that {
+		return true
+	}
+	if this == nil && that != nil || this != nil && that == nil {
+		return false
+	}
+	if p, q := this.DeliveryAck, that.DeliveryAck; p != q {
+		if p == nil {
+			p = &DeliveryAck{}
+		}
+		if q == nil {
+			q = &DeliveryAck{}
+		}
+		if !p.EqualVT(q) {
+			return false
+		}
+	}
+	return true
+}
+
 func (this *Envelope_SessionCommand) EqualVT(thatIface isEnvelope_Event) bool {
 	that, ok := thatIface.(*Envelope_SessionCommand)
 	if !ok {
@@ -1704,6 +1758,34 @@ func (this *Kick) EqualVT(that *Kick) bool {
 
 func (this *Kick) EqualMessageVT(thatMsg proto.Message) bool {
 	that, ok := thatMsg.(*Kick)
+	if !ok {
+		return false
+	}
+	return this.EqualVT(that)
+}
+func (this *DeliveryAck) EqualVT(that *DeliveryAck) bool {
+	if this == that {
+		return true
+	} else if this == nil || that == nil {
+		return false
+	}
+	if this.PacketId != that.PacketId {
+		return false
+	}
+	if this.Qos != that.Qos {
+		return false
+	}
+	if this.Connection != that.Connection {
+		return false
+	}
+	if this.ReasonCode != that.ReasonCode {
+		return false
+	}
+	return string(this.unknownFields) == string(that.unknownFields)
+}
+
+func (this *DeliveryAck) EqualMessageVT(thatMsg proto.Message) bool {
+	that, ok := thatMsg.(*DeliveryAck)
 	if !ok {
 		return false
 	}
@@ -2508,6 +2590,27 @@ func (m *Envelope_QuotaReport) MarshalToSizedBufferVT(dAtA []byte) (int, error) 
 		dAtA[i] = 0x1
 		i--
 		dAtA[i] = 0xca
+	}
+	return len(dAtA) - i, nil
+}
+func (m *Envelope_DeliveryAck) MarshalToVT(dAtA []byte) (int, error) {
+	size := m.SizeVT()
+	return m.MarshalToSizedBufferVT(dAtA[:size])
+}
+
+func (m *Envelope_DeliveryAck) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	if m.DeliveryAck != nil {
+		size, err := m.DeliveryAck.MarshalToSizedBufferVT(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(size))
+		i--
+		dAtA[i] = 0x1
+		i--
+		dAtA[i] = 0xd2
 	}
 	return len(dAtA) - i, nil
 }
@@ -3444,6 +3547,59 @@ func (m *Kick) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 	}
 	if m.Connection != 0 {
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.Connection))
+		i--
+		dAtA[i] = 0x8
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *DeliveryAck) MarshalVT() (dAtA []byte, err error) {
+	if m == nil {
+		return nil, nil
+	}
+	size := m.SizeVT()
+	dAtA = make([]byte, size)
+	n, err := m.MarshalToSizedBufferVT(dAtA[:size])
+	if err != nil {
+		return nil, err
+	}
+	return dAtA[:n], nil
+}
+
+func (m *DeliveryAck) MarshalToVT(dAtA []byte) (int, error) {
+	size := m.SizeVT()
+	return m.MarshalToSizedBufferVT(dAtA[:size])
+}
+
+func (m *DeliveryAck) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
+	if m == nil {
+		return 0, nil
+	}
+	i := len(dAtA)
+	_ = i
+	var l int
+	_ = l
+	if m.unknownFields != nil {
+		i -= len(m.unknownFields)
+		copy(dAtA[i:], m.unknownFields)
+	}
+	if m.ReasonCode != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.ReasonCode))
+		i--
+		dAtA[i] = 0x20
+	}
+	if m.Connection != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.Connection))
+		i--
+		dAtA[i] = 0x18
+	}
+	if m.Qos != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.Qos))
+		i--
+		dAtA[i] = 0x10
+	}
+	if m.PacketId != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.PacketId))
 		i--
 		dAtA[i] = 0x8
 	}
@@ -4561,6 +4717,18 @@ func (m *Envelope_QuotaReport) SizeVT() (n int) {
 	}
 	return n
 }
+func (m *Envelope_DeliveryAck) SizeVT() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	if m.DeliveryAck != nil {
+		l = m.DeliveryAck.SizeVT()
+		n += 2 + l + protohelpers.SizeOfVarint(uint64(l))
+	}
+	return n
+}
 func (m *Envelope_SessionCommand) SizeVT() (n int) {
 	if m == nil {
 		return 0
@@ -4922,6 +5090,28 @@ func (m *Kick) SizeVT() (n int) {
 	}
 	var l int
 	_ = l
+	if m.Connection != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.Connection))
+	}
+	if m.ReasonCode != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.ReasonCode))
+	}
+	n += len(m.unknownFields)
+	return n
+}
+
+func (m *DeliveryAck) SizeVT() (n int) {
+	if m == nil {
+		return 0
+	}
+	var l int
+	_ = l
+	if m.PacketId != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.PacketId))
+	}
+	if m.Qos != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.Qos))
+	}
 	if m.Connection != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.Connection))
 	}
@@ -6094,6 +6284,47 @@ func (m *Envelope) UnmarshalVT(dAtA []byte) error {
 					return err
 				}
 				m.Event = &Envelope_QuotaReport{QuotaReport: v}
+			}
+			iNdEx = postIndex
+		case 26:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field DeliveryAck", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if oneof, ok := m.Event.(*Envelope_DeliveryAck); ok {
+				if err := oneof.DeliveryAck.UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
+					return err
+				}
+			} else {
+				v := &DeliveryAck{}
+				if err := v.UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
+					return err
+				}
+				m.Event = &Envelope_DeliveryAck{DeliveryAck: v}
 			}
 			iNdEx = postIndex
 		case 30:
@@ -8378,6 +8609,133 @@ func (m *Kick) UnmarshalVT(dAtA []byte) error {
 				}
 			}
 		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field ReasonCode", wireType)
+			}
+			m.ReasonCode = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.ReasonCode |= uint32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		default:
+			iNdEx = preIndex
+			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.unknownFields = append(m.unknownFields, dAtA[iNdEx:iNdEx+skippy]...)
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *DeliveryAck) UnmarshalVT(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return protohelpers.ErrIntOverflow
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: DeliveryAck: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: DeliveryAck: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field PacketId", wireType)
+			}
+			m.PacketId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.PacketId |= uint32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Qos", wireType)
+			}
+			m.Qos = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Qos |= uint32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 3:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Connection", wireType)
+			}
+			m.Connection = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Connection |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 4:
 			if wireType != 0 {
 				return fmt.Errorf("proto: wrong wireType = %d for field ReasonCode", wireType)
 			}
@@ -11276,6 +11634,47 @@ func (m *Envelope) UnmarshalVTUnsafe(dAtA []byte) error {
 				m.Event = &Envelope_QuotaReport{QuotaReport: v}
 			}
 			iNdEx = postIndex
+		case 26:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field DeliveryAck", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if oneof, ok := m.Event.(*Envelope_DeliveryAck); ok {
+				if err := oneof.DeliveryAck.UnmarshalVTUnsafe(dAtA[iNdEx:postIndex]); err != nil {
+					return err
+				}
+			} else {
+				v := &DeliveryAck{}
+				if err := v.UnmarshalVTUnsafe(dAtA[iNdEx:postIndex]); err != nil {
+					return err
+				}
+				m.Event = &Envelope_DeliveryAck{DeliveryAck: v}
+			}
+			iNdEx = postIndex
 		case 30:
 			if wireType != 2 {
 				return fmt.Errorf("proto: wrong wireType = %d for field SessionCommand", wireType)
@@ -13588,6 +13987,133 @@ func (m *Kick) UnmarshalVTUnsafe(dAtA []byte) error {
 				}
 			}
 		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field ReasonCode", wireType)
+			}
+			m.ReasonCode = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.ReasonCode |= uint32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		default:
+			iNdEx = preIndex
+			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
+			if err != nil {
+				return err
+			}
+			if (skippy < 0) || (iNdEx+skippy) < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if (iNdEx + skippy) > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.unknownFields = append(m.unknownFields, dAtA[iNdEx:iNdEx+skippy]...)
+			iNdEx += skippy
+		}
+	}
+
+	if iNdEx > l {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}
+func (m *DeliveryAck) UnmarshalVTUnsafe(dAtA []byte) error {
+	l := len(dAtA)
+	iNdEx := 0
+	for iNdEx < l {
+		preIndex := iNdEx
+		var wire uint64
+		for shift := uint(0); ; shift += 7 {
+			if shift >= 64 {
+				return protohelpers.ErrIntOverflow
+			}
+			if iNdEx >= l {
+				return io.ErrUnexpectedEOF
+			}
+			b := dAtA[iNdEx]
+			iNdEx++
+			wire |= uint64(b&0x7F) << shift
+			if b < 0x80 {
+				break
+			}
+		}
+		fieldNum := int32(wire >> 3)
+		wireType := int(wire & 0x7)
+		if wireType == 4 {
+			return fmt.Errorf("proto: DeliveryAck: wiretype end group for non-group")
+		}
+		if fieldNum <= 0 {
+			return fmt.Errorf("proto: DeliveryAck: illegal tag %d (wire type %d)", fieldNum, wire)
+		}
+		switch fieldNum {
+		case 1:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field PacketId", wireType)
+			}
+			m.PacketId = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.PacketId |= uint32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 2:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Qos", wireType)
+			}
+			m.Qos = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Qos |= uint32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 3:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Connection", wireType)
+			}
+			m.Connection = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Connection |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 4:
 			if wireType != 0 {
 				return fmt.Errorf("proto: wrong wireType = %d for field ReasonCode", wireType)
 			}

@@ -263,6 +263,12 @@ func EventType(r *Record) string {
 		return EventInboxAck
 	case EventPublishRelease:
 		return EventPublishRelease
+	case EventQuotaReport:
+		return EventQuotaReport
+	case EventSessionCommand:
+		return EventSessionCommand
+	case EventDeliveryAck:
+		return EventDeliveryAck
 	}
 	return string(v)
 }

@@ -87,6 +87,12 @@ func testEnvelopes() map[string]*eventspb.Envelope {
 				IntervalMs: 1000, Connections: 3, Messages: &eventspb.QuotaUsage{PerSecond: 12.5, Saturated: true},
 			}}
 		}),
+		EventSessionCommand: base(func(e *eventspb.Envelope) {
+			e.Event = &eventspb.Envelope_SessionCommand{SessionCommand: &eventspb.SessionCommand{Op: eventspb.SessionCommand_OP_KICK, Reason: "ctl"}}
+		}),
+		EventDeliveryAck: base(func(e *eventspb.Envelope) {
+			e.Event = &eventspb.Envelope_DeliveryAck{DeliveryAck: &eventspb.DeliveryAck{PacketId: 3, Qos: 1, Connection: 9}}
+		}),
 		EventSessionTick: base(func(e *eventspb.Envelope) {
 			e.Event = &eventspb.Envelope_SessionTick{SessionTick: &eventspb.SessionTick{}}
 		}),

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -87,6 +88,9 @@ type Config struct {
 	// SASL, if set, authenticates every connection to the brokers (the
 	// embedded backbone's: Embedded.ClientConfig). Nil: no SASL.
 	SASL *SASL
+	// TLS, if set, encrypts every connection to the brokers. Not with
+	// Dial.
+	TLS *tls.Config
 	// GroupSessionTimeout is how long a consumer group member may go
 	// without a heartbeat before the group gives its partitions to the
 	// others: the failover time of a router or session service that dies.
@@ -121,6 +125,9 @@ func (c Config) Validate() error {
 		if err := c.SASL.validate(); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if c.TLS != nil && c.Dial != nil {
+		errs = append(errs, errors.New("kafka.tls: not with a dialer of its own (the embedded backbone)"))
 	}
 	if c.GroupSessionTimeout != 0 && c.GroupSessionTimeout < time.Second {
 		errs = append(errs, fmt.Errorf("kafka.group_session_timeout: must be ≥ 1s, is %s", c.GroupSessionTimeout))
@@ -331,6 +338,9 @@ func NewClient(ctx context.Context, cfg Config, log *slog.Logger) (*Client, erro
 	}
 	if cfg.Dial != nil {
 		c.common = append(c.common, kgo.Dialer(cfg.Dial))
+	}
+	if cfg.TLS != nil {
+		c.common = append(c.common, kgo.DialTLSConfig(cfg.TLS.Clone()))
 	}
 	if cfg.SASL != nil {
 		c.common = append(c.common, kgo.SASL(saslMechanism(*cfg.SASL)))

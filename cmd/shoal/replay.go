@@ -28,6 +28,14 @@ var connectionFlags = []struct{ name, usage string }{
 	{"kafka-brokers", "comma-separated brokers of a Kafka cluster instead of a data directory; env SHOAL_KAFKA_BROKERS"},
 	{"kafka-partitions", "partitions of each event topic, when not the default; env SHOAL_KAFKA_PARTITIONS"},
 	{"tenant-separator", "client-id tenant separator (gateway.tenant_separator); env SHOAL_TENANT_SEPARATOR"},
+	{"kafka-sasl-mechanism", "SCRAM-SHA-512, SCRAM-SHA-256 or PLAIN for a Kafka cluster; env SHOAL_KAFKA_SASL_MECHANISM"},
+	{"kafka-sasl-user", "SASL user; env SHOAL_KAFKA_SASL_USER"},
+	{"kafka-sasl-password-file", "file holding the SASL password; env SHOAL_KAFKA_SASL_PASSWORD_FILE"},
+	{"kafka-tls", "true: TLS to the brokers; env SHOAL_KAFKA_TLS"},
+	{"kafka-tls-ca-file", "PEM CA certificates that verify the brokers; env SHOAL_KAFKA_TLS_CA_FILE"},
+	{"kafka-tls-cert-file", "PEM client certificate; env SHOAL_KAFKA_TLS_CERT_FILE"},
+	{"kafka-tls-key-file", "PEM key of the client certificate; env SHOAL_KAFKA_TLS_KEY_FILE"},
+	{"kafka-tls-server-name", "name the brokers' certificates must carry; env SHOAL_KAFKA_TLS_SERVER_NAME"},
 }
 
 // replayFlags parses replay's command line into options, the output

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -84,5 +86,62 @@ func TestReplayCommand(t *testing.T) {
 		if code != tc.code || !strings.Contains(errOut, tc.want) || strings.Count(errOut, "\n") != 1 {
 			t.Errorf("%v: exit %d, stderr %q; want exit %d and one line with %q", tc.args, code, errOut, tc.code, tc.want)
 		}
+	}
+}
+
+// TestReplayKafkaSASL reads a cluster that requires SASL/SCRAM (the
+// embedded backbone's TCP listener) with the kafka.sasl flags.
+func TestReplayKafkaSASL(t *testing.T) {
+	dir := t.TempDir()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kaddr := l.Addr().String()
+	_ = l.Close()
+	b, _ := brokertest.Run(t, func(c *config.Config) { c.DataDir, c.Kafka.EmbeddedAddr = dir, kaddr })
+	nc, err := net.Dial("tcp", b.Addr("mqtt").String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := paho.NewClient(paho.ClientConfig{Conn: nc})
+	if _, err := c.Connect(t.Context(), &paho.Connect{ClientID: "acme-sasl", CleanStart: true, KeepAlive: 30}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Publish(t.Context(), &paho.Publish{Topic: "s/x", Payload: []byte("over scram"), QoS: 1}); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Disconnect(&paho.Disconnect{})
+	props, err := os.ReadFile(filepath.Join(dir, "kafka", "client.properties"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var user, pass string
+	for _, l := range strings.Split(string(props), "\n") {
+		if v, ok := strings.CutPrefix(l, "sasl.username="); ok {
+			user = v
+		}
+		if v, ok := strings.CutPrefix(l, "sasl.password="); ok {
+			pass = v
+		}
+	}
+	good, bad := filepath.Join(t.TempDir(), "pw"), filepath.Join(t.TempDir(), "bad")
+	if err := os.WriteFile(good, []byte(pass+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte("nope\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	replay := func(pw string) (int, string, string) {
+		var out, errOut bytes.Buffer
+		code := run(t.Context(), []string{"replay", "--quiet", "--kafka-partitions", "4", "--kafka-brokers", kaddr, "--type", "publish",
+			"--kafka-sasl-mechanism", "SCRAM-SHA-512", "--kafka-sasl-user", user, "--kafka-sasl-password-file", pw}, &out, &errOut)
+		return code, out.String(), errOut.String()
+	}
+	if code, out, errOut := replay(good); code != 0 || !strings.Contains(out, "over scram") {
+		t.Errorf("with the credentials: exit %d, %q, %q", code, out, errOut)
+	}
+	if code, _, errOut := replay(bad); code != 1 || strings.Count(errOut, "\n") != 1 {
+		t.Errorf("a wrong password: exit %d, stderr %q", code, errOut)
 	}
 }

@@ -197,6 +197,11 @@ func (b *Broker) openKafka(ctx context.Context, bb *backbone) error {
 	}
 	if embedded != nil {
 		kcfg = embedded.ClientConfig(kcfg)
+	} else {
+		var err error
+		if kcfg.SASL, kcfg.TLS, err = cfg.Kafka.Security(); err != nil {
+			return err
+		}
 	}
 	if b.roles == RoleGateway {
 		kcfg.Linger = cfg.Gateway.ProduceLinger

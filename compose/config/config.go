@@ -143,6 +143,10 @@ type Kafka struct {
 	// GroupSessionTimeout is how soon the partitions of a router or session
 	// service that died move to the others (0: 10s).
 	GroupSessionTimeout time.Duration `yaml:"group_session_timeout"`
+	// SASL and TLS secure the connections to an external cluster
+	// (kafkasec.go).
+	SASL KafkaSASL `yaml:"sasl"`
+	TLS  KafkaTLS  `yaml:"tls"`
 }
 
 // Default returns the defaults.
@@ -189,6 +193,7 @@ func (c *Config) Validate() error {
 	if err := c.Auth.JWT.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, c.Kafka.validateSecurity()...)
 	if err := kafka.CheckPartitions(c.Kafka.Partitions); err != nil {
 		errs = append(errs, fmt.Errorf("kafka.partitions: %w", err))
 	}
@@ -245,7 +250,7 @@ func options() []option {
 	str := func(f func(c *Config) *string) func(*Config, string) error {
 		return func(c *Config, v string) error { *f(c) = v; return nil }
 	}
-	return []option{
+	opts := []option{
 		{"mqtt-listen", "MQTT TCP listen address (gateway.mqtt_listen)", str(func(c *Config) *string { return &c.Gateway.MQTTListen })},
 		{"ws-listen", "MQTT over WebSocket listen address, path /mqtt (gateway.ws_listen)", str(func(c *Config) *string { return &c.Gateway.WSListen })},
 		{"mqtts-listen", "MQTT over TLS listen address, e.g. :8883; empty (the default) disables it (gateway.mqtts_listen)", str(func(c *Config) *string { return &c.Gateway.MQTTSListen })},
@@ -377,6 +382,7 @@ func options() []option {
 			return nil
 		}},
 	}
+	return append(opts, kafkaSecurityOptions()...)
 }
 
 // splitList splits a comma-separated list, dropping empty items.

@@ -43,7 +43,12 @@ const connectTimeout = 15 * time.Second
 func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (*Log, error) {
 	kcfg := kafka.Config{Brokers: cfg.Kafka.Brokers, ClientID: "shoal-replay", Catalogue: cfg.Kafka.Catalogue()}
 	l := &Log{Where: fmt.Sprintf("kafka %v", cfg.Kafka.Brokers)}
-	if len(cfg.Kafka.Brokers) == 0 {
+	if len(cfg.Kafka.Brokers) > 0 {
+		var err error
+		if kcfg.SASL, kcfg.TLS, err = cfg.Kafka.Security(); err != nil {
+			return nil, err
+		}
+	} else {
 		dir := filepath.Join(cfg.DataDir, "kafka")
 		if _, err := os.Stat(dir); err != nil {
 			if errors.Is(err, fs.ErrNotExist) {

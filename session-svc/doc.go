@@ -122,7 +122,8 @@
 //     delay count from them) and what is decided from it (a resumed
 //     session that expired, an inbox message that expired) take the
 //     event's own timestamp (the gateway's when it wrote the Connect or
-//     Disconnect; the tick's or heartbeat's for a connection found gone),
+//     Disconnect; the tick's or heartbeat's for a connection found gone;
+//     the SessionCommand's for a connection an operator's deletion ends),
 //     never the service's clock when it applies the record. So a restart
 //     that applies records again, or `shoal views rebuild` reading the
 //     log days later, decides exactly as the first time; and a service

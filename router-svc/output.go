@@ -65,6 +65,14 @@ func NewOutput() *Output {
 // Reset empties o for the next batch, recycling every delivery envelope
 // and target handed out since the last Reset.
 func (o *Output) Reset() {
+	o.dropDeliveries()
+	o.Mutations.Reset()
+}
+
+// dropDeliveries recycles the deliveries and targets handed out since the
+// last Reset, keeping the mutations (a rebuild, which produces nothing,
+// stores them later).
+func (o *Output) dropDeliveries() {
 	for _, t := range o.usedTargets {
 		t.ClientId = ""
 		t.Connection = 0
@@ -90,7 +98,6 @@ func (o *Output) Reset() {
 	o.used = o.used[:0]
 	clear(o.Deliveries)
 	o.Deliveries = o.Deliveries[:0]
-	o.Mutations.Reset()
 }
 
 // delivery appends a new delivery of msg for slot and returns its Delivery,

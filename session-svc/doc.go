@@ -117,6 +117,20 @@
 //     the log: a replay takes the same decisions. A periodic tick of a few
 //     milliseconds instead would scan every partition's sessions and write
 //     a record per partition hundreds of times a second, idle or not.
+//   - Times come from the log: what a session keeps of an event's time
+//     (ConnectedAt, DisconnectedAt, WillDueAt: the expiry and the will
+//     delay count from them) and what is decided from it (a resumed
+//     session that expired, an inbox message that expired) take the
+//     event's own timestamp (the gateway's when it wrote the Connect or
+//     Disconnect; the tick's or heartbeat's for a connection found gone;
+//     the SessionCommand's for a connection an operator's deletion ends),
+//     never the service's clock when it applies the record. So a restart
+//     that applies records again, or `shoal views rebuild` reading the
+//     log days later, decides exactly as the first time; and a service
+//     that catches up after an outage counts a session's expiry from when
+//     its client really left. The service's clock stamps only its
+//     outputs (and an event without a timestamp). Tested:
+//     TestReplayKeepsSessionTimes.
 //   - A DISCONNECT that raises a session expiry of 0 (a protocol error the
 //     gateway answers) leaves it at 0.
 //   - SessionSubscriptions apply removals, then additions; a subscription

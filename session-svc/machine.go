@@ -82,7 +82,7 @@ func (m *machine) apply(k clientKey, sess *Session, env *eventspb.Envelope, outs
 	case *eventspb.Envelope_Connect:
 		return m.connect(k, sess, env, ev.Connect, outs)
 	case *eventspb.Envelope_Disconnect:
-		return m.disconnect(k, sess, ev.Disconnect, outs)
+		return m.disconnect(k, sess, ev.Disconnect, m.eventTime(env), outs)
 	case *eventspb.Envelope_SessionSubscriptions:
 		return outs, m.subscriptions(k, sess, ev.SessionSubscriptions)
 	case *eventspb.Envelope_InboxAppend:
@@ -92,7 +92,7 @@ func (m *machine) apply(k clientKey, sess *Session, env *eventspb.Envelope, outs
 	case *eventspb.Envelope_DeliveryAck:
 		return outs, false // for audit (shoal trace) only
 	case *eventspb.Envelope_SessionCommand:
-		return m.command(k, sess, ev.SessionCommand, outs)
+		return m.command(k, sess, ev.SessionCommand, m.eventTime(env), outs)
 	default:
 		m.log.Warn("unexpected event on shoal.sessions", "event", kafka.EnvelopeType(env),
 			"tenant", k.tenant, "client", k.client)
@@ -112,10 +112,12 @@ func (m *machine) connect(k clientKey, sess *Session, env *eventspb.Envelope, c 
 			"slot", r.GetSlot(), "slots", m.deliveriesPartitions)
 		return outs, false
 	}
-	now := m.now()
+	// at, the event's time, decides what the session keeps (ConnectedAt,
+	// whether it expired); now stamps the outputs.
+	at, now := m.eventTime(env), m.now()
 	// A persistent session resumes on a connection without Clean Start,
 	// unless it has expired (MQTT 5.0 §3.1.2.4, 3.1.1 §3.1.2.4).
-	resume := !c.GetCleanStart() && sess.Active && sess.Persistent() && !sess.Expired(now)
+	resume := !c.GetCleanStart() && sess.Active && sess.Persistent() && !sess.Expired(at)
 	sameConn := sess.Online && sess.Route.GetSlot() == r.GetSlot() && sess.Route.GetConnection() == r.GetConnection()
 	if sameConn && sess.RequestID == c.GetRequestId() {
 		// A duplicate of the request that opened the current connection
@@ -155,7 +157,7 @@ func (m *machine) connect(k clientKey, sess *Session, env *eventspb.Envelope, c 
 	sess.ProtocolVersion = c.GetProtocolVersion()
 	sess.Username = c.GetUsername()
 	sess.Will = c.GetWill().CloneVT()
-	sess.ConnectedAt = now
+	sess.ConnectedAt = at
 	sess.DisconnectedAt = time.Time{}
 
 	outs = append(outs, m.presence(k, sess, now))
@@ -174,7 +176,7 @@ func (m *machine) connect(k clientKey, sess *Session, env *eventspb.Envelope, c 
 	}
 	outs = append(outs, res)
 	if resume {
-		outs = m.replayInbox(k, sess, now, outs)
+		outs = m.replayInbox(k, sess, at, now, outs)
 	} else {
 		sess.Inbox = nil
 	}
@@ -210,15 +212,16 @@ func (m *machine) takeOver(k clientKey, sess *Session, sameConn, resume bool, no
 }
 
 // replayInbox sends a resumed session's inbox after the answer, dropping
-// the messages that expired meanwhile.
-func (m *machine) replayInbox(k clientKey, sess *Session, now time.Time, outs []output) []output {
+// the messages that expired by at (the Connect's time); now stamps the
+// outputs.
+func (m *machine) replayInbox(k clientKey, sess *Session, at, now time.Time, outs []output) []output {
 	// The inbox follows the answer on the same slot, oldest first:
 	// messages queued while the session was offline, and those sent
 	// before and not acknowledged (again, with DUP and their packet
 	// identifiers; PUBREL for a QoS 2 message PUBREC'd before).
 	kept := sess.Inbox[:0]
 	for _, e := range sess.Inbox {
-		if msg := e.GetMessage(); !e.Received && msg.GetHasExpiry() && msg.GetExpiresAtMs() <= now.UnixMilli() {
+		if msg := e.GetMessage(); !e.Received && msg.GetHasExpiry() && msg.GetExpiresAtMs() <= at.UnixMilli() {
 			continue
 		}
 		dup := e.Sent
@@ -391,7 +394,12 @@ func delayedWillDue(sess *Session, now time.Time) bool {
 // alone, which a newer connection of the client never shares; it ends the
 // connection as a normal DISCONNECT would, without the will: the client
 // never had a connection whose loss the will could announce.
-func (m *machine) disconnect(k clientKey, sess *Session, d *eventspb.Disconnect, outs []output) ([]output, bool) {
+//
+// at is when the connection ended: the Disconnect's time, or the time of
+// the record that found its gateway gone (a tick, a heartbeat). The
+// session's DisconnectedAt and WillDueAt count from it, so that replaying
+// the log decides expiry and will delay as the first time.
+func (m *machine) disconnect(k clientKey, sess *Session, d *eventspb.Disconnect, at time.Time, outs []output) ([]output, bool) {
 	if d.GetAbandoned() {
 		if !sess.Online || sess.Route.GetConnection() != d.GetConnection() {
 			m.log.Debug("stale abandoned connect ignored", "tenant", k.tenant, "client", k.client,
@@ -417,7 +425,7 @@ func (m *machine) disconnect(k clientKey, sess *Session, d *eventspb.Disconnect,
 		}
 	}
 	sess.Online = false
-	sess.DisconnectedAt = now
+	sess.DisconnectedAt = at
 	outs = append(outs, m.presence(k, sess, now))
 	switch {
 	case !d.GetPublishWill() || sess.Will == nil:
@@ -432,7 +440,7 @@ func (m *machine) disconnect(k clientKey, sess *Session, d *eventspb.Disconnect,
 		if sess.ExpiryS != kafka.SessionExpiryNever {
 			delay = min(delay, time.Duration(sess.ExpiryS)*time.Second)
 		}
-		sess.WillDueAt = now.Add(delay)
+		sess.WillDueAt = at.Add(delay)
 	}
 	if sess.Persistent() {
 		outs = m.redispatchShared(k, sess, now, outs)
@@ -443,9 +451,10 @@ func (m *machine) disconnect(k clientKey, sess *Session, d *eventspb.Disconnect,
 }
 
 // gatewayGone ends the client's current connection as its gateway died or
-// restarted: as an unclean disconnect (the will is due, a non-persistent
-// session ends, a persistent one starts its expiry).
-func (m *machine) gatewayGone(k clientKey, sess *Session, outs []output) ([]output, bool) {
+// restarted: as an unclean disconnect at at, the time of the record that
+// told (the will is due, a non-persistent session ends, a persistent one
+// starts its expiry).
+func (m *machine) gatewayGone(k clientKey, sess *Session, at time.Time, outs []output) ([]output, bool) {
 	m.log.Info("connection ended with its gateway", "tenant", k.tenant, "client", k.client,
 		"slot", sess.Route.GetSlot(), "connection", sess.Route.GetConnection())
 	// Should the gateway be alive after all (cut off from the log for a
@@ -462,7 +471,7 @@ func (m *machine) gatewayGone(k clientKey, sess *Session, outs []output) ([]outp
 		Generation:  sess.Generation,
 		ReasonCode:  uint32(packet.CodeUnspecifiedError),
 		PublishWill: true,
-	}, outs)
+	}, at, outs)
 }
 
 // command applies an operator's SessionCommand (command.go writes them):
@@ -473,7 +482,10 @@ func (m *machine) gatewayGone(k clientKey, sess *Session, outs []output) ([]outp
 // is published), so that the gateway's late Disconnect is stale. Either
 // changes nothing for a client without a connection (a kick) or a session
 // (a deletion).
-func (m *machine) command(k clientKey, sess *Session, c *eventspb.SessionCommand, outs []output) ([]output, bool) {
+//
+// at is the command's time (its record's): the connection a deletion
+// ends ends then.
+func (m *machine) command(k clientKey, sess *Session, c *eventspb.SessionCommand, at time.Time, outs []output) ([]output, bool) {
 	switch c.GetOp() {
 	case eventspb.SessionCommand_OP_KICK:
 		if !sess.Online {
@@ -497,7 +509,7 @@ func (m *machine) command(k clientKey, sess *Session, c *eventspb.SessionCommand
 				Generation:  sess.Generation,
 				ReasonCode:  uint32(packet.CodeAdministrativeAction),
 				PublishWill: true,
-			}, outs)
+			}, at, outs)
 		}
 		if sess.Active { // a non-persistent session ended with its connection
 			outs = m.endSession(k, sess, m.now(), outs)
@@ -615,6 +627,19 @@ func (m *machine) connectResult(k clientKey, gateway string, requestID uint64, r
 		Generation: route.GetGeneration(),
 	}}
 	return output{stage: stageAnswer, dest: toDeliveries, partition: route.GetSlot(), key: k.recordKey(), env: env}
+}
+
+// eventTime is the time of the event in env: its timestamp (the time of
+// the record, on the log), so that what the session keeps of it
+// (ConnectedAt, DisconnectedAt, WillDueAt) and what is decided from it
+// (expired or not) are the same when the log is applied again, by a
+// restart or by `shoal views rebuild`. The service's own clock is used
+// only for an envelope without a timestamp.
+func (m *machine) eventTime(env *eventspb.Envelope) time.Time {
+	if us := env.GetTimestampUs(); us > 0 {
+		return time.UnixMicro(us)
+	}
+	return m.now()
 }
 
 // envelope is an envelope about client k, without its event.

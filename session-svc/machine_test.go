@@ -48,8 +48,10 @@ type conn struct {
 
 func (c conn) key() clientKey { return clientKey{c.tenant, c.client} }
 
+// env stamps ev at testNow, when the machine's clock reads: the event's
+// time is what the session keeps and decides from (machine.eventTime).
 func (c conn) env(ev *eventspb.Envelope) *eventspb.Envelope {
-	ev.Tenant, ev.ClientId, ev.Gateway, ev.TimestampUs = c.tenant, c.client, c.gateway, testNow.Add(-time.Second).UnixMicro()
+	ev.Tenant, ev.ClientId, ev.Gateway, ev.TimestampUs = c.tenant, c.client, c.gateway, testNow.UnixMicro()
 	return ev
 }
 
@@ -329,8 +331,12 @@ func TestExpiredSessionDoesNotResume(t *testing.T) {
 	h := newHarness(t)
 	h.batch(connA.connect(false, 10, nil))
 	h.batch(connA.disconnect(1, false, nil))
+	// The connect comes 10 s later: its own time decides (the machine's
+	// clock, which stamps the outputs, does not).
 	h.m.now = func() time.Time { return testNow.Add(10 * time.Second) }
-	got := h.batch(connA2.connect(false, 10, nil))
+	late := connA2.connect(false, 10, nil)
+	late.TimestampUs = testNow.Add(10 * time.Second).UnixMicro()
+	got := h.batch(late)
 	for i := range got { // the outputs carry the later time
 		got[i].env.TimestampUs = testNow.UnixMicro()
 	}

@@ -207,7 +207,7 @@ func (b *batch) heartbeat(env *eventspb.Envelope, hb *eventspb.GatewayHeartbeat)
 		return nil
 	}
 	p.live[hb.GetSlot()] = &slotLiveness{base: base, marker: hb.GetMarkerOffset(), lastUs: ts}
-	return b.endConnections(func(sess *Session) bool {
+	return b.endConnections(p.m.eventTime(env), func(sess *Session) bool {
 		return sess.Route.GetSlot() == hb.GetSlot() && !sameRun(sess.Route.GetConnection(), base)
 	})
 }
@@ -249,7 +249,7 @@ func (b *batch) tickSession(k clientKey, dead map[int32]uint64, now time.Time) e
 	if sess.Online {
 		slot := sess.Route.GetSlot()
 		if base, isDead := dead[slot]; isDead && sameRun(sess.Route.GetConnection(), base) {
-			outs, changed = p.m.gatewayGone(k, sess, outs)
+			outs, changed = p.m.gatewayGone(k, sess, now, outs)
 		} else if p.live[slot] == nil {
 			p.live[slot] = &slotLiveness{lastUs: now.UnixMicro()} // grace
 		}
@@ -385,16 +385,16 @@ func (p *partition) silentGateways(nowUs int64) map[int32]uint64 {
 	return dead
 }
 
-// endConnections ends, uncleanly, the connections of the online sessions
-// that gone selects.
-func (b *batch) endConnections(gone func(*Session) bool) error {
+// endConnections ends, uncleanly at at, the connections of the online
+// sessions that gone selects.
+func (b *batch) endConnections(at time.Time, gone func(*Session) bool) error {
 	p := b.p
 	for _, k := range p.keys(b.dirty) {
 		sess := b.session(k)
 		if !sess.Online || !gone(sess) {
 			continue
 		}
-		outs, changed := p.m.gatewayGone(k, sess, nil)
+		outs, changed := p.m.gatewayGone(k, sess, at, nil)
 		if changed {
 			b.dirty[k] = sess
 		}

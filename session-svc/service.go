@@ -80,18 +80,24 @@ func New(cfg Config, client *kafka.Client, store Store, log *slog.Logger, clock 
 		store:              store,
 		topics:             topics,
 		sessionsPartitions: topics.Sessions.Partitions,
-		m: &machine{
-			messagesPartitions:   topics.Messages.Partitions,
-			deliveriesPartitions: topics.Deliveries.Partitions,
-			epoch:                epoch,
-			seq:                  new(atomic.Uint64),
-			now:                  clock,
-			log:                  log,
-			maxInbox:             cfg.MaxInbox,
-			inboxDropped:         new(atomic.Int64),
-			gatewayTimeout:       cfg.GatewayTimeout,
-		},
+		m:                  newMachine(cfg, topics, epoch, clock, log),
 	}, nil
+}
+
+// newMachine returns the machine of a service (or a Rebuild) configured
+// by cfg on the topics of cat.
+func newMachine(cfg Config, cat kafka.Catalogue, epoch uint64, clock func() time.Time, log *slog.Logger) *machine {
+	return &machine{
+		messagesPartitions:   cat.Messages.Partitions,
+		deliveriesPartitions: cat.Deliveries.Partitions,
+		epoch:                epoch,
+		seq:                  new(atomic.Uint64),
+		now:                  clock,
+		log:                  log,
+		maxInbox:             cfg.MaxInbox,
+		inboxDropped:         new(atomic.Int64),
+		gatewayTimeout:       cfg.GatewayTimeout,
+	}
 }
 
 // InboxDropped is the number of messages dropped since start because a
@@ -384,6 +390,11 @@ func (s *Service) handlePoll(ctx context.Context, bs []kafka.Batch) error {
 
 // handle decodes a batch and processes it.
 func (s *Service) handle(ctx context.Context, p *partition, b kafka.Batch) error {
+	return p.process(ctx, decodeBatch(b, s.log), s.write)
+}
+
+// decodeBatch decodes a batch's records for partition.process.
+func decodeBatch(b kafka.Batch, log *slog.Logger) []record {
 	recs := make([]record, len(b.Records))
 	for i, r := range b.Records {
 		recs[i].offset = r.Offset
@@ -392,14 +403,14 @@ func (s *Service) handle(ctx context.Context, p *partition, b kafka.Batch) error
 		// which must not pin whole fetch responses.
 		env := new(eventspb.Envelope)
 		if err := kafka.DecodeEnvelopeCopy(r, env); err != nil {
-			s.log.Warn("undecodable record skipped", "topic", r.Topic, "partition", r.Partition,
+			log.Warn("undecodable record skipped", "topic", r.Topic, "partition", r.Partition,
 				"offset", r.Offset, "err", err)
 			continue
 		}
 		recs[i].env = env
 		recs[i].trace = bytes.Clone(r.Header(kafka.HeaderTraceparent))
 	}
-	return p.process(ctx, recs, s.write)
+	return recs
 }
 
 // write produces outs and waits until Kafka has them all (acks=all).

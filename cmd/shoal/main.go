@@ -53,6 +53,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runTrace(ctx, args, stdout, stderr)
 	case "ctl":
 		return runCtl(ctx, args, stdout, stderr)
+	case "views":
+		return runViews(ctx, args, stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "shoal: unknown command %q\n", cmd)
 	usage(stderr)
@@ -122,6 +124,9 @@ commands:
   ctl       inspect and manage a running deployment through its admin API:
             clients, sessions, subscriptions, retained messages, kick,
             delete ("shoal ctl help" lists its commands)
+  views     shoal views rebuild [--verify] [--swap] [--quiet]: rebuild the
+            router's and session service's views from the log, compare them
+            with the live ones, make them live (on a stopped deployment)
   version   print the version
   help      this text
 

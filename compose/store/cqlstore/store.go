@@ -44,6 +44,21 @@ type Stats struct {
 // (SimpleStrategy, cfg.ReplicationFactor), applies the migrations of
 // schemas/cql that it lacks and returns the store. ctx bounds all of it.
 func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Store, error) {
+	return open(ctx, cfg, false, log)
+}
+
+// ErrNoKeyspace is wrapped by OpenExisting's error when the keyspace does
+// not exist.
+var ErrNoKeyspace = errors.New("keyspace does not exist")
+
+// OpenExisting is Open for a keyspace that must exist already (a tool
+// reading the live views, `shoal views rebuild --verify`): it does not
+// create a missing keyspace but fails with ErrNoKeyspace.
+func OpenExisting(ctx context.Context, cfg Config, log *slog.Logger) (*Store, error) {
+	return open(ctx, cfg, true, log)
+}
+
+func open(ctx context.Context, cfg Config, mustExist bool, log *slog.Logger) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("open cql store: %w", err)
 	}
@@ -80,6 +95,12 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Store, error) {
 		session: session,
 		q:       newStatements(cfg.Keyspace),
 		stamps:  stamps{now: time.Now, last: make(map[stampKey]int64)},
+	}
+	if mustExist {
+		if err := s.keyspaceExists(ctx); err != nil {
+			session.Close()
+			return nil, fmt.Errorf("open cql store %v: keyspace %s: %w", cfg.Hosts, cfg.Keyspace, err)
+		}
 	}
 	if err := s.migrate(ctx); err != nil {
 		session.Close()

@@ -19,8 +19,11 @@ type Log struct {
 	*kafka.Client
 	// Where says what was opened, for messages: "the running shoal all in
 	// DIR", "the stopped shoal all in DIR" or the brokers.
-	Where  string
-	closer func() error
+	Where string
+	// Running is set when the log is a running shoal all's, reached
+	// through its socket (its data directory is that process's).
+	Running bool
+	closer  func() error
 }
 
 // Close closes the client and whatever Open started.
@@ -41,7 +44,12 @@ const connectTimeout = 15 * time.Second
 // (nothing is written to them but what the embedded broker writes when it
 // starts and stops). It never creates a data directory.
 func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (*Log, error) {
-	kcfg := kafka.Config{Brokers: cfg.Kafka.Brokers, ClientID: "shoal-replay", Catalogue: cfg.Kafka.Catalogue()}
+	return OpenAs(ctx, cfg, "shoal-replay", log)
+}
+
+// OpenAs is Open for a tool that names itself clientID to the brokers.
+func OpenAs(ctx context.Context, cfg config.Config, clientID string, log *slog.Logger) (*Log, error) {
+	kcfg := kafka.Config{Brokers: cfg.Kafka.Brokers, ClientID: clientID, Catalogue: cfg.Kafka.Catalogue()}
 	l := &Log{Where: fmt.Sprintf("kafka %v", cfg.Kafka.Brokers)}
 	if len(cfg.Kafka.Brokers) > 0 {
 		var err error
@@ -68,7 +76,7 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (*Log, error
 			}
 			att.ClientID, att.Catalogue = kcfg.ClientID, kcfg.Catalogue
 			kcfg = att
-			l.Where = "the running shoal all in " + cfg.DataDir
+			l.Where, l.Running = "the running shoal all in "+cfg.DataDir, true
 		default:
 			return nil, fmt.Errorf("open the log in %s: %w", cfg.DataDir, err)
 		}

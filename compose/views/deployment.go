@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/shoal-mqtt/shoal/compose/config"
+	"github.com/shoal-mqtt/shoal/compose/replay"
 	"github.com/shoal-mqtt/shoal/compose/store/cqlstore"
 	"github.com/shoal-mqtt/shoal/compose/store/pebblestore"
 	"github.com/shoal-mqtt/shoal/kafka"
@@ -81,7 +82,7 @@ func open(ctx context.Context, o Options) (_ *deployment, err error) {
 	}
 	octx, cancel := context.WithTimeout(ctx, openTimeout)
 	defer cancel()
-	if err := d.openLog(octx, embeddedLog); err != nil {
+	if err := d.openLog(octx); err != nil {
 		return nil, err
 	}
 	if pebbleViews {
@@ -96,35 +97,15 @@ func open(ctx context.Context, o Options) (_ *deployment, err error) {
 }
 
 // openLog opens the embedded log of data_dir (attaching to the running
-// `shoal all` that holds it, if one does) or connects to kafka.brokers.
-func (d *deployment) openLog(ctx context.Context, embedded bool) error {
-	kcfg := kafka.Config{Brokers: d.cfg.Kafka.Brokers, ClientID: "shoal-views", Catalogue: d.cat}
-	if embedded {
-		dir := filepath.Join(d.cfg.DataDir, "kafka")
-		if _, err := os.Stat(dir); err != nil {
-			return fmt.Errorf("data directory %s holds no embedded log: %w", d.cfg.DataDir, err)
-		}
-		emb, err := kafka.StartEmbedded(kafka.EmbeddedConfig{Dir: dir}, d.log)
-		if err == nil {
-			d.closers = append(d.closers, emb.Close)
-			kcfg = emb.ClientConfig(kcfg)
-		} else {
-			// Held by a running `shoal all`: read its log through its socket.
-			acfg, aerr := kafka.AttachEmbedded(dir)
-			if aerr != nil {
-				return fmt.Errorf("open the embedded log: %w", errors.Join(err, aerr))
-			}
-			d.running = true
-			acfg.ClientID, acfg.Catalogue = kcfg.ClientID, kcfg.Catalogue
-			kcfg = acfg
-		}
-	}
-	client, err := kafka.NewClient(ctx, kcfg, d.log)
+// `shoal all` that holds it, if one does) or connects to kafka.brokers,
+// as shoal replay does.
+func (d *deployment) openLog(ctx context.Context) error {
+	l, err := replay.OpenAs(ctx, d.cfg, "shoal-views", d.log)
 	if err != nil {
 		return fmt.Errorf("kafka: %w", err)
 	}
-	d.closers = append(d.closers, func() error { client.Close(); return nil })
-	d.client = client
+	d.closers = append(d.closers, l.Close)
+	d.client, d.running = l.Client, l.Running
 	return nil
 }
 

@@ -130,7 +130,7 @@ func (d *deployment) rebuild(ctx context.Context, b bounds) (int64, error) {
 	var wg sync.WaitGroup
 	var rerr, serr error
 	wg.Go(func() {
-		rerr = replay(ctx, d.client, d.cat.Messages.Name, b.messages, func(ctx context.Context, bs []kafka.Batch) error {
+		rerr = readSpan(ctx, d.client, d.cat.Messages.Name, b.messages, func(ctx context.Context, bs []kafka.Batch) error {
 			var ms []routersvc.ShardMutations
 			for _, batch := range bs {
 				count(len(batch.Records))
@@ -145,7 +145,7 @@ func (d *deployment) rebuild(ctx context.Context, b bounds) (int64, error) {
 		}
 	})
 	wg.Go(func() {
-		serr = replay(ctx, d.client, d.cat.Sessions.Name, b.sessions, func(ctx context.Context, bs []kafka.Batch) error {
+		serr = readSpan(ctx, d.client, d.cat.Sessions.Name, b.sessions, func(ctx context.Context, bs []kafka.Batch) error {
 			for _, batch := range bs {
 				count(len(batch.Records))
 				if err := sr.Apply(ctx, batch); err != nil {
@@ -182,13 +182,13 @@ func applyShards(ctx context.Context, st store, ms []routersvc.ShardMutations) e
 	return nil
 }
 
-// stallTimeout is how long replay waits for records it knows are there
+// stallTimeout is how long readSpan waits for records it knows are there
 // before it gives up.
 const stallTimeout = 30 * time.Second
 
-// replay reads topic from each partition's start up to its end
+// readSpan reads topic from each partition's start up to its end
 // (exclusive), calling apply with each poll's batches cut at the ends.
-func replay(ctx context.Context, client *kafka.Client, topic string, s span, apply func(context.Context, []kafka.Batch) error) error {
+func readSpan(ctx context.Context, client *kafka.Client, topic string, s span, apply func(context.Context, []kafka.Batch) error) error {
 	remaining := make(map[int32]int64) // partition → its end
 	var parts []int32
 	for p, end := range s.end {

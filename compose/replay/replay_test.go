@@ -112,6 +112,20 @@ func connect(t *testing.T, addr, id string, onPublish func(*paho.Publish)) *paho
 	return c
 }
 
+// openLog opens the log of the shoal all whose data directory is dir (4
+// partitions, brokertest's), closed when the test ends.
+func openLog(t *testing.T, dir string) *Log {
+	t.Helper()
+	cfg := config.Default()
+	cfg.DataDir, cfg.Kafka.Partitions = dir, 4
+	l, err := Open(t.Context(), cfg, testlog.New(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
 type msg = struct {
 	topic, payload string
 	qos            byte

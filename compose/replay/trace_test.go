@@ -7,7 +7,6 @@ import (
 	"net"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -58,13 +57,7 @@ func TestTrace(t *testing.T) {
 	time.Sleep(500 * time.Millisecond) // its PUBACK reaches the log
 	stop()
 
-	cfg := config.Default()
-	cfg.DataDir, cfg.Kafka.Partitions = dir, 4
-	l, err := Open(t.Context(), cfg, testlog.New(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
+	l := openLog(t, dir)
 	o := DefaultOptions()
 	o.Tenant, o.TenantSet, o.Types, o.ClientID = "acme", true, []string{kafka.EventPublish}, "acme-pub"
 	lines, _, _, err := read(t, l.Client, o)
@@ -171,13 +164,7 @@ func TestExposeMessageID(t *testing.T) {
 	}
 	exposed := p.Properties.User.Get("shoal-message-id")
 	stop()
-	cfg := config.Default()
-	cfg.DataDir, cfg.Kafka.Partitions = dir, 4
-	l, err := Open(t.Context(), cfg, testlog.New(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
+	l := openLog(t, dir)
 	o := DefaultOptions()
 	o.Types, o.ClientID, o.Tenant, o.TenantSet = []string{kafka.EventPublish}, "acme-p", "acme", true
 	lines, _, _, err := read(t, l.Client, o)
@@ -195,24 +182,6 @@ func TestExposeMessageID(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer a sink writes while the test reads.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestFollow tails a running shoal all: a message published after the
 // follow began shows up, and the follow ends with its context.
 func TestFollow(t *testing.T) {
@@ -220,16 +189,10 @@ func TestFollow(t *testing.T) {
 	b, _ := brokertest.Run(t, func(c *config.Config) { c.DataDir = dir })
 	addr := b.Addr("mqtt").String()
 	publish(t, addr, "acme-early", msg{"f/1", "before", 1})
-	cfg := config.Default()
-	cfg.DataDir, cfg.Kafka.Partitions = dir, 4
-	l, err := Open(t.Context(), cfg, testlog.New(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
+	l := openLog(t, dir)
 	o := DefaultOptions()
 	o.Follow, o.Types, o.From = true, []string{kafka.EventPublish}, time.Now()
-	var out lockedBuffer
+	var out testlog.Buffer
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {

@@ -171,6 +171,32 @@ func splitComma(s string) []string {
 	return out
 }
 
+// openLogFor loads the configuration of rf's connection flags, checks
+// rf's options against it and opens the log, for the command name; on
+// failure it says why in one line and returns nil and the exit code (2: the
+// command line, 1: the log).
+func openLogFor(ctx context.Context, name string, rf *replayFlags, stderr io.Writer) (*replay.Log, int) {
+	cfg, err := config.Load(name, rf.configArgs, os.LookupEnv, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %s\n", name, oneLine(err))
+		return nil, 2
+	}
+	rf.o.TenantSeparator = cfg.Gateway.TenantSeparator
+	if err := rf.o.Validate(); err != nil {
+		fmt.Fprintf(stderr, "%s: %s\n", name, oneLine(err))
+		return nil, 2
+	}
+	// The client's retries are not the user's business; what fails is
+	// returned, and said in one line.
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	l, err := replay.Open(ctx, cfg, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %s\n", name, oneLine(err))
+		return nil, 1
+	}
+	return l, 0
+}
+
 // runReplay is `shoal replay`.
 func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	rf, err := parseReplayFlags(args, stderr)
@@ -181,23 +207,9 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintln(stderr, "shoal replay:", oneLine(err))
 		return 2
 	}
-	cfg, err := config.Load("shoal replay", rf.configArgs, os.LookupEnv, stderr)
-	if err != nil {
-		fmt.Fprintln(stderr, "shoal replay:", oneLine(err))
-		return 2
-	}
-	rf.o.TenantSeparator = cfg.Gateway.TenantSeparator
-	if err := rf.o.Validate(); err != nil {
-		fmt.Fprintln(stderr, "shoal replay:", oneLine(err))
-		return 2
-	}
-	// The client's retries are not the user's business; what fails is
-	// returned, and said in one line.
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	l, err := replay.Open(ctx, cfg, log)
-	if err != nil {
-		fmt.Fprintln(stderr, "shoal replay:", oneLine(err))
-		return 1
+	l, code := openLogFor(ctx, "shoal replay", rf, stderr)
+	if l == nil {
+		return code
 	}
 	defer func() { _ = l.Close() }()
 	var sink replay.Sink
@@ -271,17 +283,9 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "shoal trace:", oneLine(err))
 		return 2
 	}
-	cfg, err := config.Load("shoal trace", rf.configArgs, os.LookupEnv, stderr)
-	if err != nil {
-		fmt.Fprintln(stderr, "shoal trace:", oneLine(err))
-		return 2
-	}
-	rf.o.TenantSeparator = cfg.Gateway.TenantSeparator
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	l, err := replay.Open(ctx, cfg, log)
-	if err != nil {
-		fmt.Fprintln(stderr, "shoal trace:", oneLine(err))
-		return 1
+	l, code := openLogFor(ctx, "shoal trace", rf, stderr)
+	if l == nil {
+		return code
 	}
 	defer func() { _ = l.Close() }()
 	evs, err := replay.Trace(ctx, l.Client, id, rf.o)

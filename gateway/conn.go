@@ -105,9 +105,10 @@ type conn struct {
 	closeAfterConnack bool
 	closeCode         packet.ReasonCode
 	*flow             // nil while no traffic is under way: see flow
-	// seen is, per partition of shoal.messages, the offset of the newest
-	// record a delivery to this connection was made for (see fresh).
-	seen []int64
+	// seen is, per partition of shoal.messages, the newest record (and
+	// delivery of it) a delivery to this connection was made for (see
+	// freshLocked).
+	seen []seenSource
 	// lastInboxSeq is the newest inbox entry forwarded to this connection.
 	lastInboxSeq uint64
 	aliasOut     map[string]uint16

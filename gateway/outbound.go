@@ -18,22 +18,33 @@ const maxWindow = 32767
 
 // freshLocked reports whether a delivery made for src (a record of
 // shoal.messages) is new to this connection, and records it: deliveries
-// of one partition arrive in offset order, so one at or below the newest
-// offset seen is a repeat (a router replaying the records after its stored
-// offset when it takes a partition over). Holds c.mu.
+// of one partition arrive in (offset, index) order, so one at or below the
+// newest seen is a repeat (a router replaying the records after its stored
+// offset when it takes a partition over). The index tells apart the
+// deliveries of one record, which are not repeats of each other (a new
+// subscription's retained messages of one shard). Holds c.mu.
 func (c *conn) freshLocked(src *eventspb.Source) bool {
 	p := int(src.GetPartition())
 	if p < 0 || p > 1<<16 {
 		return true
 	}
 	for len(c.seen) <= p {
-		c.seen = append(c.seen, -1)
+		c.seen = append(c.seen, seenSource{offset: -1})
 	}
-	if src.GetOffset() <= c.seen[p] {
+	s := seenSource{offset: src.GetOffset(), index: src.GetIndex()}
+	if last := c.seen[p]; s.offset < last.offset || (s.offset == last.offset && s.index <= last.index) {
 		return false
 	}
-	c.seen[p] = src.GetOffset()
+	c.seen[p] = s
 	return true
+}
+
+// seenSource is the newest delivery a connection had from one partition
+// of shoal.messages: the record's offset and the delivery's index among
+// the record's deliveries (eventspb.Source).
+type seenSource struct {
+	offset int64
+	index  uint32
 }
 
 // deliver sends one message to this connection per its delivery target;

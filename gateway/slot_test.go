@@ -131,12 +131,18 @@ func TestSlotLeaseNeedsLeaser(t *testing.T) {
 func TestFreshDropsRepeatsPerPartition(t *testing.T) {
 	c := &conn{}
 	src := func(p int32, o int64) *eventspb.Source { return &eventspb.Source{Partition: p, Offset: o} }
+	idx := func(s *eventspb.Source, i uint32) *eventspb.Source { s.Index = i; return s }
 	for i, step := range []struct {
 		src  *eventspb.Source
 		want bool
 	}{
 		{src(2, 10), true}, {src(2, 10), false}, {src(2, 9), false}, {src(0, 0), true},
 		{src(2, 11), true}, {src(0, 0), false}, {src(-1, 5), true},
+		// Several deliveries of one record (a new subscription's retained
+		// messages): new in index order, repeats when replayed.
+		{idx(src(2, 12), 0), true}, {idx(src(2, 12), 1), true}, {idx(src(2, 12), 2), true},
+		{idx(src(2, 12), 0), false}, {idx(src(2, 12), 2), false}, {idx(src(2, 11), 5), false},
+		{src(2, 13), true},
 	} {
 		if got := c.freshLocked(step.src); got != step.want {
 			t.Errorf("step %d: fresh(%v) = %v, want %v", i, step.src, got, step.want)

@@ -123,10 +123,13 @@ func (o *Output) delivery(slot int32, tenant string, id *eventspb.MessageID, tsU
 }
 
 // SetSource marks the deliveries from index first on as made for the
-// record at offset of partition (Delivery.source).
+// record at offset of partition (Delivery.source), numbered from 0 in
+// their order: a record may bring one connection several deliveries (a
+// new subscription's retained messages), and a gateway takes only a
+// delivery after the newest (offset, index) it had as new.
 func (o *Output) SetSource(first int, partition int32, offset int64) {
-	for _, b := range o.used[first:] {
-		b.src.Partition, b.src.Offset = partition, offset
+	for i, b := range o.used[first:] {
+		b.src.Partition, b.src.Offset, b.src.Index = partition, offset, uint32(i)
 		b.del.Source = &b.src
 	}
 }

@@ -9,8 +9,11 @@ import (
 
 	"github.com/eclipse/paho.golang/paho"
 
+	"github.com/shoal-mqtt/shoal/compose/broker"
+	"github.com/shoal-mqtt/shoal/compose/broker/brokertest"
 	"github.com/shoal-mqtt/shoal/compose/config"
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
+	"github.com/shoal-mqtt/shoal/kafka"
 )
 
 func u32(v uint32) *uint32 { return &v }
@@ -135,6 +138,49 @@ func TestRetained(t *testing.T) {
 		t.Fatalf("after delete got %s, want only ret/b", m.Topic)
 	}
 	s2.expectNone(t, 100*time.Millisecond)
+}
+
+// TestRetainedOnePartition: a new wildcard subscription gets every
+// matching retained message [MQTT-3.3.1-9], also several that one shard
+// holds. The shard sends them all for the one SubscriptionChange record,
+// each in a delivery of its own; when the gateway took every delivery of
+// a record after the first as a repeat, the subscriber got only the
+// first by topic (status/a, not status/c). After a restart, from the
+// stored view, too.
+func TestRetainedOnePartition(t *testing.T) {
+	topics := []string{"status/a", "status/c"} // tenant acme, 4 partitions: both in partition 1
+	p := kafka.PartitionForKey(kafka.Key("acme", topics[0]), 4)
+	if q := kafka.PartitionForKey(kafka.Key("acme", topics[1]), 4); p != q {
+		t.Fatalf("%s in partition %d, %s in %d: the test needs one partition", topics[0], p, topics[1], q)
+	}
+	var dir string
+	b, stop := brokertest.Run(t, func(c *config.Config) { dir = c.DataDir })
+	pub, _ := dialV5(t, mqttAddr(b), "acme-pub")
+	for _, topic := range topics {
+		pub.publish(t, &paho.Publish{Topic: topic, QoS: 1, Retain: true, Payload: []byte(topic)})
+	}
+	expectRetained := func(b *broker.Broker, id string) {
+		t.Helper()
+		s, _ := dialV5(t, mqttAddr(b), id)
+		s.subscribe(t, paho.SubscribeOptions{Topic: "status/#", QoS: 1})
+		var got []string
+		for range topics {
+			m := s.expect(t)
+			if !m.Retain || string(m.Payload) != m.Topic {
+				t.Errorf("%s: %q on %s, retain %v", id, m.Payload, m.Topic, m.Retain)
+			}
+			got = append(got, m.Topic)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, topics) {
+			t.Errorf("%s got %v, want %v", id, got, topics)
+		}
+		s.expectNone(t, 100*time.Millisecond)
+	}
+	expectRetained(b, "acme-sub1")
+	stop()
+	b = brokertest.Start(t, func(c *config.Config) { c.DataDir = dir })
+	expectRetained(b, "acme-sub2")
 }
 
 func TestRetainHandling(t *testing.T) {

@@ -1983,11 +1983,16 @@ func (x *Delivery) GetSource() *Source {
 // A router that takes a partition over re-applies the records after its
 // stored offset, so its outputs may repeat: a gateway connection and a
 // session's inbox drop what they already had from the same partition
-// (outputs of one partition arrive in offset order).
+// (outputs of one partition arrive in (offset, index) order).
 type Source struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Partition     int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
-	Offset        int64                  `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Partition int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	Offset    int64                  `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	// The output's position among the deliveries the router made for the
+	// record, from 0: one record can bring one connection several messages
+	// (a new subscription's retained messages, one delivery each), which
+	// are not repeats of each other. A replay numbers them the same way.
+	Index         uint32 `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2032,6 +2037,13 @@ func (x *Source) GetPartition() int32 {
 func (x *Source) GetOffset() int64 {
 	if x != nil {
 		return x.Offset
+	}
+	return 0
+}
+
+func (x *Source) GetIndex() uint32 {
+	if x != nil {
+		return x.Index
 	}
 	return 0
 }
@@ -2866,10 +2878,11 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"\bDelivery\x12+\n" +
 	"\amessage\x18\x01 \x01(\v2\x11.shoal.v1.MessageR\amessage\x12*\n" +
 	"\atargets\x18\x02 \x03(\v2\x10.shoal.v1.TargetR\atargets\x12(\n" +
-	"\x06source\x18\x03 \x01(\v2\x10.shoal.v1.SourceR\x06source\">\n" +
+	"\x06source\x18\x03 \x01(\v2\x10.shoal.v1.SourceR\x06source\"T\n" +
 	"\x06Source\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x16\n" +
-	"\x06offset\x18\x02 \x01(\x03R\x06offset\"f\n" +
+	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x14\n" +
+	"\x05index\x18\x03 \x01(\rR\x05index\"f\n" +
 	"\x13SessionSubscription\x12\x16\n" +
 	"\x06filter\x18\x01 \x01(\tR\x06filter\x127\n" +
 	"\aoptions\x18\x02 \x01(\v2\x1d.shoal.v1.SubscriptionOptionsR\aoptions\"\x85\x01\n" +

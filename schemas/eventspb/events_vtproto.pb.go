@@ -626,6 +626,7 @@ func (m *Source) CloneVT() *Source {
 	r := SourceFromVTPool()
 	r.Partition = m.Partition
 	r.Offset = m.Offset
+	r.Index = m.Index
 	if len(m.unknownFields) > 0 {
 		r.unknownFields = make([]byte, len(m.unknownFields))
 		copy(r.unknownFields, m.unknownFields)
@@ -1917,6 +1918,9 @@ func (this *Source) EqualVT(that *Source) bool {
 		return false
 	}
 	if this.Offset != that.Offset {
+		return false
+	}
+	if this.Index != that.Index {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
@@ -3870,6 +3874,11 @@ func (m *Source) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.Index != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.Index))
+		i--
+		dAtA[i] = 0x18
+	}
 	if m.Offset != 0 {
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.Offset))
 		i--
@@ -5224,6 +5233,9 @@ func (m *Source) SizeVT() (n int) {
 	}
 	if m.Offset != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.Offset))
+	}
+	if m.Index != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.Index))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -9464,6 +9476,25 @@ func (m *Source) UnmarshalVT(dAtA []byte) error {
 				b := dAtA[iNdEx]
 				iNdEx++
 				m.Offset |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 3:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Index", wireType)
+			}
+			m.Index = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Index |= uint32(b&0x7F) << shift
 				if b < 0x80 {
 					break
 				}
@@ -14858,6 +14889,25 @@ func (m *Source) UnmarshalVTUnsafe(dAtA []byte) error {
 				b := dAtA[iNdEx]
 				iNdEx++
 				m.Offset |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 3:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Index", wireType)
+			}
+			m.Index = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Index |= uint32(b&0x7F) << shift
 				if b < 0x80 {
 					break
 				}

@@ -123,13 +123,24 @@ func (o *Output) delivery(slot int32, tenant string, id *eventspb.MessageID, tsU
 }
 
 // SetSource marks the deliveries from index first on as made for the
-// record at offset of partition (Delivery.source), numbered from 0 in
-// their order: a record may bring one connection several deliveries (a
-// new subscription's retained messages), and a gateway takes only a
-// delivery after the newest (offset, index) it had as new.
+// record at offset of partition (Delivery.source). Those of one slot are
+// numbered from 0 in their order (Source.index): a record may bring one
+// connection several deliveries (a new subscription's retained messages,
+// sorted by topic), and a gateway takes a delivery as new only after the
+// newest (offset, index) it had. Numbered per slot, a publish's one
+// delivery to a gateway is index 0 however many slots it reaches, so the
+// same record applied again (a router taking a partition over) is known
+// as a repeat whatever the order of the slots.
 func (o *Output) SetSource(first int, partition int32, offset int64) {
+	ds := o.Deliveries[first:]
 	for i, b := range o.used[first:] {
-		b.src.Partition, b.src.Offset, b.src.Index = partition, offset, uint32(i)
+		var idx uint32
+		for _, d := range ds[:i] {
+			if d.Slot == ds[i].Slot {
+				idx++
+			}
+		}
+		b.src.Partition, b.src.Offset, b.src.Index = partition, offset, idx
 		b.del.Source = &b.src
 	}
 }

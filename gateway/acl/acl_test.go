@@ -111,20 +111,7 @@ func TestReloadKeepsOldOnErrorAndClientsFollow(t *testing.T) {
 func TestWatch(t *testing.T) {
 	a, path, logs := openACL(t, aclV1)
 	c := a.For("acme-alice", "dev-1", false)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		a.Watch(ctx, 5*time.Millisecond)
-		close(done)
-	}()
-	defer func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			t.Error("Watch did not return when its context ended")
-		}
-	}()
+	testfile.Watch(t, func(ctx context.Context) { a.Watch(ctx, 5*time.Millisecond) })
 
 	// A broken replacement: logged with its line, the old file stays.
 	testfile.Replace(t, path, "# v2\n"+aclV2+"topic\n")

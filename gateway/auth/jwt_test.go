@@ -802,20 +802,7 @@ func TestJWTWatch(t *testing.T) {
 	tokA, tokB := sign(t, jwt.SigningMethodES256, a, "a", claims()), sign(t, jwt.SigningMethodES256, b, "b", claims())
 	ok := func(tok []byte) bool { _, err := j.Verify(tok); return err == nil }
 
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		j.Watch(ctx, 5*time.Millisecond)
-		close(done)
-	}()
-	defer func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			t.Error("Watch did not return when its context ended")
-		}
-	}()
+	testfile.Watch(t, func(ctx context.Context) { j.Watch(ctx, 5*time.Millisecond) })
 
 	replaceKeyFile(t, path, []byte(`{"keys": [`))
 	testfile.WaitFor(t, "the broken file's error in the log", func() bool {

@@ -126,20 +126,7 @@ func TestPasswordsWatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		p.Watch(ctx, 5*time.Millisecond)
-		close(done)
-	}()
-	defer func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			t.Error("Watch did not return when its context ended")
-		}
-	}()
+	testfile.Watch(t, func(ctx context.Context) { p.Watch(ctx, 5*time.Millisecond) })
 
 	// A broken replacement: logged with its line, the old file stays.
 	testfile.Replace(t, path, "# v2\n"+lineCarol6+"\nacme-alice correct horse\n")

@@ -1,6 +1,7 @@
 package testfile
 
 import (
+	"context"
 	"os"
 	"testing"
 	"time"
@@ -29,4 +30,25 @@ func WaitFor(t testing.TB, what string, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// Watch runs watch (a file's Watch loop) on its own goroutine until the
+// test ends, then cancels its context and fails the test if it does not
+// return within 10 s.
+func Watch(t testing.TB, watch func(ctx context.Context)) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		watch(ctx)
+		close(done)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Error("Watch did not return when its context ended")
+		}
+	})
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/shoal-mqtt/shoal/compose/config"
+	"github.com/shoal-mqtt/shoal/compose/telemetry"
 	"github.com/shoal-mqtt/shoal/gateway"
 	routersvc "github.com/shoal-mqtt/shoal/router-svc"
 	sessionsvc "github.com/shoal-mqtt/shoal/session-svc"
@@ -61,6 +62,9 @@ type Broker struct {
 	router   *routersvc.Router
 	session  *sessionsvc.Service
 	httpAddr net.Addr
+	// tel is the process's telemetry: given with SetTelemetry, or made
+	// by Run from the configuration.
+	tel *telemetry.Telemetry
 	// adminAddr is the admin API's bound address (admin.go); nil when off.
 	adminAddr net.Addr
 	// reloadables are the gateway's auth files (password file, JWT keys,
@@ -78,6 +82,15 @@ func New(cfg config.Config, log *slog.Logger, version string) *Broker {
 // NewRoles returns a broker running roles for cfg.
 func NewRoles(cfg config.Config, roles Role, log *slog.Logger, version string) *Broker {
 	return &Broker{cfg: cfg, roles: roles, log: log, version: version, clock: time.Now, started: make(chan struct{})}
+}
+
+// SetTelemetry gives the broker the telemetry it reports through, before
+// Run; the caller shuts it down. Without it, Run makes one from the
+// configuration's telemetry section and shuts it down when it returns.
+func (b *Broker) SetTelemetry(t *telemetry.Telemetry) {
+	b.mu.Lock()
+	b.tel = t
+	b.mu.Unlock()
 }
 
 // Ready reports whether every role is ready.
@@ -176,6 +189,27 @@ func (b *Broker) Run(ctx context.Context) (err error) {
 	if err := b.checkRoles(); err != nil {
 		return err
 	}
+	b.mu.Lock()
+	tel := b.tel
+	b.mu.Unlock()
+	if tel == nil {
+		if tel, err = telemetry.New(ctx, b.cfg.Telemetry, telemetry.Options{Role: b.roles.String(), Version: b.version}); err != nil {
+			return err
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if serr := tel.Shutdown(sctx); serr != nil {
+				b.log.Warn("telemetry shutdown", "err", serr)
+			}
+		}()
+		b.mu.Lock()
+		b.tel = tel
+		b.mu.Unlock()
+	}
+	if tel.Tracing() {
+		b.log.Info("tracing on", "sample_ratio", b.cfg.Telemetry.Traces.SampleRatio)
+	}
 	bb, err := b.openBackbone(ctx)
 	if err != nil {
 		return err
@@ -186,6 +220,9 @@ func (b *Broker) Run(ctx context.Context) (err error) {
 		}
 	}()
 	if err := b.newRoles(bb); err != nil {
+		return err
+	}
+	if err := b.registerMetrics(tel.MeterProvider().Meter(telemetry.Scope)); err != nil {
 		return err
 	}
 	g, err := b.actors(ctx, bb)

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -578,15 +576,7 @@ func TestInboxBound(t *testing.T) {
 		t.Fatalf("kept %q", m.Payload)
 	}
 	c2.expectNone(t, 200*time.Millisecond)
-	resp, err := http.Get("http://" + b.Addr("http").String() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	if !strings.Contains(string(body), "shoal_session_inbox_dropped_total 2") {
-		t.Fatalf("metrics do not count the dropped messages:\n%s", body)
-	}
+	expectMetrics(t, b, "shoal_session_inbox_dropped_total 2")
 }
 
 // dialPersistent connects id as a 5.0 raw client with a session that

@@ -15,6 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/shoal-mqtt/shoal/compose/store/cqlstore"
+	"github.com/shoal-mqtt/shoal/compose/telemetry"
 	"github.com/shoal-mqtt/shoal/gateway"
 	"github.com/shoal-mqtt/shoal/gateway/auth"
 	"github.com/shoal-mqtt/shoal/kafka"
@@ -79,6 +80,10 @@ type Config struct {
 
 	// Admin is the operators' HTTP API that `shoal ctl` talks to (admin.go).
 	Admin Admin `yaml:"admin"`
+
+	// Telemetry is OpenTelemetry: traces, metrics pushed besides
+	// /metrics, the tenant label cap (the OTEL_* variables override it).
+	Telemetry telemetry.Config `yaml:"telemetry"`
 }
 
 // Auth configures how the gateway authenticates clients (gateway.Auth).
@@ -160,11 +165,12 @@ func Default() Config {
 			EmbeddedSocket: true, Partitions: kafka.DefaultPartitions,
 			ReplicationFactor: kafka.DefaultReplication, Retention: kafka.DefaultRetention,
 		},
-		CQL:     cqlstore.DefaultConfig(),
-		Gateway: gateway.DefaultConfig(),
-		Router:  routersvc.DefaultConfig(),
-		Session: sessionsvc.DefaultConfig(),
-		Admin:   DefaultAdmin(),
+		CQL:       cqlstore.DefaultConfig(),
+		Gateway:   gateway.DefaultConfig(),
+		Router:    routersvc.DefaultConfig(),
+		Session:   sessionsvc.DefaultConfig(),
+		Admin:     DefaultAdmin(),
+		Telemetry: telemetry.DefaultConfig(),
 	}
 }
 
@@ -212,6 +218,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if err := c.Admin.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Telemetry.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	for _, err := range []error{c.Gateway.Validate(), c.Router.Validate(), c.Session.Validate()} {

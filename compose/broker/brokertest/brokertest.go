@@ -8,6 +8,7 @@ import (
 
 	"github.com/shoal-mqtt/shoal/compose/broker"
 	"github.com/shoal-mqtt/shoal/compose/config"
+	"github.com/shoal-mqtt/shoal/compose/telemetry"
 	"github.com/shoal-mqtt/shoal/internal/testutil/testlog"
 )
 
@@ -27,6 +28,14 @@ func Start(t testing.TB, mut ...func(*config.Config)) *broker.Broker {
 // over 20 s); the test's end calls it too, and a second call does nothing.
 func Run(t testing.TB, mut ...func(*config.Config)) (b *broker.Broker, stop func()) {
 	t.Helper()
+	return RunTelemetry(t, nil, mut...)
+}
+
+// RunTelemetry is Run with the broker reporting through tel (nil: the
+// configuration's), for tests that read spans and metrics from the SDK's
+// in-memory exporters. The test shuts tel down.
+func RunTelemetry(t testing.TB, tel *telemetry.Telemetry, mut ...func(*config.Config)) (b *broker.Broker, stop func()) {
+	t.Helper()
 	cfg := config.Default()
 	cfg.DataDir = t.TempDir()
 	cfg.HTTPListen = "127.0.0.1:0"
@@ -42,6 +51,9 @@ func Run(t testing.TB, mut ...func(*config.Config)) (b *broker.Broker, stop func
 		t.Fatal(err)
 	}
 	b = broker.New(cfg, testlog.New(t), "test")
+	if tel != nil {
+		b.SetTelemetry(tel)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- b.Run(ctx) }()

@@ -1,0 +1,7 @@
+// Package obs holds what the roles share to report themselves through
+// OpenTelemetry without knowing its SDK: the bounded tenant label of the
+// per-tenant metrics, the latency buckets, and the conversion between a
+// span context and the W3C traceparent bytes that Shoal's records carry
+// (internal/tracectx), done without allocating so that a record's trace
+// context costs nothing more when tracing is off.
+package obs

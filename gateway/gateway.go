@@ -15,6 +15,7 @@ import (
 
 	"github.com/shoal-mqtt/shoal/gateway/listener"
 	"github.com/shoal-mqtt/shoal/gateway/quota"
+	"github.com/shoal-mqtt/shoal/internal/obs"
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
@@ -35,6 +36,8 @@ type Gateway struct {
 	eventLog Log
 	clock    func() time.Time
 	epoch    uint64 // random per start: the gateway_epoch of message ids
+	// tel is what the gateway reports through (SetTelemetry, before Run).
+	tel obs.Providers
 	// topics is the log's catalogue, which names the topics.
 	topics kafka.Catalogue
 
@@ -153,6 +156,7 @@ func New(cfg Config, eventLog Log, log *slog.Logger, clock func() time.Time, ver
 	}
 	topics := eventLog.Catalogue()
 	g := &Gateway{
+		tel:       obs.Providers{}.WithDefaults(),
 		cfg:       cfg,
 		log:       log.With("role", "gateway", "gateway", cfg.ID),
 		eventLog:  eventLog,

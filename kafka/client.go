@@ -18,6 +18,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/shoal-mqtt/shoal/internal/obs"
 )
 
 // Defaults of Config.
@@ -97,6 +99,10 @@ type Config struct {
 	// 0 means DefaultGroupSessionTimeout. Brokers accept 6s–30min by
 	// default (group.min/max.session.timeout.ms).
 	GroupSessionTimeout time.Duration
+	// Telemetry is what the client reports through: with Tracing, the
+	// produce and consume spans of franz-go's kotel plugin, continued
+	// from and written to each record's traceparent header.
+	Telemetry obs.Providers
 }
 
 // DefaultGroupSessionTimeout is Config.GroupSessionTimeout's default:

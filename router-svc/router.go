@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shoal-mqtt/shoal/internal/obs"
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
@@ -28,6 +29,8 @@ type Router struct {
 	presence *Presence
 
 	topics kafka.Catalogue // the client's: names and partition counts
+	// tel is what the router reports through (SetTelemetry, before Run).
+	tel obs.Providers
 	// retainedQuota bounds the tenants' retained messages in every shard
 	// (quota.go); nil: no bound. Set before Run.
 	retainedQuota *RetainedQuota
@@ -79,6 +82,7 @@ func New(cfg Config, client *kafka.Client, store Store, log *slog.Logger, clock 
 	}
 	cat := client.Catalogue()
 	r := &Router{
+		tel:           obs.Providers{}.WithDefaults(),
 		cfg:           cfg,
 		client:        client,
 		store:         store,

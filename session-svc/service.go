@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shoal-mqtt/shoal/internal/obs"
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
@@ -32,6 +33,8 @@ type Service struct {
 	// topics is the client's catalogue: the names and partition counts of
 	// the topics the service reads and writes.
 	topics kafka.Catalogue
+	// tel is what the service reports through (SetTelemetry, before Run).
+	tel obs.Providers
 	// sessionsPartitions is the partition count of shoal.sessions.
 	sessionsPartitions int32
 
@@ -73,6 +76,7 @@ func New(cfg Config, client *kafka.Client, store Store, log *slog.Logger, clock 
 	}
 	log = log.With("role", "session")
 	return &Service{
+		tel:                obs.Providers{}.WithDefaults(),
 		wakeCh:             make(chan struct{}, 1),
 		cfg:                cfg,
 		client:             client,

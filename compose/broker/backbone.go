@@ -194,6 +194,7 @@ func (b *Broker) openKafka(ctx context.Context, bb *backbone) error {
 	kcfg := kafka.Config{
 		Brokers: cfg.Kafka.Brokers, ClientID: "shoal-" + strings.ReplaceAll(b.roles.String(), "+", "-"), Catalogue: cfg.Kafka.Catalogue(),
 		GroupSessionTimeout: cfg.Kafka.GroupSessionTimeout,
+		Telemetry:           b.prov,
 	}
 	if embedded != nil {
 		kcfg = embedded.ClientConfig(kcfg)

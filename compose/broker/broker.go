@@ -14,6 +14,7 @@ import (
 	"github.com/shoal-mqtt/shoal/compose/config"
 	"github.com/shoal-mqtt/shoal/compose/telemetry"
 	"github.com/shoal-mqtt/shoal/gateway"
+	"github.com/shoal-mqtt/shoal/internal/obs"
 	routersvc "github.com/shoal-mqtt/shoal/router-svc"
 	sessionsvc "github.com/shoal-mqtt/shoal/session-svc"
 )
@@ -65,6 +66,8 @@ type Broker struct {
 	// tel is the process's telemetry: given with SetTelemetry, or made
 	// by Run from the configuration.
 	tel *telemetry.Telemetry
+	// prov are tel's providers, shared by the roles (Run sets it).
+	prov obs.Providers
 	// adminAddr is the admin API's bound address (admin.go); nil when off.
 	adminAddr net.Addr
 	// reloadables are the gateway's auth files (password file, JWT keys,
@@ -207,6 +210,7 @@ func (b *Broker) Run(ctx context.Context) (err error) {
 		b.tel = tel
 		b.mu.Unlock()
 	}
+	b.prov = tel.Providers()
 	if tel.Tracing() {
 		b.log.Info("tracing on", "sample_ratio", b.cfg.Telemetry.Traces.SampleRatio)
 	}
@@ -270,6 +274,15 @@ func (b *Broker) newRoles(bb *backbone) (err error) {
 		b.logAuth()
 	}
 	b.applyQuotas(gw, router) // quota.go
+	if gw != nil {
+		gw.SetTelemetry(b.prov)
+	}
+	if router != nil {
+		router.SetTelemetry(b.prov)
+	}
+	if session != nil {
+		session.SetTelemetry(b.prov)
+	}
 	b.mu.Lock()
 	b.router, b.session, b.gateway = router, session, gw
 	b.mu.Unlock()

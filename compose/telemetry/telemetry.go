@@ -30,6 +30,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/shoal-mqtt/shoal/internal/obs"
 )
 
 // Options are what New needs besides the configuration.
@@ -142,7 +144,12 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *Telemetry, err error
 }
 
 // Scope is the instrumentation scope of Shoal's own instruments and spans.
-const Scope = "github.com/shoal-mqtt/shoal"
+const Scope = obs.Scope
+
+// Providers returns what the roles report through (obs.Providers).
+func (t *Telemetry) Providers() obs.Providers {
+	return obs.Providers{Tracer: t.TracerProvider(), Meter: t.MeterProvider(), Tenants: obs.NewTenants(t.MaxTenantLabels()), Tracing: t.Tracing()}
+}
 
 // Propagator is the W3C trace context propagator, the format of the
 // traceparent Kafka header and MQTT user property.

@@ -4,6 +4,10 @@ import (
 	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 )
 
 // OtherTenant is the tenant label of the tenants beyond the cap.
@@ -64,4 +68,34 @@ func (ts *Tenants) Set(t string) attribute.Set {
 var LatencyBuckets = []float64{
 	0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
 	0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+}
+
+// Providers are what a role reports through: the tracer provider (a noop
+// one when tracing is off, Tracing false), the meter provider, and the
+// capped tenant labels. The zero value reports nothing.
+type Providers struct {
+	Tracer  trace.TracerProvider
+	Meter   metric.MeterProvider
+	Tenants *Tenants
+	// Tracing says that spans are recorded: without it a role starts
+	// none and its hot paths do no trace work at all.
+	Tracing bool
+}
+
+// Scope is the instrumentation scope of Shoal's instruments and spans.
+const Scope = "github.com/shoal-mqtt/shoal"
+
+// WithDefaults returns p with noop providers where it has none.
+func (p Providers) WithDefaults() Providers {
+	if p.Tracer == nil {
+		p.Tracer = tracenoop.NewTracerProvider()
+		p.Tracing = false
+	}
+	if p.Meter == nil {
+		p.Meter = metricnoop.NewMeterProvider()
+	}
+	if p.Tenants == nil {
+		p.Tenants = NewTenants(0)
+	}
+	return p
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // ReasonCodeOf converts a reason code carried in an event.
@@ -193,6 +194,9 @@ type pendingAck struct {
 	// uncounted marks a PUBCOMP for an identifier an earlier connection
 	// of the session received: not in this connection's receive window.
 	uncounted bool
+	// span is the PUBLISH's mqtt.publish span, ended when the ack is
+	// written (tracing on).
+	span trace.Span
 }
 
 // outMsg is a QoS 1 or 2 message on its way to the client.
@@ -206,8 +210,9 @@ type outMsg struct {
 	// this client; an unacknowledged message goes back to that group.
 	shareGroup, shareFilter string
 	id                      uint16
-	seq                     uint64 // order of sending, for returning them in order
-	pubrecd                 bool   // QoS 2: PUBREC received, PUBREL sent
+	seq                     uint64     // order of sending, for returning them in order
+	pubrecd                 bool       // QoS 2: PUBREC received, PUBREL sent
+	span                    trace.Span // mqtt.deliver, until acknowledged (sampled traces only)
 	// inboxSeq is set for a message of the session's inbox (Target
 	// inbox_seq): it has the packet identifier the session service gave
 	// it, its acknowledgements go back as InboxAck, and it stays with the
@@ -307,6 +312,11 @@ func (c *conn) envelope(now interface{ UnixMicro() int64 }) *eventspb.Envelope {
 // messageID is a message's identifier (eventspb.MessageID's fields) as a
 // value the connection can keep and copy.
 type messageID struct{ epoch, seq uint64 }
+
+// String is the id as shoal replay and shoal trace print it.
+func (m messageID) String() string {
+	return string(kafka.AppendMessageID(make([]byte, 0, 36), m.epoch, m.seq))
+}
 
 // idOf returns id's fields; zero for nil.
 func idOf(id *eventspb.MessageID) messageID {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // The slot consumer: the records of the gateway's slot of shoal.deliveries
@@ -84,7 +85,7 @@ func (g *Gateway) handleDeliveries(b kafka.Batch) error {
 			if g.cfg.ExposeMessageID && env.MessageId != nil && ev.Delivery.Message != nil {
 				exposeMessageID(ev.Delivery.Message, env.MessageId)
 			}
-			if g.deliver(env.Tenant, env.MessageId, ev.Delivery) {
+			if g.deliver(r.Context, env.Tenant, env.MessageId, ev.Delivery) {
 				dec.keepMessage()
 			}
 		case *eventspb.Envelope_ConnectResult:
@@ -197,7 +198,10 @@ func (g *Gateway) bounce(tenant string, m *eventspb.Message, t *eventspb.Target)
 // written into each one's out buffer, and the connections that need a
 // writer are queued together. It reports whether a connection kept d's
 // Message (see conn.deliver). Slot consumer goroutine only.
-func (g *Gateway) deliver(tenant string, mid *eventspb.MessageID, d *eventspb.Delivery) (kept bool) {
+//
+// ctx is the record's trace context (nil without tracing): when its trace
+// is sampled, each target gets an mqtt.deliver span.
+func (g *Gateway) deliver(ctx context.Context, tenant string, mid *eventspb.MessageID, d *eventspb.Delivery) (kept bool) {
 	now := g.clock()
 	conns := g.dispatch.conns[:0]
 	g.mu.RLock()
@@ -213,6 +217,7 @@ func (g *Gateway) deliver(tenant string, mid *eventspb.MessageID, d *eventspb.De
 	pc := &g.dispatch.cache
 	pc.reset(d.Message, now)
 	id := idOf(mid)
+	traced := ctx != nil && trace.SpanContextFromContext(ctx).IsSampled()
 	var sent int64
 	var counted *conn
 	for i, t := range d.Targets {
@@ -232,7 +237,11 @@ func (g *Gateway) deliver(tenant string, mid *eventspb.MessageID, d *eventspb.De
 			}
 			continue
 		}
-		k, f, s := c.deliverCounted(d.Source, id, d.Message, t, now, pc)
+		var span trace.Span
+		if traced {
+			span = g.deliverSpan(ctx, c, d.Message, t, id)
+		}
+		k, f, s := c.deliverCounted(d.Source, id, d.Message, t, now, pc, span)
 		kept = kept || k
 		if f {
 			flush = append(flush, c)

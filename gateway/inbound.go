@@ -6,6 +6,9 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
 	"github.com/shoal-mqtt/shoal/internal/mqtt/topic"
 	"github.com/shoal-mqtt/shoal/kafka"
@@ -66,7 +69,7 @@ func (c *conn) handlePublish(h packet.FixedHeader, body []byte) error {
 		return nil
 	}
 
-	rec, part := c.publishRecord(p, name)
+	rec, part, span := c.publishRecord(p, name)
 	g.order.wait(order)
 	if p.QoS == 0 {
 		if c.qos0Done == nil {
@@ -76,7 +79,7 @@ func (c *conn) handlePublish(h packet.FixedHeader, body []byte) error {
 		g.eventLog.Produce(context.Background(), rec, c.qos0Done)
 		return nil
 	}
-	ack := &pendingAck{kind: packet.PUBACK, id: p.PacketID}
+	ack := &pendingAck{kind: packet.PUBACK, id: p.PacketID, span: span}
 	if p.QoS == 2 {
 		ack.kind = packet.PUBREC
 		if c.awaitingRel == nil {
@@ -132,7 +135,7 @@ func (c *conn) publishTopic(p *packet.Publish) ([]byte, error) {
 // at once: nothing of it outlives this call but the record. part is the
 // partition of shoal.messages the record goes to when the router keeps
 // its packet identifier (a persistent session's QoS 2 message), else -1.
-func (c *conn) publishRecord(p *packet.Publish, name []byte) (*kafka.Record, int32) {
+func (c *conn) publishRecord(p *packet.Publish, name []byte) (*kafka.Record, int32, trace.Span) {
 	g := c.g
 	now := g.clock()
 	scratch := g.getScratch()
@@ -171,8 +174,12 @@ func (c *conn) publishRecord(p *packet.Publish, name []byte) (*kafka.Record, int
 		}
 	}
 	rec.AddTraceChild(parent)
+	var span trace.Span
+	if g.tel.Tracing {
+		rec.Context, span = c.publishSpan(p, name, parent, &scratch.id)
+	}
 	g.putScratch(scratch)
-	return rec, part
+	return rec, part, span
 }
 
 // publishScratch is the Publish event built for a PUBLISH, pooled by the
@@ -217,6 +224,13 @@ func (c *conn) qos0Produced(r *kafka.Record, err error) {
 	defer c.writing.Done()
 	if err != nil {
 		c.g.log.Error("publish QoS 0", "client", c.clientID, "err", err)
+	}
+	if r.Context != nil {
+		span := trace.SpanFromContext(r.Context)
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
 	}
 	c.g.recs.Put(r)
 }
@@ -515,9 +529,11 @@ func (c *conn) sendReadyAcks() {
 		n++
 		if ack.failed {
 			c.g.log.Warn("log write failed; closing without acknowledgement", "client", c.clientID, "packet", ack.kind)
+			endSpan(ack.span, "log write failed")
 			go c.close()
 			continue
 		}
+		endSpan(ack.span, "")
 		switch ack.kind {
 		case packet.PUBACK, packet.PUBREC, packet.PUBCOMP:
 			a := packet.Ack{Kind: ack.kind, PacketID: ack.id, Code: ack.code}

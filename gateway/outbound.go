@@ -7,6 +7,7 @@ import (
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Packet identifiers: the session service gives the messages of a
@@ -58,7 +59,7 @@ type seenSource struct {
 // the caller must not reuse it; t is never kept (what is needed of it is
 // copied).
 func (c *conn) deliver(src *eventspb.Source, mid messageID, m *eventspb.Message, t *eventspb.Target, now time.Time) (kept bool) {
-	kept, flush, sent := c.deliverCounted(src, mid, m, t, now, nil)
+	kept, flush, sent := c.deliverCounted(src, mid, m, t, now, nil, nil)
 	if sent {
 		c.add(MessagesSent, 1)
 	}
@@ -76,7 +77,10 @@ func (c *conn) deliver(src *eventspb.Source, mid messageID, m *eventspb.Message,
 //
 // pc, when not nil, is the fan-out's PUBLISH cache: a QoS 0 message is
 // encoded once for all the targets it can serve.
-func (c *conn) deliverCounted(src *eventspb.Source, mid messageID, m *eventspb.Message, t *eventspb.Target, now time.Time, pc *publishCache) (kept, flush, sent bool) {
+//
+// span, when not nil, is the target's mqtt.deliver span: ended here unless
+// a QoS 1/2 message goes in flight, whose acknowledgement ends it.
+func (c *conn) deliverCounted(src *eventspb.Source, mid messageID, m *eventspb.Message, t *eventspb.Target, now time.Time, pc *publishCache, span trace.Span) (kept, flush, sent bool) {
 	qos := byte(min(t.Qos, 2))
 	if c.perms != nil && !t.Release && !c.perms.AllowReadString(m.Topic) {
 		// The ACL keeps it from this client (Mosquitto checks every
@@ -85,15 +89,18 @@ func (c *conn) deliverCounted(src *eventspb.Source, mid messageID, m *eventspb.M
 			c.inboxAck(t.InboxSeq, false)
 		}
 		c.add(ACLDenied, 1)
+		endSpan(span, "refused by the acl")
 		return false, false, false
 	}
 	c.mu.Lock()
 	if src != nil && !c.freshLocked(src) {
 		c.mu.Unlock()
+		endSpan(span, "repeat")
 		return false, false, false // a router's repeat after it took the partition over
 	}
 	if m.HasExpiry && m.ExpiresAtMs <= now.UnixMilli() && !t.Release {
 		c.mu.Unlock()
+		endSpan(span, "expired")
 		if t.InboxSeq != 0 {
 			c.inboxAck(t.InboxSeq, false) // expired: the inbox lets it go
 		}
@@ -101,6 +108,7 @@ func (c *conn) deliverCounted(src *eventspb.Source, mid messageID, m *eventspb.M
 	}
 	if c.closed {
 		c.mu.Unlock()
+		endSpan(span, "connection closed")
 		if qos > 0 && t.InboxSeq == 0 {
 			c.g.returnUndelivered(c.tenant, m, t) // the connection ended meanwhile
 		}
@@ -111,12 +119,14 @@ func (c *conn) deliverCounted(src *eventspb.Source, mid messageID, m *eventspb.M
 	if !c.ready {
 		c.early = append(c.early, earlyDelivery{m: m, t: t.CloneVT(), mid: mid})
 		c.mu.Unlock()
+		endSpan(span, "") // delivered once the CONNACK is sent
 		return true, false, false
 	}
 	if qos == 0 {
 		if c.out.len() > c.g.cfg.MaxOutBuffer {
 			c.mu.Unlock()
 			c.add(Dropped, 1)
+			endSpan(span, "output buffer full")
 			return false, false, false
 		}
 		if pc != nil && len(t.SubscriptionIds) == 0 && (c.version != packet.V5 || c.clientAliasMax == 0) {
@@ -126,9 +136,11 @@ func (c *conn) deliverCounted(src *eventspb.Source, mid messageID, m *eventspb.M
 		}
 		flush = c.startFlushLocked()
 		c.mu.Unlock()
+		endSpan(span, "")
 		return false, flush, sent
 	}
 	om := newOutMsg(m, t, mid)
+	om.span = span
 	if om.inboxSeq != 0 {
 		// The session service forwards a connection its inbox entries in
 		// sequence order; one at or below the newest seen is a repeat (the
@@ -136,6 +148,7 @@ func (c *conn) deliverCounted(src *eventspb.Source, mid messageID, m *eventspb.M
 		// restarts or takes a partition over).
 		if om.inboxSeq <= c.lastInboxSeq {
 			c.mu.Unlock()
+			endSpan(span, "repeat")
 			c.g.log.Debug("repeated inbox message dropped", "client", c.clientID, "seq", om.inboxSeq)
 			return false, false, false
 		}
@@ -144,6 +157,7 @@ func (c *conn) deliverCounted(src *eventspb.Source, mid messageID, m *eventspb.M
 			// Its identifier is still taken by an older entry (which the
 			// session let go): the older one goes on.
 			c.mu.Unlock()
+			endSpan(span, "identifier in flight")
 			c.g.log.Warn("inbox message with an identifier in flight", "client", c.clientID, "packet", om.id,
 				"seq", om.inboxSeq, "in_flight_seq", prev.inboxSeq)
 			return false, false, false
@@ -161,6 +175,7 @@ func (c *conn) deliverCounted(src *eventspb.Source, mid messageID, m *eventspb.M
 		c.closed = true
 		c.mu.Unlock()
 		c.add(Dropped, 1)
+		endSpan(span, "client queue full")
 		c.g.log.Warn("client queue full; disconnecting", "client", c.clientID, "tenant", c.tenant,
 			"queued", c.g.cfg.MaxQueued)
 		go c.kick(packet.CodeQuotaExceeded)
@@ -406,6 +421,14 @@ func (c *conn) handleOutboundAck(a *packet.Ack) {
 	om := c.inflight[a.PacketID]
 	done := func() {
 		delete(c.inflight, a.PacketID)
+		if om.span != nil {
+			if a.Code.IsError() {
+				endSpan(om.span, "refused by the client: "+a.Code.String())
+			} else {
+				endSpan(om.span, "")
+			}
+			om.span = nil
+		}
 		switch {
 		case om.inboxSeq != 0:
 			c.pendingInboxAcks = append(c.pendingInboxAcks, inboxAck{seq: om.inboxSeq})

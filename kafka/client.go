@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/shoal-mqtt/shoal/internal/obs"
 )
@@ -212,6 +213,12 @@ type Record struct {
 	Value     []byte
 	Headers   []Header
 	Timestamp time.Time
+	// Context carries the record's trace when tracing is on
+	// (Config.Telemetry), nil otherwise. On a record to produce it is the
+	// parent of the kotel publish span (a role's span; without one, the
+	// traceparent header is the parent); on a consumed record it is the
+	// context of the kotel receive span, the parent of the consumer's own.
+	Context context.Context
 
 	// st is the franz-go record and bookkeeping Produce uses, allocated
 	// once per Record (with it, by NewRecord) and reused.
@@ -254,7 +261,19 @@ type produceCtx struct {
 func (*produceCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
 func (*produceCtx) Done() <-chan struct{}       { return nil }
 func (*produceCtx) Err() error                  { return nil }
-func (*produceCtx) Value(any) any               { return nil }
+
+// Value returns the produceCtx itself for produceCtxKey: with tracing on,
+// kotel wraps it in the publish span's context, through which promise
+// finds it again.
+func (pc *produceCtx) Value(k any) any {
+	if k == (produceCtxKey{}) {
+		return pc
+	}
+	return nil
+}
+
+// produceCtxKey is the context key of a produceCtx.
+type produceCtxKey struct{}
 
 // syncWait collects the outcome of one ProduceAll call.
 type syncWait struct {
@@ -287,6 +306,18 @@ func (st *produceState) load(r *Record) {
 	kr.Context = &st.pc
 }
 
+// traceParent makes the kotel publish span of st a child of r's trace:
+// the span in r.Context, or the traceparent header. Only with tracing on.
+func (st *produceState) traceParent(r *Record) {
+	sc := trace.SpanContextFromContext(r.Context)
+	if !sc.IsValid() {
+		sc = obs.SpanContext(r.Header(HeaderTraceparent))
+	}
+	if sc.IsValid() {
+		st.kr.Context = trace.ContextWithSpanContext(&st.pc, sc)
+	}
+}
+
 // Client is Shoal's door to Kafka: one idempotent producer (acks=all) shared
 // by the roles of a process, the topic catalogue, and Consume, which runs a
 // consumer of its own per call. It is safe for concurrent use.
@@ -301,6 +332,8 @@ type Client struct {
 	// inflight counts records given to franz-go whose promise has not
 	// finished, so that Close can wait for every done callback.
 	inflight atomic.Int64
+	// tracing: records carry spans (Config.Telemetry.Tracing).
+	tracing bool
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -348,6 +381,7 @@ func NewClient(ctx context.Context, cfg Config, log *slog.Logger) (*Client, erro
 	if cfg.TLS != nil {
 		c.common = append(c.common, kgo.DialTLSConfig(cfg.TLS.Clone()))
 	}
+	c.tracing = cfg.Telemetry.Tracing
 	if cfg.SASL != nil {
 		c.common = append(c.common, kgo.SASL(saslMechanism(*cfg.SASL)))
 	}
@@ -360,6 +394,9 @@ func NewClient(ctx context.Context, cfg Config, log *slog.Logger) (*Client, erro
 		kgo.ProducerBatchCompression(codec),
 		kgo.RecordPartitioner(partitioner(cfg.Catalogue)),
 	)
+	if c.tracing {
+		opts = append(opts, kgo.WithHooks(c.kotelTracer("")))
+	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("new kafka client: %w", err)
@@ -492,6 +529,9 @@ func (c *Client) Produce(ctx context.Context, r *Record, done func(*Record, erro
 		r.st = st
 	}
 	st.load(r)
+	if c.tracing {
+		st.traceParent(r)
+	}
 	st.pc = produceCtx{c: c, r: r, done: done}
 	c.produce(ctx, st)
 }
@@ -519,7 +559,10 @@ func (c *Client) produce(ctx context.Context, st *produceState) {
 func promise(kr *kgo.Record, err error) {
 	pc, ok := kr.Context.(*produceCtx)
 	if !ok {
-		return // not ours: cannot happen
+		// Wrapped by the kotel publish span (tracing on).
+		if pc, ok = kr.Context.Value(produceCtxKey{}).(*produceCtx); !ok {
+			return // not ours: cannot happen
+		}
 	}
 	c, r, done, sw := pc.c, pc.r, pc.done, pc.sync
 	if pc.acquired {
@@ -683,6 +726,9 @@ func (c *Client) ProduceAll(ctx context.Context, rs ...*Record) (*Pending, error
 	for i, r := range rs {
 		st := &p.states[i]
 		st.load(r)
+		if c.tracing {
+			st.traceParent(r)
+		}
 		st.pc = produceCtx{c: c, r: r, sync: &p.sw}
 		c.produce(ctx, st)
 	}

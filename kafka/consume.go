@@ -164,6 +164,9 @@ func (c *Client) ConsumePolls(ctx context.Context, cfg ConsumeConfig, handle fun
 		// same record slices.
 		kgo.WithPools(&kgoRecords{}),
 	)
+	if c.tracing {
+		opts = append(opts, kgo.WithHooks(c.kotelTracer(cfg.Group)))
+	}
 	group := cfg.Group != ""
 	if group {
 		g := &groupStarts{topic: cfg.Topic, start: start, onAssigned: cfg.OnAssigned, onRevoked: cfg.OnRevoked}
@@ -456,6 +459,7 @@ func toBatch(fp kgo.FetchTopicPartition, a *batchArena) Batch {
 		r.Key = kr.Key
 		r.Value = kr.Value
 		r.Timestamp = kr.Timestamp
+		r.Context = kr.Context // the kotel receive span's, with tracing on
 		if k := len(kr.Headers); k > 0 {
 			h := hs[:k:k]
 			hs = hs[k:]

@@ -13,6 +13,7 @@ import (
 	"github.com/shoal-mqtt/shoal/internal/obs"
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Router is the router role: it owns shards of shoal.messages (explicitly
@@ -536,6 +537,11 @@ func (r *Router) apply(s *Shard, out *Output, b kafka.Batch, recs []*kafka.Recor
 			s.Skip(rec.Offset, out)
 			continue
 		}
+		var sctx context.Context
+		var span trace.Span
+		if r.tel.Tracing {
+			sctx, span = r.routeSpan(rec, env)
+		}
 		if err := s.Apply(env, rec.Offset, out); err != nil {
 			r.log.Warn("skipping record", "partition", b.Partition, "offset", rec.Offset, "err", err)
 		}
@@ -565,6 +571,9 @@ func (r *Router) apply(s *Shard, out *Output, b kafka.Batch, recs []*kafka.Recor
 			for _, out := range recs[from:] {
 				out.AddTraceChild(parent)
 			}
+		}
+		if span != nil {
+			endRouteSpan(sctx, span, out.Deliveries[first:], recs[from:])
 		}
 	}
 	return recs, s.Offset() != before

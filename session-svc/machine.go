@@ -6,9 +6,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"context"
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // destination is the topic an output goes to.
@@ -51,12 +53,17 @@ type output struct {
 	key       []byte
 	env       *eventspb.Envelope
 	trace     []byte // the traceparent of the record that caused it, if any
+	// ctx is the trace context of the record that caused it (its span,
+	// or its receive span) when tracing is on, else nil.
+	ctx context.Context
 }
 
 // machine turns the events of shoal.sessions into state changes and
 // outputs. It holds no per-client state: apply works on the session it is
 // given, so the caller decides what is committed.
 type machine struct {
+	// tracer records the events' spans; nil when tracing is off.
+	tracer               trace.Tracer
 	messagesPartitions   int32
 	deliveriesPartitions int32
 	// epoch and seq name the wills the service publishes (MessageID): epoch

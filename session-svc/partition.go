@@ -22,6 +22,8 @@ type record struct {
 	// trace is the record's traceparent header (a copy), nil without one:
 	// every output of the record continues its trace.
 	trace []byte
+	// ctx is the kotel receive span's context (tracing on), else nil.
+	ctx context.Context
 }
 
 // writeFunc durably writes outputs (all of them or fail), keeping the order
@@ -277,13 +279,17 @@ func (b *batch) event(r record) error {
 		return nil
 	}
 	sess := b.session(k)
+	ctx, span := p.m.eventSpan(r, p.id)
 	outs, changed := p.m.apply(k, sess, r.env, b.outs[:0])
 	b.outs = outs
 	if changed {
 		b.dirty[k] = sess
 	}
 	for i := range outs {
-		outs[i].trace = r.trace
+		outs[i].trace, outs[i].ctx = r.trace, ctx
+	}
+	if span != nil {
+		endEventSpan(span, outs)
 	}
 	return b.emit(k, outs)
 }

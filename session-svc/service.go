@@ -413,6 +413,7 @@ func decodeBatch(b kafka.Batch, log *slog.Logger) []record {
 		}
 		recs[i].env = env
 		recs[i].trace = bytes.Clone(r.Header(kafka.HeaderTraceparent))
+		recs[i].ctx = r.Context
 	}
 	return recs
 }
@@ -433,6 +434,7 @@ func (s *Service) record(o output) *kafka.Record {
 	if o.trace != nil {
 		r.AddTraceChild(o.trace)
 	}
+	r.Context = o.ctx
 	return r
 }
 

@@ -83,6 +83,13 @@ func (c *conn) finish(ctx context.Context, clean bool, reason packet.ReasonCode,
 				unacked = append(unacked, newOutMsg(e.m, e.t, e.mid))
 			}
 		}
+		// The deliveries' spans end here (tracing on): not acknowledged.
+		for _, om := range f.inflight {
+			endSpan(om.span, "connection closed before the acknowledgement")
+		}
+		for _, om := range f.queue {
+			endSpan(om.span, "connection closed before the message was sent")
+		}
 		f.queue, f.inflight, f.early = nil, nil, nil
 	}
 	c.mu.Unlock()

@@ -41,7 +41,8 @@ type shoalProc struct {
 	mqtt string
 	http string
 	dir  string
-	log  string
+	log  string // its standard error: the log
+	out  string // its standard output
 
 	done    chan struct{} // closed when the process has exited
 	waitErr error         // its exit status, once done is closed
@@ -60,10 +61,12 @@ func freePort(t *testing.T) string {
 // Its loopback ports are picked free just before the start, so another
 // process may take one in between: a start that fails with "address
 // already in use" is retried on new ports (a few times).
-func startShoal(t *testing.T, dir string) *shoalProc {
+//
+// env is added to the process's environment.
+func startShoal(t *testing.T, dir string, env ...string) *shoalProc {
 	t.Helper()
 	for attempt := 1; ; attempt++ {
-		p, busy := tryStartShoal(t, dir)
+		p, busy := tryStartShoal(t, dir, env)
 		if p != nil {
 			return p
 		}
@@ -75,23 +78,30 @@ func startShoal(t *testing.T, dir string) *shoalProc {
 
 // tryStartShoal starts shoal once; on failure it returns nil and whether
 // the cause was a port taken meanwhile.
-func tryStartShoal(t *testing.T, dir string) (*shoalProc, bool) {
+func tryStartShoal(t *testing.T, dir string, env []string) (*shoalProc, bool) {
 	t.Helper()
+	stamp := time.Now().UnixNano()
 	p := &shoalProc{t: t, dir: dir, mqtt: freePort(t), http: freePort(t), done: make(chan struct{}),
-		log: filepath.Join(dir, fmt.Sprintf("shoal-%d.log", time.Now().UnixNano()))}
+		log: filepath.Join(dir, fmt.Sprintf("shoal-%d.log", stamp)), out: filepath.Join(dir, fmt.Sprintf("shoal-%d.out", stamp))}
 	args := []string{"all", "--data-dir", dir, "--mqtt-listen", p.mqtt, "--ws-listen", "", "--http-listen", p.http, "--admin-listen", "127.0.0.1:0",
 		"--kafka-partitions", "4", "--log-level", logLevel()}
 	p.cmd = exec.Command(os.Args[0], "-test.run=^$")
 	p.cmd.Env = append(os.Environ(), "SHOAL_TEST_RUN_MAIN=1", "SHOAL_TEST_ARGS="+strings.Join(args, "\x1f"))
+	p.cmd.Env = append(p.cmd.Env, env...)
 	logf, err := os.Create(p.log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	outf, err := os.Create(p.out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd.Stdout, p.cmd.Stderr = outf, logf
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	_ = logf.Close()
+	_ = outf.Close()
 	go func() { p.waitErr = p.cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
 		_ = p.cmd.Process.Kill()

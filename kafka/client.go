@@ -313,7 +313,7 @@ func (st *produceState) traceParent(r *Record) {
 	if !sc.IsValid() {
 		sc = obs.SpanContext(r.Header(HeaderTraceparent))
 	}
-	if sc.IsValid() {
+	if sc.IsSampled() { // kotel records only sampled traces (sampledOnly)
 		st.kr.Context = trace.ContextWithSpanContext(&st.pc, sc)
 	}
 }

@@ -116,8 +116,7 @@ func (c *conn) authorize(cp *packet.Connect) bool {
 	}
 	c.perms = a.For(user, c.clientID, c.ident == nil)
 	if cp.WillFlag && !c.perms.AllowPublish(cp.WillTopic) {
-		c.g.log.Info("will refused by the acl", "client", c.clientID, "tenant", c.tenant, "topic", string(cp.WillTopic))
-		c.refuse(packet.CodeNotAuthorized, c.version)
+		c.refuseFor(causeNotAuthorized, packet.CodeNotAuthorized, "detail", "will refused by the acl", "topic", string(cp.WillTopic))
 		return false
 	}
 	return true
@@ -144,9 +143,9 @@ func (c *conn) authenticate(cp *packet.Connect, client net.Addr, cert *x509.Cert
 	if cert != nil && a.CertIdentity != nil {
 		name, err := a.CertIdentity(cert)
 		if err != nil {
-			g.log.Info("certificate names no identity", "remote", client, "err", err)
 			c.add(AuthFailures, 1)
-			c.refuse(packet.CodeNotAuthorized, c.version)
+			c.refuseFor(causeNotAuthorized, packet.CodeNotAuthorized, "detail", "certificate names no identity",
+				"client_id", string(cp.ClientID), "err", err)
 			return false
 		}
 		c.setIdentity(Identity{Name: name})
@@ -157,9 +156,8 @@ func (c *conn) authenticate(cp *packet.Connect, client net.Addr, cert *x509.Cert
 		if a.AllowAnonymous {
 			return true
 		}
-		g.log.Info("anonymous connect refused", "remote", client)
 		c.add(AuthFailures, 1)
-		c.refuse(packet.CodeNotAuthorized, c.version)
+		c.refuseFor(causeNotAuthorized, packet.CodeNotAuthorized, "detail", "anonymous", "client_id", string(cp.ClientID))
 		return false
 	}
 	addr := addrOf(client)
@@ -190,9 +188,10 @@ func (c *conn) authenticate(cp *packet.Connect, client net.Addr, cert *x509.Cert
 		if a.Delay != nil {
 			a.Delay.Failed(addr)
 		}
-		g.log.Info("authentication failed", "remote", client, "user", string(cp.Username), "token", token, "err", err)
 		c.add(AuthFailures, 1)
-		c.refuse(packet.CodeBadUserNameOrPassword, c.version)
+		// The user name and why, never the password or the token.
+		c.refuseFor(causeAuthFailed, packet.CodeBadUserNameOrPassword, "client_id", string(cp.ClientID),
+			"user", string(cp.Username), "token", token, "err", err)
 		return false
 	}
 	if a.Delay != nil {
@@ -242,7 +241,6 @@ func (c *conn) closeAtExpiry() {
 		return
 	}
 	c.expiry = time.AfterFunc(c.ident.Expires.Sub(c.g.clock()), func() {
-		c.g.log.Info("identity expired", "client", c.clientID, "tenant", c.tenant, "user", c.ident.Name)
-		c.kick(packet.CodeMaximumConnectTime)
+		c.kick(packet.CodeMaximumConnectTime) // logged by its end (identity_expired)
 	})
 }

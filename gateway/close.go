@@ -27,6 +27,7 @@ import (
 // while the end is reported, before the socket closes.
 func (c *conn) end(ctx context.Context, e ending) {
 	defer c.g.live.done()
+	c.logEnd(ctx, e)
 	c.add(ConnectionsCurrent, -1)
 	c.releaseQuota()
 	var drained chan struct{}
@@ -101,7 +102,7 @@ func (c *conn) finish(ctx context.Context, clean bool, reason packet.ReasonCode,
 	select {
 	case <-waited:
 	case <-time.After(g.cfg.SessionTimeout):
-		g.log.Warn("log writes still pending at disconnect", "client", c.clientID, "tenant", c.tenant)
+		c.logWarn(ctx, "log writes still pending at disconnect")
 	}
 
 	d := &eventspb.Disconnect{
@@ -121,7 +122,7 @@ func (c *conn) finish(ctx context.Context, clean bool, reason packet.ReasonCode,
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.SessionTimeout)
 	defer cancel()
 	if err := g.eventLog.ProduceSync(pctx, rec); err != nil {
-		g.log.Error("report disconnect", "client", c.clientID, "tenant", c.tenant, "err", err)
+		c.logError(ctx, "report disconnect", "err", err)
 	}
 	persistent := c.sessionExpiry != 0 && (expiry == nil || *expiry != 0)
 	for _, om := range unacked {

@@ -240,12 +240,15 @@ func (c *conn) parkable() bool { return c.tcp != nil && c.g.park != nil }
 // ending is how a connection ended: whether the client's DISCONNECT
 // suppresses the will, the reason code, a session expiry sent with
 // DISCONNECT (nil if none), and whether the server closes it (server: a
-// DISCONNECT with the reason, then the graceful close of closeWrite).
+// DISCONNECT with the reason, then the graceful close of closeWrite); why,
+// for its log line (cause, and err, the client's fault, if any).
 type ending struct {
 	clean  bool
 	reason packet.ReasonCode
+	cause  closeCause
 	expiry *uint32
 	server bool
+	err    error
 }
 
 // errClose ends a connection; code is the reason sent in a 5.0 DISCONNECT
@@ -280,6 +283,7 @@ func (g *Gateway) serve(ctx context.Context, lc *listener.Conn) {
 	}
 	c.add(ConnectionsCurrent, 1)
 	c.add(ConnectionsTotal, 1)
+	c.logAccepted(ctx)
 	c.lastPacket = g.clock().UnixNano()
 	c.closeAtExpiry()
 	if g.live.closed() {

@@ -23,14 +23,15 @@ import (
 
 // handshake reads CONNECT, asks the session service, and answers CONNACK.
 // It reports whether the connection is established. client is the
-// client's address, for logs. Its steps: readConnect, authenticate
+// client's address, for the failure delay and the Connect event (its log
+// lines have c.clientAddr, the same: connlog.go). Its steps: readConnect, authenticate
 // (authn.go), the will's checks (those of a PUBLISH), identify,
 // takeOptions, askSession (the request from connectRequest),
 // restoreSubscriptions, then connack and queueConnack.
 func (c *conn) handshake(ctx context.Context, client net.Addr, cert *x509.Certificate) bool {
 	g := c.g
 	var cp packet.Connect
-	if !c.readConnect(&cp, client) {
+	if !c.readConnect(&cp) {
 		return false
 	}
 	if !c.authenticate(&cp, client, cert) {
@@ -38,8 +39,7 @@ func (c *conn) handshake(ctx context.Context, client net.Addr, cert *x509.Certif
 	}
 	if cp.WillFlag {
 		if code := c.refuseMessage(cp.WillTopic, &cp.WillProps, cp.WillPayload); code != 0 {
-			g.log.Info("will refused", "remote", client, "topic", string(cp.WillTopic), "reason", code)
-			c.refuse(code, c.version)
+			c.refuseFor(causeWillRefused, code, "client_id", string(cp.ClientID), "topic", string(cp.WillTopic))
 			return false
 		}
 	}
@@ -57,12 +57,11 @@ func (c *conn) handshake(ctx context.Context, client net.Addr, cert *x509.Certif
 	c.connectedAt = g.clock().UnixNano()
 	res, err := g.askSession(ctx, c, c.connectRequest(&cp, client))
 	if err != nil {
-		g.log.Warn("connect not answered", "client", c.clientID, "tenant", c.tenant, "err", err)
-		c.refuse(packet.CodeServerUnavailable, c.version)
+		c.refuseFor(causeSessionUnavailable, packet.CodeServerUnavailable, "detail", "connect not answered", "err", err)
 		return false
 	}
 	if res.ReasonCode != 0 {
-		c.refuse(ReasonCodeOf(res.ReasonCode), c.version)
+		c.refuseFor(causeSessionRefused, ReasonCodeOf(res.ReasonCode))
 		return false
 	}
 	// Accepted: the slot consumer registered the connection. From here a
@@ -76,8 +75,7 @@ func (c *conn) handshake(ctx context.Context, client net.Addr, cert *x509.Certif
 		}
 	}()
 	if err := c.restoreSubscriptions(ctx, res.Subscriptions); err != nil {
-		g.log.Warn("rebind resumed session", "client", c.clientID, "tenant", c.tenant, "err", err)
-		c.refuse(packet.CodeServerUnavailable, c.version)
+		c.refuseFor(causeSessionUnavailable, packet.CodeServerUnavailable, "detail", "rebind resumed session", "err", err)
 		return false
 	}
 	c.resumed = res.SessionPresent
@@ -95,21 +93,21 @@ func (c *conn) handshake(ctx context.Context, client net.Addr, cert *x509.Certif
 // decode is answered where the specification wants it (a 5.0 client; an
 // unsupported protocol version). cp's byte slices alias the read buffer
 // until the next read.
-func (c *conn) readConnect(cp *packet.Connect, client net.Addr) bool {
+func (c *conn) readConnect(cp *packet.Connect) bool {
 	g := c.g
 	_ = c.nc.SetReadDeadline(g.clock().Add(g.cfg.ConnectTimeout))
 	h, body, err := c.rd.ReadPacket()
 	if err != nil {
-		g.log.Debug("no connect", "remote", client, "err", err)
+		c.logNoConnect(err)
 		return false
 	}
 	if h.Type != packet.CONNECT {
-		g.log.Debug("first packet is not CONNECT", "remote", client, "type", h.Type)
+		c.logClose(context.Background(), packet.CodeProtocolError, causeProtocol, "detail", "first packet is not CONNECT", "type", h.Type)
 		return false
 	}
 	if err := cp.Decode(h, body, 0); err != nil {
 		code := packet.CodeOf(err)
-		g.log.Debug("bad connect", "remote", client, "err", err)
+		c.logClose(context.Background(), code, causeProtocol, "detail", "CONNECT: "+detailOf(err))
 		switch {
 		case cp.Version == packet.V5:
 			c.refuse(code, packet.V5)
@@ -133,7 +131,7 @@ func (c *conn) identify(cp *packet.Connect) (assigned string, ok bool) {
 	clientID := string(cp.ClientID)
 	if clientID == "" {
 		if c.version != packet.V5 && !cp.CleanStart {
-			c.refuse(packet.CodeClientIdentifierNotValid, c.version)
+			c.refuseFor(causeClientID, packet.CodeClientIdentifierNotValid, "detail", "no client identifier without clean session")
 			return "", false
 		}
 		assigned = newClientID(g.cfg.TenantSeparator)
@@ -146,8 +144,8 @@ func (c *conn) identify(cp *packet.Connect) (assigned string, ok bool) {
 	tenant := Tenant(clientID, g.cfg.TenantSeparator)
 	if c.ident != nil && tenant != c.ident.Tenant {
 		// An identity uses the client identifiers of its own tenant only.
-		g.log.Info("client identifier of another tenant refused", "client", clientID, "user", c.ident.Name, "tenant", c.ident.Tenant)
-		c.refuse(packet.CodeClientIdentifierNotValid, c.version)
+		c.refuseFor(causeClientID, packet.CodeClientIdentifierNotValid, "detail", "client identifier of another tenant",
+			"client_id", clientID, "user", c.ident.Name, "user_tenant", c.ident.Tenant)
 		return "", false
 	}
 	// The tenant and the client id are views of the key: one allocation
@@ -191,7 +189,7 @@ func (c *conn) takeOptions(cp *packet.Connect) (serverKA, ok bool) {
 		}
 		if pr.Present(packet.PropAuthMethod) {
 			// Enhanced authentication is not offered.
-			c.refuse(packet.CodeBadAuthenticationMethod, c.version)
+			c.refuseFor(causeAuthMethod, packet.CodeBadAuthenticationMethod, "method", string(pr.AuthMethod))
 			return false, false
 		}
 	}
@@ -387,7 +385,7 @@ func (g *Gateway) abandonConnect(ctx context.Context, c *conn) {
 	defer cancel()
 	g.eventLog.Produce(pctx, rec, func(_ *kafka.Record, err error) {
 		if err != nil {
-			g.log.Warn("write abandoned connect", "client", c.clientID, "tenant", c.tenant, "connection", c.id, "err", err)
+			c.logWarn(context.Background(), "write abandoned connect", "connection", c.id, "err", err)
 		}
 	})
 }

@@ -188,7 +188,7 @@ func (g *Gateway) bounce(tenant string, m *eventspb.Message, t *eventspb.Target)
 	client := t.ClientId // t is reused once this returns
 	g.eventLog.Produce(context.Background(), rec, func(_ *kafka.Record, err error) {
 		if err != nil {
-			g.log.Warn("return undeliverable message to its session", "tenant", tenant, "client", client, "err", err)
+			g.log.Warn("return undeliverable message to its session", "tenant", tenant, "client_id", client, "err", err)
 		}
 	})
 }
@@ -228,7 +228,7 @@ func (g *Gateway) deliver(ctx context.Context, tenant string, mid *eventspb.Mess
 			// persistent session), forwards it (a newer connection) or
 			// drops it (no session): the router may not have read the
 			// client's newest presence yet.
-			g.log.Debug("delivery target not connected here", "tenant", tenant, "client", t.ClientId,
+			g.log.Debug("delivery target not connected here", "tenant", tenant, "client_id", t.ClientId,
 				"connection", t.Connection)
 			if t.Qos > 0 && t.InboxSeq == 0 {
 				// (An inbox message stays with its session, which sends

@@ -69,5 +69,8 @@
 //     through shoal.quotas (quota.Shared): the reports written and read.
 //   - close.go: how a connection ends: server-initiated closes, the end
 //     reported to the log.
+//   - connlog.go: the connection's log lines and their keys; every close
+//     the gateway makes logged once with its reason code and cause,
+//     rate-limited per client (docs/telemetry.md, "Logs").
 //   - sys.go: $SYS topics; config.go: Config.
 package gateway

@@ -83,6 +83,7 @@ type Gateway struct {
 	tenants map[string]*Stats // per-tenant counters for $SYS
 
 	auth      Auth          // how CONNECTs are authenticated (authn.go); set before Run
+	closeLog  closeLimiter  // how often each client's closes are logged (connlog.go)
 	authSlots chan struct{} // bounds the password checks running at once
 
 	// beforeConnack, set only by tests, runs in the handshake of an
@@ -443,6 +444,7 @@ func (g *Gateway) appendConns(cs []*conn) []*conn {
 // closeAll closes every connection (shutdown).
 func (g *Gateway) closeAll() {
 	conns := g.appendConns(nil)
+	g.logShutdown(len(conns))
 	var wg sync.WaitGroup
 	for _, c := range conns {
 		wg.Add(1)

@@ -223,7 +223,7 @@ func (g *Gateway) putScratch(scratch *publishScratch) {
 func (c *conn) qos0Produced(r *kafka.Record, err error) {
 	defer c.writing.Done()
 	if err != nil {
-		c.g.log.Error("publish QoS 0", "client", c.clientID, "err", err)
+		c.logError(context.Background(), "publish QoS 0", "err", err)
 	}
 	if r.Context != nil {
 		span := trace.SpanFromContext(r.Context)
@@ -528,8 +528,8 @@ func (c *conn) sendReadyAcks() {
 		}
 		n++
 		if ack.failed {
-			c.g.log.Warn("log write failed; closing without acknowledgement", "client", c.clientID, "packet", ack.kind)
 			endSpan(ack.span, "log write failed")
+			c.logClose(context.Background(), packet.CodeUnspecifiedError, causeLogWriteFailed, "packet", ack.kind)
 			go c.close()
 			continue
 		}

@@ -149,7 +149,7 @@ func (c *conn) deliverCounted(src *eventspb.Source, mid messageID, m *eventspb.M
 		if om.inboxSeq <= c.lastInboxSeq {
 			c.mu.Unlock()
 			endSpan(span, "repeat")
-			c.g.log.Debug("repeated inbox message dropped", "client", c.clientID, "seq", om.inboxSeq)
+			c.logDebug(context.Background(), "repeated inbox message dropped", "seq", om.inboxSeq)
 			return false, false, false
 		}
 		c.lastInboxSeq = om.inboxSeq
@@ -158,7 +158,7 @@ func (c *conn) deliverCounted(src *eventspb.Source, mid messageID, m *eventspb.M
 			// session let go): the older one goes on.
 			c.mu.Unlock()
 			endSpan(span, "identifier in flight")
-			c.g.log.Warn("inbox message with an identifier in flight", "client", c.clientID, "packet", om.id,
+			c.logWarn(context.Background(), "inbox message with an identifier in flight", "packet", om.id,
 				"seq", om.inboxSeq, "in_flight_seq", prev.inboxSeq)
 			return false, false, false
 		}
@@ -176,9 +176,7 @@ func (c *conn) deliverCounted(src *eventspb.Source, mid messageID, m *eventspb.M
 		c.mu.Unlock()
 		c.add(Dropped, 1)
 		endSpan(span, "client queue full")
-		c.g.log.Warn("client queue full; disconnecting", "client", c.clientID, "tenant", c.tenant,
-			"queued", c.g.cfg.MaxQueued)
-		go c.kick(packet.CodeQuotaExceeded)
+		go c.kick(packet.CodeQuotaExceeded) // logged by its end (queue_full)
 		return false, false, false
 	}
 	flush = c.startFlushLocked()
@@ -507,7 +505,7 @@ func (c *conn) deliveryAck(a inboxAck) {
 	g.eventLog.Produce(context.Background(), rec, func(_ *kafka.Record, err error) {
 		defer c.writing.Done()
 		if err != nil {
-			g.log.Warn("record delivery acknowledgement", "client", c.clientID, "tenant", c.tenant, "packet", a.packetID, "err", err)
+			c.logWarn(context.Background(), "record delivery acknowledgement", "packet", a.packetID, "err", err)
 		}
 	})
 }
@@ -528,7 +526,7 @@ func (c *conn) inboxAck(seq uint64, received bool) {
 	g.eventLog.Produce(context.Background(), rec, func(_ *kafka.Record, err error) {
 		defer c.writing.Done()
 		if err != nil {
-			g.log.Warn("report inbox acknowledgement", "client", c.clientID, "tenant", c.tenant, "seq", seq, "err", err)
+			c.logWarn(context.Background(), "report inbox acknowledgement", "seq", seq, "err", err)
 		}
 	})
 }

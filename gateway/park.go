@@ -211,7 +211,7 @@ func (c *conn) replyNow(b []byte) bool {
 
 // expire ends a parked connection whose keep alive passed.
 func (c *conn) expire() {
-	c.end(c.g.park.ctx, ending{reason: packet.CodeKeepAliveTimeout, server: true})
+	c.end(c.g.park.ctx, ending{reason: packet.CodeKeepAliveTimeout, server: true, cause: causeKeepAlive})
 }
 
 // wheelSlots is the number of one-second slots of the keep-alive wheel, a

@@ -218,7 +218,7 @@ func (p *poller) park(c *conn, due int64) bool {
 		return false // closed: the caller's next read says so
 	}
 	if ctlErr != nil {
-		p.g.log.Warn("park connection", "client", c.clientID, "err", fmt.Errorf("epoll ctl: %w", ctlErr))
+		c.logWarn(context.Background(), "park connection", "err", fmt.Errorf("epoll ctl: %w", ctlErr))
 		return false
 	}
 	c.parking.registered, c.parking.parked, c.parking.due = true, true, due

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"time"
 
 	"github.com/shoal-mqtt/shoal/gateway/quota"
@@ -100,9 +101,10 @@ func (c *conn) admit() bool {
 		code = packet.CodeConnectionRateExceeded
 	}
 	if t.LogDue(now, quotaLogInterval) {
-		g.log.Info("connection refused by the tenant's quota", "tenant", c.tenant, "client", c.clientID, "reason", code)
+		c.refuseFor(causeQuota, code)
+		return false
 	}
-	c.refuse(code, c.version)
+	c.refuse(code, c.version) // the tenant's refusals were logged lately
 	return false
 }
 
@@ -215,7 +217,7 @@ func (c *conn) subscriptionRefused(filter string) bool {
 	}
 	q.t.SubscriptionRefused()
 	if now := c.g.clock(); q.t.LogDue(now, quotaLogInterval) {
-		c.g.log.Info("subscription refused by the tenant's quota", "tenant", c.tenant, "client", c.clientID,
+		c.logInfo(context.Background(), "subscription refused by the tenant's quota",
 			"filter", filter, "max_subscriptions_per_client", limit)
 	}
 	return true

@@ -180,11 +180,9 @@ func (c *conn) process(h packet.FixedHeader, body []byte) (e ending, done bool) 
 		// a socket.
 		var ec *errClose
 		if errors.As(err, &ec) {
-			c.g.log.Debug("closing connection", "client", c.clientID, "err", err)
-			return ending{reason: ec.code, server: true}, true
+			return ending{reason: ec.code, server: true, cause: causeOfError(err), err: err}, true
 		}
-		c.g.log.Debug("protocol fault", "client", c.clientID, "err", err)
-		return ending{reason: packet.CodeOf(err), server: true}, true
+		return ending{reason: packet.CodeOf(err), server: true, cause: causeProtocol, err: err}, true
 	}
 	c.lastPacket = c.g.clock().UnixNano()
 	return ending{}, false
@@ -203,20 +201,19 @@ func (c *conn) readEnding(err error) ending {
 	var pe *packet.Error
 	switch {
 	case errors.As(err, &pe):
-		return ending{reason: pe.Code, server: true}
+		return ending{reason: pe.Code, server: true, cause: causeProtocol, err: err}
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		return ending{reason: packet.CodeKeepAliveTimeout, server: true}
+		return ending{reason: packet.CodeKeepAliveTimeout, server: true, cause: causeKeepAlive}
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
-		return ending{reason: packet.CodeUnspecifiedError}
+		return ending{reason: packet.CodeUnspecifiedError, cause: causeLost}
 	}
-	c.g.log.Debug("read", "client", c.clientID, "err", err)
-	return ending{reason: packet.CodeUnspecifiedError}
+	return ending{reason: packet.CodeUnspecifiedError, cause: causeLost, err: err}
 }
 
 // closedByServer is the ending of a connection whose close another
 // goroutine began (closing is set).
 func (c *conn) closedByServer() ending {
-	return ending{reason: c.closeCode, server: true}
+	return ending{reason: c.closeCode, server: true, cause: causeOfCode(c.closeCode)}
 }
 
 func (c *conn) handle(h packet.FixedHeader, body []byte) error {
@@ -274,16 +271,19 @@ func (c *conn) handle(h packet.FixedHeader, body []byte) error {
 func (c *conn) handleDisconnect(h packet.FixedHeader, body []byte) ending {
 	d := c.decoders().disconnect()
 	if err := d.Decode(h, body, c.version); err != nil {
-		return ending{reason: packet.CodeOf(err), server: true}
+		return ending{reason: packet.CodeOf(err), server: true, cause: causeProtocol, err: err}
 	}
 	var expiry *uint32
 	if c.version == packet.V5 && d.Props.Present(packet.PropSessionExpiry) {
 		if c.sessionExpiry == 0 && d.Props.SessionExpiry != 0 {
-			// [MQTT-3.14.2-2]
-			return ending{reason: packet.CodeProtocolError, server: true}
+			return ending{reason: packet.CodeProtocolError, server: true, cause: causeProtocol, err: errExpiryRaised}
 		}
 		v := d.Props.SessionExpiry
 		expiry = &v
 	}
-	return ending{clean: d.Code != packet.CodeDisconnectWithWill, reason: d.Code, expiry: expiry}
+	return ending{clean: d.Code != packet.CodeDisconnectWithWill, reason: d.Code, expiry: expiry, cause: causeDisconnect}
 }
+
+// errExpiryRaised is a DISCONNECT setting a session expiry on a
+// connection that asked for none at CONNECT [MQTT-3.14.2-2].
+var errExpiryRaised = &packet.Error{Code: packet.CodeProtocolError, Msg: "DISCONNECT sets a session expiry after CONNECT set none [MQTT-3.14.2-2]"}

@@ -145,7 +145,7 @@ func (c *conn) writeOnce() (more bool, written int64) {
 	if err != nil {
 		c.flushing = false
 		c.mu.Unlock()
-		c.g.log.Debug("write", "client", c.clientID, "err", err)
+		c.logWriteFailed(err)
 		c.close()
 		return false, written
 	}
@@ -235,7 +235,7 @@ func (c *conn) flushLoop(w outBuf, rest net.Buffers) {
 		if err != nil {
 			c.flushing = false
 			c.mu.Unlock()
-			c.g.log.Debug("write", "client", c.clientID, "err", err)
+			c.logWriteFailed(err)
 			c.close()
 			return
 		}

@@ -23,21 +23,21 @@ func (r *Router) runPresence(ctx context.Context) error {
 	return nil
 }
 
-func (r *Router) handlePresence(_ context.Context, b kafka.Batch) error {
+func (r *Router) handlePresence(ctx context.Context, b kafka.Batch) error {
 	for _, rec := range b.Records {
 		if len(rec.Value) == 0 {
 			if err := r.presence.deleteRecordKey(rec.Key); err != nil { // a tombstone
-				r.log.Warn("skipping presence tombstone", "partition", b.Partition, "offset", rec.Offset, "err", err)
+				r.log.WarnContext(ctx, "skipping presence tombstone", "partition", b.Partition, "offset", rec.Offset, "err", err)
 			}
 			continue
 		}
 		if err := kafka.DecodeEnvelope(rec, r.penv); err != nil {
-			r.log.Warn("skipping undecodable presence record", "partition", b.Partition, "offset", rec.Offset, "err", err)
+			r.log.WarnContext(ctx, "skipping undecodable presence record", "partition", b.Partition, "offset", rec.Offset, "err", err)
 			continue
 		}
 		p := r.penv.GetPresence()
 		if p == nil {
-			r.log.Warn("skipping presence record without presence", "partition", b.Partition, "offset", rec.Offset, "type", kafka.EnvelopeType(r.penv))
+			r.log.WarnContext(ctx, "skipping presence record without presence", "partition", b.Partition, "offset", rec.Offset, "type", kafka.EnvelopeType(r.penv))
 			continue
 		}
 		r.presence.Update(r.penv.Tenant, r.penv.ClientId, p)

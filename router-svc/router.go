@@ -533,7 +533,7 @@ func (r *Router) apply(s *Shard, out *Output, b kafka.Batch, recs []*kafka.Recor
 		first := len(out.Deliveries)
 		env, err := r.dec.decode(rec)
 		if err != nil {
-			r.log.Warn("skipping undecodable record", "partition", b.Partition, "offset", rec.Offset, "err", err)
+			r.log.WarnContext(recordContext(rec), "skipping undecodable record", "partition", b.Partition, "offset", rec.Offset, "err", err)
 			s.Skip(rec.Offset, out)
 			continue
 		}
@@ -543,7 +543,7 @@ func (r *Router) apply(s *Shard, out *Output, b kafka.Batch, recs []*kafka.Recor
 			sctx, span = r.routeSpan(rec, env)
 		}
 		if err := s.Apply(env, rec.Offset, out); err != nil {
-			r.log.Warn("skipping record", "partition", b.Partition, "offset", rec.Offset, "err", err)
+			r.log.WarnContext(recordContext(rec), "skipping record", "partition", b.Partition, "offset", rec.Offset, "err", err)
 		}
 		// Marshal now: the deliveries refer to env, which the next
 		// record reuses. Each record continues the publish's trace.
@@ -560,7 +560,7 @@ func (r *Router) apply(s *Shard, out *Output, b kafka.Batch, recs []*kafka.Recor
 				}
 			}
 			if d.Slot < 0 || d.Slot >= r.topics.Deliveries.Partitions {
-				r.log.Warn("dropping delivery to a slot outside shoal.deliveries", "partition", b.Partition, "offset", rec.Offset, "slot", d.Slot, "slots", r.topics.Deliveries.Partitions)
+				r.log.WarnContext(recordContext(rec), "dropping delivery to a slot outside shoal.deliveries", "partition", b.Partition, "offset", rec.Offset, "slot", d.Slot, "slots", r.topics.Deliveries.Partitions)
 				continue
 			}
 			rec := r.pool.Get()
@@ -591,7 +591,7 @@ func (r *Router) retry(ctx context.Context, what string, partition int32, f func
 		if cerr := ctx.Err(); cerr != nil {
 			return cerr
 		}
-		r.log.Error(what+" failed, retrying", "partition", partition, "attempt", attempt, "retry_in", backoff, "err", err)
+		r.log.ErrorContext(ctx, what+" failed, retrying", "partition", partition, "attempt", attempt, "retry_in", backoff, "err", err)
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():

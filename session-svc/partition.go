@@ -274,7 +274,7 @@ func (b *batch) event(r record) error {
 	r.env.Tenant, r.env.Gateway = p.names.Get(r.env.Tenant), p.names.Get(r.env.Gateway)
 	k := clientKey{r.env.GetTenant(), r.env.GetClientId()}
 	if k.client == "" {
-		p.m.log.Warn("session event without a client id skipped", "partition", p.id, "offset", r.offset,
+		p.m.log.WarnContext(traceContext(r.trace), "session event without a client id skipped", "partition", p.id, "offset", r.offset,
 			"event", kafka.EnvelopeType(r.env))
 		return nil
 	}

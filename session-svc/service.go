@@ -289,7 +289,7 @@ func (s *Service) failed(ctx context.Context, err error, backoff *time.Duration)
 	if err == nil {
 		err = errors.New("consumer stopped")
 	}
-	s.log.Error("session service failed; reloading its state and consuming again", "err", err, "backoff", *backoff)
+	s.log.ErrorContext(ctx, "session service failed; reloading its state and consuming again", "err", err, "backoff", *backoff)
 	t := time.NewTimer(*backoff)
 	select {
 	case <-ctx.Done():
@@ -407,7 +407,7 @@ func decodeBatch(b kafka.Batch, log *slog.Logger) []record {
 		// which must not pin whole fetch responses.
 		env := new(eventspb.Envelope)
 		if err := kafka.DecodeEnvelopeCopy(r, env); err != nil {
-			log.Warn("undecodable record skipped", "topic", r.Topic, "partition", r.Partition,
+			log.WarnContext(traceContext(r.Header(kafka.HeaderTraceparent)), "undecodable record skipped", "topic", r.Topic, "partition", r.Partition,
 				"offset", r.Offset, "err", err)
 			continue
 		}

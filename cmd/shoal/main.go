@@ -13,6 +13,7 @@ import (
 
 	"github.com/shoal-mqtt/shoal/compose/broker"
 	"github.com/shoal-mqtt/shoal/compose/config"
+	"github.com/shoal-mqtt/shoal/compose/telemetry"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -96,14 +97,17 @@ func runRoles(ctx context.Context, name string, roles broker.Role, args []string
 	return 0
 }
 
+// newLogger is the process's logger: a line logged with the context of an
+// active span carries its trace_id and span_id (telemetry.LogHandler).
 func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(cfg.LogLevel))
 	opts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler = slog.NewTextHandler(w, opts)
 	if cfg.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		h = slog.NewJSONHandler(w, opts)
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return slog.New(telemetry.LogHandler(h))
 }
 
 func usage(w io.Writer) {

@@ -3,5 +3,7 @@
 // per-tenant metrics, the latency buckets, and the conversion between a
 // span context and the W3C traceparent bytes that Shoal's records carry
 // (internal/tracectx), done without allocating so that a record's trace
-// context costs nothing more when tracing is off.
+// context costs nothing more when tracing is off; and the context a line
+// about a record is logged with (ContextWithTraceparent), so that it
+// carries the record's trace id.
 package obs

@@ -364,7 +364,7 @@ func TestTLSBadFilesAtStart(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			cfg := config.Default()
 			cfg.DataDir = t.TempDir()
-			cfg.HTTPListen = ""
+			cfg.HTTPListen, cfg.Admin.Listen = "", "" // no fixed port that a parallel run may hold
 			cfg.Kafka.Partitions = 4
 			cfg.Gateway.SysInterval = 0
 			cfg.Gateway.MQTTListen, cfg.Gateway.WSListen = "127.0.0.1:0", ""

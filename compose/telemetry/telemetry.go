@@ -212,34 +212,47 @@ func spanExporter(ctx context.Context, cfg Config, opts Options, env func(...str
 	return nil, fmt.Errorf("telemetry: OTEL_TRACES_EXPORTER: %q is not none, otlp or console", choice)
 }
 
-// otlpSpanExporter makes the OTLP exporter of the YAML settings; the
-// OTEL_EXPORTER_OTLP_* variables the exporter reads itself still win.
-func otlpSpanExporter(ctx context.Context, o OTLP, env func(...string) string) (sdktrace.SpanExporter, error) {
-	proto := env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
+// resolve returns the protocol of the OTLP exporter of signal (TRACES or
+// METRICS) and the endpoint and headers of the YAML settings it must be
+// given: "" and nil where an OTEL_EXPORTER_OTLP_* variable, which the
+// exporter reads itself, wins (an option given would override it).
+func (o OTLP) resolve(env func(...string) string, signal string) (proto, endpoint string, headers map[string]string) {
+	pre := "OTEL_EXPORTER_OTLP_"
+	proto = env(pre+signal+"_PROTOCOL", pre+"PROTOCOL")
 	if proto == "" {
 		proto = o.Protocol
 	}
-	yamlEndpoint := o.Endpoint != "" && env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT") == ""
-	yamlHeaders := len(o.Headers) > 0 && env("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "OTEL_EXPORTER_OTLP_HEADERS") == ""
+	if env(pre+signal+"_ENDPOINT", pre+"ENDPOINT") == "" {
+		endpoint = o.Endpoint
+	}
+	if len(o.Headers) > 0 && env(pre+signal+"_HEADERS", pre+"HEADERS") == "" {
+		headers = o.Headers
+	}
+	return proto, endpoint, headers
+}
+
+// otlpSpanExporter makes the OTLP span exporter of the YAML settings.
+func otlpSpanExporter(ctx context.Context, o OTLP, env func(...string) string) (sdktrace.SpanExporter, error) {
+	proto, endpoint, headers := o.resolve(env, "TRACES")
 	var exp sdktrace.SpanExporter
 	var err error
 	switch proto {
 	case "", "grpc":
 		var xo []otlptracegrpc.Option
-		if yamlEndpoint {
-			xo = append(xo, otlptracegrpc.WithEndpointURL(o.Endpoint))
+		if headers != nil {
+			xo = append(xo, otlptracegrpc.WithHeaders(headers))
 		}
-		if yamlHeaders {
-			xo = append(xo, otlptracegrpc.WithHeaders(o.Headers))
+		if endpoint != "" {
+			xo = append(xo, otlptracegrpc.WithEndpointURL(endpoint))
 		}
 		exp, err = otlptracegrpc.New(ctx, xo...)
 	case "http/protobuf":
 		var xo []otlptracehttp.Option
-		if yamlEndpoint {
-			xo = append(xo, otlptracehttp.WithEndpointURL(o.Endpoint))
+		if headers != nil {
+			xo = append(xo, otlptracehttp.WithHeaders(headers))
 		}
-		if yamlHeaders {
-			xo = append(xo, otlptracehttp.WithHeaders(o.Headers))
+		if endpoint != "" {
+			xo = append(xo, otlptracehttp.WithEndpointURL(endpoint))
 		}
 		exp, err = otlptracehttp.New(ctx, xo...)
 	default:
@@ -287,32 +300,26 @@ func metricReader(ctx context.Context, cfg Config, opts Options, env func(...str
 			}
 			return r, nil
 		}
-		o := cfg.OTLP
-		proto := env("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
-		if proto == "" {
-			proto = o.Protocol
-		}
-		yamlEndpoint := o.Endpoint != "" && env("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT") == ""
-		yamlHeaders := len(o.Headers) > 0 && env("OTEL_EXPORTER_OTLP_METRICS_HEADERS", "OTEL_EXPORTER_OTLP_HEADERS") == ""
+		proto, endpoint, headers := cfg.OTLP.resolve(env, "METRICS")
 		var exp sdkmetric.Exporter
 		var err error
 		switch proto {
 		case "", "grpc":
 			var xo []otlpmetricgrpc.Option
-			if yamlEndpoint {
-				xo = append(xo, otlpmetricgrpc.WithEndpointURL(o.Endpoint))
+			if headers != nil {
+				xo = append(xo, otlpmetricgrpc.WithHeaders(headers))
 			}
-			if yamlHeaders {
-				xo = append(xo, otlpmetricgrpc.WithHeaders(o.Headers))
+			if endpoint != "" {
+				xo = append(xo, otlpmetricgrpc.WithEndpointURL(endpoint))
 			}
 			exp, err = otlpmetricgrpc.New(ctx, xo...)
 		case "http/protobuf":
 			var xo []otlpmetrichttp.Option
-			if yamlEndpoint {
-				xo = append(xo, otlpmetrichttp.WithEndpointURL(o.Endpoint))
+			if headers != nil {
+				xo = append(xo, otlpmetrichttp.WithHeaders(headers))
 			}
-			if yamlHeaders {
-				xo = append(xo, otlpmetrichttp.WithHeaders(o.Headers))
+			if endpoint != "" {
+				xo = append(xo, otlpmetrichttp.WithEndpointURL(endpoint))
 			}
 			exp, err = otlpmetrichttp.New(ctx, xo...)
 		default:

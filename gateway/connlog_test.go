@@ -216,6 +216,11 @@ func TestCloseLogNormalDisconnect(t *testing.T) {
 	g, recs, _, _ := loggedGateway(t, newFakeLog(), nil)
 	nc, _ := dial(t, g)
 	write(t, nc, &packet.Disconnect{})
+	// The CONNACK goes out before the gateway counts the connection, so
+	// wait for the end's own line rather than for the count.
+	eventually(t, "the connection's end line", func() bool {
+		return len(recs.Matching(func(r testlog.Record) bool { return r.Message == "connection ended" })) > 0
+	})
 	ended(t, g)
 	if lines := infoLines(recs, "t-1"); len(lines) != 0 {
 		t.Fatalf("info lines about a normal disconnect:\n%s", recs)

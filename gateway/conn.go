@@ -193,6 +193,10 @@ type pendingAck struct {
 	// uncounted marks a PUBCOMP for an identifier an earlier connection
 	// of the session received: not in this connection's receive window.
 	uncounted bool
+	// received is when the PUBLISH a PUBACK or PUBREC answers was read
+	// (unix ns, the gateway's clock), for shoal.gateway.puback.duration;
+	// 0 for the acknowledgements not measured (metrics.go).
+	received int64
 }
 
 // outMsg is a QoS 1 or 2 message on its way to the client.

@@ -52,7 +52,7 @@ func (g *Gateway) consumeSlot(ctx context.Context, marker *kafka.Record, wg *syn
 			Reuse:      true, // the slot decoder keeps no record, only bytes they refer to
 		}, func(ctx context.Context, b kafka.Batch) error {
 			once.Do(func() { close(positioned) })
-			return g.handleDeliveries(b)
+			return g.handleDeliveries(ctx, b)
 		})
 		var taken *SlotTakenError
 		switch {
@@ -71,7 +71,7 @@ func (g *Gateway) consumeSlot(ctx context.Context, marker *kafka.Record, wg *syn
 // another run (a GatewayHeartbeat with another gateway id or connection
 // base) means that run owns the slot now: it returns a SlotTakenError at
 // once, handling nothing after the marker, and the consumer stops.
-func (g *Gateway) handleDeliveries(b kafka.Batch) error {
+func (g *Gateway) handleDeliveries(ctx context.Context, b kafka.Batch) error {
 	dec := &g.slotDec
 	for _, r := range b.Records {
 		env, err := dec.decode(r)
@@ -84,7 +84,7 @@ func (g *Gateway) handleDeliveries(b kafka.Batch) error {
 			if g.cfg.ExposeMessageID && env.MessageId != nil && ev.Delivery.Message != nil {
 				exposeMessageID(ev.Delivery.Message, env.MessageId)
 			}
-			if g.deliver(env.Tenant, env.MessageId, ev.Delivery) {
+			if g.deliver(ctx, env.Tenant, env.MessageId, ev.Delivery) {
 				dec.keepMessage()
 			}
 		case *eventspb.Envelope_ConnectResult:
@@ -196,8 +196,9 @@ func (g *Gateway) bounce(tenant string, m *eventspb.Message, t *eventspb.Target)
 // targets' connections are looked up under one read lock, the message is
 // written into each one's out buffer, and the connections that need a
 // writer are queued together. It reports whether a connection kept d's
-// Message (see conn.deliver). Slot consumer goroutine only.
-func (g *Gateway) deliver(tenant string, mid *eventspb.MessageID, d *eventspb.Delivery) (kept bool) {
+// Message (see conn.deliver). ctx is the delivery record's (its publish →
+// delivery latency is recorded with it). Slot consumer goroutine only.
+func (g *Gateway) deliver(ctx context.Context, tenant string, mid *eventspb.MessageID, d *eventspb.Delivery) (kept bool) {
 	now := g.clock()
 	conns := g.dispatch.conns[:0]
 	g.mu.RLock()
@@ -234,6 +235,9 @@ func (g *Gateway) deliver(tenant string, mid *eventspb.MessageID, d *eventspb.De
 		}
 		k, f, s := c.deliverCounted(d.Source, id, d.Message, t, now, pc)
 		kept = kept || k
+		if k || s { // written, or queued in the connection (metrics.go)
+			g.met.delivered(ctx, now, d.PublishedUs)
+		}
 		if f {
 			flush = append(flush, c)
 		}

@@ -4,4 +4,9 @@ import "github.com/shoal-mqtt/shoal/internal/obs"
 
 // SetTelemetry gives the service the providers it reports through; call it
 // before Run. Without it the service records no spans and no metrics.
-func (s *Service) SetTelemetry(p obs.Providers) { s.tel = p.WithDefaults() }
+func (s *Service) SetTelemetry(p obs.Providers) {
+	s.tel = p.WithDefaults()
+	if err := s.registerMetrics(); err != nil {
+		s.log.Warn("session metrics", "err", err)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
+	"github.com/shoal-mqtt/shoal/internal/obs"
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
@@ -136,7 +137,7 @@ func (c *conn) finish(ctx context.Context, clean bool, reason packet.ReasonCode,
 				ClientId: c.clientID, Qos: uint32(om.qos), Retain: om.retain, SubscriptionIds: om.subIDs, Dup: om.dup,
 			})
 		default:
-			c.add(Dropped, 1) // the session ends with the connection
+			c.drop(obs.DropSessionEnded) // the session ends with the connection
 		}
 	}
 }

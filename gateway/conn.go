@@ -197,6 +197,10 @@ type pendingAck struct {
 	// span is the PUBLISH's mqtt.publish span, ended when the ack is
 	// written (tracing on).
 	span trace.Span
+	// received is when the PUBLISH a PUBACK or PUBREC answers was read
+	// (unix ns, the gateway's clock), for shoal.gateway.puback.duration;
+	// 0 for the acknowledgements not measured (metrics.go).
+	received int64
 }
 
 // outMsg is a QoS 1 or 2 message on its way to the client.

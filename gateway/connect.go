@@ -85,6 +85,7 @@ func (c *conn) handshake(ctx context.Context, client net.Addr, cert *x509.Certif
 	}
 	accepted = true
 	c.queueConnack(&ack)
+	g.met.connected(c, packet.CodeSuccess)
 	return true
 }
 
@@ -321,6 +322,7 @@ func (c *conn) queueConnack(ack *packet.Connack) {
 func (c *conn) refuse(code packet.ReasonCode, v packet.Version) {
 	c.writeNow((&packet.Connack{Code: code}).Append(nil, v))
 	c.refused = true
+	c.g.met.connected(c, code)
 }
 
 // askSession sends the Connect request and waits for its result, at most

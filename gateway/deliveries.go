@@ -53,7 +53,7 @@ func (g *Gateway) consumeSlot(ctx context.Context, marker *kafka.Record, wg *syn
 			Reuse:      true, // the slot decoder keeps no record, only bytes they refer to
 		}, func(ctx context.Context, b kafka.Batch) error {
 			once.Do(func() { close(positioned) })
-			return g.handleDeliveries(b)
+			return g.handleDeliveries(ctx, b)
 		})
 		var taken *SlotTakenError
 		switch {
@@ -72,7 +72,7 @@ func (g *Gateway) consumeSlot(ctx context.Context, marker *kafka.Record, wg *syn
 // another run (a GatewayHeartbeat with another gateway id or connection
 // base) means that run owns the slot now: it returns a SlotTakenError at
 // once, handling nothing after the marker, and the consumer stops.
-func (g *Gateway) handleDeliveries(b kafka.Batch) error {
+func (g *Gateway) handleDeliveries(ctx context.Context, b kafka.Batch) error {
 	dec := &g.slotDec
 	for _, r := range b.Records {
 		env, err := dec.decode(r)
@@ -200,7 +200,8 @@ func (g *Gateway) bounce(tenant string, m *eventspb.Message, t *eventspb.Target)
 // Message (see conn.deliver). Slot consumer goroutine only.
 //
 // ctx is the record's trace context (nil without tracing): when its trace
-// is sampled, each target gets an mqtt.deliver span.
+// is sampled, each target gets an mqtt.deliver span, and the publish →
+// delivery latency is recorded with it (an exemplar).
 func (g *Gateway) deliver(ctx context.Context, tenant string, mid *eventspb.MessageID, d *eventspb.Delivery) (kept bool) {
 	now := g.clock()
 	conns := g.dispatch.conns[:0]
@@ -218,6 +219,9 @@ func (g *Gateway) deliver(ctx context.Context, tenant string, mid *eventspb.Mess
 	pc.reset(d.Message, now)
 	id := idOf(mid)
 	traced := ctx != nil && trace.SpanContextFromContext(ctx).IsSampled()
+	if ctx == nil {
+		ctx = context.Background() // the latency's Record needs one
+	}
 	var sent int64
 	var counted *conn
 	for i, t := range d.Targets {
@@ -243,6 +247,9 @@ func (g *Gateway) deliver(ctx context.Context, tenant string, mid *eventspb.Mess
 		}
 		k, f, s := c.deliverCounted(d.Source, id, d.Message, t, now, pc, span)
 		kept = kept || k
+		if k || s { // written, or queued in the connection (metrics.go)
+			g.met.delivered(ctx, now, d.PublishedUs)
+		}
 		if f {
 			flush = append(flush, c)
 		}

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"net"
@@ -104,7 +105,7 @@ func newFanOut(tb testing.TB, n int, qos uint32, version packet.Version) *fanOut
 func (f *fanOut) round() {
 	f.offset++
 	binary.PutUvarint(f.batch.Records[0].Value[f.offsetAt:f.offsetAt+8], f.offset)
-	if err := f.g.handleDeliveries(f.batch); err != nil {
+	if err := f.g.handleDeliveries(context.Background(), f.batch); err != nil {
 		panic(err) // a delivery record never stops the consumer
 	}
 }

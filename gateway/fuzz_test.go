@@ -36,7 +36,7 @@ func (l *instantLog) ProduceSync(_ context.Context, rs ...*kafka.Record) error {
 			res := &eventspb.Envelope{Event: &eventspb.Envelope_ConnectResult{ConnectResult: &eventspb.ConnectResult{
 				RequestId: c.RequestId, Connection: c.Route.Connection, Generation: 1,
 			}}}
-			if err := l.g.handleDeliveries(kafka.Batch{Records: []*kafka.Record{kafka.NewRecord(kafka.TopicDeliveries, nil, 0, res)}}); err != nil {
+			if err := l.g.handleDeliveries(context.Background(), kafka.Batch{Records: []*kafka.Record{kafka.NewRecord(kafka.TopicDeliveries, nil, 0, res)}}); err != nil {
 				return err
 			}
 		}

@@ -38,6 +38,7 @@ type Gateway struct {
 	epoch    uint64 // random per start: the gateway_epoch of message ids
 	// tel is what the gateway reports through (SetTelemetry, before Run).
 	tel obs.Providers
+	met *gatewayMetrics // its instruments (metrics.go), made from tel
 	// topics is the log's catalogue, which names the topics.
 	topics kafka.Catalogue
 
@@ -174,6 +175,7 @@ func New(cfg Config, eventLog Log, log *slog.Logger, clock func() time.Time, ver
 		version:   version,
 		writes:    newWriteQueue(),
 	}
+	g.met, _ = newGatewayMetrics(g.tel) // noop instruments: no error
 	// Connection ids must not repeat across restarts of this gateway: the
 	// log still names connections of the previous run (routes, kicks).
 	g.connSeq.Store(g.epoch << 24)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
 	"github.com/shoal-mqtt/shoal/internal/mqtt/topic"
+	"github.com/shoal-mqtt/shoal/internal/obs"
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
@@ -50,6 +51,7 @@ func (c *conn) handlePublish(h packet.FixedHeader, body []byte) error {
 	if code == 0 && c.perms != nil && !c.perms.AllowPublish(name) {
 		code = packet.CodeNotAuthorized
 		c.add(ACLDenied, 1)
+		c.g.met.drops.Add(obs.DropACL, 1)
 		if c.version != packet.V5 && g.auth.ACLDenyDisconnect {
 			return closeWith(code, "publish refused by the acl")
 		}
@@ -70,6 +72,7 @@ func (c *conn) handlePublish(h packet.FixedHeader, body []byte) error {
 	}
 
 	rec, part, span := c.publishRecord(p, name)
+	read := g.clock().UnixNano() // its PUBACK's latency counts from here (metrics.go)
 	g.order.wait(order)
 	if p.QoS == 0 {
 		if c.qos0Done == nil {
@@ -79,7 +82,7 @@ func (c *conn) handlePublish(h packet.FixedHeader, body []byte) error {
 		g.eventLog.Produce(context.Background(), rec, c.qos0Done)
 		return nil
 	}
-	ack := &pendingAck{kind: packet.PUBACK, id: p.PacketID, span: span}
+	ack := &pendingAck{kind: packet.PUBACK, id: p.PacketID, span: span, received: read}
 	if p.QoS == 2 {
 		ack.kind = packet.PUBREC
 		if c.awaitingRel == nil {
@@ -538,6 +541,7 @@ func (c *conn) sendReadyAcks() {
 		case packet.PUBACK, packet.PUBREC, packet.PUBCOMP:
 			a := packet.Ack{Kind: ack.kind, PacketID: ack.id, Code: ack.code}
 			c.out.b = a.Append(c.out.b, c.version)
+			c.g.met.acked(ack, c.g.clock)
 			// The client's flow ends with PUBACK, with a refusing PUBREC,
 			// or with PUBCOMP for an identifier we held.
 			if ack.kind == packet.PUBACK || (ack.kind == packet.PUBREC && ack.code.IsError()) ||

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
+	"github.com/shoal-mqtt/shoal/internal/obs"
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 	"go.opentelemetry.io/otel/trace"
@@ -90,6 +91,7 @@ func (c *conn) deliverCounted(src *eventspb.Source, mid messageID, m *eventspb.M
 		}
 		c.add(ACLDenied, 1)
 		endSpan(span, "refused by the acl")
+		c.g.met.drops.Add(obs.DropACL, 1)
 		return false, false, false
 	}
 	c.mu.Lock()
@@ -104,6 +106,7 @@ func (c *conn) deliverCounted(src *eventspb.Source, mid messageID, m *eventspb.M
 		if t.InboxSeq != 0 {
 			c.inboxAck(t.InboxSeq, false) // expired: the inbox lets it go
 		}
+		c.g.met.drops.Add(obs.DropExpired, 1)
 		return false, false, false
 	}
 	if c.closed {
@@ -125,7 +128,7 @@ func (c *conn) deliverCounted(src *eventspb.Source, mid messageID, m *eventspb.M
 	if qos == 0 {
 		if c.out.len() > c.g.cfg.MaxOutBuffer {
 			c.mu.Unlock()
-			c.add(Dropped, 1)
+			c.drop(obs.DropBufferFull)
 			endSpan(span, "output buffer full")
 			return false, false, false
 		}
@@ -174,7 +177,7 @@ func (c *conn) deliverCounted(src *eventspb.Source, mid messageID, m *eventspb.M
 		// QoS 1/2 messages dropped behind its back.
 		c.closed = true
 		c.mu.Unlock()
-		c.add(Dropped, 1)
+		c.drop(obs.DropQueueFull)
 		endSpan(span, "client queue full")
 		go c.kick(packet.CodeQuotaExceeded) // logged by its end (queue_full)
 		return false, false, false
@@ -229,6 +232,7 @@ func (c *conn) pump(now time.Time) {
 			if om.inboxSeq != 0 {
 				c.pendingInboxAcks = append(c.pendingInboxAcks, inboxAck{seq: om.inboxSeq})
 			}
+			c.g.met.drops.Add(obs.DropExpired, 1)
 			continue
 		}
 		c.sendInflight(om, now)
@@ -297,7 +301,7 @@ func (c *conn) writePublish(m *eventspb.Message, qos byte, retain bool, subIDs [
 	}
 	if uint32(p.Size(c.version)) > c.clientMaxPacket {
 		// [MQTT-3.1.2-25]: never send a packet above the client's maximum.
-		c.add(Dropped, 1)
+		c.drop(obs.DropPacketTooLarge)
 		if id != 0 {
 			delete(c.inflight, id)
 		}
@@ -380,7 +384,7 @@ func (c *conn) writeCached(pc *publishCache, retain bool) bool {
 		size += len(payload)
 	}
 	if uint32(size) > c.clientMaxPacket {
-		c.add(Dropped, 1) // [MQTT-3.1.2-25]
+		c.drop(obs.DropPacketTooLarge) // [MQTT-3.1.2-25]
 		return false
 	}
 	c.out.b = append(c.out.b, b...)

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -256,6 +257,7 @@ type produceCtx struct {
 	sync     *syncWait
 	refused  error
 	acquired bool
+	start    time.Time // when Produce took it, for shoal.kafka.produce.duration
 }
 
 func (*produceCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
@@ -327,7 +329,8 @@ type Client struct {
 	common []kgo.Opt // seed brokers, client id, logger: shared with consumers
 	cl     *kgo.Client
 	adm    *kadm.Client
-	sem    chan struct{} // one token per record accepted and not yet done
+	sem    chan struct{}  // one token per record accepted and not yet done
+	met    *clientMetrics // produce latency and errors, consumer lag (metrics.go)
 
 	// inflight counts records given to franz-go whose promise has not
 	// finished, so that Close can wait for every done callback.
@@ -406,6 +409,9 @@ func NewClient(ctx context.Context, cfg Config, log *slog.Logger) (*Client, erro
 	if err := c.waitForBroker(ctx); err != nil {
 		cl.Close()
 		return nil, fmt.Errorf("new kafka client for %v: %w", cfg.Brokers, err)
+	}
+	if c.met, err = newClientMetrics(cfg.Telemetry, cfg.Catalogue); err != nil {
+		log.Warn("kafka client metrics", "err", err)
 	}
 	return c, nil
 }
@@ -550,6 +556,7 @@ func (c *Client) produce(ctx context.Context, st *produceState) {
 	if st.pc.refused != nil {
 		st.kr.Topic = ""
 	}
+	st.pc.start = time.Now()
 	c.inflight.Add(1)
 	c.cl.Produce(context.Background(), &st.kr, promise)
 }
@@ -568,6 +575,7 @@ func promise(kr *kgo.Record, err error) {
 	if pc.acquired {
 		<-c.sem
 	}
+	c.met.produced(r.Topic, pc.start, cmp.Or(pc.refused, err))
 	switch {
 	case pc.refused != nil:
 		err = pc.refused
@@ -750,6 +758,7 @@ func (c *Client) Flush(ctx context.Context) error {
 // their own contexts, not on Close. Close is idempotent.
 func (c *Client) Close() {
 	c.closeOnce.Do(func() {
+		c.met.close()
 		close(c.closed)
 		c.cl.Close()
 		// franz-go has failed everything it held; its promise goroutine

@@ -167,9 +167,11 @@ func (c *Client) ConsumePolls(ctx context.Context, cfg ConsumeConfig, handle fun
 	if c.tracing {
 		opts = append(opts, kgo.WithHooks(c.kotelTracer(cfg.Group)))
 	}
+	lag := c.met.consumer(cfg.Topic, cfg.Group) // its lag, until Consume returns (metrics.go)
+	defer c.met.forget(lag)
 	group := cfg.Group != ""
 	if group {
-		g := &groupStarts{topic: cfg.Topic, start: start, onAssigned: cfg.OnAssigned, onRevoked: cfg.OnRevoked}
+		g := &groupStarts{topic: cfg.Topic, start: start, onAssigned: cfg.OnAssigned, onRevoked: cfg.OnRevoked, lag: lag}
 		opts = append(opts,
 			kgo.ConsumerGroup(cfg.Group),
 			kgo.ConsumeTopics(cfg.Topic),
@@ -203,7 +205,7 @@ func (c *Client) ConsumePolls(ctx context.Context, cfg ConsumeConfig, handle fun
 		}
 		return fmt.Errorf("consume %s: %w", cfg.Topic, err)
 	}
-	err = c.consumeLoop(ctx, cl, cfg, group, handle)
+	err = c.consumeLoop(ctx, cl, cfg, group, lag, handle)
 	if group {
 		// Leaves the group; OnRevoked runs for what was still assigned.
 		cl.CloseAllowingRebalance()
@@ -216,7 +218,7 @@ func (c *Client) ConsumePolls(ctx context.Context, cfg ConsumeConfig, handle fun
 	return err
 }
 
-func (c *Client) consumeLoop(ctx context.Context, cl *kgo.Client, cfg ConsumeConfig, group bool, handle func(context.Context, []Batch) error) error {
+func (c *Client) consumeLoop(ctx context.Context, cl *kgo.Client, cfg ConsumeConfig, group bool, lag *consumerLag, handle func(context.Context, []Batch) error) error {
 	var bs []Batch
 	var arena *batchArena
 	if cfg.Reuse {
@@ -242,6 +244,7 @@ func (c *Client) consumeLoop(ctx context.Context, cl *kgo.Client, cfg ConsumeCon
 		bs = bs[:0]
 		arena.reset()
 		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+			lag.fetched(fp)
 			if len(fp.Records) > 0 {
 				bs = appendBatch(bs, toBatch(fp, arena))
 				// Not with tracing: kotel's hook reads a record
@@ -378,6 +381,7 @@ type groupStarts struct {
 	topic                 string
 	start                 func(int32) int64
 	onAssigned, onRevoked func(context.Context, []int32)
+	lag                   *consumerLag
 
 	mu      sync.Mutex
 	offsets map[int32]int64
@@ -415,6 +419,7 @@ func (g *groupStarts) revoked(ctx context.Context, _ *kgo.Client, m map[string][
 		delete(g.offsets, p)
 	}
 	g.mu.Unlock()
+	g.lag.revoke(parts)
 	if g.onRevoked != nil {
 		g.onRevoked(ctx, parts)
 	}

@@ -89,6 +89,7 @@ func (o *Output) dropDeliveries() {
 		b.del.Targets = b.del.Targets[:0]
 		b.del.Message = nil
 		b.del.Source = nil
+		b.del.PublishedUs = 0
 		b.env.Tenant = ""
 		b.env.MessageId = nil
 		b.env.TimestampUs = 0

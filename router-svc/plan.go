@@ -45,14 +45,17 @@ func (s *Shard) publish(env *eventspb.Envelope, pub *eventspb.Publish, out *Outp
 		}
 	}
 	if expired || t == nil {
+		s.notePublish(expired, 0)
 		return nil
 	}
 	s.matches = t.subs.Match(msg.Topic, s.matches[:0])
+	s.notePublish(false, len(s.matches))
 	if len(s.matches) == 0 {
 		return nil
 	}
 	s.epoch++
-	p := plan{s: s, t: t, out: out, first: len(out.Deliveries), env: env, msg: msg, qos: min(msg.Qos, 2), tsUs: now.UnixMicro()}
+	p := plan{s: s, t: t, out: out, first: len(out.Deliveries), env: env, msg: msg, qos: min(msg.Qos, 2), tsUs: now.UnixMicro(),
+		publishedUs: env.TimestampUs}
 	s.groups = s.groups[:0]
 	s.presence.mu.RLock()
 	for i := range s.matches {
@@ -94,6 +97,9 @@ type plan struct {
 	msg     *eventspb.Message
 	qos     uint32
 	tsUs    int64
+	// publishedUs is the publish's time for its deliveries
+	// (Delivery.published_us); 0 for a redispatch.
+	publishedUs int64
 }
 
 // target returns c's target in this publish, creating it in the delivery
@@ -237,6 +243,7 @@ func (p *plan) delivery(slot int32, inbox bool) *eventspb.Delivery {
 		}
 	}
 	d := p.out.delivery(slot, p.t.name, p.env.MessageId, p.tsUs, p.msg)
+	d.PublishedUs = p.publishedUs
 	p.out.Deliveries[len(p.out.Deliveries)-1].Inbox = inbox
 	if s.laneMapE == s.epoch {
 		s.laneMap[laneOf(slot, inbox)] = d

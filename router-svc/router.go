@@ -32,6 +32,7 @@ type Router struct {
 	topics kafka.Catalogue // the client's: names and partition counts
 	// tel is what the router reports through (SetTelemetry, before Run).
 	tel obs.Providers
+	met *routerMetrics // its instruments (metrics.go); nil: none
 	// retainedQuota bounds the tenants' retained messages in every shard
 	// (quota.go); nil: no bound. Set before Run.
 	retainedQuota *RetainedQuota
@@ -237,6 +238,7 @@ func (r *Router) load(ctx context.Context, partition int32) error {
 	s.SetMaxTargets(r.cfg.MaxTargetsPerDelivery)
 	s.SetSharedStrategy(r.cfg.SharedStrategy)
 	s.SetRetainedQuota(r.retainedQuota)
+	s.setMetrics(r.met)
 	r.mu.Lock()
 	r.shards[partition] = s
 	r.mu.Unlock()
@@ -277,6 +279,7 @@ func (r *Router) revoked(_ context.Context, partitions []int32) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, p := range partitions {
+		r.met.addShard(r.shards[p], -1)
 		delete(r.shards, p)
 	}
 	r.log.Info("shards revoked", "partitions", partitions)
@@ -575,6 +578,7 @@ func (r *Router) apply(s *Shard, out *Output, b kafka.Batch, recs []*kafka.Recor
 		if span != nil {
 			endRouteSpan(sctx, span, out.Deliveries[first:], recs[from:])
 		}
+		r.met.routed(s, len(recs)-from)
 	}
 	return recs, s.Offset() != before
 }
@@ -623,7 +627,8 @@ func appendInbox(recs []*kafka.Record, sessions string, env *eventspb.Envelope) 
 				Message: d.Message,
 				Target: &eventspb.Target{Qos: t.Qos, Retain: t.Retain, SubscriptionIds: t.SubscriptionIds,
 					Dup: t.Dup, ShareGroup: t.ShareGroup, ShareFilter: t.ShareFilter},
-				Source: d.Source,
+				Source:      d.Source,
+				PublishedUs: d.PublishedUs,
 			}},
 		}))
 	}

@@ -45,6 +45,10 @@ type Shard struct {
 	// rquota bounds the tenants' retained messages (quota.go); nil: no
 	// bound.
 	rquota *RetainedQuota
+	// met are the router's metrics (metrics.go); nil: none. routed is
+	// what the last publish applied matched, for them.
+	met    *routerMetrics
+	routed routeNote
 
 	// Scratch reused from Apply to Apply.
 	epoch    uint64 // numbers each publish; stamps clients and groups
@@ -484,6 +488,8 @@ func (s *Shard) storeRetained(t *tenant, publish *eventspb.Envelope) *retained {
 	r := &retained{env: publish, topic: msg.Topic, expiresMs: msg.ExpiresAtMs, tenant: t, hidx: -1}
 	if old := t.retained.set(r.topic, r); old != nil {
 		s.expiries.remove(old)
+	} else {
+		s.met.addRetained(t.name, 1)
 	}
 	if r.expiresMs != 0 {
 		s.expiries.push(r)
@@ -494,7 +500,9 @@ func (s *Shard) storeRetained(t *tenant, publish *eventspb.Envelope) *retained {
 // removeRetained deletes r and records the deletion in out.
 func (s *Shard) removeRetained(r *retained, out *Output) {
 	t := r.tenant
+	n := t.retained.n
 	t.retained.remove(r)
+	s.met.addRetained(t.name, t.retained.n-n)
 	s.expiries.remove(r)
 	out.Mutations.putRetained(RetainedMutation{Key: RetainedKey{Tenant: t.name, Topic: r.topic}})
 	s.dropIfEmpty(t)

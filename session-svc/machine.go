@@ -8,6 +8,7 @@ import (
 
 	"context"
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
+	"github.com/shoal-mqtt/shoal/internal/obs"
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 	"go.opentelemetry.io/otel/trace"
@@ -76,6 +77,9 @@ type machine struct {
 	// inboxDropped counts what it made the service drop.
 	maxInbox     int
 	inboxDropped *atomic.Int64
+	// drops counts the messages dropped into shoal.messages.dropped
+	// (metrics.go); nil: not counted (a Rebuild).
+	drops *obs.Drops
 	// gatewayTimeout is how long a slot's gateway may go without a
 	// heartbeat before its connections are ended.
 	gatewayTimeout time.Duration
@@ -229,6 +233,7 @@ func (m *machine) replayInbox(k clientKey, sess *Session, at, now time.Time, out
 	kept := sess.Inbox[:0]
 	for _, e := range sess.Inbox {
 		if msg := e.GetMessage(); !e.Received && msg.GetHasExpiry() && msg.GetExpiresAtMs() <= at.UnixMilli() {
+			m.drops.Add(obs.DropExpired, 1)
 			continue
 		}
 		dup := e.Sent
@@ -254,7 +259,7 @@ func (m *machine) inbox(k clientKey, sess *Session, ia *eventspb.InboxAppend, id
 	case !sess.Persistent():
 		if sess.Online {
 			e := &eventspb.InboxAppend{Message: ia.GetMessage(), Target: ia.GetTarget(), MessageId: id}
-			return append(outs, m.forward(k, sess, e, ia.GetTarget().GetDup(), now)), false
+			return append(outs, published(m.forward(k, sess, e, ia.GetTarget().GetDup(), now), ia)), false
 		}
 		return outs, false
 	case ia.GetSource() != nil && !sess.noteSource(ia.GetSource()):
@@ -267,6 +272,7 @@ func (m *machine) inbox(k clientKey, sess *Session, ia *eventspb.InboxAppend, id
 		if m.inboxDropped != nil {
 			m.inboxDropped.Add(1)
 		}
+		m.drops.Add(obs.DropInboxFull, 1)
 		sess.InboxDropped++
 		return outs, true
 	}
@@ -277,7 +283,7 @@ func (m *machine) inbox(k clientKey, sess *Session, ia *eventspb.InboxAppend, id
 	sess.Inbox = append(sess.Inbox, e)
 	if sess.Online {
 		e.Sent = true
-		outs = append(outs, m.forward(k, sess, e, e.GetTarget().GetDup(), now))
+		outs = append(outs, published(m.forward(k, sess, e, e.GetTarget().GetDup(), now), ia))
 	}
 	return outs, true
 }
@@ -339,6 +345,14 @@ func (m *machine) forward(k clientKey, sess *Session, e *eventspb.InboxAppend, d
 	env.MessageId = e.GetMessageId()
 	env.Event = &eventspb.Envelope_Delivery{Delivery: &eventspb.Delivery{Message: e.GetMessage(), Targets: []*eventspb.Target{t}}}
 	return output{stage: stageAnswer, dest: toDeliveries, partition: sess.Route.GetSlot(), key: k.recordKey(), env: env}
+}
+
+// published gives the delivery o of an inbox message forwarded as it
+// arrived the publish time ia carries (Delivery.published_us: the gateway
+// measures publish → delivery latency from it).
+func published(o output, ia *eventspb.InboxAppend) output {
+	o.env.GetDelivery().PublishedUs = ia.GetPublishedUs()
+	return o
 }
 
 // redispatchShared hands the inbox entries that a shared subscription

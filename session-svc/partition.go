@@ -50,6 +50,8 @@ type partition struct {
 	wakeUs int64
 	// onWake, when set, is called after a commit that made wakeUs earlier.
 	onWake func()
+	// counts are the committed sessions by state (metrics.go).
+	counts sessionCounts
 
 	// live is what the partition's log says of each slot's gateway (used
 	// by process only). It is not stored: after a load, a slot with online
@@ -87,6 +89,7 @@ func loadPartition(ctx context.Context, id int32, m *machine, store Store) (*par
 	off, err := store.LoadSessions(ctx, id, func(s *Session) error {
 		s.Tenant, s.Gateway = p.names.Get(s.Tenant), p.names.Get(s.Gateway)
 		p.sessions[clientKey{s.Tenant, s.ClientID}] = s
+		p.counts.add(s, 1)
 		p.wakeUs = earliest(p.wakeUs, s.tickDueUs())
 		return nil
 	})
@@ -355,6 +358,7 @@ func (b *batch) commit(ctx context.Context, last int64) error {
 		return fmt.Errorf("commit partition %d at offset %d: %w", p.id, last, err)
 	}
 	p.mu.Lock()
+	p.counts.update(p.sessions, b.dirty)
 	maps.Copy(p.sessions, b.dirty)
 	p.offset = last
 	wake := p.wakeUs

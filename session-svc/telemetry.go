@@ -10,4 +10,7 @@ func (s *Service) SetTelemetry(p obs.Providers) {
 	if s.tel.Tracing {
 		s.m.tracer = s.tel.Tracer.Tracer(obs.Scope)
 	}
+	if err := s.registerMetrics(); err != nil {
+		s.log.Warn("session metrics", "err", err)
+	}
 }

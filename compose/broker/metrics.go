@@ -77,11 +77,11 @@ func (b *Broker) registerMetrics(m metric.Meter) error {
 			add("shoal.gateway.parks", "Times an idle connection was parked.", false,
 				func(o metric.Observer, in metric.Observable) { observe(o, in, float64(gw.Parks())) }),
 			add("shoal.gateway.tenant_connections", "MQTT connections established now, per tenant.", true,
-				func(o metric.Observer, in metric.Observable) {
-					gw.EachTenant(func(t string, s *gateway.Stats) {
-						observe(o, in, float64(s.Load(gateway.ConnectionsCurrent)), tenant(t))
-					})
-				}),
+				b.perTenant(gw, gateway.ConnectionsCurrent, observe)),
+			add("shoal.gateway.tenant.messages_received", "PUBLISH packets received from clients, per tenant.", false,
+				b.perTenant(gw, gateway.MessagesReceived, observe)),
+			add("shoal.gateway.tenant.messages_sent", "PUBLISH packets sent to clients, per tenant.", false,
+				b.perTenant(gw, gateway.MessagesSent, observe)),
 		)
 		errs = append(errs, b.registerQuotaMetrics(gw, add, observe)...)
 	}
@@ -116,6 +116,25 @@ func (b *Broker) registerMetrics(m metric.Meter) error {
 		return nil
 	}, obs...)
 	return err
+}
+
+// perTenant observes the gateway's counter k per tenant label: the
+// tenants beyond telemetry.max_tenant_labels are summed into
+// tenant="_other" (obs.Tenants), so that the series stay bounded
+// whatever tenants connect. A tenant's counters are never removed, so a
+// sum never goes back.
+func (b *Broker) perTenant(gw *gateway.Gateway, k gateway.Counter,
+	observe func(metric.Observer, metric.Observable, float64, ...attribute.KeyValue),
+) func(metric.Observer, metric.Observable) {
+	return func(o metric.Observer, in metric.Observable) {
+		sums := make(map[string]int64)
+		gw.EachTenant(func(t string, s *gateway.Stats) {
+			sums[b.prov.Tenants.Label(t)] += s.Load(k)
+		})
+		for t, v := range sums {
+			observe(o, in, float64(v), attribute.String("tenant", t))
+		}
+	}
 }
 
 // registerQuotaMetrics adds what the tenants' quotas refused and

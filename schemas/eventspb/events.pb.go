@@ -1923,7 +1923,17 @@ type Delivery struct {
 	Targets []*Target              `protobuf:"bytes,2,rep,name=targets,proto3" json:"targets,omitempty"`
 	// The record of shoal.messages the router made this delivery for; unset
 	// on deliveries the session service forwards from an inbox.
-	Source        *Source `protobuf:"bytes,3,opt,name=source,proto3" json:"source,omitempty"`
+	Source *Source `protobuf:"bytes,3,opt,name=source,proto3" json:"source,omitempty"`
+	// When the message was published: the timestamp_us of its Publish
+	// envelope (the gateway's clock when it read the PUBLISH), in
+	// microseconds since the Unix epoch. Set on the deliveries of a publish
+	// to the clients connected when it was routed, whether the router sends
+	// them or a persistent session's inbox forwards them at once; 0 on
+	// retained messages sent for a new subscription, on messages a session
+	// kept while its client was away, and on shared messages given to
+	// another member. The gateway measures publish → delivery latency
+	// (shoal.delivery.latency) from it.
+	PublishedUs   int64 `protobuf:"varint,4,opt,name=published_us,json=publishedUs,proto3" json:"published_us,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1977,6 +1987,13 @@ func (x *Delivery) GetSource() *Source {
 		return x.Source
 	}
 	return nil
+}
+
+func (x *Delivery) GetPublishedUs() int64 {
+	if x != nil {
+		return x.PublishedUs
+	}
+	return 0
 }
 
 // Source names the record of shoal.messages a router output was made for.
@@ -2316,7 +2333,11 @@ type InboxAppend struct {
 	// entry by the session service so that the deliveries it makes of the
 	// entry carry it as their envelope's message_id (shoal trace follows a
 	// message into an inbox and out again).
-	MessageId     *MessageID `protobuf:"bytes,8,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	MessageId *MessageID `protobuf:"bytes,8,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	// The delivery's published_us (Delivery.published_us), set by the router:
+	// the session service passes it on when it forwards the message at once
+	// to its connected client. Not kept with the entry.
+	PublishedUs   int64 `protobuf:"varint,9,opt,name=published_us,json=publishedUs,proto3" json:"published_us,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2405,6 +2426,13 @@ func (x *InboxAppend) GetMessageId() *MessageID {
 		return x.MessageId
 	}
 	return nil
+}
+
+func (x *InboxAppend) GetPublishedUs() int64 {
+	if x != nil {
+		return x.PublishedUs
+	}
+	return 0
 }
 
 // InboxAck reports a client's acknowledgement of an inbox message (topic
@@ -2874,11 +2902,12 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"\tpacket_id\x18\t \x01(\rR\bpacketId\x12\x1b\n" +
 	"\tinbox_seq\x18\n" +
 	" \x01(\x04R\binboxSeq\x12\x18\n" +
-	"\arelease\x18\v \x01(\bR\arelease\"\x8d\x01\n" +
+	"\arelease\x18\v \x01(\bR\arelease\"\xb0\x01\n" +
 	"\bDelivery\x12+\n" +
 	"\amessage\x18\x01 \x01(\v2\x11.shoal.v1.MessageR\amessage\x12*\n" +
 	"\atargets\x18\x02 \x03(\v2\x10.shoal.v1.TargetR\atargets\x12(\n" +
-	"\x06source\x18\x03 \x01(\v2\x10.shoal.v1.SourceR\x06source\"T\n" +
+	"\x06source\x18\x03 \x01(\v2\x10.shoal.v1.SourceR\x06source\x12!\n" +
+	"\fpublished_us\x18\x04 \x01(\x03R\vpublishedUs\"T\n" +
 	"\x06Source\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x14\n" +
@@ -2898,7 +2927,7 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"intervalMs\x12'\n" +
 	"\x0fconnection_base\x18\x03 \x01(\x04R\x0econnectionBase\x12#\n" +
 	"\rmarker_offset\x18\x04 \x01(\x03R\fmarkerOffset\"\r\n" +
-	"\vSessionTick\"\xa1\x02\n" +
+	"\vSessionTick\"\xc4\x02\n" +
 	"\vInboxAppend\x12+\n" +
 	"\amessage\x18\x01 \x01(\v2\x11.shoal.v1.MessageR\amessage\x12(\n" +
 	"\x06target\x18\x02 \x01(\v2\x10.shoal.v1.TargetR\x06target\x12\x10\n" +
@@ -2908,7 +2937,8 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"\breceived\x18\x06 \x01(\bR\breceived\x12(\n" +
 	"\x06source\x18\a \x01(\v2\x10.shoal.v1.SourceR\x06source\x122\n" +
 	"\n" +
-	"message_id\x18\b \x01(\v2\x13.shoal.v1.MessageIDR\tmessageId\"X\n" +
+	"message_id\x18\b \x01(\v2\x13.shoal.v1.MessageIDR\tmessageId\x12!\n" +
+	"\fpublished_us\x18\t \x01(\x03R\vpublishedUs\"X\n" +
 	"\bInboxAck\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x1a\n" +
 	"\breceived\x18\x02 \x01(\bR\breceived\x12\x1e\n" +

@@ -601,6 +601,7 @@ func (m *Delivery) CloneVT() *Delivery {
 	r := DeliveryFromVTPool()
 	r.Message = m.Message.CloneVT()
 	r.Source = m.Source.CloneVT()
+	r.PublishedUs = m.PublishedUs
 	if rhs := m.Targets; rhs != nil {
 		tmpContainer := make([]*Target, len(rhs))
 		for k, v := range rhs {
@@ -734,6 +735,7 @@ func (m *InboxAppend) CloneVT() *InboxAppend {
 	r.Received = m.Received
 	r.Source = m.Source.CloneVT()
 	r.MessageId = m.MessageId.CloneVT()
+	r.PublishedUs = m.PublishedUs
 	if len(m.unknownFields) > 0 {
 		r.unknownFields = make([]byte, len(m.unknownFields))
 		copy(r.unknownFields, m.unknownFields)
@@ -1898,6 +1900,9 @@ func (this *Delivery) EqualVT(that *Delivery) bool {
 	if !this.Source.EqualVT(that.Source) {
 		return false
 	}
+	if this.PublishedUs != that.PublishedUs {
+		return false
+	}
 	return string(this.unknownFields) == string(that.unknownFields)
 }
 
@@ -2072,6 +2077,9 @@ func (this *InboxAppend) EqualVT(that *InboxAppend) bool {
 		return false
 	}
 	if !this.MessageId.EqualVT(that.MessageId) {
+		return false
+	}
+	if this.PublishedUs != that.PublishedUs {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
@@ -3809,6 +3817,11 @@ func (m *Delivery) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.PublishedUs != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.PublishedUs))
+		i--
+		dAtA[i] = 0x20
+	}
 	if m.Source != nil {
 		size, err := m.Source.MarshalToSizedBufferVT(dAtA[:i])
 		if err != nil {
@@ -4116,6 +4129,11 @@ func (m *InboxAppend) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 	if m.unknownFields != nil {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
+	}
+	if m.PublishedUs != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.PublishedUs))
+		i--
+		dAtA[i] = 0x48
 	}
 	if m.MessageId != nil {
 		size, err := m.MessageId.MarshalToSizedBufferVT(dAtA[:i])
@@ -5218,6 +5236,9 @@ func (m *Delivery) SizeVT() (n int) {
 		l = m.Source.SizeVT()
 		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 	}
+	if m.PublishedUs != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.PublishedUs))
+	}
 	n += len(m.unknownFields)
 	return n
 }
@@ -5349,6 +5370,9 @@ func (m *InboxAppend) SizeVT() (n int) {
 	if m.MessageId != nil {
 		l = m.MessageId.SizeVT()
 		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
+	}
+	if m.PublishedUs != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.PublishedUs))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -9391,6 +9415,25 @@ func (m *Delivery) UnmarshalVT(dAtA []byte) error {
 				return err
 			}
 			iNdEx = postIndex
+		case 4:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field PublishedUs", wireType)
+			}
+			m.PublishedUs = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.PublishedUs |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
@@ -10205,6 +10248,25 @@ func (m *InboxAppend) UnmarshalVT(dAtA []byte) error {
 				return err
 			}
 			iNdEx = postIndex
+		case 9:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field PublishedUs", wireType)
+			}
+			m.PublishedUs = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.PublishedUs |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
@@ -14804,6 +14866,25 @@ func (m *Delivery) UnmarshalVTUnsafe(dAtA []byte) error {
 				return err
 			}
 			iNdEx = postIndex
+		case 4:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field PublishedUs", wireType)
+			}
+			m.PublishedUs = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.PublishedUs |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
@@ -15626,6 +15707,25 @@ func (m *InboxAppend) UnmarshalVTUnsafe(dAtA []byte) error {
 				return err
 			}
 			iNdEx = postIndex
+		case 9:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field PublishedUs", wireType)
+			}
+			m.PublishedUs = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.PublishedUs |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])

@@ -305,3 +305,39 @@ func TestTenantLabelCap(t *testing.T) {
 		t.Errorf("connects of _other = %v, want 1", v)
 	}
 }
+
+// TestSysFromTheSameCounters: a tenant's $SYS/broker topics and its
+// series on /metrics are read from the same counters, so they agree, and
+// neither shows another tenant's activity.
+func TestSysFromTheSameCounters(t *testing.T) {
+	b := startBroker(t, func(c *config.Config) { c.Gateway.SysInterval = 50 * time.Millisecond })
+	publish := func(client string, count int) {
+		r := dialRaw(t, mqttAddr(b), packet.V5)
+		r.connect(&packet.Connect{ClientID: []byte(client), CleanStart: true})
+		for i := range count {
+			r.send(&packet.Publish{QoS: 1, PacketID: uint16(i + 1), Topic: []byte("sys/x"), Payload: []byte("x")})
+			nextAs[*packet.Ack](r)
+		}
+	}
+	publish("acme-1", 3)
+	publish("globex-1", 5)
+	fams := scrape(t, b)
+	for tenant, want := range map[string]float64{"acme": 3, "globex": 5} {
+		if v := value(t, fams, "shoal_gateway_tenant_messages_received_total", "tenant", tenant); v != want {
+			t.Fatalf("/metrics: received from %s = %v, want %v", tenant, v, want)
+		}
+		w, _ := dialV5(t, mqttAddr(b), tenant+"-watch")
+		w.subscribe(t, pahoSub("$SYS/broker/messages/received", 0))
+		// A round published before the last PUBLISH was counted may come
+		// first (retained): wait for the count to reach the metric's.
+		deadline := time.After(wait)
+		for got := ""; got != strconv.Itoa(int(want)); {
+			select {
+			case m := <-w.msgs:
+				got = string(m.Payload)
+			case <-deadline:
+				t.Fatalf("$SYS/broker/messages/received of %s: last %q, want %v as on /metrics", tenant, got, want)
+			}
+		}
+	}
+}

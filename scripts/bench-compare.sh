@@ -17,6 +17,9 @@
 #   PLOT       0 to skip the plots
 #   PIN        1 to run the broker on CPU 0 and the generator on CPU 1
 #              (taskset), so that neither takes the other's core
+#   SHOAL_BIN  a shoal binary to measure instead of building bin/shoal from
+#              the tree (an older commit's, to compare two builds against
+#              the same Mosquitto)
 #   SHOAL_FLAGS extra flags for `shoal all` (e.g. "--audit-record-acks true")
 #   PROFILE    1 to take a CPU profile of Shoal over each measured window
 #              (--pprof, /debug/pprof/profile): <scenario>-shoal-r<N>.pprof
@@ -88,8 +91,13 @@ if [ -z "$mosquitto" ]; then
   mosquitto=$(command -v mosquitto || echo /usr/sbin/mosquitto)
 fi
 
-log "building bin/shoal and bin/shoal-bench"
-go build -o bin/shoal ./cmd/shoal
+shoal=${SHOAL_BIN:-}
+if [ -z "$shoal" ]; then
+  log "building bin/shoal"
+  go build -o bin/shoal ./cmd/shoal
+  shoal=bin/shoal
+fi
+log "building bin/shoal-bench"
 go build -o bin/shoal-bench ./bench/cmd/shoal-bench
 
 # 10,000 connections need as many descriptors in the generator and in the
@@ -183,7 +191,7 @@ start_shoal() { # dir port scenario
   case $3 in *-auth) auth=(--password-file "$passwd") ;; esac
   http=$(free_port)
   shoal_http=$http
-  "${pin_broker[@]}" bin/shoal all --data-dir "$dir/data" --mqtt-listen "127.0.0.1:$port" --http-listen "127.0.0.1:$http" \
+  "${pin_broker[@]}" "$shoal" all --data-dir "$dir/data" --mqtt-listen "127.0.0.1:$port" --http-listen "127.0.0.1:$http" \
     --ws-listen '' --pprof "${PROFILE:-0}" "${auth[@]}" ${SHOAL_FLAGS:-} >"$dir/broker.log" 2>&1 &
   broker_pid=$!
   wait_mqtt "$port" || return 1
@@ -224,7 +232,7 @@ run_one() { # scenario label round
   if [ -n "$prof_pid" ]; then
     wait "$prof_pid" 2>/dev/null || log "no profile for $name round $round"
     [ ! -s "$out/$name-shoal-r$round.pprof" ] ||
-      go tool pprof -top -nodecount=40 bin/shoal "$out/$name-shoal-r$round.pprof" >"$out/$name-shoal-r$round.top.txt" 2>/dev/null || true
+      go tool pprof -top -nodecount=40 "$shoal" "$out/$name-shoal-r$round.pprof" >"$out/$name-shoal-r$round.top.txt" 2>/dev/null || true
   fi
   if ! kill -0 "$broker_pid" 2>/dev/null; then
     log "$label exited during $name round $round"

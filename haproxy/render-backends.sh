@@ -13,11 +13,27 @@
 #   MQTTS   its TLS listener, host:port, for the pass-through frontend
 #           (without one, pool_POOL_tls is empty)
 #
+# With RESOLVERS=1 the servers are DNS names resolved at run time (a
+# "resolvers dns" section from /etc/resolv.conf, re-resolved every 10 s,
+# a server whose name does not resolve yet left down until it does): for
+# Kubernetes, where a restarted gateway comes back with a new address
+# under the same name. The Helm chart renders the same file
+# (deploy/helm/shoal/templates/haproxy.yaml; its test compares them).
+#
 # Example, a laptop with one gateway:
 #   haproxy/render-backends.sh default=gw-0@127.0.0.1:11883@9090 > /tmp/backends.cfg
 set -euo pipefail
 [ $# -gt 0 ] || { echo "usage: $0 POOL=SERVER@MQTT@HEALTH[@MQTTS][,…] …" >&2; exit 2; }
 have_default=0
+resolve=""
+if [ "${RESOLVERS:-}" = 1 ]; then
+  resolve=" resolvers dns init-addr last,libc,none"
+  cat <<CFG
+resolvers dns
+    parse-resolv-conf
+    hold valid 10s
+CFG
+fi
 for arg in "$@"; do
   pool=${arg%%=*}
   servers=${arg#*=}
@@ -54,10 +70,12 @@ CFG
       IFS=@ read -r sname mqtt health mqtts <<<"$s"
       [ -n "$sname" ] && [ -n "$mqtt" ] && [ -n "$health" ] || { echo "render-backends: bad server '$s'" >&2; exit 2; }
       host=${mqtt%:*}
+      addr=" addr $host"
+      [ -z "$resolve" ] || addr=$resolve
       if [ $kind = plain ]; then
-        echo "    server $sname $mqtt send-proxy-v2 check port $health addr $host"
+        echo "    server $sname $mqtt send-proxy-v2 check port $health$addr"
       elif [ -n "${mqtts:-}" ]; then
-        echo "    server $sname $mqtts send-proxy-v2 check port $health addr $host"
+        echo "    server $sname $mqtts send-proxy-v2 check port $health$addr"
       fi
     done
   done

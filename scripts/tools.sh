@@ -33,4 +33,12 @@ if [ ! -x "$bin/buf" ] || [ ! -x "$bin/protoc-gen-go" ] || [ ! -x "$bin/protoc-g
     go build -o "$bin/protoc-gen-go-vtproto" github.com/planetscale/vtprotobuf/cmd/protoc-gen-go-vtproto)
   echo "$sum" >"$stamp"
 fi
+# helm, for the chart's tests (deploy/helm): built from its Go module, as
+# no Debian package ships it. A large build (a few minutes), done once.
+helm_version=v3.22.0
+# (Built this way it reports "v3.22": the module's version is what counts.)
+if [ "$(go version -m "$bin/helm" 2>/dev/null | awk '$1=="mod" && $2=="helm.sh/helm/v3"{print $3}')" != "$helm_version" ]; then
+  echo "tools: building helm $helm_version into $bin" >&2
+  GOBIN=$bin GOFLAGS=-mod=mod go install "helm.sh/helm/v3/cmd/helm@$helm_version"
+fi
 echo "$bin"

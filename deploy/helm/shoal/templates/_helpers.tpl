@@ -111,11 +111,11 @@ affinity:
   emptyDir: {}
 - name: tmp
   emptyDir: {}
-{{- if .Values.auth.passwordSecret.name }}
+{{- with include "shoal.passwordSecretName" . }}
 - name: passwords
   secret:
-    secretName: {{ .Values.auth.passwordSecret.name }}
-    items: [{key: {{ .Values.auth.passwordSecret.key }}, path: passwords}]
+    secretName: {{ . }}
+    items: [{key: {{ include "shoal.passwordSecretKey" $ }}, path: passwords}]
 {{- end }}
 {{- if .Values.auth.aclSecret.name }}
 - name: acl
@@ -163,7 +163,7 @@ affinity:
 - {name: config, mountPath: /etc/shoal/config, readOnly: true}
 - {name: data, mountPath: /var/lib/shoal}
 - {name: tmp, mountPath: /tmp}
-{{- if .Values.auth.passwordSecret.name }}
+{{- if include "shoal.passwordSecretName" . }}
 - {name: passwords, mountPath: /etc/shoal/passwords, readOnly: true}
 {{- end }}
 {{- if .Values.auth.aclSecret.name }}
@@ -261,4 +261,32 @@ tolerations:
 {{- end }}
 volumes:
   {{- include "shoal.volumes" $ | nindent 2 }}
+{{- end -}}
+
+{{/*
+The password file's Secret: auth.passwordSecret, or, when no
+authentication is configured and anonymous clients are not allowed, the
+Secret the chart generates (secure by default). Empty: none.
+*/}}
+{{- define "shoal.passwordSecretName" -}}
+{{- if .Values.auth.passwordSecret.name -}}
+{{- .Values.auth.passwordSecret.name -}}
+{{- else if include "shoal.generatedAuth" . -}}
+{{- include "shoal.fullname" . }}-auth
+{{- end -}}
+{{- end -}}
+
+{{- define "shoal.passwordSecretKey" -}}
+{{- if .Values.auth.passwordSecret.name -}}
+{{- .Values.auth.passwordSecret.key -}}
+{{- else -}}
+passwords
+{{- end -}}
+{{- end -}}
+
+{{/* Non-empty when the chart generates the password file. */}}
+{{- define "shoal.generatedAuth" -}}
+{{- if not (or .Values.auth.passwordSecret.name .Values.auth.jwt.jwksSecret .Values.auth.allowAnonymous) -}}
+true
+{{- end -}}
 {{- end -}}

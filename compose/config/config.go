@@ -348,6 +348,8 @@ func options() []option {
 			c.CQL.Hosts = splitList(v)
 			return nil
 		}},
+		{"cql-username", "user name for the CQL database's password authentication (cql.username)", str(func(c *Config) *string { return &c.CQL.Username })},
+		{"cql-password-file", "file holding the CQL password, trailing line breaks dropped (cql.password_file)", str(func(c *Config) *string { return &c.CQL.PasswordFile })},
 		{"cql-keyspace", "CQL keyspace of the views, created when missing (cql.keyspace)", str(func(c *Config) *string { return &c.CQL.Keyspace })},
 		{"cql-replication-factor", "replication factor of the keyspace Shoal creates, at most the cluster's nodes: 1 for a single node (cql.replication_factor)", func(c *Config, v string) error {
 			n, err := strconv.Atoi(v)

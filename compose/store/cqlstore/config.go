@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -63,6 +64,10 @@ type Config struct {
 	// (`cql.username`, `cql.password`); empty: no authentication.
 	Username string `yaml:"username"`
 	Password string `yaml:"password"`
+	// PasswordFile holds the password instead of Password
+	// (`cql.password_file`: a mounted Secret, say), read at Open; its
+	// trailing line breaks are dropped.
+	PasswordFile string `yaml:"password_file"`
 }
 
 // Defaults of the configuration.
@@ -152,7 +157,26 @@ func (c Config) Validate() error {
 	if c.Password != "" && c.Username == "" {
 		errs = append(errs, errors.New("cql.password: set without cql.username"))
 	}
+	if c.PasswordFile != "" && c.Username == "" {
+		errs = append(errs, errors.New("cql.password_file: set without cql.username"))
+	}
+	if c.PasswordFile != "" && c.Password != "" {
+		errs = append(errs, errors.New("cql.password_file: set with cql.password (give one of them)"))
+	}
 	return errors.Join(errs...)
+}
+
+// password returns the password: Password, or PasswordFile's contents
+// without trailing line breaks.
+func (c Config) password() (string, error) {
+	if c.PasswordFile == "" {
+		return c.Password, nil
+	}
+	b, err := os.ReadFile(c.PasswordFile)
+	if err != nil {
+		return "", fmt.Errorf("cql.password_file: %w", err)
+	}
+	return strings.TrimRight(string(b), "\r\n"), nil
 }
 
 // hostsPort checks the hosts and returns the port they name (0: none).

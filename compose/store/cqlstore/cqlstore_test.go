@@ -2,6 +2,8 @@ package cqlstore
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -51,6 +53,8 @@ func TestConfigValidate(t *testing.T) {
 		{"cql.max_batch_bytes", func(c *Config) { c.MaxBatchBytes = 100 }},
 		{"cql.max_batch_bytes", func(c *Config) { c.MaxBatchBytes = 16 << 20 }},
 		{"cql.password", func(c *Config) { c.Password = "secret" }},
+		{"cql.password_file", func(c *Config) { c.PasswordFile = "/run/secret" }},
+		{"cql.password_file", func(c *Config) { c.Username, c.Password, c.PasswordFile = "u", "secret", "/run/secret" }},
 	} {
 		c := validConfig()
 		tc.modify(&c)
@@ -76,6 +80,32 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if p, err := hostsPort([]string{"a", "b"}); err != nil || p != 0 {
 		t.Errorf("hostsPort without ports: %d, %v", p, err)
+	}
+}
+
+// TestPasswordFile: the password comes from cql.password_file without
+// its trailing line break, or from cql.password; a missing file is an
+// error naming the key.
+func TestPasswordFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "password")
+	if err := os.WriteFile(path, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := validConfig()
+	c.Username, c.PasswordFile = "shoal", path
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := c.password(); err != nil || p != "s3cret" {
+		t.Fatalf("password() = %q, %v; want s3cret", p, err)
+	}
+	c.PasswordFile, c.Password = "", "inline"
+	if p, err := c.password(); err != nil || p != "inline" {
+		t.Fatalf("password() = %q, %v; want inline", p, err)
+	}
+	c.Password, c.PasswordFile = "", filepath.Join(t.TempDir(), "missing")
+	if _, err := c.password(); err == nil || !strings.Contains(err.Error(), "cql.password_file:") {
+		t.Fatalf("password() of a missing file: %v, want an error naming cql.password_file", err)
 	}
 }
 

@@ -83,7 +83,11 @@ func open(ctx context.Context, cfg Config, mustExist bool, log *slog.Logger) (*S
 		cluster.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(gocql.RoundRobinHostPolicy())
 	}
 	if cfg.Username != "" {
-		cluster.Authenticator = gocql.PasswordAuthenticator{Username: cfg.Username, Password: cfg.Password}
+		password, err := cfg.password()
+		if err != nil {
+			return nil, err
+		}
+		cluster.Authenticator = gocql.PasswordAuthenticator{Username: cfg.Username, Password: password}
 	}
 	session, err := connect(ctx, cluster)
 	if err != nil {

@@ -143,6 +143,7 @@ type proc struct {
 	args       []string
 	mqtt, http string
 	mqtts      string // a gateway's TLS listener, when it has one
+	ws, wss    string // a gateway's WebSocket listeners, when it has them
 	cmd        *exec.Cmd
 	done       chan struct{}
 	waitErr    error
@@ -259,11 +260,14 @@ func (p *proc) waitReady() {
 	}
 }
 
-// repick gives the process new free HTTP, MQTT and MQTT over TLS addresses.
+// repick gives the process new free addresses for the listeners it has.
 func (p *proc) repick() {
 	t := p.c.t
 	t.Helper()
 	for i := 0; i+1 < len(p.args); i++ {
+		if p.args[i+1] == "" {
+			continue // a listener turned off
+		}
 		switch p.args[i] {
 		case "--http-listen":
 			p.http = freeAddr(t)
@@ -274,6 +278,12 @@ func (p *proc) repick() {
 		case "--mqtts-listen":
 			p.mqtts = freeAddr(t)
 			p.args[i+1] = p.mqtts
+		case "--ws-listen":
+			p.ws = freeAddr(t)
+			p.args[i+1] = p.ws
+		case "--wss-listen":
+			p.wss = freeAddr(t)
+			p.args[i+1] = p.wss
 		}
 	}
 }

@@ -3,6 +3,7 @@ module github.com/shoal-mqtt/shoal/integration
 go 1.26.0
 
 require (
+	github.com/coder/websocket v1.8.15
 	github.com/eclipse/paho.golang v0.23.0
 	github.com/shoal-mqtt/shoal v0.0.0-00010101000000-000000000000
 	github.com/testcontainers/testcontainers-go v0.40.0
@@ -22,7 +23,6 @@ require (
 	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/coder/websocket v1.8.15 // indirect
 	github.com/containerd/errdefs v1.0.0 // indirect
 	github.com/containerd/errdefs/pkg v0.3.0 // indirect
 	github.com/containerd/log v0.1.0 // indirect

@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/eclipse/paho.golang/paho"
 
 	"github.com/shoal-mqtt/shoal/internal/testutil/testpki"
@@ -37,6 +38,10 @@ type haproxyProc struct {
 	// mqtts passes TLS through to the pools' TLS listeners; terminate,
 	// when HAProxy was given a certificate, ends TLS at HAProxy.
 	mqtts, terminate string
+	// ws and wss are the WebSocket frontends (wss passes TLS through).
+	ws, wss string
+	// mapFile is the tenant map HAProxy loaded; runtime its runtime API.
+	mapFile, runtime string
 }
 
 // haproxyBinary finds HAProxy; the test set-up (scripts/test-deps.sh)
@@ -82,9 +87,11 @@ func startHAProxyTLS(t *testing.T, certKey []byte, pools ...string) *haproxyProc
 			t.Fatal(err)
 		}
 	}
-	h := &haproxyProc{mqtt: freeAddr(t), mqtts: freeAddr(t), log: filepath.Join(dir, "haproxy.log")}
+	h := &haproxyProc{mqtt: freeAddr(t), mqtts: freeAddr(t), ws: freeAddr(t), wss: freeAddr(t),
+		log: filepath.Join(dir, "haproxy.log"), mapFile: mapFile, runtime: filepath.Join(dir, "haproxy.sock")}
 	env := []string{"SHOAL_HAPROXY_MQTT=" + h.mqtt, "SHOAL_HAPROXY_MQTTS=" + h.mqtts,
-		"SHOAL_HAPROXY_MAP=" + mapFile, "SHOAL_HAPROXY_RUNTIME=" + filepath.Join(dir, "haproxy.sock")}
+		"SHOAL_HAPROXY_WS=" + h.ws, "SHOAL_HAPROXY_WSS=" + h.wss,
+		"SHOAL_HAPROXY_MAP=" + mapFile, "SHOAL_HAPROXY_RUNTIME=" + h.runtime}
 	if certKey != nil {
 		h.terminate = freeAddr(t)
 		env = append(env, "SHOAL_HAPROXY_MQTTS_TERMINATE="+h.terminate,
@@ -144,14 +151,49 @@ func (c *cluster) startTLSGateway(name string, tlsFiles []string, extra ...strin
 	return p
 }
 
-// server is the gateway as render-backends.sh takes it.
+// startWSGateway starts a gateway that also listens for MQTT over
+// WebSocket, and with tlsFiles for MQTT over TLS and MQTT over WebSocket
+// over TLS too.
+func (c *cluster) startWSGateway(name string, tlsFiles []string, extra ...string) *proc {
+	c.t.Helper()
+	ws := freeAddr(c.t)
+	extra = append([]string{"--ws-listen", ws}, extra...)
+	if tlsFiles == nil {
+		p := c.startGateway(name, extra...)
+		p.ws = ws
+		return p
+	}
+	wss := freeAddr(c.t)
+	p := c.startTLSGateway(name, tlsFiles, append([]string{"--wss-listen", wss}, extra...)...)
+	p.ws, p.wss = ws, wss
+	return p
+}
+
+// server is the gateway as render-backends.sh takes it:
+// SERVER@MQTT@HEALTH[@MQTTS[@WS[@WSS]]], the listeners it lacks empty.
 func (p *proc) server() string {
 	_, port, _ := net.SplitHostPort(p.http)
-	s := p.name + "@" + p.mqtt + "@" + port
-	if p.mqtts != "" {
-		s += "@" + p.mqtts
+	return strings.TrimRight(strings.Join([]string{p.name, p.mqtt, port, p.mqtts, p.ws, p.wss}, "@"), "@")
+}
+
+// command sends one command to HAProxy's runtime API and returns its
+// answer.
+func (h *haproxyProc) command(t *testing.T, cmd string) string {
+	t.Helper()
+	nc, err := net.DialTimeout("unix", h.runtime, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return s
+	defer func() { _ = nc.Close() }()
+	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(nc, cmd+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(nc)
+	if err != nil {
+		t.Fatalf("%s: %v", cmd, err)
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // gauge reads one unlabelled sample of the process's /metrics (-1 when
@@ -385,6 +427,182 @@ func TestHAProxyTLS(t *testing.T) {
 	}
 	_ = nc.Close()
 	waitLog(t, h.log, "mqtts/<NOSRV>")
+}
+
+// TestHAProxyWebSocket: MQTT over WebSocket through the real HAProxy, to
+// gateways that require PROXY v2 on their ws and wss listeners too. The
+// ws frontend speaks HTTP up to the upgrade and routes by the Host
+// header's first label, the wss frontend passes TLS through and routes by
+// the SNI's (a tenant the map does not name, an address, no SNI: the
+// default pool); tenants added through the runtime API route at once. A
+// WebSocket subscriber receives what a plain MQTT client of its tenant
+// publishes, and the gateway knows the client's own address. A request
+// that is not a WebSocket upgrade is answered by HAProxy and never reaches
+// a gateway.
+func TestHAProxyWebSocket(t *testing.T) {
+	ca := testpki.NewCA(t, "shoal test CA")
+	dir := t.TempDir()
+	gwLeaf := ca.Issue(t, &x509.Certificate{Subject: pkix.Name{CommonName: "gateway"},
+		DNSNames: []string{"*.shoal.test"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+	tlsFiles := []string{"--tls-cert-file", testpki.WriteFile(t, dir, "gw.pem", gwLeaf.CertPEM),
+		"--tls-key-file", testpki.WriteFile(t, dir, "gw.key", gwLeaf.KeyPEM)}
+
+	c := newCluster(t)
+	sess, r := c.start("session", "session"), c.start("router", "router")
+	pp := []string{"--proxy-protocol", "required", "--proxy-trusted", "127.0.0.0/8"}
+	a, b := c.startWSGateway("gw-a", tlsFiles, pp...), c.startWSGateway("gw-b", tlsFiles, pp...)
+	d := c.startWSGateway("gw-d", nil, pp...) // no TLS: its wss backend is empty
+	for _, p := range []*proc{sess, r, a, b, d} {
+		p.waitReady()
+	}
+	h := startHAProxy(t, "default="+d.server(), "a="+a.server(), "b="+b.server())
+	// Two tenants the repository's map does not name, added as an operator
+	// would: every frontend follows at once.
+	for _, cmd := range []string{"add map " + h.mapFile + " ta a", "add map " + h.mapFile + " tb b"} {
+		if out := h.command(t, cmd); out != "" {
+			t.Fatalf("%s: %s", cmd, out)
+		}
+	}
+
+	tlsConf := &tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12}
+	clients := map[string]*mqttClient{}
+	for _, tc := range []struct {
+		how, addr, url, id string
+		gw                 *proc
+	}{
+		{"ws", h.ws, "ws://ta.example/mqtt", "ta-ws", a},
+		{"ws, Host in capitals with a port", h.ws, "ws://TB.example:8083/mqtt", "tb-ws", b},
+		{"ws, a tenant the map does not name", h.ws, "ws://tc.example/mqtt", "tc-ws", d},
+		{"ws, Host an address", h.ws, "ws://127.0.0.1:8083/mqtt", "ta-ws-addr", d},
+		{"wss passed through", h.wss, "wss://ta.shoal.test/mqtt", "ta-wss", a},
+		{"wss passed through, no SNI", h.wss, "wss://127.0.0.1/mqtt", "tb-wss-nosni", nil},
+	} {
+		var before float64
+		if tc.gw != nil {
+			before = tc.gw.gauge(t, "shoal_gateway_connections_total")
+		}
+		cl, own, err := dialWSMQTT(t, tc.addr, tc.url, tlsConf, tc.id)
+		if tc.gw == nil {
+			// The default pool's gateway has no wss listener: nothing to
+			// reach, so HAProxy closes the connection.
+			if err == nil {
+				t.Errorf("%s (%s): connected through an empty wss backend", tc.id, tc.how)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s (%s): %v", tc.id, tc.how, err)
+		}
+		clients[tc.id] = cl
+		if after := tc.gw.gauge(t, "shoal_gateway_connections_total"); after != before+1 {
+			t.Errorf("%s (%s): %s counted %v connections, %v before; want it to hold the client", tc.id, tc.how, tc.gw.name, after, before)
+		}
+		if got := connectAddress(t, c, tc.id); got != own {
+			t.Errorf("%s (%s): the Connect event says the client is at %q; it is at %q", tc.id, tc.how, got, own)
+		}
+	}
+
+	// A plain MQTT client of tenant ta (routed by its client identifier to
+	// pool a) reaches ta's WebSocket subscribers; tb's sees nothing.
+	pub, _ := dialMQTT(t, h.mqtt, "ta-pub", true, 0)
+	for _, id := range []string{"ta-ws", "ta-wss", "tb-ws"} {
+		clients[id].subscribe("w/#", 1)
+	}
+	if err := pub.publish("w/1", "to ta over websocket", 1, false); err != nil {
+		t.Fatal(err)
+	}
+	clients["ta-ws"].expectPayload("to ta over websocket")
+	clients["ta-wss"].expectPayload("to ta over websocket")
+	select {
+	case m := <-clients["tb-ws"].msgs:
+		t.Fatalf("tb-ws got ta's %q on %s", m.Payload, m.Topic)
+	case <-time.After(time.Second):
+	}
+
+	// Not a WebSocket upgrade: HAProxy answers 426, no gateway sees it.
+	total := func() float64 {
+		return a.gauge(t, "shoal_gateway_connections_total") + b.gauge(t, "shoal_gateway_connections_total") +
+			d.gauge(t, "shoal_gateway_connections_total")
+	}
+	before := total()
+	hc := &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}
+	resp, err := hc.Get("http://" + h.ws + "/mqtt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	hc.CloseIdleConnections()
+	if resp.StatusCode != http.StatusUpgradeRequired || resp.Header.Get("Upgrade") != "websocket" {
+		t.Errorf("a GET without upgrade: %s, Upgrade %q; want 426 and websocket", resp.Status, resp.Header.Get("Upgrade"))
+	}
+	if after := total(); after != before {
+		t.Errorf("gateways counted %v connections after the plain GET, %v before", after, before)
+	}
+	waitLog(t, h.log, " ws/<NOSRV>")
+}
+
+// dialWSMQTT connects id with MQTT over WebSocket to HAProxy's frontend at
+// addr as a client of url would (its host is the Host header, and the SNI
+// with wss), and returns the local address of its TCP connection.
+func dialWSMQTT(t *testing.T, addr, url string, tlsConf *tls.Config, id string) (*mqttClient, string, error) {
+	t.Helper()
+	var local string
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			nc, err := (&net.Dialer{Timeout: 10 * time.Second}).DialContext(ctx, network, addr)
+			if err == nil {
+				local = nc.LocalAddr().String()
+			}
+			return nc, err
+		},
+		TLSClientConfig: tlsConf,
+	}
+	defer tr.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(t.Context(), clusterWait)
+	defer cancel()
+	ws, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPClient: &http.Client{Transport: tr}, Subprotocols: []string{"mqtt"}})
+	if resp != nil && resp.Body != nil {
+		_ = resp.Body.Close()
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("websocket %s through %s: %w", url, addr, err)
+	}
+	cl, _, err := connectMQTT(t, websocket.NetConn(context.Background(), ws, websocket.MessageBinary), id, true, 0, "", "")
+	return cl, local, err
+}
+
+// TestHAProxyConfigValid: haproxy -c accepts haproxy.cfg with every
+// optional listener, and with none (unset or empty).
+func TestHAProxyConfigValid(t *testing.T) {
+	bin := haproxyBinary(t)
+	dir := t.TempDir()
+	out, err := exec.Command("../haproxy/render-backends.sh", "default=gw-0@127.0.0.1:1883@9090@127.0.0.1:8883@127.0.0.1:8083@127.0.0.1:8084",
+		"a=gw-1@127.0.0.1:2883@9091@@127.0.0.1:9083").Output()
+	if err != nil {
+		t.Fatalf("render-backends.sh: %v", err)
+	}
+	backends := filepath.Join(dir, "backends.cfg")
+	if err := os.WriteFile(backends, out, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cert := testpki.NewCA(t, "shoal test CA").Issue(t, &x509.Certificate{Subject: pkix.Name{CommonName: "haproxy"},
+		DNSNames: []string{"edge.shoal.test"}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+	base := []string{"SHOAL_HAPROXY_MQTT=127.0.0.1:1883", "SHOAL_HAPROXY_MAP=../haproxy/tenants.map",
+		"SHOAL_HAPROXY_RUNTIME=" + filepath.Join(dir, "haproxy.sock")}
+	for name, env := range map[string][]string{
+		"none":  nil,
+		"empty": {"SHOAL_HAPROXY_MQTTS=", "SHOAL_HAPROXY_MQTTS_TERMINATE=", "SHOAL_HAPROXY_WS=", "SHOAL_HAPROXY_WSS="},
+		"all": {"SHOAL_HAPROXY_MQTTS=127.0.0.1:8883", "SHOAL_HAPROXY_MQTTS_TERMINATE=127.0.0.1:8884",
+			"SHOAL_HAPROXY_TLS_CERT=" + testpki.WriteFile(t, dir, "haproxy.pem", append(append([]byte{}, cert.CertPEM...), cert.KeyPEM...)),
+			"SHOAL_HAPROXY_WS=127.0.0.1:8083", "SHOAL_HAPROXY_WSS=127.0.0.1:8084"},
+	} {
+		cmd := exec.Command(bin, "-c", "-f", "../haproxy/haproxy.cfg", "-f", backends)
+		cmd.Env = append(append(os.Environ(), base...), env...)
+		if out, err := cmd.CombinedOutput(); err != nil || strings.Contains(string(out), "WARNING") {
+			t.Errorf("%s: haproxy -c: %v\n%s", name, err, out)
+		}
+	}
 }
 
 // haSubscribers is how many persistent subscribers the failure tests keep

@@ -19,6 +19,20 @@ help: ## list the targets
 build: ## build bin/shoal
 	$(GO) build -o bin/shoal ./cmd/shoal
 
+.PHONY: image
+image: ## build the container image (docker or podman, whichever is installed)
+	@if command -v docker >/dev/null && docker info >/dev/null 2>&1; then tool=docker; \
+	elif command -v podman >/dev/null; then tool=podman; \
+	elif command -v docker >/dev/null; then \
+	  echo "make image: docker is installed but no Docker engine answers (docker info fails), and podman is not installed: start the engine or install podman" >&2; exit 1; \
+	else \
+	  echo "make image: neither docker nor podman is installed: install one of them to build the image of Dockerfile" >&2; exit 1; \
+	fi; \
+	version=$$(git describe --tags --always --dirty 2>/dev/null || echo dev); \
+	ref="$(or $(IMAGE),ghcr.io/shoal-mqtt/shoal):$$version"; \
+	echo "$$tool build --build-arg VERSION=$$version -t $$ref ."; \
+	"$$tool" build --build-arg VERSION="$$version" -t "$$ref" .
+
 .PHONY: run
 run: build ## start Shoal (shoal all) on the embedded backbone
 	./bin/shoal all

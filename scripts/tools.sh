@@ -35,10 +35,17 @@ if [ ! -x "$bin/buf" ] || [ ! -x "$bin/protoc-gen-go" ] || [ ! -x "$bin/protoc-g
 fi
 # helm, for the chart's tests (deploy/helm): built from its Go module, as
 # no Debian package ships it. A large build (a few minutes), done once.
+# helm's own Makefile stamps the Kubernetes version of its client-go
+# (v0.37 for v3.22.0) into the default capabilities; without it helm
+# assumes v1.20 and refuses the chart's kubeVersion (>=1.28) in `helm
+# install --dry-run`. The stamp is part of what is checked below.
 helm_version=v3.22.0
-# (Built this way it reports "v3.22": the module's version is what counts.)
-if [ "$(go version -m "$bin/helm" 2>/dev/null | awk '$1=="mod" && $2=="helm.sh/helm/v3"{print $3}')" != "$helm_version" ]; then
+helm_k8s_minor=37
+helm_ldflags="-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$helm_k8s_minor -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$helm_k8s_minor"
+helm_built=$(go version -m "$bin/helm" 2>/dev/null || true)
+if [ "$(awk '$1=="mod" && $2=="helm.sh/helm/v3"{print $3}' <<<"$helm_built")" != "$helm_version" ] ||
+   ! grep -q "k8sVersionMinor=$helm_k8s_minor" <<<"$helm_built"; then
   echo "tools: building helm $helm_version into $bin" >&2
-  GOBIN=$bin GOFLAGS=-mod=mod go install "helm.sh/helm/v3/cmd/helm@$helm_version"
+  GOBIN=$bin GOFLAGS=-mod=mod go install -ldflags "$helm_ldflags" "helm.sh/helm/v3/cmd/helm@$helm_version"
 fi
 echo "$bin"

@@ -38,7 +38,7 @@ run: build ## start Shoal (shoal all) on the embedded backbone
 	./bin/shoal all
 
 .PHONY: test
-test: deps vet proto-check lint unit integration ## everything CI runs: test deps, vet, schema checks, lint, unit and integration tests with -race
+test: deps vet proto-check lint unit chart integration ## everything CI runs: test deps, vet, schema checks, lint, unit, Helm chart and integration tests with -race
 
 .PHONY: deps
 deps: ## install what the tests drive (mosquitto-clients) when missing
@@ -52,17 +52,23 @@ vet: ## go vet, and a gofmt check
 	cd integration && $(GO) vet -tags integration ./...
 	cd bench/trie && $(GO) vet ./...
 	cd bench/plot && $(GO) vet ./...
+	cd deploy/helm/charttest && $(GO) vet ./...
 
 .PHONY: lint
 lint: ## golangci-lint (installed into the tool cache when missing), the main module and the integration module
 	$(TOOLS)/golangci-lint run --build-tags integration $(PKGS)
 	cd integration && $(TOOLS)/golangci-lint run --config ../.golangci.yml --build-tags integration ./...
+	cd deploy/helm/charttest && $(TOOLS)/golangci-lint run --config ../../../.golangci.yml ./...
 
 .PHONY: unit
 unit: ## unit tests with the race detector
 	$(GO) test -race -count=1 $(PKGS)
 	cd bench/trie && $(GO) test -race -count=1 ./...
 	cd bench/plot && $(GO) test -race -count=1 ./...
+
+.PHONY: chart
+chart: ## the Helm chart's tests (deploy/helm/charttest): helm lint --strict, every documented combination rendered and decoded strictly, CRD schemas, golden files
+	cd deploy/helm/charttest && HELM=$(TOOLS)/helm $(GO) test -race -count=1 ./...
 
 .PHONY: integration
 integration: ## integration suites (own module, integration/) against a real Kafka and CQL database: containers with a Docker engine, else local processes (jars fetched once into ~/.cache/shoal)

@@ -123,10 +123,10 @@ affinity:
     secretName: {{ .Values.auth.aclSecret.name }}
     items: [{key: {{ .Values.auth.aclSecret.key }}, path: acl}]
 {{- end }}
-{{- if .Values.auth.jwt.jwksSecret }}
+{{- if .Values.auth.jwt.secretName }}
 - name: jwt
   secret:
-    secretName: {{ .Values.auth.jwt.jwksSecret }}
+    secretName: {{ .Values.auth.jwt.secretName }}
 {{- end }}
 {{- if .Values.tls.enabled }}
 - name: tls
@@ -169,7 +169,7 @@ affinity:
 {{- if .Values.auth.aclSecret.name }}
 - {name: acl, mountPath: /etc/shoal/acl, readOnly: true}
 {{- end }}
-{{- if .Values.auth.jwt.jwksSecret }}
+{{- if .Values.auth.jwt.secretName }}
 - {name: jwt, mountPath: /etc/shoal/jwt, readOnly: true}
 {{- end }}
 {{- if .Values.tls.enabled }}
@@ -286,7 +286,7 @@ passwords
 
 {{/* Non-empty when the chart generates the password file. */}}
 {{- define "shoal.generatedAuth" -}}
-{{- if not (or .Values.auth.passwordSecret.name .Values.auth.jwt.jwksSecret .Values.auth.allowAnonymous) -}}
+{{- if not (or .Values.auth.passwordSecret.name .Values.auth.jwt.secretName .Values.auth.allowAnonymous) -}}
 true
 {{- end -}}
 {{- end -}}

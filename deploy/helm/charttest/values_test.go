@@ -1,0 +1,191 @@
+package charttest
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+// TestValuesRefused: values.schema.json refuses an unknown key or a value
+// of the wrong type, and the chart's own checks refuse impossible
+// combinations; each error names the key.
+func TestValuesRefused(t *testing.T) {
+	for _, c := range []struct {
+		set  []string
+		want []string // every one must be in the error
+	}{
+		{[]string{"gateway.replicaz=2"}, []string{"gateway", "replicaz"}},
+		{[]string{"replicas=2"}, []string{"replicas"}},
+		{[]string{"gateway.replicas=two"}, []string{"gateway", "replicas"}},
+		{[]string{"kafka.mode=zookeeper"}, []string{"kafka", "mode"}},
+		{[]string{"kafka.retention=7 days"}, []string{"kafka", "retention"}},
+		{[]string{"tls.identity=san"}, []string{"tls", "identity"}},
+		{[]string{"router.autoscaling.enabled=yes"}, []string{"router", "autoscaling", "enabled"}},
+		{[]string{"haproxy.service.ports.mqtt=70000"}, []string{"haproxy", "mqtt"}},
+		{[]string{"kafka.mode=external"}, []string{"kafka.external.brokers"}},
+		{[]string{"cql.mode=external"}, []string{"cql.external.hosts"}},
+		{[]string{"gateway.replicas=20"}, []string{"gateway.replicas", "kafka.partitions"}},
+		{[]string{"tls.enabled=true"}, []string{"tls.secretName"}},
+		{[]string{"haproxy.pools.a={0}"}, []string{"haproxy.pools", "default"}},
+		{[]string{"haproxy.tenants.acme=gold"}, []string{"haproxy.tenants.acme", "gold"}},
+		{[]string{"haproxy.pools.default={0,5}"}, []string{"haproxy.pools.default", "gateway 5"}},
+		{[]string{"kafka.mode=external", "kafka.external.brokers={k:9092}", "kafka.external.sasl.mechanism=PLAIN"}, []string{"kafka.external.sasl.passwordSecret.name"}},
+	} {
+		t.Run(strings.Join(c.set, ","), func(t *testing.T) {
+			_, err := helm(t, templateArgs(nil, c.set...)...)
+			if err == nil {
+				t.Fatalf("rendered with %v", c.set)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("the error does not name %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
+
+// TestReadmeDocumentsEveryValue: every key of values.yaml (a map's keys,
+// down to leaves and to maps that are empty by default) appears as
+// `key.path` in the chart's README.md, and the README names no key that
+// values.yaml does not have.
+func TestReadmeDocumentsEveryValue(t *testing.T) {
+	b, err := os.ReadFile(chartDir + "/values.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values map[string]any
+	if err := yaml.Unmarshal(b, &values); err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	var walk func(prefix string, m map[string]any)
+	walk = func(prefix string, m map[string]any) {
+		for k, v := range m {
+			if sub, ok := v.(map[string]any); ok && len(sub) > 0 && !freeForm(prefix+k) {
+				walk(prefix+k+".", sub)
+				continue
+			}
+			keys = append(keys, prefix+k)
+		}
+	}
+	walk("", values)
+	sort.Strings(keys)
+	readme, err := os.ReadFile(chartDir + "/README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := map[string]bool{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `([A-Za-z0-9_.]+)` \\|").FindAllSubmatch(readme, -1) {
+		documented[string(m[1])] = true
+	}
+	for _, k := range keys {
+		if !documented[k] {
+			t.Errorf("values.yaml's %s is not in README.md's tables (a row \"| `%s` | …\")", k, k)
+		}
+	}
+	for k := range documented {
+		if !slices.Contains(keys, k) {
+			t.Errorf("README.md documents %s, which values.yaml does not have", k)
+		}
+	}
+}
+
+// freeForm reports whether a values key holds a map whose keys are the
+// user's (resources, labels, Shoal's own config…): documented as one row.
+func freeForm(key string) bool {
+	last := key[strings.LastIndex(key, ".")+1:]
+	switch last {
+	case "resources", "config", "podSecurityContext", "containerSecurityContext", "labels", "requests", "limits":
+		return true
+	}
+	return false
+}
+
+// TestHAProxyConfigFromRepository: the chart's haproxy.cfg is
+// haproxy/haproxy.cfg, and its backends.cfg is what
+// haproxy/render-backends.sh writes (RESOLVERS=1) for the same pools:
+// the gateways' mqtt and ws listeners, and with tls.enabled their mqtts
+// and wss listeners too. The Service <release>-mqtt opens HAProxy's
+// frontends for the same listeners.
+func TestHAProxyConfigFromRepository(t *testing.T) {
+	cfg, err := os.ReadFile("../../../haproxy/haproxy.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		values []string
+		// server is gateway i as render-backends.sh takes it.
+		server func(name, host string) string
+		ports  string // the Service's, name:port
+	}{
+		{"tls", []string{"testdata/values/tenants.yaml", "testdata/values/tls.yaml"},
+			func(name, host string) string {
+				return name + "@" + host + ":1883@9090@" + host + ":8883@" + host + ":8083@" + host + ":8084"
+			}, "mqtt:1883 ws:8083 mqtts:8883 wss:8084"},
+		{"no tls", []string{"testdata/values/tenants.yaml"},
+			func(name, host string) string { return name + "@" + host + ":1883@9090@@" + host + ":8083" },
+			"mqtt:1883 ws:8083"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := render(t, tc.values)
+			cm := find(t, objs, "ConfigMap", release+"-haproxy")
+			data := func(key string) string { return stringField(t, cm, "data", key) }
+			if strings.TrimSpace(data("haproxy.cfg")) != strings.TrimSpace(string(cfg)) {
+				t.Errorf("the chart's haproxy.cfg is not haproxy/haproxy.cfg:\n%s", firstDiff(cfg, []byte(data("haproxy.cfg"))))
+			}
+			gw := func(i int) string {
+				name := "shoal-gateway-" + string(rune('0'+i))
+				return tc.server(name, name+".shoal-gateway.mqtt.svc")
+			}
+			cmd := exec.Command("../../../haproxy/render-backends.sh",
+				"default="+gw(0)+","+gw(1), "premium="+gw(2)+","+gw(3))
+			cmd.Env = append(os.Environ(), "RESOLVERS=1")
+			want, err := cmd.Output()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.TrimSpace(data("backends.cfg")) != strings.TrimSpace(string(want)) {
+				t.Errorf("the chart's backends.cfg is not render-backends.sh's:\n%s", firstDiff(want, []byte(strings.TrimSpace(data("backends.cfg"))+"\n")))
+			}
+			tenants := data("tenants.map")
+			for _, line := range []string{"acme premium", "globex premium"} {
+				if !strings.Contains(tenants, "\n"+line+"\n") && !strings.HasSuffix(tenants, "\n"+line) {
+					t.Errorf("tenants.map lacks %q:\n%s", line, tenants)
+				}
+			}
+			svc := find(t, objs, "Service", release+"-mqtt")
+			list, _ := field(svc.Fields, "spec", "ports")
+			ports, _ := list.([]any)
+			var got []string
+			for _, p := range ports {
+				p, _ := p.(map[string]any)
+				got = append(got, fmt.Sprint(p["name"], ":", p["port"]))
+			}
+			if strings.Join(got, " ") != tc.ports {
+				t.Errorf("%s ports %q, want %q", svc, strings.Join(got, " "), tc.ports)
+			}
+		})
+	}
+}
+
+// TestDashboardFromRepository: the dashboard ConfigMap holds
+// deploy/grafana/shoal.json as it is.
+func TestDashboardFromRepository(t *testing.T) {
+	cm := find(t, render(t, nil), "ConfigMap", release+"-dashboard")
+	want, err := os.ReadFile("../../grafana/shoal.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := stringField(t, cm, "data", "shoal.json"); strings.TrimSpace(got) != strings.TrimSpace(string(want)) {
+		t.Fatalf("%s does not hold deploy/grafana/shoal.json", cm)
+	}
+}

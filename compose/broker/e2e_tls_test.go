@@ -207,6 +207,12 @@ func connectV5(t *testing.T, nc net.Conn, clientID string) *v5Client {
 			c.msgs <- pr.Packet
 			return true, nil
 		}},
+		OnServerDisconnect: func(d *paho.Disconnect) {
+			select {
+			case c.disc <- d:
+			default:
+			}
+		},
 		OnClientError: func(error) {},
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), wait)

@@ -93,7 +93,12 @@ func (c *v5Client) publish(t *testing.T, p *paho.Publish) {
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	if _, err := c.Publish(ctx, p); err != nil {
-		t.Fatalf("publish %s: %v", p.Topic, err)
+		select {
+		case d := <-c.disc:
+			t.Fatalf("publish %s: %v (the server had sent DISCONNECT %#x)", p.Topic, err, byte(d.ReasonCode))
+		default:
+			t.Fatalf("publish %s: %v (no DISCONNECT from the server)", p.Topic, err)
+		}
 	}
 }
 

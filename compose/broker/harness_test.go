@@ -95,7 +95,7 @@ func (c *v5Client) publish(t *testing.T, p *paho.Publish) {
 	if _, err := c.Publish(ctx, p); err != nil {
 		select {
 		case d := <-c.disc:
-			t.Fatalf("publish %s: %v (the server had sent DISCONNECT %#x)", p.Topic, err, byte(d.ReasonCode))
+			t.Fatalf("publish %s: %v (the server had sent DISCONNECT %#x)", p.Topic, err, d.ReasonCode)
 		default:
 			t.Fatalf("publish %s: %v (no DISCONNECT from the server)", p.Topic, err)
 		}

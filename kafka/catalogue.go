@@ -30,7 +30,8 @@ const (
 )
 
 // The default catalogue's settings, which are also the configuration's
-// defaults (kafka.partitions, kafka.replication_factor, kafka.retention).
+// defaults (kafka.partitions, kafka.replication_factor, kafka.retention,
+// kafka.retention_bytes).
 const (
 	// DefaultPartitions is the partition count of every topic.
 	DefaultPartitions int32 = 16
@@ -42,6 +43,15 @@ const (
 	// DefaultRetention is how long the event topics keep records: long
 	// enough to replay any hour of the last week.
 	DefaultRetention = 7 * 24 * time.Hour
+	// DefaultEmbeddedRetentionBytes is how many bytes each partition of an
+	// event topic keeps at most (retention.bytes) on the embedded backbone,
+	// where the log shares its machine, often its disk, with the broker:
+	// the 48 event partitions of the default catalogue (16 each of
+	// messages, sessions and deliveries) then keep at most 48 × (20 + 1)
+	// MiB, about 1 GiB, with the embedded broker's 1 MiB segments
+	// (EmbeddedSegmentBytes; a segment is deleted whole). The default
+	// catalogue, and Kafka, bound the event topics by time only.
+	DefaultEmbeddedRetentionBytes int64 = 20 << 20
 	// DefaultQuotaPartitions is the partition count of shoal.quotas,
 	// whatever kafka.partitions says: every gateway reads all of them, and
 	// the topic holds one small record per tenant and gateway.
@@ -72,6 +82,12 @@ type TopicSpec struct {
 	// Retention is how long records are kept (retention.ms); 0 keeps them
 	// without a time limit. It does not apply to compacted topics.
 	Retention time.Duration
+	// RetentionBytes is how many bytes each partition keeps at most
+	// (retention.bytes: the oldest segments are deleted, whole, beyond
+	// it); 0 or -1 keeps them without a size limit. It does not apply to
+	// compacted topics, which are created with retention.bytes -1 so that
+	// no broker default deletes their state.
+	RetentionBytes int64
 	// Segment and SegmentBytes roll a partition's active segment after
 	// this time or size (segment.ms, segment.bytes); 0 leaves it to the
 	// brokers (a week, a GiB). A compacted topic is compacted only up to
@@ -199,6 +215,7 @@ func (s TopicSpec) validate(prefix string) error {
 		{"partitions", CheckPartitions(s.Partitions)},
 		{"replication", CheckReplication(s.Replication)},
 		{"retention", CheckRetention(s.Retention)},
+		{"retention_bytes", checkRetentionBytes(s.RetentionBytes)},
 		{"segment", checkSegment(s.Segment, s.SegmentBytes)},
 	} {
 		if f.err != nil {
@@ -236,6 +253,15 @@ func CheckRetention(d time.Duration) error {
 		return fmt.Errorf("must be ≥ 0 (0 keeps records without a time limit), is %s", d)
 	case d > 0 && d < time.Millisecond:
 		return fmt.Errorf("must be at least 1ms, is %s", d)
+	}
+	return nil
+}
+
+// checkRetentionBytes says why n is not a topic's size bound, nil when it
+// is one: -1 or 0 (no size limit) or a number of bytes.
+func checkRetentionBytes(n int64) error {
+	if n < -1 {
+		return fmt.Errorf("must be -1 or 0 (no size limit) or a number of bytes per partition, is %d", n)
 	}
 	return nil
 }

@@ -60,8 +60,8 @@ func TestDefaultCatalogue(t *testing.T) {
 		t.Errorf("quotas configs: cleanup.policy %s segment.ms %s segment.bytes %s", *cfgs["cleanup.policy"], *cfgs["segment.ms"], *cfgs["segment.bytes"])
 	}
 	cfgs = cat.Messages.topicConfigs()
-	if *cfgs["cleanup.policy"] != "delete" || *cfgs["retention.ms"] != "604800000" {
-		t.Errorf("messages configs: cleanup.policy %s retention.ms %s", *cfgs["cleanup.policy"], *cfgs["retention.ms"])
+	if *cfgs["cleanup.policy"] != "delete" || *cfgs["retention.ms"] != "604800000" || *cfgs["retention.bytes"] != "-1" {
+		t.Errorf("messages configs: cleanup.policy %s retention.ms %s retention.bytes %s", *cfgs["cleanup.policy"], *cfgs["retention.ms"], *cfgs["retention.bytes"])
 	}
 }
 
@@ -82,6 +82,8 @@ func TestCatalogueValidate(t *testing.T) {
 			[]string{"kafka.catalogue.messages.retention: must be ≥ 0"}},
 		{"sub-millisecond retention", func(c *Catalogue) { c.Messages.Retention = time.Microsecond },
 			[]string{"kafka.catalogue.messages.retention: must be at least 1ms"}},
+		{"retention bytes below -1", func(c *Catalogue) { c.Deliveries.RetentionBytes = -2 },
+			[]string{"kafka.catalogue.deliveries.retention_bytes: must be -1 or 0 (no size limit) or a number of bytes per partition, is -2"}},
 		{"empty name", func(c *Catalogue) { c.Presence.Name = "" },
 			[]string{"kafka.catalogue.presence.name: must not be empty"}},
 		{"bad character", func(c *Catalogue) { c.Presence.Name = "shoal/presence" },

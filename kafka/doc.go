@@ -37,6 +37,15 @@
 // credentials kept in the directory (embeddedauth.go). The broker's
 // listener (inproc.go) accepts every kind.
 //
+// The embedded broker rolls its segments at 1 MiB (EmbeddedSegmentBytes):
+// kfake rebuilds its in-memory index at start by reading segments whole,
+// a segment per partition at a time, so the memory a start takes does not
+// grow with the log; StartEmbedded then returns that memory to the system
+// at once (after a crash kfake reads each partition whole). The broker
+// applies the topics' retention.ms and retention.bytes every
+// DefaultRetentionCheck and compacts every CompactEvery itself: kfake's
+// own timer does not run for the topics it reloads.
+//
 // # Producing
 //
 // Client is one idempotent producer with acks=all shared by a process's

@@ -9,7 +9,10 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime/debug"
+	"strconv"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 )
@@ -59,7 +62,39 @@ type EmbeddedConfig struct {
 	// survives a crash of the process but not of the machine (as with
 	// Kafka's default log.flush settings).
 	SyncWrites bool
+	// RetentionCheck is how often the broker deletes what the topics'
+	// retention.ms and retention.bytes no longer keep (0:
+	// DefaultRetentionCheck). Compaction runs every CompactEvery.
+	RetentionCheck time.Duration
 }
+
+// The embedded broker's own settings: how its log is cut into files and
+// how often it is cleaned (kfake's defaults are Kafka's, made for a
+// broker with memory to spare: 100 MiB segments, cleaning every hour).
+const (
+	// EmbeddedSegmentBytes is the embedded broker's log.segment.bytes, the
+	// size at which a partition's active segment is closed and a new one
+	// begun, for every topic that sets no segment.bytes of its own. At
+	// start kfake reads every partition's segments whole, all partitions
+	// at once, to rebuild its in-memory index: the memory this takes is
+	// about one segment per partition (68 partitions by default), and
+	// with 100 MiB segments it was the whole log. 1 MiB is Kafka's
+	// smallest segment.bytes. It also makes retention.bytes precise: a
+	// segment is deleted whole, so a partition keeps at most
+	// retention.bytes plus one segment.
+	EmbeddedSegmentBytes = 1 << 20
+	// DefaultRetentionCheck is how often the embedded broker applies
+	// retention (EmbeddedConfig.RetentionCheck). A partition may exceed
+	// retention.bytes by what is written to it between two checks: at
+	// the 60 MB/s of log a saturated `shoal all` writes, 2s is 120 MB over
+	// every partition together. A check reads only the in-memory index
+	// (about a millisecond per 300,000 batches).
+	DefaultRetentionCheck = 2 * time.Second
+	// CompactEvery is how often the embedded broker compacts the
+	// compacted topics (kfake's log.cleaner.backoff.ms, one hour): each
+	// compaction rewrites a partition's segments.
+	CompactEvery = time.Hour
+)
 
 // Validate checks the configuration, naming the bad key.
 func (c EmbeddedConfig) Validate() error {
@@ -71,6 +106,9 @@ func (c EmbeddedConfig) Validate() error {
 		if err := CheckEmbeddedAddr(c.Addr); err != nil {
 			errs = append(errs, fmt.Errorf("kafka.embedded_addr: %w", err))
 		}
+	}
+	if c.RetentionCheck < 0 {
+		errs = append(errs, fmt.Errorf("kafka.embedded.retention_check: must be ≥ 0 (0: %s), is %s", DefaultRetentionCheck, c.RetentionCheck))
 	}
 	return errors.Join(errs...)
 }
@@ -109,6 +147,9 @@ type Embedded struct {
 	lock    *os.File
 	log     *slog.Logger
 
+	stopCleaner context.CancelFunc
+	cleanerDone chan struct{}
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -131,11 +172,23 @@ func StartEmbedded(cfg EmbeddedConfig, log *slog.Logger) (*Embedded, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start embedded kafka in %s: %w", cfg.Dir, err)
 	}
+	start := time.Now()
 	e, err := openEmbedded(cfg, lock, log)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("start embedded kafka in %s: %w", cfg.Dir, err), unlockDir(lock))
 	}
-	log.Info("embedded kafka started", "addrs", e.addrs, "socket", e.socket, "dir", cfg.Dir, "sync_writes", cfg.SyncWrites)
+	loaded := time.Since(start)
+	// Loading read every segment of the log and kept only an index of it.
+	// After a clean stop kfake reads one segment per partition at a time
+	// (EmbeddedSegmentBytes bounds that), but after a crash it rebuilds
+	// each partition from all its batches at once: the whole log passes
+	// through the heap, and Go, whose heap goal is now that large, would
+	// keep the pages for minutes (1 GiB of log: 618 MiB of RSS 30s after
+	// the start). Returned now, at the cost of one collection of a heap
+	// that is mostly garbage.
+	debug.FreeOSMemory()
+	log.Info("embedded kafka started", "addrs", e.addrs, "socket", e.socket, "dir", cfg.Dir, "sync_writes", cfg.SyncWrites,
+		"loaded_in", loaded.Round(time.Millisecond), "released_in", (time.Since(start) - loaded).Round(time.Millisecond))
 	return e, nil
 }
 
@@ -167,6 +220,10 @@ func openEmbedded(cfg EmbeddedConfig, lock *os.File, log *slog.Logger) (*Embedde
 		kfake.WithLogger(e.logger),
 		kfake.EnableSASL(),
 		kfake.Superuser(sasl.Mechanism, sasl.User, sasl.Password),
+		// Over what the directory's broker_configs.json holds (kfake
+		// prefers its options), so that a directory of an earlier
+		// release rolls small segments too.
+		kfake.BrokerConfigs(map[string]string{"log.segment.bytes": strconv.Itoa(EmbeddedSegmentBytes)}),
 		// kfake listens on 127.0.0.1:<port>; listen where we were asked
 		// instead (already checked to be loopback, or nowhere), and accept
 		// in-process connections too (Dial).
@@ -192,7 +249,36 @@ func openEmbedded(cfg EmbeddedConfig, lock *os.File, log *slog.Logger) (*Embedde
 	}
 	e.cluster = cluster
 	e.addrs = cluster.ListenAddrs()
+	check := cfg.RetentionCheck
+	if check == 0 {
+		check = DefaultRetentionCheck
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	e.stopCleaner, e.cleanerDone = stop, make(chan struct{})
+	go e.clean(ctx, check, CompactEvery)
 	return e, nil
+}
+
+// clean applies retention every check and compacts every compact until ctx
+// ends. kfake cleans on a timer of its own, but starts that timer only
+// when a topic is created or a configuration altered, never for the topics
+// it reloads at start: without this, a restarted `shoal all` would keep
+// every record for ever.
+func (e *Embedded) clean(ctx context.Context, check, compact time.Duration) {
+	defer close(e.cleanerDone)
+	rt, ct := time.NewTicker(check), time.NewTicker(compact)
+	defer rt.Stop()
+	defer ct.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-rt.C:
+			e.cluster.ApplyRetention()
+		case <-ct.C:
+			e.cluster.Compact() // applies retention too
+		}
+	}
 }
 
 // Addrs returns the host:port addresses clients use as seed brokers: the
@@ -229,6 +315,10 @@ func (e *Embedded) Dial(ctx context.Context, network, host string) (net.Conn, er
 // reported while saving its state.
 func (e *Embedded) Close() error {
 	e.closeOnce.Do(func() {
+		// Before the cluster: a cleaning request sent to a closed
+		// cluster would wait for ever.
+		e.stopCleaner()
+		<-e.cleanerDone
 		e.logger.startCapture()
 		e.cluster.Close()
 		errs := e.logger.stopCapture()

@@ -15,16 +15,23 @@ import (
 // topicConfigs returns the topic-level configuration EnsureTopics creates a
 // topic with.
 func (s TopicSpec) topicConfigs() map[string]*string {
-	policy, retention := "delete", "-1"
+	policy, retention, retentionBytes := "delete", "-1", "-1"
 	if s.Compacted {
 		policy = "compact"
 	}
 	if s.Retention > 0 {
 		retention = strconv.FormatInt(s.Retention.Milliseconds(), 10)
 	}
+	// A compacted topic keeps -1 whatever its spec says: deleting by size
+	// would lose the newest state of the keys in its oldest segments (Kafka
+	// ignores retention.bytes under cleanup.policy=compact, kfake does not).
+	if s.RetentionBytes > 0 && !s.Compacted {
+		retentionBytes = strconv.FormatInt(s.RetentionBytes, 10)
+	}
 	cfg := map[string]*string{
-		"cleanup.policy": kadm.StringPtr(policy),
-		"retention.ms":   kadm.StringPtr(retention),
+		"cleanup.policy":  kadm.StringPtr(policy),
+		"retention.ms":    kadm.StringPtr(retention),
+		"retention.bytes": kadm.StringPtr(retentionBytes),
 	}
 	if s.Segment > 0 {
 		cfg["segment.ms"] = kadm.StringPtr(strconv.FormatInt(s.Segment.Milliseconds(), 10))
@@ -41,14 +48,16 @@ func (s TopicSpec) topicConfigs() map[string]*string {
 }
 
 // EnsureTopics creates the catalogue's topics that do not exist, with their
-// partitions, replication, cleanup.policy and retention.ms (and
+// partitions, replication, cleanup.policy, retention.ms and retention.bytes
+// (and
 // min.insync.replicas=2 when the replication is 3 or more, segment.ms and
 // segment.bytes when the spec sets them), and checks
 // those that exist. It is idempotent and safe to run from several processes
 // at once. An existing topic fails the check when it has fewer partitions
 // than the catalogue says (records would go to partitions that do not
 // exist), when a keyed topic has more (PartitionForKey would disagree with
-// the producer), or when its cleanup.policy differs. A different retention,
+// the producer), or when its cleanup.policy differs. A different retention
+// (by time or size),
 // replication, or more partitions on an unkeyed topic are logged as
 // warnings naming the topic and both values, and left as they are:
 // operators may have tuned them (kafka-configs --alter changes them).
@@ -78,7 +87,8 @@ func (c *Client) EnsureTopics(ctx context.Context) error {
 		switch {
 		case err == nil:
 			c.log.Info("kafka topic created", "topic", s.Name, "partitions", s.Partitions,
-				"replication", s.Replication, "compacted", s.Compacted, "retention", s.Retention)
+				"replication", s.Replication, "compacted", s.Compacted, "retention", s.Retention,
+				"retention_bytes", *s.topicConfigs()["retention.bytes"])
 		case errors.Is(err, kerr.TopicAlreadyExists):
 			// Created concurrently by another process: checked below.
 		default:
@@ -206,6 +216,11 @@ func (c *Client) checkTopics(ctx context.Context, specs []TopicSpec, names []str
 				if got := cfg.MaybeValue(); got != *want["retention.ms"] {
 					c.log.Warn("kafka topic retention differs from the configured one; left as it is",
 						"topic", s.Name, "retention_ms", got, "configured_ms", *want["retention.ms"])
+				}
+			case "retention.bytes":
+				if got := cfg.MaybeValue(); got != *want["retention.bytes"] {
+					c.log.Warn("kafka topic retention by size differs from the configured one; left as it is",
+						"topic", s.Name, "retention_bytes", got, "configured_bytes", *want["retention.bytes"])
 				}
 			}
 		}

@@ -35,13 +35,14 @@ func topicConfig(t *testing.T, adm *kadm.Client, topic, key string) string {
 }
 
 // A catalogue with the brokers' default replication (-1) and its own
-// retention creates its topics with them; the compacted topic keeps no time
-// limit.
+// retention creates its topics with them; the compacted topics keep no time
+// or size limit, even when their spec asks for one.
 func TestEnsureTopicsReplicationAndRetention(t *testing.T) {
 	e := startEmbedded(t, t.TempDir())
 	cat := DefaultCatalogue()
 	for _, s := range []*TopicSpec{&cat.Messages, &cat.Sessions, &cat.Presence, &cat.Deliveries, &cat.Quotas} {
 		s.Partitions, s.Replication = 3, -1
+		s.RetentionBytes = 1 << 20
 		if !s.Compacted {
 			s.Retention = 36 * time.Hour
 		}
@@ -63,12 +64,15 @@ func TestEnsureTopicsReplicationAndRetention(t *testing.T) {
 				t.Errorf("%s/%d has %d replicas, want the one broker's default 1", s.Name, p.Partition, len(p.Replicas))
 			}
 		}
-		wantRetention, wantPolicy := "129600000", "delete"
+		wantRetention, wantBytes, wantPolicy := "129600000", "1048576", "delete"
 		if s.Compacted {
-			wantRetention, wantPolicy = "-1", "compact"
+			wantRetention, wantBytes, wantPolicy = "-1", "-1", "compact"
 		}
 		if got := topicConfig(t, c.adm, s.Name, "retention.ms"); got != wantRetention {
 			t.Errorf("%s retention.ms = %s, want %s", s.Name, got, wantRetention)
+		}
+		if got := topicConfig(t, c.adm, s.Name, "retention.bytes"); got != wantBytes {
+			t.Errorf("%s retention.bytes = %s, want %s", s.Name, got, wantBytes)
 		}
 		if got := topicConfig(t, c.adm, s.Name, "cleanup.policy"); got != wantPolicy {
 			t.Errorf("%s cleanup.policy = %s, want %s", s.Name, got, wantPolicy)
@@ -97,7 +101,7 @@ func TestEnsureTopicsWarnsOnDifferences(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if _, err := c.adm.CreateTopic(ctx, 16, 1, map[string]*string{"retention.ms": kadm.StringPtr("3600000")}, TopicMessages); err != nil {
+	if _, err := c.adm.CreateTopic(ctx, 16, 1, map[string]*string{"retention.ms": kadm.StringPtr("3600000"), "retention.bytes": kadm.StringPtr("1048576")}, TopicMessages); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.adm.CreateTopic(ctx, 20, 1, nil, TopicDeliveries); err != nil {
@@ -111,6 +115,11 @@ func TestEnsureTopicsWarnsOnDifferences(t *testing.T) {
 		!strings.Contains(ret[0], "retention_ms=3600000") || !strings.Contains(ret[0], "configured_ms=604800000") {
 		t.Errorf("retention warnings %q, want one WARN naming %s, 3600000 and 604800000", ret, TopicMessages)
 	}
+	size := logs.Lines("kafka topic retention by size differs")
+	if len(size) != 1 || !strings.Contains(size[0], "level=WARN") || !strings.Contains(size[0], "topic="+TopicMessages) ||
+		!strings.Contains(size[0], "retention_bytes=1048576") || !strings.Contains(size[0], "configured_bytes=-1") {
+		t.Errorf("retention.bytes warnings %q, want one WARN naming %s, 1048576 and -1", size, TopicMessages)
+	}
 	parts := logs.Lines("more partitions than configured")
 	if len(parts) != 1 || !strings.Contains(parts[0], "level=WARN") || !strings.Contains(parts[0], "topic="+TopicDeliveries) ||
 		!strings.Contains(parts[0], "partitions=20") || !strings.Contains(parts[0], "configured=16") {
@@ -119,5 +128,8 @@ func TestEnsureTopicsWarnsOnDifferences(t *testing.T) {
 	// Left as they were.
 	if got := topicConfig(t, c.adm, TopicMessages, "retention.ms"); got != "3600000" {
 		t.Errorf("%s retention.ms = %s after EnsureTopics, want 3600000 (unchanged)", TopicMessages, got)
+	}
+	if got := topicConfig(t, c.adm, TopicMessages, "retention.bytes"); got != "1048576" {
+		t.Errorf("%s retention.bytes = %s after EnsureTopics, want 1048576 (unchanged)", TopicMessages, got)
 	}
 }

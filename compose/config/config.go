@@ -145,6 +145,15 @@ type Kafka struct {
 	// keeps records without a time limit. The compacted presence topic
 	// keeps each key's newest record whatever this says.
 	Retention time.Duration `yaml:"retention"`
+	// RetentionBytes is how many bytes each partition of those event
+	// topics keeps at most (retention.bytes, per partition as Kafka
+	// defines it; the oldest segments are deleted beyond it). 0 (the
+	// default) takes the backbone's default: on the embedded one
+	// kafka.DefaultEmbeddedRetentionBytes (20 MiB, about 1 GiB over the
+	// 48 event partitions of the default catalogue), on an external Kafka
+	// -1. -1 keeps records without a size limit. The compacted topics
+	// never delete by size.
+	RetentionBytes int64 `yaml:"retention_bytes"`
 	// GroupSessionTimeout is how soon the partitions of a router or session
 	// service that died move to the others (0: 10s).
 	GroupSessionTimeout time.Duration `yaml:"group_session_timeout"`
@@ -209,6 +218,9 @@ func (c *Config) Validate() error {
 	if err := kafka.CheckRetention(c.Kafka.Retention); err != nil {
 		errs = append(errs, fmt.Errorf("kafka.retention: %w", err))
 	}
+	if c.Kafka.RetentionBytes < -1 {
+		errs = append(errs, fmt.Errorf("kafka.retention_bytes: must be a number of bytes per partition, 0 for the backbone's default or -1 for no size limit; is %d", c.Kafka.RetentionBytes))
+	}
 	if len(c.CQL.Hosts) > 0 {
 		if err := c.CQL.Validate(); err != nil {
 			errs = append(errs, err)
@@ -232,10 +244,11 @@ func (c *Config) Validate() error {
 }
 
 // Catalogue returns the topic catalogue of this configuration: Kafka's
-// partitions and replication factor for every topic, its retention for the
-// event topics (the compacted presence topic keeps its policy). The
-// gateways' shoal.quotas takes the replication factor only: it keeps its
-// few partitions (kafka.DefaultQuotaPartitions) and its compaction.
+// partitions and replication factor for every topic, its retention by time
+// and size for the event topics (the compacted presence topic keeps its
+// policy). The gateways' shoal.quotas takes the replication factor only:
+// it keeps its few partitions (kafka.DefaultQuotaPartitions) and its
+// compaction.
 func (k Kafka) Catalogue() kafka.Catalogue {
 	cat := kafka.DefaultCatalogue()
 	for _, t := range []*kafka.TopicSpec{&cat.Messages, &cat.Sessions, &cat.Presence, &cat.Deliveries} {
@@ -243,10 +256,21 @@ func (k Kafka) Catalogue() kafka.Catalogue {
 		t.Replication = k.ReplicationFactor
 		if !t.Compacted {
 			t.Retention = k.Retention
+			t.RetentionBytes = k.retentionBytes()
 		}
 	}
 	cat.Quotas.Replication = k.ReplicationFactor
 	return cat
+}
+
+// retentionBytes is kafka.retention_bytes with its default resolved: a
+// bound on the embedded backbone (no kafka.brokers), none (the default
+// catalogue's) on Kafka.
+func (k Kafka) retentionBytes() int64 {
+	if k.RetentionBytes == 0 && len(k.Brokers) == 0 {
+		return kafka.DefaultEmbeddedRetentionBytes
+	}
+	return k.RetentionBytes
 }
 
 // option is one setting reachable by flag and environment variable.
@@ -390,6 +414,14 @@ func options() []option {
 				return fmt.Errorf("kafka.retention: %w", err)
 			}
 			c.Kafka.Retention = d
+			return nil
+		}},
+		{"kafka-retention-bytes", "bytes each partition of the event topics Shoal creates keeps at most, e.g. 20971520; 0: 20 MiB on the embedded backbone, no limit on Kafka; -1: no size limit (kafka.retention_bytes)", func(c *Config, v string) error {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return fmt.Errorf("kafka.retention_bytes: %w", err)
+			}
+			c.Kafka.RetentionBytes = n
 			return nil
 		}},
 	}

@@ -104,8 +104,24 @@ func TestKafkaTopicKeys(t *testing.T) {
 	if c.Kafka.ReplicationFactor != -1 || c.Kafka.Retention != 7*24*time.Hour {
 		t.Errorf("defaults: replication_factor %d, retention %s; want -1 and 168h", c.Kafka.ReplicationFactor, c.Kafka.Retention)
 	}
-	if got, want := c.Kafka.Catalogue(), kafka.DefaultCatalogue(); got != want {
-		t.Errorf("the defaults' catalogue %+v differs from kafka.DefaultCatalogue() %+v", got, want)
+	// The embedded backbone bounds the event topics by size too
+	// (kafka.retention_bytes 0: the backbone's default), Kafka does not.
+	want := kafka.DefaultCatalogue()
+	for _, s := range []*kafka.TopicSpec{&want.Messages, &want.Sessions, &want.Deliveries} {
+		s.RetentionBytes = kafka.DefaultEmbeddedRetentionBytes
+	}
+	if c.Kafka.RetentionBytes != 0 {
+		t.Errorf("default kafka.retention_bytes %d, want 0 (the backbone's default)", c.Kafka.RetentionBytes)
+	}
+	if got := c.Kafka.Catalogue(); got != want {
+		t.Errorf("the defaults' catalogue %+v differs from kafka.DefaultCatalogue() with the embedded size bound %+v", got, want)
+	}
+	ck, err := Load("shoal", []string{"--kafka-brokers", "k1:9092"}, env(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := ck.Kafka.Catalogue(), kafka.DefaultCatalogue(); got != want {
+		t.Errorf("the defaults' catalogue on Kafka %+v differs from kafka.DefaultCatalogue() %+v", got, want)
 	}
 	// Refused like the catalogue refuses them, under this file's keys.
 	c.Kafka.Partitions = 0
@@ -115,39 +131,41 @@ func TestKafkaTopicKeys(t *testing.T) {
 
 	dir := t.TempDir()
 	file := filepath.Join(dir, "shoal.yaml")
-	if err := os.WriteFile(file, []byte("kafka:\n  partitions: 6\n  replication_factor: 2\n  retention: 36h\n"), 0o600); err != nil {
+	if err := os.WriteFile(file, []byte("kafka:\n  partitions: 6\n  replication_factor: 2\n  retention: 36h\n  retention_bytes: 1048576\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	c, err = Load("shoal", []string{"--config", file}, env(nil), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Kafka.ReplicationFactor != 2 || c.Kafka.Retention != 36*time.Hour {
-		t.Errorf("YAML: replication_factor %d, retention %s; want 2 and 36h", c.Kafka.ReplicationFactor, c.Kafka.Retention)
+	if c.Kafka.ReplicationFactor != 2 || c.Kafka.Retention != 36*time.Hour || c.Kafka.RetentionBytes != 1<<20 {
+		t.Errorf("YAML: replication_factor %d, retention %s, retention_bytes %d; want 2, 36h and 1048576",
+			c.Kafka.ReplicationFactor, c.Kafka.Retention, c.Kafka.RetentionBytes)
 	}
-	c, err = Load("shoal", []string{"--config", file, "--kafka-replication-factor", "3"},
-		env(map[string]string{"SHOAL_KAFKA_REPLICATION_FACTOR": "5", "SHOAL_KAFKA_RETENTION": "48h"}), io.Discard)
+	c, err = Load("shoal", []string{"--config", file, "--kafka-replication-factor", "3", "--kafka-retention-bytes", "4194304"},
+		env(map[string]string{"SHOAL_KAFKA_REPLICATION_FACTOR": "5", "SHOAL_KAFKA_RETENTION": "48h", "SHOAL_KAFKA_RETENTION_BYTES": "2097152"}), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Kafka.ReplicationFactor != 3 || c.Kafka.Retention != 48*time.Hour {
-		t.Errorf("flag over env over YAML: replication_factor %d, retention %s; want 3 (flag) and 48h (env)", c.Kafka.ReplicationFactor, c.Kafka.Retention)
+	if c.Kafka.ReplicationFactor != 3 || c.Kafka.Retention != 48*time.Hour || c.Kafka.RetentionBytes != 4<<20 {
+		t.Errorf("flag over env over YAML: replication_factor %d, retention %s, retention_bytes %d; want 3 (flag), 48h (env) and 4194304 (flag)",
+			c.Kafka.ReplicationFactor, c.Kafka.Retention, c.Kafka.RetentionBytes)
 	}
 
 	// The catalogue the roles run with.
 	cat := c.Kafka.Catalogue()
 	for _, s := range cat.All() {
-		wantRetention := 48 * time.Hour
+		wantRetention, wantBytes := 48*time.Hour, int64(4<<20)
 		if s.Compacted {
-			wantRetention = 0
+			wantRetention, wantBytes = 0, 0
 		}
 		wantPartitions := int32(6)
 		if s.Name == kafka.TopicQuotas {
 			wantPartitions = kafka.DefaultQuotaPartitions
 		}
-		if s.Partitions != wantPartitions || s.Replication != 3 || s.Retention != wantRetention {
-			t.Errorf("catalogue %s: %d partitions, replication %d, retention %s; want %d, 3, %s",
-				s.Name, s.Partitions, s.Replication, s.Retention, wantPartitions, wantRetention)
+		if s.Partitions != wantPartitions || s.Replication != 3 || s.Retention != wantRetention || s.RetentionBytes != wantBytes {
+			t.Errorf("catalogue %s: %d partitions, replication %d, retention %s, retention bytes %d; want %d, 3, %s, %d",
+				s.Name, s.Partitions, s.Replication, s.Retention, s.RetentionBytes, wantPartitions, wantRetention, wantBytes)
 		}
 	}
 	if !cat.Presence.Compacted {
@@ -162,6 +180,14 @@ func TestKafkaTopicKeys(t *testing.T) {
 	}
 	if cat := c.Kafka.Catalogue(); cat.Messages.Replication != -1 || cat.Messages.Retention != 0 || cat.Validate() != nil {
 		t.Errorf("catalogue with the brokers' replication and no time limit: %+v, %v", cat.Messages, cat.Validate())
+	}
+	// -1 lifts the embedded backbone's size bound.
+	c, err = Load("shoal", []string{"--kafka-retention-bytes", "-1"}, env(nil), io.Discard)
+	if err != nil {
+		t.Fatalf("retention_bytes -1: %v", err)
+	}
+	if cat := c.Kafka.Catalogue(); cat.Messages.RetentionBytes != -1 || cat.Deliveries.RetentionBytes != -1 || cat.Validate() != nil {
+		t.Errorf("catalogue without a size limit: %+v, %v", cat.Messages, cat.Validate())
 	}
 }
 
@@ -188,6 +214,9 @@ func TestKafkaTopicKeysRefused(t *testing.T) {
 		{env: map[string]string{"SHOAL_KAFKA_RETENTION": "a week"}, want: []string{"SHOAL_KAFKA_RETENTION", "kafka.retention"}},
 		{args: []string{"--config", yaml("kafka:\n  replication_factor: 0\n")}, want: []string{"kafka.replication_factor", "is 0"}},
 		{args: []string{"--config", yaml("kafka:\n  retention: -5m\n")}, want: []string{"kafka.retention", "is -5m0s"}},
+		{args: []string{"--kafka-retention-bytes", "-2"}, want: []string{"kafka.retention_bytes", "is -2"}},
+		{env: map[string]string{"SHOAL_KAFKA_RETENTION_BYTES": "1GiB"}, want: []string{"SHOAL_KAFKA_RETENTION_BYTES", "kafka.retention_bytes"}},
+		{args: []string{"--config", yaml("kafka:\n  retention_bytes: -10\n")}, want: []string{"kafka.retention_bytes", "is -10"}},
 	} {
 		_, err := Load("shoal", tc.args, env(tc.env), io.Discard)
 		for _, w := range tc.want {

@@ -51,6 +51,9 @@ func (g *Gateway) consumeSlot(ctx context.Context, marker *kafka.Record, wg *syn
 			Partitions: []int32{g.slot.Load()},
 			Start:      func(int32) int64 { return marker.Offset },
 			Reuse:      true, // the slot decoder keeps no record, only bytes they refer to
+			// In shoal all, the records the process writes to the slot
+			// come through the local delivery path, without a fetch.
+			Local: true,
 		}, func(ctx context.Context, b kafka.Batch) error {
 			once.Do(func() { close(positioned) })
 			return g.handleDeliveries(ctx, b)

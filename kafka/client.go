@@ -105,6 +105,11 @@ type Config struct {
 	// produce and consume spans of franz-go's kotel plugin, continued
 	// from and written to each record's traceparent header.
 	Telemetry obs.Providers
+	// Feed, shared by the clients of a process whose roles share one
+	// broker (Embedded.ClientConfig), hands the records they produce to
+	// their consumers with ConsumeConfig.Local (the local delivery path,
+	// feed.go). Nil: none.
+	Feed *Feed
 }
 
 // DefaultGroupSessionTimeout is Config.GroupSessionTimeout's default:
@@ -581,6 +586,10 @@ func promise(kr *kgo.Record, err error) {
 		err = pc.refused
 	case err != nil:
 		err = fmt.Errorf("produce to %s: %w", r.Topic, err)
+	}
+	if err == nil {
+		// Before done: the caller may reuse the record's bytes after it.
+		c.cfg.Feed.push(kr)
 	}
 	// kr is left alone: franz-go goroutines may still read it. pc's fields
 	// are ours only.

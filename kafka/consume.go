@@ -66,6 +66,13 @@ type ConsumeConfig struct {
 	// bytes they refer to (Key, Value, header values) it may keep: they
 	// are never reused.
 	Reuse bool
+	// Local reads the partitions through the client's Feed (the embedded
+	// backbone's local delivery path) when it has one: the records the
+	// process's own clients produce come without a fetch, the others from
+	// the log (feed.go). Explicit partitions only; a client with tracing
+	// on, or without a feed, fetches as usual (kotel's receive spans come
+	// from fetches).
+	Local bool
 }
 
 // Validate checks the configuration.
@@ -169,6 +176,9 @@ func (c *Client) ConsumePolls(ctx context.Context, cfg ConsumeConfig, handle fun
 	}
 	lag := c.met.consumer(cfg.Topic, cfg.Group) // its lag, until Consume returns (metrics.go)
 	defer c.met.forget(lag)
+	if cfg.Local && cfg.Group == "" && c.cfg.Feed != nil && !c.tracing {
+		return c.consumeLocal(ctx, cfg, lag, handle)
+	}
 	group := cfg.Group != ""
 	if group {
 		g := &groupStarts{topic: cfg.Topic, start: start, onAssigned: cfg.OnAssigned, onRevoked: cfg.OnRevoked, lag: lag}

@@ -139,6 +139,7 @@ func CheckEmbeddedAddr(addr string) error {
 // socket) or, when configured, a loopback TCP address.
 type Embedded struct {
 	cluster *kfake.Cluster
+	feed    *Feed // the local delivery path of the process's clients
 	dialer  *inprocDialer
 	addrs   []string
 	sasl    *SASL
@@ -204,7 +205,7 @@ func openEmbedded(cfg EmbeddedConfig, lock *os.File, log *slog.Logger) (*Embedde
 	if err := os.Remove(filepath.Join(cfg.Dir, "sasl.json")); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
-	e := &Embedded{dialer: &inprocDialer{}, sasl: sasl, logger: &kfakeLogger{log: log}, lock: lock, log: log}
+	e := &Embedded{feed: NewFeed(), dialer: &inprocDialer{}, sasl: sasl, logger: &kfakeLogger{log: log}, lock: lock, log: log}
 	if cfg.Socket {
 		e.socket = filepath.Join(cfg.Dir, SocketName)
 		if !socketPathFits(e.socket) {
@@ -295,6 +296,7 @@ func (e *Embedded) SASL() SASL { return *e.sasl }
 func (e *Embedded) ClientConfig(cfg Config) Config {
 	cfg.Brokers = e.Addrs()
 	cfg.Dial = e.Dial
+	cfg.Feed = e.feed
 	s := *e.sasl
 	cfg.SASL = &s
 	return cfg

@@ -190,6 +190,21 @@ func (l *consumerLag) fetched(fp kgo.FetchTopicPartition) {
 	l.mu.Unlock()
 }
 
+// at takes the position of a local consumer (feed.go), which is at the
+// log's end once it has handed out a record: its lag is 0.
+func (l *consumerLag) at(partition int32, next int64) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	p := l.parts[partition]
+	if p == nil {
+		p = l.partition(partition)
+	}
+	p.next, p.lag = next, 0
+	l.mu.Unlock()
+}
+
 // partition adds partition's entry; l.mu is held.
 func (l *consumerLag) partition(partition int32) *partitionLag {
 	attrs := []attribute.KeyValue{attribute.String("topic", l.topic), attribute.Int("partition", int(partition))}

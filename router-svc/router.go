@@ -163,6 +163,9 @@ func (r *Router) runMessages(ctx context.Context) error {
 		Group: r.cfg.Group,
 		Start: r.start,
 		Reuse: true, // apply keeps no record, only bytes they refer to
+		// In shoal all the gateway's publishes come through the local
+		// delivery path, without a fetch (explicit partitions only).
+		Local: true,
 	}
 	if r.cfg.Group == "" {
 		for _, p := range r.cfg.Partitions {

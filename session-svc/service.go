@@ -320,6 +320,9 @@ func (s *Service) runOnce(ctx context.Context) error {
 		// handlePoll waits for every partition before returning: no record
 		// outlives a poll.
 		Reuse: true,
+		// In shoal all the gateway's session events come through the
+		// local delivery path, without a fetch (explicit partitions only).
+		Local: true,
 	}
 	if s.cfg.Group == "" {
 		for id := range s.sessionsPartitions {

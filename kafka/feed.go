@@ -1,0 +1,525 @@
+package kafka
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Feed is the local delivery path of a process whose roles share one
+// broker (the embedded backbone of `shoal all`): the records its own
+// clients produce, once the broker has acknowledged them, are handed to
+// its own consumers of the same partitions (ConsumeConfig.Local) without
+// a fetch. What a local consumer sees is what a fetch would have returned
+// — the same acknowledged records, in offset order, each once — only
+// sooner and without the fetch's request, response and decoding: the log
+// stays the record, and nothing is delivered that the log does not hold.
+//
+// Records the process did not produce (another process's, through the
+// embedded broker's socket) and records whose hand-over was missed reach a
+// local consumer from the log: a consumer that finds a hole in the
+// offsets it was handed (a later record arrived first) waits feedGapWait
+// for the missing ones, then fetches them; and while idle it compares its
+// position with the partition's end offset every feedIdleCheck.
+//
+// A nil *Feed hands nothing over.
+type Feed struct {
+	mu   sync.Mutex                             // serialises changes of subs
+	subs atomic.Pointer[map[feedKey][]*feedSub] // read by every promise
+	// handed counts the records handed to consumers (tests).
+	handed atomic.Int64
+}
+
+// NewFeed returns an empty feed, for Config.Feed of every client of a
+// process (Embedded.ClientConfig).
+func NewFeed() *Feed { return &Feed{} }
+
+type feedKey struct {
+	topic     string
+	partition int32
+}
+
+const (
+	// feedGapWait is how long a local consumer waits for the records of
+	// a hole before it fetches them: the promises of two clients (the
+	// router's and the session service's records to one slot) run on
+	// different goroutines, so a later offset may come first by a
+	// little.
+	feedGapWait = 20 * time.Millisecond
+	// feedIdleCheck is how often an idle local consumer compares its
+	// position with the log's end offset.
+	feedIdleCheck = time.Second
+	// feedChunk is the size of the memory a subscription copies handed
+	// records' bytes into. Chunks are never reused (a consumer may keep
+	// the bytes), so they go with the last record that refers to them,
+	// as a fetch response's memory does.
+	feedChunk = 64 << 10
+	// feedHeaderChunk is the number of headers per header chunk.
+	feedHeaderChunk = 1024
+	// feedMaxInbox bounds the records a subscription holds for a consumer
+	// that does not take them fast enough: beyond it records are not
+	// copied, and the consumer reads them from the log (a hole), as a
+	// fetch consumer would read everything, at its own pace.
+	feedMaxInbox = 1 << 16
+	// feedFillPoll bounds one poll of a fill: a poll that finds nothing
+	// makes the fill look whether retention removed what it waits for.
+	feedFillPoll = 2 * time.Second
+)
+
+// push hands kr, just acknowledged, to the consumers of its partition.
+// Called by promise for every record produced without an error.
+func (f *Feed) push(kr *kgo.Record) {
+	if f == nil {
+		return
+	}
+	m := f.subs.Load()
+	if m == nil {
+		return
+	}
+	for _, s := range (*m)[feedKey{kr.Topic, kr.Partition}] {
+		if s.add(kr) {
+			f.handed.Add(1)
+		}
+	}
+}
+
+// subscribe registers s for topic's partitions.
+func (f *Feed) subscribe(s *feedSub, topic string, partitions []int32) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	next := make(map[feedKey][]*feedSub)
+	if m := f.subs.Load(); m != nil {
+		for k, v := range *m {
+			next[k] = v
+		}
+	}
+	for _, p := range partitions {
+		k := feedKey{topic, p}
+		next[k] = append(slices.Clip(next[k]), s)
+	}
+	f.subs.Store(&next)
+}
+
+// unsubscribe removes s wherever it is registered.
+func (f *Feed) unsubscribe(s *feedSub) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m := f.subs.Load()
+	if m == nil {
+		return
+	}
+	next := make(map[feedKey][]*feedSub, len(*m))
+	for k, v := range *m {
+		if v = slices.DeleteFunc(slices.Clone(v), func(x *feedSub) bool { return x == s }); len(v) > 0 {
+			next[k] = v
+		}
+	}
+	f.subs.Store(&next)
+}
+
+// feedSub is one local consumer's inbox: the records handed to it and not
+// yet taken, their bytes copied out of the producer's (which the producer
+// reuses once its callback has run).
+type feedSub struct {
+	mu    sync.Mutex
+	in    []Record
+	bytes []byte   // the current chunk of copied bytes
+	hdrs  []Header // the current chunk of headers
+	wake  chan struct{}
+}
+
+func newFeedSub() *feedSub { return &feedSub{wake: make(chan struct{}, 1)} }
+
+// add copies kr into the inbox and wakes the consumer. It reports false
+// when the inbox is full.
+func (s *feedSub) add(kr *kgo.Record) bool {
+	n := len(kr.Key) + len(kr.Value)
+	for _, h := range kr.Headers {
+		n += len(h.Value)
+	}
+	s.mu.Lock()
+	if len(s.in) >= feedMaxInbox {
+		s.mu.Unlock()
+		return false // read from the log instead (a hole)
+	}
+	if cap(s.bytes)-len(s.bytes) < n {
+		s.bytes = make([]byte, 0, max(feedChunk, n))
+	}
+	if k := len(kr.Headers); cap(s.hdrs)-len(s.hdrs) < k {
+		s.hdrs = make([]Header, 0, max(feedHeaderChunk, k))
+	}
+	r := Record{Topic: kr.Topic, Partition: kr.Partition, Offset: kr.Offset, Timestamp: kr.Timestamp}
+	r.Key = s.copyBytes(kr.Key)
+	r.Value = s.copyBytes(kr.Value)
+	if k := len(kr.Headers); k > 0 {
+		from := len(s.hdrs)
+		for _, h := range kr.Headers {
+			s.hdrs = append(s.hdrs, Header{Key: h.Key, Value: s.copyBytes(h.Value)})
+		}
+		r.Headers = s.hdrs[from : from+k : from+k]
+	}
+	s.in = append(s.in, r)
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// copyBytes copies b into the chunk (which has room); nil stays nil.
+func (s *feedSub) copyBytes(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	from := len(s.bytes)
+	s.bytes = append(s.bytes, b...)
+	return s.bytes[from:len(s.bytes):len(s.bytes)]
+}
+
+// take appends the inbox's records to dst and empties the inbox, keeping
+// its array for the next ones (the records are copied by value).
+func (s *feedSub) take(dst []Record) []Record {
+	s.mu.Lock()
+	dst = append(dst, s.in...)
+	clear(s.in)
+	s.in = s.in[:0]
+	s.mu.Unlock()
+	return dst
+}
+
+// localPart is a local consumer's state of one partition.
+type localPart struct {
+	next    int64     // the next offset to hand out
+	pending []Record  // handed over beyond next, in offset order
+	gap     time.Time // since when a hole has been seen (zero: none)
+}
+
+// consumeLocal is ConsumePolls for a consumer with ConsumeConfig.Local on
+// a client with a feed: explicit partitions only.
+func (c *Client) consumeLocal(ctx context.Context, cfg ConsumeConfig, lag *consumerLag, handle func(context.Context, []Batch) error) error {
+	sub := newFeedSub()
+	// Subscribed before anything is read from the log, so that every
+	// record acknowledged from now on is either handed over or, if it was
+	// acknowledged before, found by the catch-up below.
+	c.cfg.Feed.subscribe(sub, cfg.Topic, cfg.Partitions)
+	defer c.cfg.Feed.unsubscribe(sub)
+	if cfg.OnAssigned != nil {
+		cfg.OnAssigned(ctx, slices.Clone(cfg.Partitions))
+	}
+	if cfg.OnRevoked != nil {
+		defer cfg.OnRevoked(ctx, slices.Clone(cfg.Partitions))
+	}
+	start := cfg.Start
+	if start == nil {
+		start = func(int32) int64 { return StartAtBeginning }
+	}
+	lc := &localConsumer{c: c, cfg: cfg, lag: lag, handle: handle, parts: make(map[int32]*localPart, len(cfg.Partitions))}
+	if cfg.Reuse {
+		lc.arena = new(batchArena)
+	}
+	// Catch up with what the log holds now, through a fetch. Where to
+	// start follows the fetch path's rules: below the log start, or past
+	// its end, the log start.
+	firsts, err := c.offsetsRetry(ctx, cfg.Topic, c.StartOffsets)
+	if err != nil {
+		return lc.stopped(ctx, err) // only when ctx ended
+	}
+	ends, err := c.offsetsRetry(ctx, cfg.Topic, c.EndOffsets)
+	if err != nil {
+		return lc.stopped(ctx, err)
+	}
+	for _, p := range cfg.Partitions {
+		from := start(p)
+		switch {
+		case from == StartAtEnd:
+			from = ends[p]
+		case from < firsts[p] || from > ends[p]:
+			from = firsts[p]
+		}
+		lp := &localPart{next: from}
+		lc.parts[p] = lp
+		if err := lc.fetch(ctx, p, ends[p]); err != nil {
+			return lc.stopped(ctx, err)
+		}
+	}
+	var buf []Record
+	timer := time.NewTimer(feedIdleCheck)
+	defer timer.Stop()
+	idleSince := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-sub.wake:
+		case <-timer.C:
+		}
+		buf = sub.take(buf[:0])
+		if len(buf) > 0 {
+			idleSince = time.Now()
+		}
+		for i := range buf {
+			lp := lc.parts[buf[i].Partition]
+			if lp == nil || buf[i].Offset < lp.next {
+				continue // read already (by the catch-up or a fill)
+			}
+			lp.pending = append(lp.pending, buf[i])
+		}
+		clear(buf)
+		now := time.Now()
+		// An idle consumer looks at the log's end: a record written by
+		// another process is never handed over.
+		var ends map[int32]int64
+		if now.Sub(idleSince) >= feedIdleCheck {
+			idleSince = now
+			if ends, err = c.EndOffsets(ctx, cfg.Topic); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				c.log.Warn("local consumer: end offsets", "topic", cfg.Topic, "err", err)
+			}
+		}
+		for {
+			if err := lc.handOut(ctx); err != nil {
+				return lc.stopped(ctx, err)
+			}
+			filled, err := lc.fill(ctx, ends, now)
+			if err != nil {
+				return lc.stopped(ctx, err)
+			}
+			if !filled {
+				break
+			}
+			ends = nil
+		}
+		wait := feedIdleCheck - now.Sub(idleSince)
+		for _, lp := range lc.parts {
+			if !lp.gap.IsZero() {
+				wait = min(wait, max(feedGapWait-now.Sub(lp.gap), time.Millisecond))
+			}
+		}
+		timer.Reset(wait)
+	}
+}
+
+// localConsumer is consumeLocal's state.
+type localConsumer struct {
+	c      *Client
+	cfg    ConsumeConfig
+	lag    *consumerLag
+	handle func(context.Context, []Batch) error
+	arena  *batchArena
+	parts  map[int32]*localPart
+	bs     []Batch
+}
+
+// stopped returns what consumeLocal returns for err: nil once ctx ended
+// (a stopped consumer is not a failed one), err otherwise.
+func (lc *localConsumer) stopped(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		err = nil
+	}
+	return err
+}
+
+// handOut hands out every partition's pending records from its next
+// offset on, as far as they are contiguous, in one handler call (as a
+// fetch consumer's poll would: handlers amortise their writes per poll).
+func (lc *localConsumer) handOut(ctx context.Context) error {
+	lc.arena.reset()
+	bs := lc.bs[:0]
+	for _, p := range lc.cfg.Partitions {
+		lp := lc.parts[p]
+		if len(lp.pending) == 0 {
+			continue
+		}
+		if len(lp.pending) > 1 {
+			slices.SortStableFunc(lp.pending, func(a, b Record) int { return cmp.Compare(a.Offset, b.Offset) })
+		}
+		// Drop what was read already (by a fill), and duplicates.
+		i := 0
+		for i < len(lp.pending) && lp.pending[i].Offset < lp.next {
+			i++
+		}
+		lp.pending = dropFront(lp.pending, i)
+		n := 0
+		for n < len(lp.pending) && lp.pending[n].Offset == lp.next+int64(n) {
+			n++
+		}
+		if n == 0 {
+			continue
+		}
+		recs, ptrs, _ := lc.arena.take(n, 0)
+		for k := range n {
+			recs[k] = lp.pending[k]
+			ptrs[k] = &recs[k]
+		}
+		bs = append(bs, Batch{Topic: lc.cfg.Topic, Partition: p, Records: ptrs})
+		lp.next += int64(n)
+		lp.pending = dropFront(lp.pending, n)
+		lp.gap = time.Time{}
+		lc.lag.at(p, lp.next)
+	}
+	lc.bs = bs
+	if len(bs) == 0 {
+		return nil
+	}
+	err := lc.handle(ctx, bs)
+	clear(bs)
+	if err != nil {
+		return fmt.Errorf("consume %s: %w", lc.cfg.Topic, err)
+	}
+	return nil
+}
+
+// fill reads from the log what the feed did not hand over: a hole before
+// a partition's first pending record that has lasted feedGapWait, or, with
+// ends (the log's end offsets) and nothing pending, the records up to the
+// end. It reports whether it read anything.
+func (lc *localConsumer) fill(ctx context.Context, ends map[int32]int64, now time.Time) (bool, error) {
+	filled := false
+	for _, p := range lc.cfg.Partitions {
+		lp := lc.parts[p]
+		var to int64
+		switch {
+		case len(lp.pending) > 0 && lp.pending[0].Offset > lp.next:
+			if lp.gap.IsZero() {
+				lp.gap = now
+			}
+			if now.Sub(lp.gap) < feedGapWait {
+				continue
+			}
+			to = lp.pending[0].Offset
+		case len(lp.pending) == 0 && ends[p] > lp.next:
+			to = ends[p]
+		default:
+			continue
+		}
+		if err := lc.fetch(ctx, p, to); err != nil {
+			return filled, err
+		}
+		lp.gap = time.Time{}
+		filled = true
+	}
+	return filled, nil
+}
+
+// dropFront removes s's first n records, keeping the array.
+func dropFront(s []Record, n int) []Record {
+	if n == 0 {
+		return s
+	}
+	k := copy(s, s[n:])
+	clear(s[k:])
+	return s[:k]
+}
+
+// fetch reads partition p from its next offset up to (not including)
+// offset to with a consumer of its own, handing the records out as a
+// fetch consumer would, and moves the partition's next offset to to. What
+// the log no longer holds (removed by retention meanwhile) is skipped, as
+// a fetch consumer would skip it.
+func (lc *localConsumer) fetch(ctx context.Context, p int32, to int64) error {
+	c, lp := lc.c, lc.parts[p]
+	if lp.next >= to {
+		return nil
+	}
+	opts := append(c.common[:len(c.common):len(c.common)],
+		kgo.WithLogger(kgoLogger{c.log.With("consume", lc.cfg.Topic, "local", "fill")}),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadUncommitted()),
+		kgo.FetchMaxWait(fetchMaxWait),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{lc.cfg.Topic: {p: kgo.NewOffset().At(lp.next)}}),
+	)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("consume %s: %w", lc.cfg.Topic, err)
+	}
+	defer cl.Close()
+	for lp.next < to {
+		pctx, cancel := context.WithTimeout(ctx, feedFillPoll)
+		fetches := cl.PollFetches(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		var fatal error
+		fetches.EachError(func(topic string, p int32, err error) {
+			if fatal == nil && !errors.Is(err, context.DeadlineExceeded) {
+				fatal = c.fetchError(topic, p, err)
+			}
+		})
+		if fatal != nil {
+			return fmt.Errorf("consume %s: %w", lc.cfg.Topic, fatal)
+		}
+		if fetches.NumRecords() == 0 {
+			// Nothing for a while: the rest may have been removed.
+			firsts, err := c.StartOffsets(ctx, lc.cfg.Topic)
+			if err == nil && firsts[p] >= to {
+				break
+			}
+			continue
+		}
+		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+			recs := fp.Records
+			if k := slices.IndexFunc(recs, func(r *kgo.Record) bool { return r.Offset >= to }); k >= 0 {
+				recs = recs[:k]
+			}
+			// A record below next was handed out already.
+			if k := slices.IndexFunc(recs, func(r *kgo.Record) bool { return r.Offset >= lp.next }); k > 0 {
+				recs = recs[k:]
+			} else if k < 0 {
+				recs = nil
+			}
+			if len(recs) == 0 || err != nil {
+				return
+			}
+			fp.Records = recs
+			lc.arena.reset()
+			lc.bs = append(lc.bs[:0], toBatch(fp, lc.arena))
+			lc.lag.at(p, recs[len(recs)-1].Offset+1)
+			if herr := lc.handle(ctx, lc.bs); herr != nil {
+				err = fmt.Errorf("consume %s: %w", lc.cfg.Topic, herr)
+			}
+			clear(lc.bs)
+			lp.next = recs[len(recs)-1].Offset + 1
+		})
+		if err != nil {
+			return err
+		}
+		if fetches.NumRecords() > 0 && lp.next < to {
+			// Records at or past to only: the ones below were removed.
+			last := int64(-1)
+			fetches.EachRecord(func(r *kgo.Record) { last = max(last, r.Offset) })
+			if last >= to {
+				break
+			}
+		}
+	}
+	lp.next = max(lp.next, to)
+	return nil
+}
+
+// offsetsRetry lists topic's offsets with list, retrying until it
+// succeeds or ctx ends (the broker may still be starting).
+func (c *Client) offsetsRetry(ctx context.Context, topic string, list func(context.Context, string) (map[int32]int64, error)) (map[int32]int64, error) {
+	for fails := 0; ; fails++ {
+		offs, err := list(ctx, topic)
+		if err == nil {
+			return offs, nil
+		}
+		c.log.Warn("local consumer: list offsets", "topic", topic, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(retryBackoff(fails)):
+		}
+	}
+}

@@ -1,0 +1,156 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestLocalConsume: a local consumer (ConsumeConfig.Local on a client of
+// the embedded backbone) hands out exactly what a fetch consumer reads —
+// every record from its start offset, each once, in offset order — when
+// the records come from the log before it starts (the catch-up), from two
+// clients of the process at once (the feed, out of order between them),
+// and from a client of "another process" that the feed never sees (filled
+// from the log). A producer that reuses its record's bytes after the done
+// callback does not change what the consumer got.
+func TestLocalConsume(t *testing.T) {
+	e := startEmbedded(t, t.TempDir())
+	a := newTestClient(t, e, Config{ClientID: "a"})
+	b := newTestClient(t, e, Config{ClientID: "b", Linger: time.Millisecond})
+	foreignCfg := Config{ClientID: "foreign"}
+	foreign := newTestClient(t, e, foreignCfg)
+	foreign.cfg.Feed = nil // as if it were another process on the socket
+	const topic, part = TopicDeliveries, int32(3)
+
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	produce := func(c *Client, value string) {
+		t.Helper()
+		buf := []byte(value)
+		r := &Record{Topic: topic, Partition: part, Value: buf, Headers: []Header{{Key: "h", Value: []byte("v-" + value)}}}
+		done := make(chan error, 1)
+		c.Produce(ctx, r, func(_ *Record, err error) {
+			for i := range buf {
+				buf[i] = 'X' // the producer's bytes are its own again
+			}
+			done <- err
+		})
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 5 {
+		produce(a, fmt.Sprintf("before-%d", i))
+	}
+
+	var mu sync.Mutex
+	got := map[int64]string{}
+	var order []int64
+	consumed := make(chan struct{}, 1)
+	errc := make(chan error, 1)
+	go func() {
+		errc <- a.Consume(ctx, ConsumeConfig{Topic: topic, Partitions: []int32{part}, Local: true, Reuse: true,
+			Start: func(int32) int64 { return 2 }},
+			func(_ context.Context, bt Batch) error {
+				mu.Lock()
+				defer mu.Unlock()
+				for _, r := range bt.Records {
+					if _, dup := got[r.Offset]; dup {
+						t.Errorf("offset %d handed out twice", r.Offset)
+					}
+					if len(r.Headers) != 1 || string(r.Headers[0].Value) != "v-"+string(r.Value) {
+						t.Errorf("offset %d: headers %v for value %q", r.Offset, r.Headers, r.Value)
+					}
+					got[r.Offset] = string(r.Value)
+					order = append(order, r.Offset)
+				}
+				select {
+				case consumed <- struct{}{}:
+				default:
+				}
+				return nil
+			})
+	}()
+	waitFor := func(n int) {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		for {
+			mu.Lock()
+			have := len(got)
+			mu.Unlock()
+			if have >= n {
+				return
+			}
+			select {
+			case <-consumed:
+			case <-deadline:
+				t.Fatalf("%d records consumed, want %d", have, n)
+			}
+		}
+	}
+	waitFor(3) // offsets 2, 3, 4: the catch-up
+
+	handedBefore := e.feed.handed.Load()
+	var wg sync.WaitGroup
+	for _, c := range []*Client{a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 100 {
+				produce(c, fmt.Sprintf("%s-%d", c.cfg.ClientID, i))
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := range 5 {
+			produce(foreign, fmt.Sprintf("foreign-%d", i))
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	wg.Wait()
+	produce(foreign, "foreign-last") // behind nothing: found by the idle check
+	waitFor(3 + 200 + 6)
+	if h := e.feed.handed.Load() - handedBefore; h < 200 {
+		t.Errorf("%d records handed over by the feed, want the 200 the process's clients wrote", h)
+	}
+
+	// The same as a fetch consumer reads.
+	want := consumeN(t, a, ConsumeConfig{Topic: topic, Partitions: []int32{part}, Start: func(int32) int64 { return 2 }}, 3+200+6)
+	mu.Lock()
+	defer mu.Unlock()
+	for i, r := range want {
+		if order[i] != r.Offset {
+			t.Fatalf("record %d: offset %d, want %d", i, order[i], r.Offset)
+		}
+		if got[r.Offset] != string(r.Value) {
+			t.Fatalf("offset %d: %q, want %q", r.Offset, got[r.Offset], r.Value)
+		}
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLocalConsumeWithoutFeed: without a feed (a distributed client) or with
+// tracing, Local fetches as usual.
+func TestLocalConsumeWithoutFeed(t *testing.T) {
+	e := startEmbedded(t, t.TempDir())
+	c := newTestClient(t, e, Config{})
+	c.cfg.Feed = nil
+	r := &Record{Topic: TopicDeliveries, Partition: 0, Value: []byte("x")}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	if err := c.ProduceSync(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	recs := consumeN(t, c, ConsumeConfig{Topic: TopicDeliveries, Partitions: []int32{0}, Local: true}, 1)
+	if string(recs[0].Value) != "x" {
+		t.Fatalf("value %q", recs[0].Value)
+	}
+}

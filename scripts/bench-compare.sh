@@ -20,6 +20,8 @@
 #   SHOAL_BIN  a shoal binary to measure instead of building bin/shoal from
 #              the tree (an older commit's, to compare two builds against
 #              the same Mosquitto)
+#   PRELOAD    how long the *-after-load scenarios load the broker first
+#              (default 20s of pairs-qos0, not reported)
 #   SHOAL_FLAGS extra flags for `shoal all` (e.g. "--audit-record-acks true")
 #   PROFILE    1 to take a CPU profile of Shoal over each measured window
 #              (--pprof, /debug/pprof/profile): <scenario>-shoal-r<N>.pprof
@@ -33,7 +35,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
-all_scenarios="pairs-qos0 pairs-qos1 pairs-qos1-window pairs-qos2 fanout-qos0 latency-qos0 latency-qos1 wildcards-qos0 connections connections-auth"
+all_scenarios="pairs-qos0 pairs-qos1 pairs-qos1-window pairs-qos2 fanout-qos0 latency-qos0 latency-qos1 wildcards-qos0 connections connections-after-load connections-auth"
 scenarios=${SCENARIOS:-$all_scenarios}
 scenarios=${scenarios//,/ }
 rounds=${ROUNDS:-3}
@@ -59,6 +61,10 @@ scenario_flags() {
   latency-qos1) echo "-scenario latency -clients 50 -qos 1 -payload 64 -rate 10000 -inflight 64" ;;
   wildcards-qos0) echo "-scenario wildcards -clients 50 -publishers 50 -qos 0 -payload 64 -rate 2000" ;;
   connections) echo "-scenario connections -clients 10000 -connect-concurrency 64" ;;
+  # The same on a broker that has just carried a saturating load (PRELOAD,
+  # default 20s of pairs-qos0, unmeasured): a broker's memory per idle
+  # connection after traffic, not only on a fresh process.
+  connections-after-load) echo "-scenario connections -clients 10000 -connect-concurrency 64" ;;
   # The same with a password file, one made by mosquitto_passwd that both
   # brokers read (the same $7$ PBKDF2-SHA512 entry): every CONNECT is
   # authenticated. (Scenarios named *-auth start the brokers with it.)
@@ -225,6 +231,14 @@ run_one() { # scenario label round
       "http://127.0.0.1:$shoal_http/debug/pprof/profile?seconds=$((${duration%s} - 2))") &
     prof_pid=$!
   fi
+  case $name in *-after-load)
+    # The load before: its figures are kept beside the run's, not reported.
+    # shellcheck disable=SC2046 # the flags are words
+    "${pin_gen[@]}" bin/shoal-bench -addr "127.0.0.1:$port" $(scenario_flags pairs-qos0) -warmup 1s -duration "${PRELOAD:-20s}" \
+      -broker-pid "$broker_pid" -name "$name-preload" -label "$label" -round "$round" -prefix preload \
+      -out "$dir/preload.json" >/dev/null || rc=$?
+    ;;
+  esac
   # shellcheck disable=SC2046 # the flags are words
   "${pin_gen[@]}" bin/shoal-bench -addr "127.0.0.1:$port" $(scenario_flags "$name") -warmup "$warmup" -duration "$duration" \
     -broker-pid "$broker_pid" -name "$name" -label "$label" -round "$round" -prefix bench \

@@ -231,7 +231,11 @@ run_one() { # scenario label round
       "http://127.0.0.1:$shoal_http/debug/pprof/profile?seconds=$((${duration%s} - 2))") &
     prof_pid=$!
   fi
+  local rss_base=()
   case $name in *-after-load)
+    # Each connection's memory counts from the fresh process's RSS, taken
+    # before the load.
+    rss_base=(-broker-rss-base "$(awk '$1=="VmRSS:"{print $2*1024}' "/proc/$broker_pid/status")")
     # The load before: its figures are kept beside the run's, not reported.
     # shellcheck disable=SC2046 # the flags are words
     "${pin_gen[@]}" bin/shoal-bench -addr "127.0.0.1:$port" $(scenario_flags pairs-qos0) -warmup 1s -duration "${PRELOAD:-20s}" \
@@ -241,7 +245,7 @@ run_one() { # scenario label round
   esac
   # shellcheck disable=SC2046 # the flags are words
   "${pin_gen[@]}" bin/shoal-bench -addr "127.0.0.1:$port" $(scenario_flags "$name") -warmup "$warmup" -duration "$duration" \
-    -broker-pid "$broker_pid" -name "$name" -label "$label" -round "$round" -prefix bench \
+    -broker-pid "$broker_pid" "${rss_base[@]}" -name "$name" -label "$label" -round "$round" -prefix bench \
     -out "$out/$name-$label-r$round.json" || rc=$?
   if [ -n "$prof_pid" ]; then
     wait "$prof_pid" 2>/dev/null || log "no profile for $name round $round"

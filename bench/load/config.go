@@ -53,6 +53,12 @@ type Config struct {
 	// tenant must be the clients' (Prefix).
 	Username, Password string
 	BrokerPID          int // 0: do not sample the broker's CPU and RSS
+	// BrokerRSSBase, when > 0, is the broker's RSS (bytes) the connections
+	// scenario counts each connection's memory from, instead of the RSS
+	// at its own start: the RSS of the fresh process, for a broker that
+	// carried a load before (scripts/bench-compare.sh's
+	// connections-after-load).
+	BrokerRSSBase uint64
 	// Processes are other processes whose CPU and RSS are reported for
 	// the measured window (Result.Processes): the parts of a distributed
 	// broker, its Kafka, its database.

@@ -104,8 +104,12 @@ func (r *runner) runConnections(ctx context.Context, res *Result) error {
 			res.Broker.CPUSeconds = (end.broker.CPU - held.broker.CPU).Seconds()
 			res.Broker.CPUPercent = 100 * res.Broker.CPUSeconds / res.Measured.Seconds
 		}
-		if cs.Connected > 0 && end.broker.RSS > before.RSS {
-			res.Broker.RSSPerConnection = float64(end.broker.RSS-before.RSS) / float64(cs.Connected)
+		base := before.RSS
+		if r.cfg.BrokerRSSBase > 0 {
+			base = r.cfg.BrokerRSSBase
+		}
+		if cs.Connected > 0 && end.broker.RSS > base {
+			res.Broker.RSSPerConnection = float64(end.broker.RSS-base) / float64(cs.Connected)
 		}
 	}
 	if failed > 0 {

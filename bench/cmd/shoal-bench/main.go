@@ -100,6 +100,7 @@ func parse(args []string, stderr io.Writer) (load.Config, options, error) {
 	fs.StringVar(&cfg.Username, "username", "", "user name every client authenticates with (empty: none)")
 	fs.StringVar(&cfg.Password, "password", "", "password sent with -username")
 	fs.IntVar(&cfg.BrokerPID, "broker-pid", 0, "PID of the broker, to read its CPU and RSS from /proc (0: do not)")
+	fs.Uint64Var(&cfg.BrokerRSSBase, "broker-rss-base", 0, "connections: the broker's RSS in bytes to count each connection's memory from (0: its RSS when the scenario starts); the fresh process's, for a broker that carried a load before")
 	fs.Func("proc", "NAME=PID of another process to report CPU and RSS for (repeatable: the parts of a distributed broker, its Kafka, its database)", func(v string) error {
 		name, pid, ok := strings.Cut(v, "=")
 		n, err := strconv.Atoi(pid)

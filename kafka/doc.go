@@ -122,6 +122,15 @@
 // filled from an envelope carries the envelope's timestamp, so franz-go
 // does not read the clock for it.
 //
+// # The local delivery path
+//
+// In shoal all the clients of the process share a Feed
+// (Embedded.ClientConfig): each record the broker acknowledges is copied
+// into the inbox of the process's own consumers of its partition that ask
+// for it (ConsumeConfig.Local, explicit partitions), which hand out
+// exactly what a fetch would, in offset order, each record once, reading
+// from the log what the feed did not carry (feed.go).
+//
 // # Envelopes
 //
 // NewRecord marshals an eventspb.Envelope with vtprotobuf and sets the

@@ -234,8 +234,13 @@ func TestGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := maskSecrets(out)
-	path := filepath.Join("testdata", "golden", "default.yaml")
+	golden(t, filepath.Join("testdata", "golden", "default.yaml"), maskSecrets(out))
+}
+
+// golden compares got with the golden file at path; with -update it
+// writes the file first.
+func golden(t *testing.T, path string, got []byte) {
+	t.Helper()
 	if *update {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			t.Fatal(err)
@@ -246,10 +251,10 @@ func TestGolden(t *testing.T) {
 	}
 	want, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("%v (go test -run TestGolden -update writes it)", err)
+		t.Fatalf("%v (go test -update writes it)", err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Fatalf("the default render differs from %s (go test -run TestGolden -update rewrites it after a deliberate change):\n%s", path, firstDiff(want, got))
+		t.Fatalf("%s differs (go test -update rewrites it after a deliberate change):\n%s", path, firstDiff(want, got))
 	}
 }
 
@@ -358,22 +363,7 @@ func TestShoalYAMLGolden(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			raw := stringField(t, find(t, render(t, c.values), "ConfigMap", release+"-config"), "data", "shoal.yaml")
 			got := []byte("# Rendered by deploy/helm/charttest (TestShoalYAMLGolden -update), values: " + c.name + "\n" + raw)
-			path := filepath.Join("testdata", "golden", c.name+".shoal.yaml")
-			if *update {
-				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (go test -run TestShoalYAMLGolden -update writes it)", err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Fatalf("%s differs (-update rewrites it):\n%s", path, firstDiff(want, got))
-			}
+			golden(t, filepath.Join("testdata", "golden", c.name+".shoal.yaml"), got)
 		})
 	}
 }

@@ -38,17 +38,22 @@ func TestValuesRefused(t *testing.T) {
 		{[]string{"haproxy.pools.default={0,5}"}, []string{"haproxy.pools.default", "gateway 5"}},
 		{[]string{"kafka.mode=external", "kafka.external.brokers={k:9092}", "kafka.external.sasl.mechanism=PLAIN"}, []string{"kafka.external.sasl.passwordSecret.name"}},
 	} {
-		t.Run(strings.Join(c.set, ","), func(t *testing.T) {
-			_, err := helm(t, templateArgs(nil, c.set...)...)
-			if err == nil {
-				t.Fatalf("rendered with %v", c.set)
-			}
-			for _, w := range c.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("the error does not name %q:\n%v", w, err)
-				}
-			}
-		})
+		t.Run(strings.Join(c.set, ","), func(t *testing.T) { refused(t, c.set, c.want) })
+	}
+}
+
+// refused renders the chart with the --set pairs set, which must fail with
+// an error naming every string of want.
+func refused(t *testing.T, set, want []string) {
+	t.Helper()
+	_, err := helm(t, templateArgs(nil, set...)...)
+	if err == nil {
+		t.Fatalf("rendered with %v", set)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("the error does not name %q:\n%v", w, err)
+		}
 	}
 }
 

@@ -200,6 +200,11 @@ type localPart struct {
 	next    int64     // the next offset to hand out
 	pending []Record  // handed over beyond next, in offset order
 	gap     time.Time // since when a hole has been seen (zero: none)
+	// behind is the log's end offset an idle check found beyond next:
+	// what it holds up to there is read from the log unless the feed
+	// hands it over within feedGapWait (a record acknowledged just before
+	// the check, whose promise has not run yet).
+	behind int64
 }
 
 // consumeLocal is ConsumePolls for a consumer with ConsumeConfig.Local on
@@ -380,28 +385,34 @@ func (lc *localConsumer) handOut(ctx context.Context) error {
 }
 
 // fill reads from the log what the feed did not hand over: a hole before
-// a partition's first pending record that has lasted feedGapWait, or, with
-// ends (the log's end offsets) and nothing pending, the records up to the
-// end. It reports whether it read anything.
+// a partition's first pending record, or the records up to an end offset
+// an idle check found (ends, the log's end offsets, nil between checks),
+// once either has lasted feedGapWait. It reports whether it read anything.
 func (lc *localConsumer) fill(ctx context.Context, ends map[int32]int64, now time.Time) (bool, error) {
 	filled := false
 	for _, p := range lc.cfg.Partitions {
 		lp := lc.parts[p]
+		if e, ok := ends[p]; ok && e > lp.behind {
+			lp.behind = e
+		}
 		var to int64
 		switch {
 		case len(lp.pending) > 0 && lp.pending[0].Offset > lp.next:
-			if lp.gap.IsZero() {
-				lp.gap = now
-			}
-			if now.Sub(lp.gap) < feedGapWait {
-				continue
-			}
 			to = lp.pending[0].Offset
-		case len(lp.pending) == 0 && ends[p] > lp.next:
-			to = ends[p]
+		case len(lp.pending) == 0 && lp.behind > lp.next:
+			to = lp.behind
 		default:
+			lp.gap = time.Time{}
 			continue
 		}
+		if lp.gap.IsZero() {
+			lp.gap = now
+		}
+		if now.Sub(lp.gap) < feedGapWait {
+			continue
+		}
+		lc.c.log.Debug("local consumer: reading a hole from the log", "topic", lc.cfg.Topic, "partition", p,
+			"from", lp.next, "to", to)
 		if err := lc.fetch(ctx, p, to); err != nil {
 			return filled, err
 		}

@@ -394,12 +394,7 @@ func TestHAProxyTLS(t *testing.T) {
 			t.Fatalf("%s (%s): %v", tc.id, tc.how, err)
 		}
 		clients[tc.id] = cl
-		if after := tc.gw.gauge(t, "shoal_gateway_connections_total"); after != before+1 {
-			t.Errorf("%s (%s): %s counted %v connections, %v before; want it to hold the client", tc.id, tc.how, tc.gw.name, after, before)
-		}
-		if got := connectAddress(t, c, tc.id); got != own {
-			t.Errorf("%s (%s): the Connect event says the client is at %q; it is at %q", tc.id, tc.how, got, own)
-		}
+		checkLanded(t, c, tc.gw, tc.id, tc.how, before, own)
 	}
 
 	// A tenant's clients meet whichever way they came; another's does not.
@@ -495,12 +490,7 @@ func TestHAProxyWebSocket(t *testing.T) {
 			t.Fatalf("%s (%s): %v", tc.id, tc.how, err)
 		}
 		clients[tc.id] = cl
-		if after := tc.gw.gauge(t, "shoal_gateway_connections_total"); after != before+1 {
-			t.Errorf("%s (%s): %s counted %v connections, %v before; want it to hold the client", tc.id, tc.how, tc.gw.name, after, before)
-		}
-		if got := connectAddress(t, c, tc.id); got != own {
-			t.Errorf("%s (%s): the Connect event says the client is at %q; it is at %q", tc.id, tc.how, got, own)
-		}
+		checkLanded(t, c, tc.gw, tc.id, tc.how, before, own)
 	}
 
 	// A plain MQTT client of tenant ta (routed by its client identifier to
@@ -811,6 +801,20 @@ func (r *reconnector) check(what string, n int) {
 
 // connectAddress reads shoal.sessions from the start until the Connect
 // event of client id, and returns its client address.
+// checkLanded checks that the client id, connected (how) from the local
+// address own, is held by gateway gw, which counted before connections
+// until then, and that its Connect event carries own, the address HAProxy
+// passed on with PROXY v2.
+func checkLanded(t *testing.T, c *cluster, gw *proc, id, how string, before float64, own string) {
+	t.Helper()
+	if after := gw.gauge(t, "shoal_gateway_connections_total"); after != before+1 {
+		t.Errorf("%s (%s): %s counted %v connections, %v before; want it to hold the client", id, how, gw.name, after, before)
+	}
+	if got := connectAddress(t, c, id); got != own {
+		t.Errorf("%s (%s): the Connect event says the client is at %q; it is at %q", id, how, got, own)
+	}
+}
+
 func connectAddress(t *testing.T, c *cluster, id string) string {
 	t.Helper()
 	kc := newKafkaClient(t, c.kafka, kafka.Config{}, nil)

@@ -28,7 +28,9 @@
 //     pointer), so routing a target costs no hashing.
 //   - [Router]: the role. It loads its shards from the [Store], reads
 //     shoal.presence from the beginning, consumes shoal.messages from each
-//     shard's stored offset + 1, applies each poll, starts producing its
+//     shard's stored offset + 1 (in shoal all through the process's local
+//     delivery path, kafka.ConsumeConfig.Local: the same records, without
+//     a fetch), applies each poll, starts producing its
 //     deliveries and goes on with the next poll; a committer goroutine
 //     waits, poll by poll, until Kafka has a poll's deliveries, then stores
 //     its mutations with the new offset in one atomic write per shard

@@ -72,20 +72,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-free_port() {
-  local p lo
-  lo=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
-  [ "$lo" -gt 12000 ] || lo=32768
-  for _ in $(seq 200); do
-    p=$((10000 + RANDOM % (lo - 10000)))
-    if [ -z "$(ss -Htan "sport = :$p" 2>/dev/null)" ]; then
-      echo "$p"
-      return 0
-    fi
-  done
-  log "no free port found"
-  return 1
-}
+# shellcheck source=scripts/free-port.sh
+. "$root/scripts/free-port.sh"
 
 # status prints a field of /proc/PID/status in MiB (VmRSS, VmHWM).
 status() { awk -v k="$2:" '$1 == k { printf "%d", $2 / 1024 }' "/proc/$1/status"; }

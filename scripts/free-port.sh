@@ -1,0 +1,21 @@
+# shellcheck shell=bash
+# Sourced by the benchmark scripts (bench-compare.sh, restart-memory.sh).
+#
+# free_port prints a loopback port nothing uses, below the ephemeral range:
+# a load generator's closed client sockets linger in TIME_WAIT on ephemeral
+# ports, and a listener cannot bind a port they hold. It calls the
+# sourcing script's log function when it finds none.
+free_port() {
+  local p lo
+  lo=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+  [ "$lo" -gt 12000 ] || lo=32768
+  for _ in $(seq 200); do
+    p=$((10000 + RANDOM % (lo - 10000)))
+    if [ -z "$(ss -Htan "sport = :$p" 2>/dev/null)" ]; then
+      echo "$p"
+      return 0
+    fi
+  done
+  log "no free port found"
+  return 1
+}

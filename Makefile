@@ -61,8 +61,9 @@ lint: ## golangci-lint (installed into the tool cache when missing), the main mo
 	cd deploy/helm/charttest && $(TOOLS)/golangci-lint run --config ../../../.golangci.yml ./...
 
 .PHONY: unit
-unit: ## unit tests with the race detector
+unit: ## unit tests with the race detector; the broker's end-to-end suite again with every record fetched (kafka.local_delivery false)
 	$(GO) test -race -count=1 $(PKGS)
+	SHOAL_KAFKA_LOCAL_DELIVERY=false $(GO) test -race -count=1 ./compose/broker/
 	cd bench/trie && $(GO) test -race -count=1 ./...
 	cd bench/plot && $(GO) test -race -count=1 ./...
 

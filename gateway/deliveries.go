@@ -55,9 +55,13 @@ func (g *Gateway) consumeSlot(ctx context.Context, marker *kafka.Record, wg *syn
 			// come through the local delivery path, without a fetch.
 			Local: true,
 		}, func(ctx context.Context, b kafka.Batch) error {
-			once.Do(func() { close(positioned) })
+			once.Do(func() {
+				g.startHandoff()
+				close(positioned)
+			})
 			return g.handleDeliveries(ctx, b)
 		})
+		g.stopHandoff()
 		var taken *SlotTakenError
 		switch {
 		case errors.As(err, &taken):
@@ -75,9 +79,18 @@ func (g *Gateway) consumeSlot(ctx context.Context, marker *kafka.Record, wg *syn
 // another run (a GatewayHeartbeat with another gateway id or connection
 // base) means that run owns the slot now: it returns a SlotTakenError at
 // once, handling nothing after the marker, and the consumer stops.
+//
+// Records the hand-off delivered (handoff.go) are skipped; the batch is
+// handled under the hand-off's lock.
 func (g *Gateway) handleDeliveries(ctx context.Context, b kafka.Batch) error {
 	dec := &g.slotDec
+	h := &g.handoff
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	for _, r := range b.Records {
+		if h.handedOff(r) {
+			continue
+		}
 		env, err := dec.decode(r)
 		if err != nil {
 			g.log.Error("decode delivery record", "offset", r.Offset, "err", err)
@@ -85,12 +98,7 @@ func (g *Gateway) handleDeliveries(ctx context.Context, b kafka.Batch) error {
 		}
 		switch ev := env.Event.(type) {
 		case *eventspb.Envelope_Delivery:
-			if g.cfg.ExposeMessageID && env.MessageId != nil && ev.Delivery.Message != nil {
-				exposeMessageID(ev.Delivery.Message, env.MessageId)
-			}
-			if g.deliver(r.Context, env.Tenant, env.MessageId, ev.Delivery) {
-				dec.keepMessage()
-			}
+			g.deliverRecord(r, env, ev.Delivery)
 		case *eventspb.Envelope_ConnectResult:
 			res := ev.ConnectResult
 			g.mu.Lock()
@@ -144,6 +152,18 @@ func (g *Gateway) handleDeliveries(ctx context.Context, b kafka.Batch) error {
 		}
 	}
 	return nil
+}
+
+// deliverRecord delivers the Delivery d of r, decoded by the slot decoder
+// into env. The slot consumer's goroutine, or a hand-off, with the
+// hand-off's lock held.
+func (g *Gateway) deliverRecord(r *kafka.Record, env *eventspb.Envelope, d *eventspb.Delivery) {
+	if g.cfg.ExposeMessageID && env.MessageId != nil && d.Message != nil {
+		exposeMessageID(d.Message, env.MessageId)
+	}
+	if g.deliver(r.Context, env.Tenant, env.MessageId, d) {
+		g.slotDec.keepMessage()
+	}
 }
 
 // returnUndelivered hands back a QoS 1/2 message whose client is not

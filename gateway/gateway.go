@@ -49,11 +49,12 @@ type Gateway struct {
 
 	writes   *writeQueue // connections waiting for a writer
 	live     liveConns   // connections being served, until their end is reported
-	dispatch struct {    // scratch of deliver (slot consumer only)
+	dispatch struct {    // scratch of deliver (slot consumer or hand-off, under handoff.mu)
 		conns, flush []*conn
 		cache        publishCache
 	}
-	slotDec slotDecoder      // slot consumer only
+	slotDec slotDecoder      // slot consumer only (or a hand-off, under handoff.mu)
+	handoff handoff          // the router's hand-off in shoal all (handoff.go)
 	recs    kafka.RecordPool // records of publishes, back when produced
 	scratch sync.Pool        // *publishScratch
 

@@ -239,13 +239,14 @@ type Record struct {
 type produceState struct {
 	kr    kgo.Record
 	pc    produceCtx
-	khdrs [2]kgo.RecordHeader
+	khdrs [3]kgo.RecordHeader
 }
 
-// fillState is what Record.Fill reuses: the record's headers (the type and
-// a traceparent) and the buffer of its value, header values and key.
+// fillState is what Record.Fill reuses: the record's headers (the type, a
+// traceparent, a hand-off mark) and the buffer of its value, header values
+// and key.
 type fillState struct {
-	hdrs [2]Header
+	hdrs [3]Header
 	buf  []byte
 }
 

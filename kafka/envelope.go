@@ -17,6 +17,13 @@ const (
 	HeaderType = "shoal-type"
 	// HeaderTraceparent holds the W3C trace context of the event.
 	HeaderTraceparent = "traceparent"
+	// HeaderHandoff marks a delivery record that the router of `shoal
+	// all` handed to its own process's gateway before producing it (the
+	// hand-off, ARCHITECTURE.md "The local delivery path"): its value is
+	// the gateway's mark, which says whether the gateway delivered the
+	// record then (and skips it when it reads it from its slot) or left
+	// it to the log.
+	HeaderHandoff = "shoal-handoff"
 )
 
 // Event types: the names of the Envelope's event oneof cases, as carried in
@@ -94,9 +101,9 @@ type newRecord struct {
 }
 
 // recordSlack is the room a record's buffer keeps after the value and the
-// type header, for a key and a traceparent (SetKey, AddTraceChild)
-// written into the same buffer.
-const recordSlack = 64 + tracectx.Len
+// type header, for a key, a traceparent and a hand-off mark (SetKey,
+// AddTraceChild, AddHeader) written into the same buffer.
+const recordSlack = 64 + tracectx.Len + 16
 
 // maxPooledBuffer is the largest record buffer a RecordPool keeps: a record
 // that carried a large payload gives its buffer back to the collector.
@@ -175,6 +182,15 @@ func (r *Record) AddTraceChild(parent []byte) {
 	from := len(st.buf)
 	st.buf = tracectx.AppendChild(st.buf, parent)
 	r.Headers = append(r.Headers, Header{Key: HeaderTraceparent, Value: st.buf[from:len(st.buf):len(st.buf)]})
+}
+
+// AddHeader adds a header to r, its value copied into r's own buffer.
+// Call it after Fill.
+func (r *Record) AddHeader(key string, value []byte) {
+	st := r.fs
+	from := len(st.buf)
+	st.buf = append(st.buf, value...)
+	r.Headers = append(r.Headers, Header{Key: key, Value: st.buf[from:len(st.buf):len(st.buf)]})
 }
 
 // RecordPool recycles records filled with Fill. It is safe for concurrent

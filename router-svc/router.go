@@ -36,6 +36,9 @@ type Router struct {
 	// retainedQuota bounds the tenants' retained messages in every shard
 	// (quota.go); nil: no bound. Set before Run.
 	retainedQuota *RetainedQuota
+	// handoff is the gateway of the process (SetHandoff, before Run);
+	// nil: none.
+	handoff Handoff
 
 	mu     sync.Mutex
 	shards map[int32]*Shard // owned now; guarded by mu
@@ -571,6 +574,7 @@ func (r *Router) apply(s *Shard, out *Output, b kafka.Batch, recs []*kafka.Recor
 			}
 			rec := r.pool.Get()
 			rec.Fill(r.topics.Deliveries.Name, nil, d.Slot, d.Envelope)
+			r.handOff(rec)
 			recs = append(recs, rec)
 		}
 		if parent != nil {

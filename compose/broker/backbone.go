@@ -198,6 +198,9 @@ func (b *Broker) openKafka(ctx context.Context, bb *backbone) error {
 	}
 	if embedded != nil {
 		kcfg = embedded.ClientConfig(kcfg)
+		if !cfg.Kafka.LocalDelivery {
+			kcfg.Feed = nil // every consumer fetches
+		}
 	} else {
 		var err error
 		if kcfg.SASL, kcfg.TLS, err = cfg.Kafka.Security(); err != nil {

@@ -274,6 +274,11 @@ func (b *Broker) newRoles(bb *backbone) (err error) {
 		b.logAuth()
 	}
 	b.applyQuotas(gw, router) // quota.go
+	if gw != nil && router != nil && cfg.Kafka.LocalDelivery && len(cfg.Kafka.Brokers) == 0 {
+		// shoal all: the router hands its deliveries to the gateway
+		// before it produces them (without effect with tracing on).
+		router.SetHandoff(gw)
+	}
 	if gw != nil {
 		gw.SetTelemetry(b.prov)
 	}

@@ -154,6 +154,15 @@ type Kafka struct {
 	// -1. -1 keeps records without a size limit. The compacted topics
 	// never delete by size.
 	RetentionBytes int64 `yaml:"retention_bytes"`
+	// LocalDelivery lets the roles of `shoal all` pass records to each
+	// other inside the process (default true): each record the process
+	// produces reaches its own consumers when the embedded broker has
+	// acknowledged it, without a fetch, and the router hands its
+	// deliveries to the gateway before it produces them (ARCHITECTURE.md,
+	// "The local delivery path"). false makes every record go through a
+	// fetch, as between the processes of a distributed deployment; it has
+	// no effect there.
+	LocalDelivery bool `yaml:"local_delivery"`
 	// GroupSessionTimeout is how soon the partitions of a router or session
 	// service that died move to the others (0: 10s).
 	GroupSessionTimeout time.Duration `yaml:"group_session_timeout"`
@@ -171,7 +180,7 @@ func Default() Config {
 		LogLevel:   "info",
 		LogFormat:  "text",
 		Kafka: Kafka{
-			EmbeddedSocket: true, Partitions: kafka.DefaultPartitions,
+			EmbeddedSocket: true, LocalDelivery: true, Partitions: kafka.DefaultPartitions,
 			ReplicationFactor: kafka.DefaultReplication, Retention: kafka.DefaultRetention,
 		},
 		CQL:       cqlstore.DefaultConfig(),
@@ -422,6 +431,14 @@ func options() []option {
 				return fmt.Errorf("kafka.retention_bytes: %w", err)
 			}
 			c.Kafka.RetentionBytes = n
+			return nil
+		}},
+		{"kafka-local-delivery", "false makes the roles of shoal all read every record through a fetch instead of passing them inside the process (kafka.local_delivery)", func(c *Config, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("kafka.local_delivery: %w", err)
+			}
+			c.Kafka.LocalDelivery = b
 			return nil
 		}},
 	}

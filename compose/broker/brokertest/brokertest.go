@@ -2,6 +2,8 @@ package brokertest
 
 import (
 	"context"
+	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -44,6 +46,16 @@ func RunTelemetry(t testing.TB, tel *telemetry.Telemetry, mut ...func(*config.Co
 	cfg.Gateway.WSListen = "127.0.0.1:0"
 	cfg.Kafka.Partitions = 4
 	cfg.Gateway.SysInterval = 0
+	// SHOAL_KAFKA_LOCAL_DELIVERY=false runs a suite with every record
+	// going through a fetch (`make unit` runs the broker's suite both
+	// ways); a test's own mut still decides.
+	if v, ok := os.LookupEnv("SHOAL_KAFKA_LOCAL_DELIVERY"); ok {
+		local, err := strconv.ParseBool(v)
+		if err != nil {
+			t.Fatalf("SHOAL_KAFKA_LOCAL_DELIVERY: %v", err)
+		}
+		cfg.Kafka.LocalDelivery = local
+	}
 	for _, m := range mut {
 		m(&cfg)
 	}

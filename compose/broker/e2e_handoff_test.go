@@ -1,0 +1,133 @@
+package broker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/eclipse/paho.golang/paho"
+
+	"github.com/shoal-mqtt/shoal/compose/config"
+	"github.com/shoal-mqtt/shoal/internal/testutil/testlog"
+	"github.com/shoal-mqtt/shoal/kafka"
+	"github.com/shoal-mqtt/shoal/schemas/eventspb"
+)
+
+// TestHandoffKeepsTheLog: with the local delivery path the router hands
+// its deliveries to the gateway before it produces them, without it every
+// delivery comes from the log; either way the subscriber gets every
+// message in order, and the log holds exactly one delivery record per
+// message, marked (kafka.HeaderHandoff) only when it was handed off.
+func TestHandoffKeepsTheLog(t *testing.T) {
+	for _, local := range []bool{true, false} {
+		t.Run(fmt.Sprintf("local_delivery=%t", local), func(t *testing.T) {
+			var dataDir string
+			b := startBroker(t, func(c *config.Config) {
+				c.Kafka.LocalDelivery = local
+				dataDir = c.DataDir
+			})
+			sub, _ := dialV5(t, mqttAddr(b), "ho-sub")
+			sub.subscribe(t, paho.SubscribeOptions{Topic: "ho/#", QoS: 1})
+			pub, _ := dialV5(t, mqttAddr(b), "ho-pub")
+			const n = 200
+			for i := range n {
+				pub.publish(t, &paho.Publish{Topic: "ho/t", QoS: byte(i % 2), Payload: fmt.Appendf(nil, "%d", i)})
+			}
+			for i := range n {
+				m := sub.expect(t)
+				if want := fmt.Sprint(i); string(m.Payload) != want || int(m.QoS) != i%2 {
+					t.Fatalf("message %d: got %q at QoS %d, want %q at QoS %d", i, m.Payload, m.QoS, want, i%2)
+				}
+			}
+
+			recs := loggedDeliveries(t, dataDir, "ho/t", n)
+			early := 0
+			for i, r := range recs {
+				mark := r.mark
+				switch {
+				case !local && mark != nil:
+					t.Fatalf("delivery %d carries a hand-off mark %x without the local delivery path", i, mark)
+				case local && len(mark) != 9:
+					t.Fatalf("delivery %d: hand-off mark %x, want one of 9 bytes", i, mark)
+				case local && mark[8] == 1:
+					early++
+				}
+				if want := fmt.Sprint(i); r.payload != want {
+					t.Fatalf("delivery record %d carries %q, want %q: the log's order", i, r.payload, want)
+				}
+			}
+			if local && early == 0 {
+				t.Fatal("no delivery was handed off")
+			}
+			t.Logf("%d of %d deliveries handed off", early, n)
+		})
+	}
+}
+
+// loggedDelivery is a delivery record of the log: its message's payload
+// and its hand-off mark.
+type loggedDelivery struct {
+	payload string
+	mark    []byte
+}
+
+// loggedDeliveries reads shoal.deliveries of the running `shoal all`
+// whose data directory is dataDir, through its socket, and returns the
+// delivery records of topic: want of them, failing if there are fewer, or
+// more within a second after the last.
+func loggedDeliveries(t *testing.T, dataDir, topic string, want int) []loggedDelivery {
+	t.Helper()
+	cfg, err := kafka.AttachEmbedded(filepath.Join(dataDir, "kafka"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	tool, err := kafka.NewClient(ctx, cfg, testlog.New(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tool.Close()
+	parts := make([]int32, tool.Partitions(kafka.TopicDeliveries))
+	for i := range parts {
+		parts[i] = int32(i)
+	}
+	var mu sync.Mutex
+	var got []loggedDelivery
+	var once sync.Once
+	err = tool.Consume(ctx, kafka.ConsumeConfig{Topic: kafka.TopicDeliveries, Partitions: parts}, func(_ context.Context, b kafka.Batch) error {
+		for _, r := range b.Records {
+			var env eventspb.Envelope
+			if err := kafka.DecodeEnvelope(r, &env); err != nil {
+				return err
+			}
+			if d := env.GetDelivery(); d != nil && d.GetMessage().GetTopic() == topic {
+				mu.Lock()
+				got = append(got, loggedDelivery{string(d.Message.Payload), append([]byte(nil), r.Header(kafka.HeaderHandoff)...)})
+				if len(got) == want {
+					once.Do(func() { time.AfterFunc(time.Second, cancel) })
+				}
+				mu.Unlock()
+			}
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != want {
+		t.Fatalf("the log holds %d delivery records of %s, want %d", len(got), topic, want)
+	}
+	for i := range got {
+		if len(got[i].mark) == 0 {
+			got[i].mark = nil
+		}
+	}
+	return got
+}

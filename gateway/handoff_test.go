@@ -1,0 +1,104 @@
+package gateway
+
+import (
+	"testing"
+	"time"
+
+	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
+	"github.com/shoal-mqtt/shoal/kafka"
+)
+
+// handedRecord is a QoS 0 delivery record to client of tenant "t" on
+// connection, as the router fills it.
+func handedRecord(client string, connection uint64, payload string) *kafka.Record {
+	return deliveryBatch(client, connection, "ho", payload).Records[0]
+}
+
+// readPayload reads the next PUBLISH from nc and checks its payload.
+func readPayload(t *testing.T, read func() packet.Packet, want string) {
+	t.Helper()
+	p, ok := read().(*packet.Publish)
+	if !ok || string(p.Payload) != want {
+		t.Fatalf("got %+v, want a PUBLISH of %q", p, want)
+	}
+}
+
+// TestHandoffDeliversAtOnce: a record handed off is written to its client
+// before the log has it, and the slot consumer skips it when it comes;
+// the router's bytes may change once Handoff has returned.
+func TestHandoffDeliversAtOnce(t *testing.T) {
+	fl := newFakeLog()
+	g := startGateway(t, fl)
+	nc, rd := dial(t, g)
+	c := connOf(t, g, "t-1")
+	next := func() packet.Packet { return read(t, nc, rd, 5*time.Second) }
+
+	rec := handedRecord("t-1", c.id, "early")
+	mark := g.Handoff(g.slot.Load(), rec)
+	if len(mark) != handoffMarkLen || mark[8] != handoffEarly {
+		t.Fatalf("mark %x, want the early mark", mark)
+	}
+	readPayload(t, next, "early")
+	if g.Handoff(g.slot.Load()+1, handedRecord("t-1", c.id, "other slot")) != nil {
+		t.Fatal("a record for another slot got a mark")
+	}
+
+	// The router reuses its record once produced: the gateway copied it.
+	logged := handedRecord("t-1", c.id, "early")
+	logged.AddHeader(kafka.HeaderHandoff, mark)
+	clear(rec.Value)
+	fl.slot <- kafka.Batch{Records: []*kafka.Record{logged}}
+	// A record of another run of the gateway (another connection base)
+	// is not skipped.
+	foreign := append([]byte(nil), mark...)
+	foreign[0] ^= 0xff
+	other := handedRecord("t-1", c.id, "other run")
+	other.AddHeader(kafka.HeaderHandoff, foreign)
+	fl.slot <- kafka.Batch{Records: []*kafka.Record{other}}
+	readPayload(t, next, "other run")
+	expectSilence(t, nc, rd, 100*time.Millisecond)
+}
+
+// TestHandoffLateKeepsOrder: a record the gateway cannot deliver at once
+// (its target's connection is not registered here) is left to the log,
+// and so is every later one until the slot consumer has read them: the
+// client gets the router's records in the slot's order.
+func TestHandoffLateKeepsOrder(t *testing.T) {
+	fl := newFakeLog()
+	g := startGateway(t, fl)
+	nc, rd := dial(t, g)
+	c := connOf(t, g, "t-1")
+	next := func() packet.Packet { return read(t, nc, rd, 5*time.Second) }
+	slot := g.slot.Load()
+
+	unknown := handedRecord("t-1", c.id+1, "to a connection not here")
+	after := handedRecord("t-1", c.id, "after")
+	var marks [2][]byte
+	for i, r := range []*kafka.Record{unknown, after} {
+		marks[i] = append([]byte(nil), g.Handoff(slot, r)...)
+		if len(marks[i]) != handoffMarkLen || marks[i][8] != handoffLate {
+			t.Fatalf("record %d: mark %x, want the late mark", i, marks[i])
+		}
+		r.AddHeader(kafka.HeaderHandoff, marks[i])
+	}
+	expectSilence(t, nc, rd, 100*time.Millisecond)
+	fl.slot <- kafka.Batch{Records: []*kafka.Record{unknown}}
+	// Until the log has given the late records back, a new one waits too.
+	if m := g.Handoff(slot, handedRecord("t-1", c.id, "behind")); len(m) != handoffMarkLen || m[8] != handoffLate {
+		t.Fatalf("mark %x with a late record unread, want the late mark", m)
+	}
+	behind := handedRecord("t-1", c.id, "behind")
+	behind.AddHeader(kafka.HeaderHandoff, marks[1])
+	fl.slot <- kafka.Batch{Records: []*kafka.Record{after, behind}}
+	readPayload(t, next, "after")
+	readPayload(t, next, "behind")
+	eventually(t, "the late records read", func() bool {
+		g.handoff.mu.Lock()
+		defer g.handoff.mu.Unlock()
+		return g.handoff.late == 0
+	})
+	if m := g.Handoff(slot, handedRecord("t-1", c.id, "early again")); len(m) != handoffMarkLen || m[8] != handoffEarly {
+		t.Fatalf("mark %x once the log caught up, want the early mark", m)
+	}
+	readPayload(t, next, "early again")
+}

@@ -1,0 +1,36 @@
+package routersvc
+
+import "github.com/shoal-mqtt/shoal/kafka"
+
+// Handoff is the gateway of the router's own process (`shoal all`), to
+// which the router hands each delivery record for a slot before it
+// produces it: the gateway writes the message to its clients at once
+// instead of when the record comes back from the log, and the record is
+// still written, behind, as the record of what was delivered
+// (ARCHITECTURE.md, "The local delivery path").
+type Handoff interface {
+	// Handoff is given rec, a delivery record for slot filled and not yet
+	// produced, in the order the router produces them; rec and its bytes
+	// are the router's again when it returns. It returns the mark rec must
+	// carry in kafka.HeaderHandoff (whether the gateway delivered it or
+	// left it to the log, which it tells apart when it reads its slot), or
+	// nil when the gateway does not serve slot: then rec goes through the
+	// log as any other record.
+	Handoff(slot int32, rec *kafka.Record) (mark []byte)
+}
+
+// SetHandoff makes the router hand its deliveries to h before producing
+// them. Call it before Run; with tracing on (SetTelemetry) it has no
+// effect, so that every delivery's trace goes through Kafka.
+func (r *Router) SetHandoff(h Handoff) { r.handoff = h }
+
+// handOff offers rec to the gateway of the process, when there is one,
+// and marks rec with its answer.
+func (r *Router) handOff(rec *kafka.Record) {
+	if r.handoff == nil || r.tel.Tracing {
+		return
+	}
+	if mark := r.handoff.Handoff(rec.Partition, rec); mark != nil {
+		rec.AddHeader(kafka.HeaderHandoff, mark)
+	}
+}

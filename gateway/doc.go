@@ -54,7 +54,9 @@
 //     first takes effect first.
 //   - deliveries.go: the slot consumer: the records of the gateway's slot
 //     (deliveries, answers to Connect, kicks, run markers); decode.go decodes
-//     them into reused structs.
+//     them into reused structs; handoff.go: in shoal all, the router's
+//     delivery records handed over before they are produced, delivered at
+//     once and skipped when the slot consumer reads them.
 //   - outbound.go: log → client: a delivery into a connection's out buffer,
 //     inflight windows, topic aliases; outbuf.go: the out buffer.
 //   - writer.go: the writer pool and the flushes; writenb_linux.go: writes

@@ -31,7 +31,8 @@
 //     shard's stored offset + 1 (in shoal all through the process's local
 //     delivery path, kafka.ConsumeConfig.Local: the same records, without
 //     a fetch), applies each poll, starts producing its
-//     deliveries and goes on with the next poll; a committer goroutine
+//     deliveries (in shoal all, each handed to the gateway of the process
+//     first: handoff.go) and goes on with the next poll; a committer goroutine
 //     waits, poll by poll, until Kafka has a poll's deliveries, then stores
 //     its mutations with the new offset in one atomic write per shard
 //     (router.max_polls_in_flight bounds how far the handler runs ahead;

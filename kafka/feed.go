@@ -190,7 +190,7 @@ func (s *feedSub) take(dst []Record) []Record {
 	s.mu.Lock()
 	dst = append(dst, s.in...)
 	clear(s.in)
-	s.in = s.in[:0]
+	s.in = emptied(s.in)
 	s.mu.Unlock()
 	return dst
 }
@@ -278,6 +278,7 @@ func (c *Client) consumeLocal(ctx context.Context, cfg ConsumeConfig, lag *consu
 			lp.pending = append(lp.pending, buf[i])
 		}
 		clear(buf)
+		buf = emptied(buf)
 		now := time.Now()
 		// An idle consumer looks at the log's end: a record written by
 		// another process is never handed over.
@@ -429,7 +430,30 @@ func dropFront(s []Record, n int) []Record {
 	}
 	k := copy(s, s[n:])
 	clear(s[k:])
-	return s[:k]
+	return lean(s[:k])
+}
+
+// lean returns s, or a copy of it in a small array when s is a burst's
+// large array now used to less than a quarter: a consumer that fell
+// behind under a burst does not keep the burst's arrays (tens of MiB over
+// a router's partitions) once it has caught up.
+func lean[T any](s []T) []T {
+	if cap(s) <= arenaKeep || len(s) >= cap(s)/4 {
+		return s
+	}
+	if len(s) == 0 {
+		return nil
+	}
+	return append(make([]T, 0, 2*len(s)), s...)
+}
+
+// emptied returns s emptied for reuse, or nil when s is a burst's large
+// array that its last use (len(s)) filled to less than a quarter.
+func emptied[T any](s []T) []T {
+	if cap(s) > arenaKeep && len(s) < cap(s)/4 {
+		return nil
+	}
+	return s[:0]
 }
 
 // fetch reads partition p from its next offset up to (not including)

@@ -154,3 +154,37 @@ func TestLocalConsumeWithoutFeed(t *testing.T) {
 		t.Fatalf("value %q", recs[0].Value)
 	}
 }
+
+// TestFeedArraysLetABurstGo: the arrays a local consumer and its
+// subscription grew under a burst (an inbox of up to feedMaxInbox
+// records) are let go once their use falls below a quarter, and kept
+// while a steady load fills them.
+func TestFeedArraysLetABurstGo(t *testing.T) {
+	burst := make([]Record, 2*arenaKeep)
+	if got := emptied(burst[:2*arenaKeep]); cap(got) != 2*arenaKeep || len(got) != 0 {
+		t.Errorf("emptied a full array to len %d cap %d, want it kept", len(got), cap(got))
+	}
+	if got := emptied(burst[:10]); got != nil {
+		t.Errorf("emptied a burst's array used for 10 records: cap %d, want nil", cap(got))
+	}
+	small := make([]Record, 10, 100)
+	if got := emptied(small); cap(got) != 100 {
+		t.Errorf("emptied a small array to cap %d, want it kept", cap(got))
+	}
+	burst[0].Offset, burst[1].Offset = 7, 8
+	got := lean(burst[:2])
+	if cap(got) > 4 || len(got) != 2 || got[0].Offset != 7 || got[1].Offset != 8 {
+		t.Errorf("lean of a burst's array holding 2 records: len %d cap %d %v, want a small copy", len(got), cap(got), got)
+	}
+	if got := lean(burst[:arenaKeep]); cap(got) != 2*arenaKeep {
+		t.Errorf("lean of a half-used array: cap %d, want it kept", cap(got))
+	}
+	// The subscription's inbox: a burst, then one record.
+	s := newFeedSub()
+	s.in = make([]Record, 3*arenaKeep)
+	_ = s.take(nil)
+	s.in = append(s.in, Record{Offset: 1})
+	if out := s.take(nil); len(out) != 1 || cap(s.in) > arenaKeep {
+		t.Errorf("after a burst and one record: took %d, inbox array cap %d", len(out), cap(s.in))
+	}
+}

@@ -73,6 +73,7 @@ func (o *Output) Reset() {
 // last Reset, keeping the mutations (a rebuild, which produces nothing,
 // stores them later).
 func (o *Output) dropDeliveries() {
+	nd, nt := len(o.used), len(o.usedTargets)
 	for _, t := range o.usedTargets {
 		t.ClientId = ""
 		t.Connection = 0
@@ -99,6 +100,29 @@ func (o *Output) dropDeliveries() {
 	o.used = o.used[:0]
 	clear(o.Deliveries)
 	o.Deliveries = o.Deliveries[:0]
+	o.free = keepFree(o.free, nd)
+	o.freeTargets = keepFree(o.freeTargets, nt)
+}
+
+// outputKeep is the number of recycled structs an Output keeps whatever
+// its last batch used.
+const outputKeep = 64
+
+// keepFree bounds a free list to twice what the last batch used (at least
+// outputKeep): the Outputs a saturating burst filled (one per partition
+// of every poll in flight) do not keep the burst's envelopes once traffic
+// is moderate again, while a steady load finds what it needs.
+func keepFree[T any](free []*T, used int) []*T {
+	keep := max(outputKeep, 2*used)
+	if len(free) <= keep {
+		return free
+	}
+	clear(free[keep:])
+	free = free[:keep]
+	if cap(free) > 4*keep {
+		free = append(make([]*T, 0, keep), free...)
+	}
+	return free
 }
 
 // delivery appends a new delivery of msg for slot and returns its Delivery,

@@ -35,3 +35,34 @@ func TestSetSourceNumbersPerSlot(t *testing.T) {
 		t.Error("an earlier record's delivery was renumbered")
 	}
 }
+
+// TestOutputLetsABurstGo: an Output that a burst filled keeps, once its
+// batches are small again, twice what the last one used (at least
+// outputKeep), not the burst's envelopes and targets.
+func TestOutputLetsABurstGo(t *testing.T) {
+	o := NewOutput()
+	fill := func(n int) {
+		o.Reset()
+		for range n {
+			d := o.delivery(0, "t", nil, 0, nil)
+			o.target(d, "t-1", 1)
+		}
+	}
+	fill(10_000)
+	fill(10) // recycles the burst's 10,000, keeps 20,000 at most
+	o.Reset() // recycles 10
+	if got, want := len(o.free), outputKeep; got != want {
+		t.Errorf("free deliveries after small batches: %d, want %d", got, want)
+	}
+	if got, want := len(o.freeTargets), outputKeep; got != want {
+		t.Errorf("free targets after small batches: %d, want %d", got, want)
+	}
+	if cap(o.free) > 4*outputKeep {
+		t.Errorf("the free list's array keeps room for %d", cap(o.free))
+	}
+	// A steady load keeps what it needs: no allocation per batch.
+	fill(500)
+	if n := testing.AllocsPerRun(10, func() { fill(500) }); n != 0 {
+		t.Errorf("a steady batch of 500: %v allocations, want 0", n)
+	}
+}

@@ -49,7 +49,7 @@ func TestOutputLetsABurstGo(t *testing.T) {
 		}
 	}
 	fill(10_000)
-	fill(10) // recycles the burst's 10,000, keeps 20,000 at most
+	fill(10)  // recycles the burst's 10,000, keeps 20,000 at most
 	o.Reset() // recycles 10
 	if got, want := len(o.free), outputKeep; got != want {
 		t.Errorf("free deliveries after small batches: %d, want %d", got, want)

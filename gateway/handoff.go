@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/binary"
 	"sync"
+	"sync/atomic"
 
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
@@ -39,13 +40,16 @@ type handoff struct {
 	// Gateway.mu, then a connection's.
 	mu sync.Mutex
 	// on is true while the slot consumer reads from this run's marker on:
-	// every record marked from then on reaches it. Guarded by mu.
-	on bool
+	// every record marked from then on reaches it. Set under mu.
+	on atomic.Bool
 	// late counts the records marked late and not read by the slot
-	// consumer yet. Guarded by mu.
-	late int
+	// consumer yet: the router adds (without mu, so that a busy router
+	// never waits for the slot consumer's batch), the slot consumer
+	// subtracts.
+	late atomic.Int64
 	// marks are the values of kafka.HeaderHandoff of this run: the run's
-	// connection base, then handoffEarly or handoffLate.
+	// connection base, then handoffEarly or handoffLate. Written before on
+	// becomes true.
 	early, lateMark [handoffMarkLen]byte
 	// chunk holds copies of handed records' values: the router reuses its
 	// record once produced, while a connection may keep the message (a
@@ -74,29 +78,35 @@ func (g *Gateway) startHandoff() {
 	binary.BigEndian.PutUint64(h.early[:], base)
 	binary.BigEndian.PutUint64(h.lateMark[:], base)
 	h.early[8], h.lateMark[8] = handoffEarly, handoffLate
-	h.on, h.late = true, 0
+	h.late.Store(0)
+	h.on.Store(true)
 }
 
 // stopHandoff disables hand-offs: the slot consumer has stopped.
 func (g *Gateway) stopHandoff() {
 	h := &g.handoff
 	h.mu.Lock()
-	h.on = false
+	h.on.Store(false)
 	h.mu.Unlock()
 }
 
 // Handoff implements routersvc.Handoff: it delivers rec now and returns
 // the early mark, or returns the late mark when rec must wait for the
-// log, or nil when this gateway does not read slot now.
-func (g *Gateway) Handoff(slot int32, rec *kafka.Record) []byte {
+// log (now false, or a late record not read yet, or a target not
+// registered), or nil when this gateway does not read slot now.
+func (g *Gateway) Handoff(slot int32, rec *kafka.Record, now bool) []byte {
 	h := &g.handoff
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if !h.on || slot != g.slot.Load() {
+	if !h.on.Load() || slot != g.slot.Load() {
 		return nil
 	}
-	if h.late > 0 {
-		h.late++
+	if !now {
+		h.late.Add(1)
+		return h.lateMark[:]
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.late.Load() > 0 {
+		h.late.Add(1)
 		return h.lateMark[:]
 	}
 	r := &h.rec
@@ -104,12 +114,12 @@ func (g *Gateway) Handoff(slot int32, rec *kafka.Record) []byte {
 	env, err := g.slotDec.decode(r)
 	if err != nil {
 		// The slot consumer meets it again, and says so.
-		h.late++
+		h.late.Add(1)
 		return h.lateMark[:]
 	}
 	ev, ok := env.Event.(*eventspb.Envelope_Delivery)
 	if !ok || !g.allConnected(env.Tenant, ev.Delivery) {
-		h.late++
+		h.late.Add(1)
 		return h.lateMark[:]
 	}
 	g.deliverRecord(r, env, ev.Delivery)
@@ -117,7 +127,8 @@ func (g *Gateway) Handoff(slot int32, rec *kafka.Record) []byte {
 }
 
 // handedOff reports whether the slot consumer skips r, which the hand-off
-// delivered, and counts the late records it reads. h.mu is held.
+// delivered, and counts the late records it reads. The slot consumer,
+// with h.mu held.
 func (h *handoff) handedOff(r *kafka.Record) bool {
 	m := r.Header(kafka.HeaderHandoff)
 	if len(m) != handoffMarkLen || string(m[:8]) != string(h.early[:8]) {
@@ -127,8 +138,8 @@ func (h *handoff) handedOff(r *kafka.Record) bool {
 	case handoffEarly:
 		return true
 	case handoffLate:
-		if h.late > 0 {
-			h.late--
+		if h.late.Load() > 0 { // only the slot consumer subtracts
+			h.late.Add(-1)
 		}
 	}
 	return false

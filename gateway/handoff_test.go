@@ -36,12 +36,12 @@ func TestHandoffDeliversAtOnce(t *testing.T) {
 	next := func() packet.Packet { return read(t, nc, rd, 5*time.Second) }
 
 	rec := handedRecord("t-1", c.id, "early")
-	mark := g.Handoff(g.slot.Load(), rec)
+	mark := g.Handoff(g.slot.Load(), rec, true)
 	if len(mark) != handoffMarkLen || mark[8] != handoffEarly {
 		t.Fatalf("mark %x, want the early mark", mark)
 	}
 	readPayload(t, next, "early")
-	if g.Handoff(g.slot.Load()+1, handedRecord("t-1", c.id, "other slot")) != nil {
+	if g.Handoff(g.slot.Load()+1, handedRecord("t-1", c.id, "other slot"), true) != nil {
 		t.Fatal("a record for another slot got a mark")
 	}
 
@@ -77,7 +77,7 @@ func TestHandoffLateKeepsOrder(t *testing.T) {
 	after := handedRecord("t-1", c.id, "after")
 	var marks [2][]byte
 	for i, r := range []*kafka.Record{unknown, after} {
-		marks[i] = append([]byte(nil), g.Handoff(slot, r)...)
+		marks[i] = append([]byte(nil), g.Handoff(slot, r, true)...)
 		if len(marks[i]) != handoffMarkLen || marks[i][8] != handoffLate {
 			t.Fatalf("record %d: mark %x, want the late mark", i, marks[i])
 		}
@@ -86,7 +86,7 @@ func TestHandoffLateKeepsOrder(t *testing.T) {
 	expectSilence(t, nc, rd, 100*time.Millisecond)
 	fl.slot <- kafka.Batch{Records: []*kafka.Record{unknown}}
 	// Until the log has given the late records back, a new one waits too.
-	if m := g.Handoff(slot, handedRecord("t-1", c.id, "behind")); len(m) != handoffMarkLen || m[8] != handoffLate {
+	if m := g.Handoff(slot, handedRecord("t-1", c.id, "behind"), true); len(m) != handoffMarkLen || m[8] != handoffLate {
 		t.Fatalf("mark %x with a late record unread, want the late mark", m)
 	}
 	behind := handedRecord("t-1", c.id, "behind")
@@ -95,11 +95,9 @@ func TestHandoffLateKeepsOrder(t *testing.T) {
 	readPayload(t, next, "after")
 	readPayload(t, next, "behind")
 	eventually(t, "the late records read", func() bool {
-		g.handoff.mu.Lock()
-		defer g.handoff.mu.Unlock()
-		return g.handoff.late == 0
+		return g.handoff.late.Load() == 0
 	})
-	if m := g.Handoff(slot, handedRecord("t-1", c.id, "early again")); len(m) != handoffMarkLen || m[8] != handoffEarly {
+	if m := g.Handoff(slot, handedRecord("t-1", c.id, "early again"), true); len(m) != handoffMarkLen || m[8] != handoffEarly {
 		t.Fatalf("mark %x once the log caught up, want the early mark", m)
 	}
 	readPayload(t, next, "early again")
@@ -116,7 +114,7 @@ func TestHandoffAllocs(t *testing.T) {
 	hand := func() {
 		f.offset++
 		binary.PutUvarint(rec.Value[f.offsetAt:f.offsetAt+8], f.offset)
-		if m := f.g.Handoff(0, rec); len(m) != handoffMarkLen || m[8] != handoffEarly {
+		if m := f.g.Handoff(0, rec, true); len(m) != handoffMarkLen || m[8] != handoffEarly {
 			panic(fmt.Sprintf("mark %x, want the early mark", m))
 		}
 	}

@@ -130,6 +130,7 @@ func (f *Feed) unsubscribe(s *feedSub) {
 type feedSub struct {
 	mu    sync.Mutex
 	in    []Record
+	inUse shrink   // how long in has been mostly empty
 	bytes []byte   // the current chunk of copied bytes
 	hdrs  []Header // the current chunk of headers
 	wake  chan struct{}
@@ -186,11 +187,11 @@ func (s *feedSub) copyBytes(b []byte) []byte {
 
 // take appends the inbox's records to dst and empties the inbox, keeping
 // its array for the next ones (the records are copied by value).
-func (s *feedSub) take(dst []Record) []Record {
+func (s *feedSub) take(dst []Record, now time.Time) []Record {
 	s.mu.Lock()
 	dst = append(dst, s.in...)
 	clear(s.in)
-	s.in = emptied(s.in)
+	s.in = emptied(s.in, &s.inUse, now)
 	s.mu.Unlock()
 	return dst
 }
@@ -205,6 +206,7 @@ type localPart struct {
 	// hands it over within feedGapWait (a record acknowledged just before
 	// the check, whose promise has not run yet).
 	behind int64
+	use    shrink // how long pending has been mostly empty
 }
 
 // consumeLocal is ConsumePolls for a consumer with ConsumeConfig.Local on
@@ -256,6 +258,7 @@ func (c *Client) consumeLocal(ctx context.Context, cfg ConsumeConfig, lag *consu
 		}
 	}
 	var buf []Record
+	var bufUse shrink
 	timer := time.NewTimer(feedIdleCheck)
 	defer timer.Stop()
 	idleSince := time.Now()
@@ -266,9 +269,10 @@ func (c *Client) consumeLocal(ctx context.Context, cfg ConsumeConfig, lag *consu
 		case <-sub.wake:
 		case <-timer.C:
 		}
-		buf = sub.take(buf[:0])
+		now := time.Now()
+		buf = sub.take(buf[:0], now)
 		if len(buf) > 0 {
-			idleSince = time.Now()
+			idleSince = now
 		}
 		for i := range buf {
 			lp := lc.parts[buf[i].Partition]
@@ -278,8 +282,10 @@ func (c *Client) consumeLocal(ctx context.Context, cfg ConsumeConfig, lag *consu
 			lp.pending = append(lp.pending, buf[i])
 		}
 		clear(buf)
-		buf = emptied(buf)
-		now := time.Now()
+		buf = emptied(buf, &bufUse, now)
+		for _, lp := range lc.parts {
+			lp.pending = lean(lp.pending, &lp.use, now)
+		}
 		// An idle consumer looks at the log's end: a record written by
 		// another process is never handed over.
 		var ends map[int32]int64
@@ -430,15 +436,40 @@ func dropFront(s []Record, n int) []Record {
 	}
 	k := copy(s, s[n:])
 	clear(s[k:])
-	return lean(s[:k])
+	return s[:k]
+}
+
+// shrink tells when a reused array has been used to less than a quarter
+// of its capacity for shrinkAfter: a consumer that fell behind under a
+// burst does not keep the burst's arrays (tens of MiB over a router's
+// partitions) once traffic is moderate again or gone (the consumer's loop
+// runs at least every feedIdleCheck), while a saturating load, whose polls
+// vary in size, keeps its own.
+type shrink struct{ since time.Time } // zero: the last use was large
+
+const shrinkAfter = 2 * time.Second
+
+// small reports whether a use of n elements of an array of capacity c at
+// now makes it go.
+func (k *shrink) small(n, c int, now time.Time) bool {
+	switch {
+	case c <= arenaKeep || n >= c/4:
+		k.since = time.Time{}
+		return false
+	case k.since.IsZero():
+		k.since = now
+		return false
+	case now.Sub(k.since) < shrinkAfter:
+		return false
+	}
+	k.since = time.Time{}
+	return true
 }
 
 // lean returns s, or a copy of it in a small array when s is a burst's
-// large array now used to less than a quarter: a consumer that fell
-// behind under a burst does not keep the burst's arrays (tens of MiB over
-// a router's partitions) once it has caught up.
-func lean[T any](s []T) []T {
-	if cap(s) <= arenaKeep || len(s) >= cap(s)/4 {
+// large array that has held less than a quarter of it for shrinkAfter.
+func lean[T any](s []T, k *shrink, now time.Time) []T {
+	if !k.small(len(s), cap(s), now) {
 		return s
 	}
 	if len(s) == 0 {
@@ -447,10 +478,11 @@ func lean[T any](s []T) []T {
 	return append(make([]T, 0, 2*len(s)), s...)
 }
 
-// emptied returns s emptied for reuse, or nil when s is a burst's large
-// array that its last use (len(s)) filled to less than a quarter.
-func emptied[T any](s []T) []T {
-	if cap(s) > arenaKeep && len(s) < cap(s)/4 {
+// emptied returns s, whose last use filled len(s), emptied for reuse, or
+// nil when it is a burst's large array used to less than a quarter for
+// shrinkAfter.
+func emptied[T any](s []T, k *shrink, now time.Time) []T {
+	if k.small(len(s), cap(s), now) {
 		return nil
 	}
 	return s[:0]

@@ -161,30 +161,51 @@ func TestLocalConsumeWithoutFeed(t *testing.T) {
 // while a steady load fills them.
 func TestFeedArraysLetABurstGo(t *testing.T) {
 	burst := make([]Record, 2*arenaKeep)
-	if got := emptied(burst[:2*arenaKeep]); cap(got) != 2*arenaKeep || len(got) != 0 {
+	var k shrink
+	t0 := time.Unix(1000, 0)
+	if got := emptied(burst[:2*arenaKeep], &k, t0); cap(got) != 2*arenaKeep || len(got) != 0 {
 		t.Errorf("emptied a full array to len %d cap %d, want it kept", len(got), cap(got))
 	}
-	if got := emptied(burst[:10]); got != nil {
-		t.Errorf("emptied a burst's array used for 10 records: cap %d, want nil", cap(got))
+	if got := emptied(burst[:10], &k, t0); cap(got) != 2*arenaKeep {
+		t.Fatal("a burst's array dropped at its first small use")
+	}
+	if got := emptied(burst[:10], &k, t0.Add(shrinkAfter-time.Millisecond)); cap(got) != 2*arenaKeep {
+		t.Fatal("a burst's array dropped before shrinkAfter")
+	}
+	// A large use in between starts the count again.
+	if got := emptied(burst[:arenaKeep], &k, t0.Add(shrinkAfter)); cap(got) != 2*arenaKeep {
+		t.Errorf("a half-used array: cap %d, want it kept", cap(got))
+	}
+	_ = emptied(burst[:10], &k, t0.Add(shrinkAfter+time.Millisecond))
+	if got := emptied(burst[:10], &k, t0.Add(2*shrinkAfter)); cap(got) != 2*arenaKeep {
+		t.Fatal("dropped although a large use came within shrinkAfter")
+	}
+	if got := emptied(burst[:10], &k, t0.Add(3*shrinkAfter)); got != nil {
+		t.Errorf("small uses for over shrinkAfter: cap %d, want nil", cap(got))
 	}
 	small := make([]Record, 10, 100)
-	if got := emptied(small); cap(got) != 100 {
-		t.Errorf("emptied a small array to cap %d, want it kept", cap(got))
+	for i := range 10 {
+		if got := emptied(small, &k, t0.Add(time.Duration(i)*shrinkAfter)); cap(got) != 100 {
+			t.Fatalf("emptied a small array to cap %d, want it kept", cap(got))
+		}
 	}
 	burst[0].Offset, burst[1].Offset = 7, 8
-	got := lean(burst[:2])
+	_ = lean(burst[:2], &k, t0)
+	got := lean(burst[:2], &k, t0.Add(shrinkAfter))
 	if cap(got) > 4 || len(got) != 2 || got[0].Offset != 7 || got[1].Offset != 8 {
 		t.Errorf("lean of a burst's array holding 2 records: len %d cap %d %v, want a small copy", len(got), cap(got), got)
 	}
-	if got := lean(burst[:arenaKeep]); cap(got) != 2*arenaKeep {
-		t.Errorf("lean of a half-used array: cap %d, want it kept", cap(got))
-	}
-	// The subscription's inbox: a burst, then one record.
+	// The subscription's inbox: a burst, then single records.
 	s := newFeedSub()
 	s.in = make([]Record, 3*arenaKeep)
-	_ = s.take(nil)
-	s.in = append(s.in, Record{Offset: 1})
-	if out := s.take(nil); len(out) != 1 || cap(s.in) > arenaKeep {
-		t.Errorf("after a burst and one record: took %d, inbox array cap %d", len(out), cap(s.in))
+	_ = s.take(nil, t0)
+	for i := range 3 {
+		s.in = append(s.in, Record{Offset: 1})
+		if out := s.take(nil, t0.Add(time.Duration(i)*shrinkAfter)); len(out) != 1 {
+			t.Fatalf("took %d records, want 1", len(out))
+		}
+	}
+	if cap(s.in) > arenaKeep {
+		t.Errorf("after a burst and single records for %v: inbox array cap %d", 2*shrinkAfter, cap(s.in))
 	}
 }

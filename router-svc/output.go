@@ -44,6 +44,8 @@ type Output struct {
 	free        []*deliveryBuf
 	usedTargets []*eventspb.Target // handed out since Reset (a delivery's Targets may be trimmed)
 	freeTargets []*eventspb.Target
+	// keep and keepTargets bound free and freeTargets (keepFree).
+	keep, keepTargets int
 }
 
 // deliveryBuf holds the three structs of one delivery envelope, allocated
@@ -100,29 +102,31 @@ func (o *Output) dropDeliveries() {
 	o.used = o.used[:0]
 	clear(o.Deliveries)
 	o.Deliveries = o.Deliveries[:0]
-	o.free = keepFree(o.free, nd)
-	o.freeTargets = keepFree(o.freeTargets, nt)
+	o.free, o.keep = keepFree(o.free, nd, o.keep)
+	o.freeTargets, o.keepTargets = keepFree(o.freeTargets, nt, o.keepTargets)
 }
 
 // outputKeep is the number of recycled structs an Output keeps whatever
 // its last batch used.
 const outputKeep = 64
 
-// keepFree bounds a free list to twice what the last batch used (at least
-// outputKeep): the Outputs a saturating burst filled (one per partition
-// of every poll in flight) do not keep the burst's envelopes once traffic
-// is moderate again, while a steady load finds what it needs.
-func keepFree[T any](free []*T, used int) []*T {
-	keep := max(outputKeep, 2*used)
+// keepFree bounds a free list to twice what the last batch used, to the
+// last bound less a sixteenth, or to outputKeep, whichever is largest, and
+// returns the bound: the Outputs a saturating burst filled (one per
+// partition of every poll in flight) let the burst's envelopes go within a
+// hundred batches or so once traffic is moderate again, while a load
+// whose batches vary in size keeps what its large ones need.
+func keepFree[T any](free []*T, used, last int) ([]*T, int) {
+	keep := max(outputKeep, 2*used, last-last/16)
 	if len(free) <= keep {
-		return free
+		return free, keep
 	}
 	clear(free[keep:])
 	free = free[:keep]
 	if cap(free) > 4*keep {
 		free = append(make([]*T, 0, keep), free...)
 	}
-	return free
+	return free, keep
 }
 
 // delivery appends a new delivery of msg for slot and returns its Delivery,

@@ -333,6 +333,11 @@ func (r *Router) handleMessages(ctx context.Context, bs []kafka.Batch) error {
 		return r.committerStopped()
 	}
 	w := r.takeWork()
+	n := 0
+	for _, b := range bs {
+		n += len(b.Records)
+	}
+	handNow := n <= handoffMaxPoll
 	for _, b := range bs {
 		s := r.shard(b.Partition)
 		if s == nil {
@@ -341,7 +346,7 @@ func (r *Router) handleMessages(ctx context.Context, bs []kafka.Batch) error {
 		}
 		out := r.takeOutput()
 		var moved bool
-		w.recs, moved = r.apply(s, out, b, w.recs)
+		w.recs, moved = r.apply(s, out, b, w.recs, handNow)
 		switch {
 		case out.Mutations.Len() > 0:
 			w.changed = append(w.changed, ShardMutations{Partition: b.Partition, Mutations: &out.Mutations})
@@ -532,7 +537,7 @@ func (r *Router) storeShards(ctx context.Context, ms []ShardMutations) error {
 // apply applies b to s, collecting the shard's deliveries and mutations in
 // out, and appends the records to produce to recs. It reports whether the
 // shard's offset moved.
-func (r *Router) apply(s *Shard, out *Output, b kafka.Batch, recs []*kafka.Record) ([]*kafka.Record, bool) {
+func (r *Router) apply(s *Shard, out *Output, b kafka.Batch, recs []*kafka.Record, handNow bool) ([]*kafka.Record, bool) {
 	s.ExpireRetained(out)
 	before := s.Offset()
 	for _, rec := range b.Records {
@@ -574,7 +579,7 @@ func (r *Router) apply(s *Shard, out *Output, b kafka.Batch, recs []*kafka.Recor
 			}
 			rec := r.pool.Get()
 			rec.Fill(r.topics.Deliveries.Name, nil, d.Slot, d.Envelope)
-			r.handOff(rec)
+			r.handOff(rec, handNow)
 			recs = append(recs, rec)
 		}
 		if parent != nil {

@@ -38,23 +38,15 @@ func TestBackboneOnlyForShoal(t *testing.T) {
 			t.Errorf("%s has mode %v, want 0600", name, perm)
 		}
 	}
-	cfg, err := kafka.AttachEmbedded(kdir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tool, cfg := attachLog(t, kdir)
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	tool, err := kafka.NewClient(ctx, cfg, testlog.New(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tool.Close()
 	parts := make([]int32, 4) // brokertest's kafka.partitions
 	for i := range parts {
 		parts[i] = int32(i)
 	}
 	found := errors.New("found")
-	err = tool.Consume(ctx, kafka.ConsumeConfig{Topic: kafka.TopicMessages, Partitions: parts}, func(_ context.Context, bt kafka.Batch) error {
+	err := tool.Consume(ctx, kafka.ConsumeConfig{Topic: kafka.TopicMessages, Partitions: parts}, func(_ context.Context, bt kafka.Batch) error {
 		for _, r := range bt.Records {
 			if tenant, topic, err := kafka.SplitKey(r.Key); err == nil && string(tenant) == "acme" && string(topic) == "plant/1" {
 				return found

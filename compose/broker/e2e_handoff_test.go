@@ -81,17 +81,9 @@ type loggedDelivery struct {
 // more within a second after the last.
 func loggedDeliveries(t *testing.T, dataDir, topic string, want int) []loggedDelivery {
 	t.Helper()
-	cfg, err := kafka.AttachEmbedded(filepath.Join(dataDir, "kafka"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tool, _ := attachLog(t, filepath.Join(dataDir, "kafka"))
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	tool, err := kafka.NewClient(ctx, cfg, testlog.New(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tool.Close()
 	parts := make([]int32, tool.Partitions(kafka.TopicDeliveries))
 	for i := range parts {
 		parts[i] = int32(i)
@@ -99,7 +91,7 @@ func loggedDeliveries(t *testing.T, dataDir, topic string, want int) []loggedDel
 	var mu sync.Mutex
 	var got []loggedDelivery
 	var once sync.Once
-	err = tool.Consume(ctx, kafka.ConsumeConfig{Topic: kafka.TopicDeliveries, Partitions: parts}, func(_ context.Context, b kafka.Batch) error {
+	err := tool.Consume(ctx, kafka.ConsumeConfig{Topic: kafka.TopicDeliveries, Partitions: parts}, func(_ context.Context, b kafka.Batch) error {
 		for _, r := range b.Records {
 			var env eventspb.Envelope
 			if err := kafka.DecodeEnvelope(r, &env); err != nil {
@@ -130,4 +122,24 @@ func loggedDeliveries(t *testing.T, dataDir, topic string, want int) []loggedDel
 		}
 	}
 	return got
+}
+
+// attachLog returns a client of the embedded log whose kafka directory is
+// kdir, attached as Shoal's own tools attach (through the socket, with the
+// credentials file), and the configuration it was made from; it is closed
+// when the test ends.
+func attachLog(t *testing.T, kdir string) (*kafka.Client, kafka.Config) {
+	t.Helper()
+	cfg, err := kafka.AttachEmbedded(kdir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	tool, err := kafka.NewClient(ctx, cfg, testlog.New(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tool.Close)
+	return tool, cfg
 }

@@ -54,6 +54,9 @@ func (g *Gateway) consumeSlot(ctx context.Context, marker *kafka.Record, wg *syn
 			// In shoal all, the records the process writes to the slot
 			// come through the local delivery path, without a fetch.
 			Local: true,
+			// The records the router handed over and the gateway
+			// delivered then come without their bytes.
+			SkipHandedOff: true,
 		}, func(ctx context.Context, b kafka.Batch) error {
 			once.Do(func() {
 				g.startHandoff()

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"encoding/binary"
 	"sync"
 	"sync/atomic"
 
@@ -50,19 +49,17 @@ type handoff struct {
 	// marks are the values of kafka.HeaderHandoff of this run: the run's
 	// connection base, then handoffEarly or handoffLate. Written before on
 	// becomes true.
-	early, lateMark [handoffMarkLen]byte
+	early, lateMark [kafka.HandoffMarkLen]byte
 	// chunk holds copies of handed records' values: the router reuses its
 	// record once produced, while a connection may keep the message (a
 	// QoS 1/2 message in flight, a payload written by reference). Chunks
 	// are never reused: they go with the last message that refers to them.
 	chunk []byte
 	rec   kafka.Record // the copy decoded
+	run   uint64       // the run in the marks
 }
 
 const (
-	handoffMarkLen = 9
-	handoffEarly   = 1 // delivered by the hand-off: the slot consumer skips it
-	handoffLate    = 2 // left to the log
 	// handoffChunk is the size of the chunks values are copied into;
 	// a value above a quarter of it gets memory of its own.
 	handoffChunk = 64 << 10
@@ -74,10 +71,9 @@ func (g *Gateway) startHandoff() {
 	h := &g.handoff
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	base := g.connBase()
-	binary.BigEndian.PutUint64(h.early[:], base)
-	binary.BigEndian.PutUint64(h.lateMark[:], base)
-	h.early[8], h.lateMark[8] = handoffEarly, handoffLate
+	h.run = g.connBase()
+	h.early = kafka.HandoffMark(h.run, kafka.HandoffEarly)
+	h.lateMark = kafka.HandoffMark(g.connBase(), kafka.HandoffLate)
 	h.late.Store(0)
 	h.on.Store(true)
 }
@@ -130,14 +126,14 @@ func (g *Gateway) Handoff(slot int32, rec *kafka.Record, now bool) []byte {
 // delivered, and counts the late records it reads. The slot consumer,
 // with h.mu held.
 func (h *handoff) handedOff(r *kafka.Record) bool {
-	m := r.Header(kafka.HeaderHandoff)
-	if len(m) != handoffMarkLen || string(m[:8]) != string(h.early[:8]) {
+	run, kind, ok := kafka.ParseHandoffMark(r.Header(kafka.HeaderHandoff))
+	if !ok || run != h.run {
 		return false // no mark, or another run's
 	}
-	switch m[8] {
-	case handoffEarly:
+	switch kind {
+	case kafka.HandoffEarly:
 		return true
-	case handoffLate:
+	case kafka.HandoffLate:
 		if h.late.Load() > 0 { // only the slot consumer subtracts
 			h.late.Add(-1)
 		}

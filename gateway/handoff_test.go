@@ -37,7 +37,7 @@ func TestHandoffDeliversAtOnce(t *testing.T) {
 
 	rec := handedRecord("t-1", c.id, "early")
 	mark := g.Handoff(g.slot.Load(), rec, true)
-	if len(mark) != handoffMarkLen || mark[8] != handoffEarly {
+	if len(mark) != kafka.HandoffMarkLen || mark[8] != kafka.HandoffEarly {
 		t.Fatalf("mark %x, want the early mark", mark)
 	}
 	readPayload(t, next, "early")
@@ -78,7 +78,7 @@ func TestHandoffLateKeepsOrder(t *testing.T) {
 	var marks [2][]byte
 	for i, r := range []*kafka.Record{unknown, after} {
 		marks[i] = append([]byte(nil), g.Handoff(slot, r, true)...)
-		if len(marks[i]) != handoffMarkLen || marks[i][8] != handoffLate {
+		if len(marks[i]) != kafka.HandoffMarkLen || marks[i][8] != kafka.HandoffLate {
 			t.Fatalf("record %d: mark %x, want the late mark", i, marks[i])
 		}
 		r.AddHeader(kafka.HeaderHandoff, marks[i])
@@ -86,7 +86,7 @@ func TestHandoffLateKeepsOrder(t *testing.T) {
 	expectSilence(t, nc, rd, 100*time.Millisecond)
 	fl.slot <- kafka.Batch{Records: []*kafka.Record{unknown}}
 	// Until the log has given the late records back, a new one waits too.
-	if m := g.Handoff(slot, handedRecord("t-1", c.id, "behind"), true); len(m) != handoffMarkLen || m[8] != handoffLate {
+	if m := g.Handoff(slot, handedRecord("t-1", c.id, "behind"), true); len(m) != kafka.HandoffMarkLen || m[8] != kafka.HandoffLate {
 		t.Fatalf("mark %x with a late record unread, want the late mark", m)
 	}
 	behind := handedRecord("t-1", c.id, "behind")
@@ -97,7 +97,7 @@ func TestHandoffLateKeepsOrder(t *testing.T) {
 	eventually(t, "the late records read", func() bool {
 		return g.handoff.late.Load() == 0
 	})
-	if m := g.Handoff(slot, handedRecord("t-1", c.id, "early again"), true); len(m) != handoffMarkLen || m[8] != handoffEarly {
+	if m := g.Handoff(slot, handedRecord("t-1", c.id, "early again"), true); len(m) != kafka.HandoffMarkLen || m[8] != kafka.HandoffEarly {
 		t.Fatalf("mark %x once the log caught up, want the early mark", m)
 	}
 	readPayload(t, next, "early again")
@@ -114,7 +114,7 @@ func TestHandoffAllocs(t *testing.T) {
 	hand := func() {
 		f.offset++
 		binary.PutUvarint(rec.Value[f.offsetAt:f.offsetAt+8], f.offset)
-		if m := f.g.Handoff(0, rec, true); len(m) != handoffMarkLen || m[8] != handoffEarly {
+		if m := f.g.Handoff(0, rec, true); len(m) != kafka.HandoffMarkLen || m[8] != kafka.HandoffEarly {
 			panic(fmt.Sprintf("mark %x, want the early mark", m))
 		}
 	}

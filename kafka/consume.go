@@ -73,6 +73,11 @@ type ConsumeConfig struct {
 	// on, or without a feed, fetches as usual (kotel's receive spans come
 	// from fetches).
 	Local bool
+	// SkipHandedOff: with Local, a record the process's gateway was handed
+	// and delivered (HeaderHandoff, HandoffEarly) is handed out without
+	// its key and value, which the consumer skips anyway; one read from
+	// the log comes whole.
+	SkipHandedOff bool
 }
 
 // Validate checks the configuration.

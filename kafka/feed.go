@@ -130,10 +130,13 @@ func (f *Feed) unsubscribe(s *feedSub) {
 type feedSub struct {
 	mu    sync.Mutex
 	in    []Record
-	inUse shrink   // how long in has been mostly empty
-	bytes []byte   // the current chunk of copied bytes
-	hdrs  []Header // the current chunk of headers
-	wake  chan struct{}
+	inUse shrink // how long in has been mostly empty
+	// skipEarly copies no key or value of records marked HandoffEarly
+	// (ConsumeConfig.SkipHandedOff).
+	skipEarly bool
+	bytes     []byte   // the current chunk of copied bytes
+	hdrs      []Header // the current chunk of headers
+	wake      chan struct{}
 }
 
 func newFeedSub() *feedSub { return &feedSub{wake: make(chan struct{}, 1)} }
@@ -141,7 +144,11 @@ func newFeedSub() *feedSub { return &feedSub{wake: make(chan struct{}, 1)} }
 // add copies kr into the inbox and wakes the consumer. It reports false
 // when the inbox is full.
 func (s *feedSub) add(kr *kgo.Record) bool {
-	n := len(kr.Key) + len(kr.Value)
+	key, value := kr.Key, kr.Value
+	if s.skipEarly && handedOff(kr) {
+		key, value = nil, nil
+	}
+	n := len(key) + len(value)
 	for _, h := range kr.Headers {
 		n += len(h.Value)
 	}
@@ -157,8 +164,8 @@ func (s *feedSub) add(kr *kgo.Record) bool {
 		s.hdrs = make([]Header, 0, max(feedHeaderChunk, k))
 	}
 	r := Record{Topic: kr.Topic, Partition: kr.Partition, Offset: kr.Offset, Timestamp: kr.Timestamp}
-	r.Key = s.copyBytes(kr.Key)
-	r.Value = s.copyBytes(kr.Value)
+	r.Key = s.copyBytes(key)
+	r.Value = s.copyBytes(value)
 	if k := len(kr.Headers); k > 0 {
 		from := len(s.hdrs)
 		for _, h := range kr.Headers {
@@ -173,6 +180,17 @@ func (s *feedSub) add(kr *kgo.Record) bool {
 	default:
 	}
 	return true
+}
+
+// handedOff reports whether kr carries a HandoffEarly mark.
+func handedOff(kr *kgo.Record) bool {
+	for _, h := range kr.Headers {
+		if h.Key == HeaderHandoff {
+			_, kind, ok := ParseHandoffMark(h.Value)
+			return ok && kind == HandoffEarly
+		}
+	}
+	return false
 }
 
 // copyBytes copies b into the chunk (which has room); nil stays nil.
@@ -213,6 +231,7 @@ type localPart struct {
 // a client with a feed: explicit partitions only.
 func (c *Client) consumeLocal(ctx context.Context, cfg ConsumeConfig, lag *consumerLag, handle func(context.Context, []Batch) error) error {
 	sub := newFeedSub()
+	sub.skipEarly = cfg.SkipHandedOff
 	// Subscribed before anything is read from the log, so that every
 	// record acknowledged from now on is either handed over or, if it was
 	// acknowledged before, found by the catch-up below.

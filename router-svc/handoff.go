@@ -27,7 +27,7 @@ type Handoff interface {
 // deliveries are handed over to be written at once: a larger one is a
 // backlog, which the router works off faster when the gateway's slot
 // consumer writes its deliveries beside it (measured: saturating QoS 0
-// pairs lost a fifth of their deliveries per CPU-second with every poll
+// pairs lost 10–20 % of their deliveries per CPU-second with every poll
 // handed over), and whose messages have waited already.
 const handoffMaxPoll = 256
 

@@ -26,6 +26,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/eclipse/paho.golang/paho"
 
+	"github.com/shoal-mqtt/shoal/internal/localserver/serverproc"
 	"github.com/shoal-mqtt/shoal/internal/testutil/testpki"
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
@@ -87,13 +88,22 @@ func startHAProxyTLS(t *testing.T, certKey []byte, pools ...string) *haproxyProc
 			t.Fatal(err)
 		}
 	}
-	h := &haproxyProc{mqtt: freeAddr(t), mqtts: freeAddr(t), ws: freeAddr(t), wss: freeAddr(t),
+	// The frontends' ports are picked together, so that they are distinct:
+	// HAProxy binds with SO_REUSEPORT, so two frontends given one port
+	// would both listen on it and split its connections between them (a
+	// TLS client once reached the wss frontend that way).
+	ports, err := serverproc.FreePorts(5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := func(i int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[i])) }
+	h := &haproxyProc{mqtt: addr(0), mqtts: addr(1), ws: addr(2), wss: addr(3),
 		log: filepath.Join(dir, "haproxy.log"), mapFile: mapFile, runtime: filepath.Join(dir, "haproxy.sock")}
 	env := []string{"SHOAL_HAPROXY_MQTT=" + h.mqtt, "SHOAL_HAPROXY_MQTTS=" + h.mqtts,
 		"SHOAL_HAPROXY_WS=" + h.ws, "SHOAL_HAPROXY_WSS=" + h.wss,
 		"SHOAL_HAPROXY_MAP=" + mapFile, "SHOAL_HAPROXY_RUNTIME=" + h.runtime}
 	if certKey != nil {
-		h.terminate = freeAddr(t)
+		h.terminate = addr(4)
 		env = append(env, "SHOAL_HAPROXY_MQTTS_TERMINATE="+h.terminate,
 			"SHOAL_HAPROXY_TLS_CERT="+testpki.WriteFile(t, dir, "haproxy.pem", certKey))
 	}

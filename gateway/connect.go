@@ -84,8 +84,10 @@ func (c *conn) handshake(ctx context.Context, client net.Addr, cert *x509.Certif
 		g.beforeConnack(c)
 	}
 	accepted = true
-	c.queueConnack(&ack)
+	// Counted before the CONNACK is queued: a client that has read its
+	// CONNACK finds its connect counted (TestConnectsByReason).
 	g.met.connected(c, packet.CodeSuccess)
+	c.queueConnack(&ack)
 	return true
 }
 
@@ -320,9 +322,9 @@ func (c *conn) queueConnack(ack *packet.Connack) {
 // format; serve then closes the socket as closeWrite does, so that the
 // client reads the code.
 func (c *conn) refuse(code packet.ReasonCode, v packet.Version) {
+	c.g.met.connected(c, code) // counted before the client can read it
 	c.writeNow((&packet.Connack{Code: code}).Append(nil, v))
 	c.refused = true
-	c.g.met.connected(c, code)
 }
 
 // askSession sends the Connect request and waits for its result, at most

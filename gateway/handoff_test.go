@@ -25,15 +25,24 @@ func readPayload(t *testing.T, read func() packet.Packet, want string) {
 	}
 }
 
+// handoffClient runs a gateway on a fake log with client "t-1" of tenant
+// "t" connected; next reads the client's next packet.
+func handoffClient(t *testing.T) (g *Gateway, fl *fakeLog, c *conn, next func() packet.Packet, silent func()) {
+	t.Helper()
+	fl = newFakeLog()
+	g = startGateway(t, fl)
+	nc, rd := dial(t, g)
+	c = connOf(t, g, "t-1")
+	next = func() packet.Packet { return read(t, nc, rd, 5*time.Second) }
+	silent = func() { expectSilence(t, nc, rd, 100*time.Millisecond) }
+	return g, fl, c, next, silent
+}
+
 // TestHandoffDeliversAtOnce: a record handed off is written to its client
 // before the log has it, and the slot consumer skips it when it comes;
 // the router's bytes may change once Handoff has returned.
 func TestHandoffDeliversAtOnce(t *testing.T) {
-	fl := newFakeLog()
-	g := startGateway(t, fl)
-	nc, rd := dial(t, g)
-	c := connOf(t, g, "t-1")
-	next := func() packet.Packet { return read(t, nc, rd, 5*time.Second) }
+	g, fl, c, next, silent := handoffClient(t)
 
 	rec := handedRecord("t-1", c.id, "early")
 	mark := g.Handoff(g.slot.Load(), rec, true)
@@ -58,7 +67,7 @@ func TestHandoffDeliversAtOnce(t *testing.T) {
 	other.AddHeader(kafka.HeaderHandoff, foreign)
 	fl.slot <- kafka.Batch{Records: []*kafka.Record{other}}
 	readPayload(t, next, "other run")
-	expectSilence(t, nc, rd, 100*time.Millisecond)
+	silent()
 }
 
 // TestHandoffLateKeepsOrder: a record the gateway cannot deliver at once
@@ -66,11 +75,7 @@ func TestHandoffDeliversAtOnce(t *testing.T) {
 // and so is every later one until the slot consumer has read them: the
 // client gets the router's records in the slot's order.
 func TestHandoffLateKeepsOrder(t *testing.T) {
-	fl := newFakeLog()
-	g := startGateway(t, fl)
-	nc, rd := dial(t, g)
-	c := connOf(t, g, "t-1")
-	next := func() packet.Packet { return read(t, nc, rd, 5*time.Second) }
+	g, fl, c, next, silent := handoffClient(t)
 	slot := g.slot.Load()
 
 	unknown := handedRecord("t-1", c.id+1, "to a connection not here")
@@ -83,7 +88,7 @@ func TestHandoffLateKeepsOrder(t *testing.T) {
 		}
 		r.AddHeader(kafka.HeaderHandoff, marks[i])
 	}
-	expectSilence(t, nc, rd, 100*time.Millisecond)
+	silent()
 	fl.slot <- kafka.Batch{Records: []*kafka.Record{unknown}}
 	// Until the log has given the late records back, a new one waits too.
 	if m := g.Handoff(slot, handedRecord("t-1", c.id, "behind"), true); len(m) != kafka.HandoffMarkLen || m[8] != kafka.HandoffLate {

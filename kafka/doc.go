@@ -129,7 +129,12 @@
 // into the inbox of the process's own consumers of its partition that ask
 // for it (ConsumeConfig.Local, explicit partitions), which hand out
 // exactly what a fetch would, in offset order, each record once, reading
-// from the log what the feed did not carry (feed.go).
+// from the log what the feed did not carry (feed.go). The router also
+// hands its delivery records to the gateway of the process before it
+// produces them; HeaderHandoff marks them, in the format of handoff.go,
+// and a consumer with ConsumeConfig.SkipHandedOff gets those the gateway
+// delivered then without their bytes. Arrays a burst grew are let go
+// after two seconds of light use.
 //
 // # Envelopes
 //

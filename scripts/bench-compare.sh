@@ -121,15 +121,10 @@ mosquitto_passwd -c -b "$passwd" bench-user bench-pass >/dev/null 2>&1 ||
   { log "mosquitto_passwd failed"; exit 1; }
 chmod 0644 "$passwd"
 broker_pid=""
+# shellcheck source=scripts/bench-lib.sh
+. "$root/scripts/bench-lib.sh" # free_port, stop_pid
 stop_broker() {
-  [ -n "$broker_pid" ] || return 0
-  kill -TERM "$broker_pid" 2>/dev/null || true
-  for _ in $(seq 100); do
-    kill -0 "$broker_pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -KILL "$broker_pid" 2>/dev/null || true
-  wait "$broker_pid" 2>/dev/null || true
+  stop_pid "$broker_pid" 10
   broker_pid=""
 }
 cleanup() {
@@ -138,9 +133,6 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-# shellcheck source=scripts/free-port.sh
-. "$root/scripts/free-port.sh"
 
 # wait_mqtt waits (30 s at most) until the port accepts TCP connections
 # while the broker process lives.
@@ -182,6 +174,7 @@ start_shoal() { # dir port scenario
   case $3 in *-auth) auth=(--password-file "$passwd") ;; esac
   http=$(free_port)
   shoal_http=$http
+  # shellcheck disable=SC2086 # SHOAL_FLAGS is flags, split into words
   "${pin_broker[@]}" "$shoal" all --data-dir "$dir/data" --mqtt-listen "127.0.0.1:$port" --http-listen "127.0.0.1:$http" \
     --ws-listen '' --pprof "${PROFILE:-0}" "${auth[@]}" ${SHOAL_FLAGS:-} >"$dir/broker.log" 2>&1 &
   broker_pid=$!

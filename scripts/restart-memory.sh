@@ -49,17 +49,8 @@ go build -o "$bench" ./bench/cmd/shoal-bench
 log() { echo "restart-memory: $*" >&2; }
 
 broker_pid="" gen_pid=""
-stop_pid() { # pid: SIGTERM, then SIGKILL after 30 s
-  local pid=$1
-  [ -n "$pid" ] || return 0
-  kill -TERM "$pid" 2>/dev/null || return 0
-  for _ in $(seq 300); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -KILL "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
-}
+# shellcheck source=scripts/bench-lib.sh
+. "$root/scripts/bench-lib.sh" # free_port, stop_pid
 cleanup() {
   stop_pid "$gen_pid"
   stop_pid "$broker_pid"
@@ -71,9 +62,6 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-# shellcheck source=scripts/free-port.sh
-. "$root/scripts/free-port.sh"
 
 # status prints a field of /proc/PID/status in MiB (VmRSS, VmHWM).
 status() { awk -v k="$2:" '$1 == k { printf "%d", $2 / 1024 }' "/proc/$1/status"; }
@@ -90,6 +78,7 @@ start_shoal() { # sets ready to the seconds it took
   local t0
   run=$((run + 1))
   t0=$(date +%s.%N)
+  # shellcheck disable=SC2086 # SHOAL_FLAGS is flags, split into words
   "$shoal" all "${flags[@]}" ${SHOAL_FLAGS:-} >"$tmp/broker-$run.log" 2>&1 &
   broker_pid=$!
   for _ in $(seq 1200); do

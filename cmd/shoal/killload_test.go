@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -50,28 +49,14 @@ func (r *recorder) has(n int) bool {
 }
 
 // dialRecorded connects a Paho 5.0 client whose received messages go to
-// rec; clean false resumes a session kept for 5 minutes.
+// rec (none when nil); clean false resumes its session.
 func dialRecorded(t *testing.T, addr, id string, clean bool, rec *recorder) *paho.Client {
 	t.Helper()
-	nc, err := net.DialTimeout("tcp", addr, wait)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := paho.NewClient(paho.ClientConfig{Conn: nc, OnClientError: func(error) {},
-		OnPublishReceived: []func(paho.PublishReceived) (bool, error){func(pr paho.PublishReceived) (bool, error) {
-			if rec != nil {
-				rec.add(pr.Packet)
-			}
-			return true, nil
-		}}})
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	expiry := uint32(300)
-	if _, err := c.Connect(ctx, &paho.Connect{ClientID: id, CleanStart: clean, KeepAlive: 30,
-		Properties: &paho.ConnectProperties{SessionExpiryInterval: &expiry}}); err != nil {
-		t.Fatalf("connect %s: %v", id, err)
-	}
-	t.Cleanup(func() { _ = c.Disconnect(&paho.Disconnect{}) })
+	c, _ := connectPaho(t, addr, id, clean, func(p *paho.Publish) {
+		if rec != nil {
+			rec.add(p)
+		}
+	})
 	return c
 }
 

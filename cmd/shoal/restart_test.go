@@ -161,14 +161,24 @@ type client struct {
 
 func connect(t *testing.T, addr, id string, clean bool) (*client, *paho.Connack) {
 	t.Helper()
+	c := &client{msgs: make(chan *paho.Publish, 100)}
+	var ca *paho.Connack
+	c.Client, ca = connectPaho(t, addr, id, clean, func(p *paho.Publish) { c.msgs <- p })
+	return c, ca
+}
+
+// connectPaho connects a Paho 5.0 client with client id id, its session
+// kept for an hour (clean false resumes it), handing each PUBLISH it
+// receives to received; it disconnects when the test ends.
+func connectPaho(t *testing.T, addr, id string, clean bool, received func(*paho.Publish)) (*paho.Client, *paho.Connack) {
+	t.Helper()
 	nc, err := net.DialTimeout("tcp", addr, wait)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &client{msgs: make(chan *paho.Publish, 100)}
-	c.Client = paho.NewClient(paho.ClientConfig{Conn: nc, OnClientError: func(error) {},
+	c := paho.NewClient(paho.ClientConfig{Conn: nc, OnClientError: func(error) {},
 		OnPublishReceived: []func(paho.PublishReceived) (bool, error){func(pr paho.PublishReceived) (bool, error) {
-			c.msgs <- pr.Packet
+			received(pr.Packet)
 			return true, nil
 		}}})
 	expiry := uint32(3600)

@@ -10,8 +10,12 @@
 // group with its interrupt; the watches of the auth files), quota.go (the
 // tenants' quotas given to the gateway and the router, counted alone in
 // `shoal all` and with the other gateways otherwise, and their metrics),
-// http.go, memory.go.
-// brokertest starts `shoal all` inside a test.
+// http.go, memory.go. In `shoal all` with kafka.local_delivery (the
+// default) the clients share the embedded backbone's feed and the router
+// hands its deliveries to the gateway (Router.SetHandoff): ARCHITECTURE.md,
+// "The local delivery path".
+// brokertest starts `shoal all` inside a test (SHOAL_KAFKA_LOCAL_DELIVERY
+// chooses the path).
 //
 // Start-up order: backbone, topics, view store, router and session service,
 // then the gateway (which opens its listeners only once it consumes its

@@ -1,5 +1,6 @@
 # shellcheck shell=bash
-# Sourced by the benchmark scripts (bench-compare.sh, restart-memory.sh).
+# Sourced by the benchmark scripts (bench-compare.sh, restart-memory.sh):
+# what both need to run brokers on loopback ports.
 #
 # free_port prints a loopback port nothing uses, below the ephemeral range:
 # a load generator's closed client sockets linger in TIME_WAIT on ephemeral
@@ -18,4 +19,18 @@ free_port() {
   done
   log "no free port found"
   return 1
+}
+
+# stop_pid stops process pid (nothing when pid is empty or gone): SIGTERM,
+# then SIGKILL if it is still there after secs seconds (default 30).
+stop_pid() {
+  local pid=$1 secs=${2:-30}
+  [ -n "$pid" ] || return 0
+  kill -TERM "$pid" 2>/dev/null || return 0
+  for _ in $(seq $((secs * 10))); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -KILL "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
 }

@@ -289,101 +289,56 @@ type option struct {
 }
 
 func options() []option {
-	str := func(f func(c *Config) *string) func(*Config, string) error {
-		return func(c *Config, v string) error { *f(c) = v; return nil }
-	}
 	opts := []option{
-		{"mqtt-listen", "MQTT TCP listen address (gateway.mqtt_listen)", str(func(c *Config) *string { return &c.Gateway.MQTTListen })},
-		{"ws-listen", "MQTT over WebSocket listen address, path /mqtt (gateway.ws_listen)", str(func(c *Config) *string { return &c.Gateway.WSListen })},
-		{"mqtts-listen", "MQTT over TLS listen address, e.g. :8883; empty (the default) disables it (gateway.mqtts_listen)", str(func(c *Config) *string { return &c.Gateway.MQTTSListen })},
-		{"wss-listen", "MQTT over WebSocket over TLS listen address, path /mqtt, e.g. :8084; empty (the default) disables it (gateway.wss_listen)", str(func(c *Config) *string { return &c.Gateway.WSSListen })},
+		{"mqtt-listen", "MQTT TCP listen address (gateway.mqtt_listen)", strOpt(func(c *Config) *string { return &c.Gateway.MQTTListen })},
+		{"ws-listen", "MQTT over WebSocket listen address, path /mqtt (gateway.ws_listen)", strOpt(func(c *Config) *string { return &c.Gateway.WSListen })},
+		{"mqtts-listen", "MQTT over TLS listen address, e.g. :8883; empty (the default) disables it (gateway.mqtts_listen)", strOpt(func(c *Config) *string { return &c.Gateway.MQTTSListen })},
+		{"wss-listen", "MQTT over WebSocket over TLS listen address, path /mqtt, e.g. :8084; empty (the default) disables it (gateway.wss_listen)", strOpt(func(c *Config) *string { return &c.Gateway.WSSListen })},
 		{"ws-allowed-origins", "comma-separated origins (host patterns, e.g. *.example.com or https://app.example.com) whose web pages may connect to the WebSocket listeners besides their own; empty allows no other (gateway.ws_allowed_origins)", func(c *Config, v string) error {
 			c.Gateway.WSAllowedOrigins = splitList(v)
 			return nil
 		}},
-		{"proxy-protocol", "PROXY protocol (v1 or v2) from a load balancer in front, on every listener: off, optional (a trusted peer's header is used when sent) or required (every connection must come from a trusted peer with a header) (gateway.proxy_protocol)", str(func(c *Config) *string { return &c.Gateway.ProxyProtocol })},
+		{"proxy-protocol", "PROXY protocol (v1 or v2) from a load balancer in front, on every listener: off, optional (a trusted peer's header is used when sent) or required (every connection must come from a trusted peer with a header) (gateway.proxy_protocol)", strOpt(func(c *Config) *string { return &c.Gateway.ProxyProtocol })},
 		{"proxy-trusted", "comma-separated CIDR networks of the load balancers allowed to send a PROXY header, e.g. 10.0.0.0/8; needed by optional and required (gateway.proxy_trusted)", func(c *Config, v string) error {
 			c.Gateway.ProxyTrusted = splitList(v)
 			return nil
 		}},
-		{"tls-cert-file", "PEM certificate chain of the TLS listeners, reloaded when it changes and on SIGHUP (tls.cert_file)", str(func(c *Config) *string { return &c.Gateway.TLS.CertFile })},
-		{"tls-key-file", "PEM private key of tls.cert_file (tls.key_file)", str(func(c *Config) *string { return &c.Gateway.TLS.KeyFile })},
-		{"tls-client-ca-file", "PEM CAs of client certificates (mutual TLS): clients may present one, which must verify (tls.client_ca_file)", str(func(c *Config) *string { return &c.Gateway.TLS.ClientCAFile })},
-		{"tls-require-client-cert", "true refuses TLS clients without a certificate of tls.client_ca_file (tls.require_client_cert)", func(c *Config, v string) error {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return fmt.Errorf("tls.require_client_cert: %w", err)
-			}
-			c.Gateway.TLS.RequireClientCert = b
-			return nil
-		}},
-		{"tls-identity", "field of a client certificate that names the client's identity: cn, san-dns, san-email or san-uri (tls.identity)", str(func(c *Config) *string { return &c.Gateway.TLS.Identity })},
-		{"admin-listen", "address of the admin API that shoal ctl talks to, never an MQTT listener; empty disables it (admin.listen)", str(func(c *Config) *string { return &c.Admin.Listen })},
-		{"admin-token-file", "file holding the admin API's bearer token; empty: shoal all makes one in data_dir/admin.token, a distributed role serves no admin API (admin.token_file)", str(func(c *Config) *string { return &c.Admin.TokenFile })},
-		{"http-listen", "HTTP address of /metrics, /healthz, /readyz (http_listen)", str(func(c *Config) *string { return &c.HTTPListen })},
-		{"data-dir", "directory of the embedded backbone (data_dir)", str(func(c *Config) *string { return &c.DataDir })},
-		{"data-sync", "true fsyncs the embedded log and view store on every write (data_sync)", func(c *Config, v string) error {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return fmt.Errorf("data_sync: %w", err)
-			}
-			c.DataSync = b
-			return nil
-		}},
-		{"password-file", "password file (mosquitto_passwd format, bcrypt, argon2id; `shoal passwd` writes one): clients must authenticate (auth.password_file)", str(func(c *Config) *string { return &c.Auth.PasswordFile })},
-		{"allow-anonymous", "true accepts clients without a user name although authentication is configured (auth.allow_anonymous)", func(c *Config, v string) error {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return fmt.Errorf("auth.allow_anonymous: %w", err)
-			}
-			c.Auth.AllowAnonymous = b
-			return nil
-		}},
-		{"acl-file", "ACL file in Mosquitto's format, applied inside each client's tenant (auth.acl_file)", str(func(c *Config) *string { return &c.Auth.ACLFile })},
-		{"jwt-jwks-file", "JSON Web Key Set file whose keys verify JWTs sent as passwords (auth.jwt.jwks_file)", str(func(c *Config) *string { return &c.Auth.JWT.JWKSFile })},
-		{"jwt-public-key-file", "PEM public key (RSA, ECDSA, Ed25519) that verifies JWTs sent as passwords (auth.jwt.public_key_file)", str(func(c *Config) *string { return &c.Auth.JWT.PublicKeyFile })},
-		{"jwt-hmac-secret-file", "file holding the HMAC secret (≥ 32 bytes) that verifies JWTs sent as passwords (auth.jwt.hmac_secret_file)", str(func(c *Config) *string { return &c.Auth.JWT.HMACSecretFile })},
-		{"jwt-issuer", "required iss of JWTs (auth.jwt.issuer)", str(func(c *Config) *string { return &c.Auth.JWT.Issuer })},
-		{"jwt-audience", "required aud of JWTs (auth.jwt.audience)", str(func(c *Config) *string { return &c.Auth.JWT.Audience })},
-		{"tenant-separator", "client-id tenant separator; empty switches tenancy off (gateway.tenant_separator)", str(func(c *Config) *string { return &c.Gateway.TenantSeparator })},
-		{"log-level", "debug, info, warn or error (log_level)", str(func(c *Config) *string { return &c.LogLevel })},
-		{"log-format", "text or json (log_format)", str(func(c *Config) *string { return &c.LogFormat })},
-		{"pprof", "true serves Go's profiles under /debug/pprof/ on the HTTP address (pprof)", func(c *Config, v string) error {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return fmt.Errorf("pprof: %w", err)
-			}
-			c.Pprof = b
-			return nil
-		}},
-		{"audit-expose-message-id", "true adds the user property shoal-message-id to every message delivered to an MQTT 5.0 client (audit.expose_message_id)", func(c *Config, v string) error {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return fmt.Errorf("audit.expose_message_id: %w", err)
-			}
-			c.Audit.ExposeMessageID = b
-			return nil
-		}},
-		{"audit-record-acks", "true writes every acknowledgement of a QoS 1/2 delivery to the log, for shoal trace (audit.record_acks)", func(c *Config, v string) error {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return fmt.Errorf("audit.record_acks: %w", err)
-			}
-			c.Audit.RecordAcks = b
-			return nil
-		}},
+		{"tls-cert-file", "PEM certificate chain of the TLS listeners, reloaded when it changes and on SIGHUP (tls.cert_file)", strOpt(func(c *Config) *string { return &c.Gateway.TLS.CertFile })},
+		{"tls-key-file", "PEM private key of tls.cert_file (tls.key_file)", strOpt(func(c *Config) *string { return &c.Gateway.TLS.KeyFile })},
+		{"tls-client-ca-file", "PEM CAs of client certificates (mutual TLS): clients may present one, which must verify (tls.client_ca_file)", strOpt(func(c *Config) *string { return &c.Gateway.TLS.ClientCAFile })},
+		{"tls-require-client-cert", "true refuses TLS clients without a certificate of tls.client_ca_file (tls.require_client_cert)", boolOpt("tls.require_client_cert", func(c *Config) *bool { return &c.Gateway.TLS.RequireClientCert })},
+		{"tls-identity", "field of a client certificate that names the client's identity: cn, san-dns, san-email or san-uri (tls.identity)", strOpt(func(c *Config) *string { return &c.Gateway.TLS.Identity })},
+		{"admin-listen", "address of the admin API that shoal ctl talks to, never an MQTT listener; empty disables it (admin.listen)", strOpt(func(c *Config) *string { return &c.Admin.Listen })},
+		{"admin-token-file", "file holding the admin API's bearer token; empty: shoal all makes one in data_dir/admin.token, a distributed role serves no admin API (admin.token_file)", strOpt(func(c *Config) *string { return &c.Admin.TokenFile })},
+		{"http-listen", "HTTP address of /metrics, /healthz, /readyz (http_listen)", strOpt(func(c *Config) *string { return &c.HTTPListen })},
+		{"data-dir", "directory of the embedded backbone (data_dir)", strOpt(func(c *Config) *string { return &c.DataDir })},
+		{"data-sync", "true fsyncs the embedded log and view store on every write (data_sync)", boolOpt("data_sync", func(c *Config) *bool { return &c.DataSync })},
+		{"password-file", "password file (mosquitto_passwd format, bcrypt, argon2id; `shoal passwd` writes one): clients must authenticate (auth.password_file)", strOpt(func(c *Config) *string { return &c.Auth.PasswordFile })},
+		{"allow-anonymous", "true accepts clients without a user name although authentication is configured (auth.allow_anonymous)", boolOpt("auth.allow_anonymous", func(c *Config) *bool { return &c.Auth.AllowAnonymous })},
+		{"acl-file", "ACL file in Mosquitto's format, applied inside each client's tenant (auth.acl_file)", strOpt(func(c *Config) *string { return &c.Auth.ACLFile })},
+		{"jwt-jwks-file", "JSON Web Key Set file whose keys verify JWTs sent as passwords (auth.jwt.jwks_file)", strOpt(func(c *Config) *string { return &c.Auth.JWT.JWKSFile })},
+		{"jwt-public-key-file", "PEM public key (RSA, ECDSA, Ed25519) that verifies JWTs sent as passwords (auth.jwt.public_key_file)", strOpt(func(c *Config) *string { return &c.Auth.JWT.PublicKeyFile })},
+		{"jwt-hmac-secret-file", "file holding the HMAC secret (≥ 32 bytes) that verifies JWTs sent as passwords (auth.jwt.hmac_secret_file)", strOpt(func(c *Config) *string { return &c.Auth.JWT.HMACSecretFile })},
+		{"jwt-issuer", "required iss of JWTs (auth.jwt.issuer)", strOpt(func(c *Config) *string { return &c.Auth.JWT.Issuer })},
+		{"jwt-audience", "required aud of JWTs (auth.jwt.audience)", strOpt(func(c *Config) *string { return &c.Auth.JWT.Audience })},
+		{"tenant-separator", "client-id tenant separator; empty switches tenancy off (gateway.tenant_separator)", strOpt(func(c *Config) *string { return &c.Gateway.TenantSeparator })},
+		{"log-level", "debug, info, warn or error (log_level)", strOpt(func(c *Config) *string { return &c.LogLevel })},
+		{"log-format", "text or json (log_format)", strOpt(func(c *Config) *string { return &c.LogFormat })},
+		{"pprof", "true serves Go's profiles under /debug/pprof/ on the HTTP address (pprof)", boolOpt("pprof", func(c *Config) *bool { return &c.Pprof })},
+		{"audit-expose-message-id", "true adds the user property shoal-message-id to every message delivered to an MQTT 5.0 client (audit.expose_message_id)", boolOpt("audit.expose_message_id", func(c *Config) *bool { return &c.Audit.ExposeMessageID })},
+		{"audit-record-acks", "true writes every acknowledgement of a QoS 1/2 delivery to the log, for shoal trace (audit.record_acks)", boolOpt("audit.record_acks", func(c *Config) *bool { return &c.Audit.RecordAcks })},
 		{"kafka-brokers", "comma-separated brokers of an external Kafka; empty runs the embedded one (kafka.brokers)", func(c *Config, v string) error {
 			c.Kafka.Brokers = splitList(v)
 			return nil
 		}},
-		{"kafka-embedded-addr", "loopback host:port on which the embedded Kafka also listens over TCP, with SASL/SCRAM (credentials in data_dir/kafka/client.properties); empty: in-process and Unix socket only (kafka.embedded_addr)", str(func(c *Config) *string { return &c.Kafka.EmbeddedAddr })},
+		{"kafka-embedded-addr", "loopback host:port on which the embedded Kafka also listens over TCP, with SASL/SCRAM (credentials in data_dir/kafka/client.properties); empty: in-process and Unix socket only (kafka.embedded_addr)", strOpt(func(c *Config) *string { return &c.Kafka.EmbeddedAddr })},
 		{"cql-hosts", "comma-separated host:port of a CQL database (ScyllaDB, Cassandra) for the views; empty keeps them in Pebble under data_dir (cql.hosts)", func(c *Config, v string) error {
 			c.CQL.Hosts = splitList(v)
 			return nil
 		}},
-		{"cql-username", "user name for the CQL database's password authentication (cql.username)", str(func(c *Config) *string { return &c.CQL.Username })},
-		{"cql-password-file", "file holding the CQL password, trailing line breaks dropped (cql.password_file)", str(func(c *Config) *string { return &c.CQL.PasswordFile })},
-		{"cql-keyspace", "CQL keyspace of the views, created when missing (cql.keyspace)", str(func(c *Config) *string { return &c.CQL.Keyspace })},
+		{"cql-username", "user name for the CQL database's password authentication (cql.username)", strOpt(func(c *Config) *string { return &c.CQL.Username })},
+		{"cql-password-file", "file holding the CQL password, trailing line breaks dropped (cql.password_file)", strOpt(func(c *Config) *string { return &c.CQL.PasswordFile })},
+		{"cql-keyspace", "CQL keyspace of the views, created when missing (cql.keyspace)", strOpt(func(c *Config) *string { return &c.CQL.Keyspace })},
 		{"cql-replication-factor", "replication factor of the keyspace Shoal creates, at most the cluster's nodes: 1 for a single node (cql.replication_factor)", func(c *Config, v string) error {
 			n, err := strconv.Atoi(v)
 			if err != nil {
@@ -392,7 +347,7 @@ func options() []option {
 			c.CQL.ReplicationFactor = n
 			return nil
 		}},
-		{"gateway-id", "name of this gateway instance in events and its slot lease (gateway.id)", str(func(c *Config) *string { return &c.Gateway.ID })},
+		{"gateway-id", "name of this gateway instance in events and its slot lease (gateway.id)", strOpt(func(c *Config) *string { return &c.Gateway.ID })},
 		{"gateway-slot", "partition of shoal.deliveries this gateway owns; -1 takes a free one by lease (gateway.slot)", func(c *Config, v string) error {
 			n, err := strconv.ParseInt(v, 10, 32)
 			if err != nil {
@@ -433,14 +388,7 @@ func options() []option {
 			c.Kafka.RetentionBytes = n
 			return nil
 		}},
-		{"kafka-local-delivery", "false makes the roles of shoal all read every record through a fetch instead of passing them inside the process (kafka.local_delivery)", func(c *Config, v string) error {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return fmt.Errorf("kafka.local_delivery: %w", err)
-			}
-			c.Kafka.LocalDelivery = b
-			return nil
-		}},
+		{"kafka-local-delivery", "false makes the roles of shoal all read every record through a fetch instead of passing them inside the process (kafka.local_delivery)", boolOpt("kafka.local_delivery", func(c *Config) *bool { return &c.Kafka.LocalDelivery })},
 	}
 	return append(opts, kafkaSecurityOptions()...)
 }

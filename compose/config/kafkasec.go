@@ -118,7 +118,8 @@ func kafkaSecurityOptions() []option {
 	}
 }
 
-// strOpt sets the string f returns.
+// strOpt sets the string f returns (the options of options and
+// kafkaSecurityOptions).
 func strOpt(f func(c *Config) *string) func(*Config, string) error {
 	return func(c *Config, v string) error { *f(c) = v; return nil }
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
@@ -77,6 +78,15 @@ func (s *Service) Session(tenant, clientID string) (*Session, error) {
 // the deletion follows within a consume round trip.
 func (s *Service) Command(ctx context.Context, tenant, clientID string, op eventspb.SessionCommand_Op, reason string) error {
 	sess, err := s.Session(tenant, clientID)
+	if errors.Is(err, ErrNoSession) || (err == nil && op == eventspb.SessionCommand_OP_KICK && !sess.Online) {
+		// The batch under way may hold what the client has seen already:
+		// its CONNACK goes out once the answer is in the log, before the
+		// batch is committed. Look again once it is.
+		if err := s.awaitBatch(ctx, tenant, clientID); err != nil {
+			return err
+		}
+		sess, err = s.Session(tenant, clientID)
+	}
 	switch {
 	case err != nil:
 		return err
@@ -97,5 +107,31 @@ func (s *Service) Command(ctx context.Context, tenant, clientID string, op event
 		return fmt.Errorf("write session command: %w", err)
 	}
 	s.log.Info("session command written", "op", op.String(), "tenant", tenant, "client", clientID, "reason", reason)
+	return nil
+}
+
+// commandSettle bounds Command's wait for the batch under way.
+const commandSettle = 2 * time.Second
+
+// awaitBatch waits until the batch the client's partition is processing
+// now, if any, is committed, for commandSettle at most.
+func (s *Service) awaitBatch(ctx context.Context, tenant, clientID string) error {
+	k := clientKey{tenant, clientID}
+	part := s.part(kafka.PartitionForKey(k.recordKey(), s.sessionsPartitions))
+	if part == nil {
+		return nil
+	}
+	ch := part.batchUnderWay()
+	if ch == nil {
+		return nil
+	}
+	t := time.NewTimer(commandSettle)
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-t.C:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	return nil
 }

@@ -52,6 +52,9 @@ type partition struct {
 	onWake func()
 	// counts are the committed sessions by state (metrics.go).
 	counts sessionCounts
+	// settled, while process runs, is closed when it returns: its batch
+	// is committed, or failed. nil between batches.
+	settled chan struct{}
 
 	// live is what the partition's log says of each slot's gateway (used
 	// by process only). It is not stored: after a load, a slot with online
@@ -133,6 +136,16 @@ func (p *partition) nextOffset() int64 {
 // half-applying a state change. Records at or below the applied offset are
 // skipped.
 func (p *partition) process(ctx context.Context, recs []record, write writeFunc) error {
+	settled := make(chan struct{})
+	p.mu.Lock()
+	p.settled = settled
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.settled = nil
+		p.mu.Unlock()
+		close(settled)
+	}()
 	base := p.offset // only process changes it, from one goroutine
 	b := &batch{
 		p:       p,
@@ -492,6 +505,14 @@ func (p *partition) committed(k clientKey) *Session {
 		return &Session{Tenant: k.tenant, ClientID: k.client}
 	}
 	return s.Clone()
+}
+
+// batchUnderWay returns a channel closed once the batch being processed
+// now is committed (or failed), or nil when none is.
+func (p *partition) batchUnderWay() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.settled
 }
 
 // snapshot returns a copy of client k's committed session.

@@ -73,7 +73,10 @@ func (s *Service) Session(tenant, clientID string) (*Session, error) {
 // shoal.sessions, for the partition's owner to apply in log order (the
 // machine's command), once this instance's committed state says there is
 // something to do: a connection to kick (ErrNotConnected otherwise), a
-// session to delete (ErrNoSession). reason is kept in the event for the
+// session to delete (ErrNoSession). When it does not, and the client's
+// partition is committing a batch, it waits for that batch and looks
+// again: a client has its CONNACK before the batch that answered it is
+// committed. reason is kept in the event for the
 // audit. It returns once the command is durably in the log; the kick or
 // the deletion follows within a consume round trip.
 func (s *Service) Command(ctx context.Context, tenant, clientID string, op eventspb.SessionCommand_Op, reason string) error {

@@ -41,6 +41,9 @@ type Gateway struct {
 	met *gatewayMetrics // its instruments (metrics.go), made from tel
 	// topics is the log's catalogue, which names the topics.
 	topics kafka.Catalogue
+	// express is the router of the process (SetExpress, before Run); nil:
+	// none.
+	express Express
 
 	seq      atomic.Uint64 // message id sequence
 	connSeq  atomic.Uint64 // connection ids

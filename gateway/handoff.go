@@ -167,3 +167,18 @@ func (h *handoff) copyValue(v []byte) []byte {
 	h.chunk = append(h.chunk, v...)
 	return h.chunk[from:len(h.chunk):len(h.chunk)]
 }
+
+// Express is the router of the process (`shoal all`), which routes a QoS 0
+// publish before it is produced when it can (routersvc.Router.Express):
+// the gateway then marks the record kafka.HeaderExpress, and the router
+// skips it when it reads it.
+type Express interface {
+	// Express is given rec, a QoS 0 publish record that is not retained,
+	// filled and keyed and not produced yet; it reports whether it routed
+	// it. rec is the gateway's again when it returns.
+	Express(rec *kafka.Record) bool
+}
+
+// SetExpress makes the gateway offer its QoS 0 publishes to x before it
+// produces them. Call it before Run; with tracing on it has no effect.
+func (g *Gateway) SetExpress(x Express) { g.express = x }

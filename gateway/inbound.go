@@ -78,6 +78,11 @@ func (c *conn) handlePublish(h packet.FixedHeader, body []byte) error {
 		if c.qos0Done == nil {
 			c.qos0Done = c.qos0Produced
 		}
+		// Routed before it is produced when the router of the process
+		// can (handoff.go); then it is the record of what was routed.
+		if g.express != nil && !p.Retain && span == nil && g.express.Express(rec) {
+			rec.AddHeader(kafka.HeaderExpress, kafka.ExpressMark)
+		}
 		c.writing.Add(1)
 		g.eventLog.Produce(context.Background(), rec, c.qos0Done)
 		return nil

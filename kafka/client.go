@@ -264,6 +264,7 @@ type produceCtx struct {
 	refused  error
 	acquired bool
 	start    time.Time // when Produce took it, for shoal.kafka.produce.duration
+	order    *partOrder // where the feed counts it (feedorder.go), or nil
 }
 
 func (*produceCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
@@ -563,6 +564,7 @@ func (c *Client) produce(ctx context.Context, st *produceState) {
 		st.kr.Topic = ""
 	}
 	st.pc.start = time.Now()
+	st.pc.order = c.cfg.Feed.taken(st.pc.r)
 	c.inflight.Add(1)
 	c.cl.Produce(context.Background(), &st.kr, promise)
 }
@@ -591,6 +593,9 @@ func promise(kr *kgo.Record, err error) {
 	if err == nil {
 		// Before done: the caller may reuse the record's bytes after it.
 		c.cfg.Feed.push(kr)
+	}
+	if pc.order != nil {
+		pc.order.done(err == nil, kr.Offset)
 	}
 	// kr is left alone: franz-go goroutines may still read it. pc's fields
 	// are ours only.

@@ -78,6 +78,10 @@ type ConsumeConfig struct {
 	// its key and value, which the consumer skips anyway; one read from
 	// the log comes whole.
 	SkipHandedOff bool
+	// SkipExpressed: with Local, a record the process's router routed
+	// before it was produced (HeaderExpress) is handed out without its key
+	// and value, as with SkipHandedOff.
+	SkipExpressed bool
 }
 
 // Validate checks the configuration.

@@ -24,7 +24,19 @@ const (
 	// record then (and skips it when it reads it from its slot) or left
 	// it to the log.
 	HeaderHandoff = "shoal-handoff"
+	// HeaderExpress marks a publish record of shoal.messages that the
+	// router of `shoal all` routed before it was produced (the express
+	// path, ARCHITECTURE.md "The local delivery path"): the router skips
+	// it when it reads it, from this run or any other. Its value is
+	// ExpressMark.
+	HeaderExpress = "shoal-express"
 )
+
+// ExpressMark is the value of HeaderExpress.
+var ExpressMark = []byte{1}
+
+// Expressed reports whether r carries HeaderExpress.
+func (r *Record) Expressed() bool { return r.Header(HeaderExpress) != nil }
 
 // Event types: the names of the Envelope's event oneof cases, as carried in
 // HeaderType.

@@ -35,6 +35,8 @@ type Feed struct {
 	subs atomic.Pointer[map[feedKey][]*feedSub] // read by every promise
 	// handed counts the records handed to consumers (tests).
 	handed atomic.Int64
+	// order is the tracked topic's (feedorder.go), nil when none is.
+	order atomic.Pointer[feedOrder]
 }
 
 // NewFeed returns an empty feed, for Config.Feed of every client of a
@@ -134,6 +136,9 @@ type feedSub struct {
 	// skipEarly copies no key or value of records marked HandoffEarly
 	// (ConsumeConfig.SkipHandedOff).
 	skipEarly bool
+	// skipExpress copies no key or value of records marked HeaderExpress
+	// (ConsumeConfig.SkipExpressed).
+	skipExpress bool
 	bytes     []byte   // the current chunk of copied bytes
 	hdrs      []Header // the current chunk of headers
 	wake      chan struct{}
@@ -145,7 +150,7 @@ func newFeedSub() *feedSub { return &feedSub{wake: make(chan struct{}, 1)} }
 // when the inbox is full.
 func (s *feedSub) add(kr *kgo.Record) bool {
 	key, value := kr.Key, kr.Value
-	if s.skipEarly && handedOff(kr) {
+	if (s.skipEarly && handedOff(kr)) || (s.skipExpress && expressed(kr)) {
 		key, value = nil, nil
 	}
 	n := len(key) + len(value)
@@ -232,6 +237,7 @@ type localPart struct {
 func (c *Client) consumeLocal(ctx context.Context, cfg ConsumeConfig, lag *consumerLag, handle func(context.Context, []Batch) error) error {
 	sub := newFeedSub()
 	sub.skipEarly = cfg.SkipHandedOff
+	sub.skipExpress = cfg.SkipExpressed
 	// Subscribed before anything is read from the log, so that every
 	// record acknowledged from now on is either handed over or, if it was
 	// acknowledged before, found by the catch-up below.
@@ -263,6 +269,7 @@ func (c *Client) consumeLocal(ctx context.Context, cfg ConsumeConfig, lag *consu
 		return lc.stopped(ctx, err)
 	}
 	for _, p := range cfg.Partitions {
+		c.cfg.Feed.noteEnd(cfg.Topic, p, ends[p])
 		from := start(p)
 		switch {
 		case from == StartAtEnd:

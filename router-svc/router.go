@@ -39,6 +39,8 @@ type Router struct {
 	// handoff is the gateway of the process (SetHandoff, before Run);
 	// nil: none.
 	handoff Handoff
+	// express is set by EnableExpress (express.go), before Run.
+	express bool
 
 	mu     sync.Mutex
 	shards map[int32]*Shard // owned now; guarded by mu
@@ -169,6 +171,8 @@ func (r *Router) runMessages(ctx context.Context) error {
 		// In shoal all the gateway's publishes come through the local
 		// delivery path, without a fetch (explicit partitions only).
 		Local: true,
+		// What the express path routed is skipped without its bytes.
+		SkipExpressed: true,
 	}
 	if r.cfg.Group == "" {
 		for _, p := range r.cfg.Partitions {
@@ -346,7 +350,9 @@ func (r *Router) handleMessages(ctx context.Context, bs []kafka.Batch) error {
 		}
 		out := r.takeOutput()
 		var moved bool
+		s.mu.Lock() // the express path's too (express.go)
 		w.recs, moved = r.apply(s, out, b, w.recs, handNow)
+		s.mu.Unlock()
 		switch {
 		case out.Mutations.Len() > 0:
 			w.changed = append(w.changed, ShardMutations{Partition: b.Partition, Mutations: &out.Mutations})
@@ -544,6 +550,10 @@ func (r *Router) apply(s *Shard, out *Output, b kafka.Batch, recs []*kafka.Recor
 		if rec.Offset <= s.Offset() {
 			continue // applied before a restart or a reassignment
 		}
+		if rec.Expressed() {
+			s.Skip(rec.Offset, out) // routed before it was produced (express.go)
+			continue
+		}
 		first := len(out.Deliveries)
 		env, err := r.dec.decode(rec)
 		if err != nil {
@@ -564,24 +574,7 @@ func (r *Router) apply(s *Shard, out *Output, b kafka.Batch, recs []*kafka.Recor
 		out.SetSource(first, b.Partition, rec.Offset)
 		parent := rec.Header(kafka.HeaderTraceparent)
 		from := len(recs)
-		for _, d := range out.Deliveries[first:] {
-			if d.Inbox {
-				// QoS 1/2 targets to their sessions' inboxes; the QoS 0
-				// targets stay in the delivery.
-				recs = appendInbox(recs, r.topics.Sessions.Name, d.Envelope)
-				if d.Slot == InboxSlot || len(d.Envelope.GetDelivery().GetTargets()) == 0 {
-					continue
-				}
-			}
-			if d.Slot < 0 || d.Slot >= r.topics.Deliveries.Partitions {
-				r.log.WarnContext(recordContext(rec), "dropping delivery to a slot outside shoal.deliveries", "partition", b.Partition, "offset", rec.Offset, "slot", d.Slot, "slots", r.topics.Deliveries.Partitions)
-				continue
-			}
-			rec := r.pool.Get()
-			rec.Fill(r.topics.Deliveries.Name, nil, d.Slot, d.Envelope)
-			r.handOff(rec, handNow)
-			recs = append(recs, rec)
-		}
+		recs = r.deliveryRecords(rec, out.Deliveries[first:], recs, handNow)
 		if parent != nil {
 			for _, out := range recs[from:] {
 				out.AddTraceChild(parent)
@@ -593,6 +586,32 @@ func (r *Router) apply(s *Shard, out *Output, b kafka.Batch, recs []*kafka.Recor
 		r.met.routed(s, len(recs)-from)
 	}
 	return recs, s.Offset() != before
+}
+
+// deliveryRecords appends to recs the records of ds, the deliveries made
+// for src, a record of shoal.messages: delivery records for slots, each
+// handed to the process's gateway first (handNow: to be written at once),
+// and InboxAppend records for the QoS 1/2 targets of persistent sessions.
+func (r *Router) deliveryRecords(src *kafka.Record, ds []Delivery, recs []*kafka.Record, handNow bool) []*kafka.Record {
+	for _, d := range ds {
+		if d.Inbox {
+			// QoS 1/2 targets to their sessions' inboxes; the QoS 0
+			// targets stay in the delivery.
+			recs = appendInbox(recs, r.topics.Sessions.Name, d.Envelope)
+			if d.Slot == InboxSlot || len(d.Envelope.GetDelivery().GetTargets()) == 0 {
+				continue
+			}
+		}
+		if d.Slot < 0 || d.Slot >= r.topics.Deliveries.Partitions {
+			r.log.WarnContext(recordContext(src), "dropping delivery to a slot outside shoal.deliveries", "partition", src.Partition, "offset", src.Offset, "slot", d.Slot, "slots", r.topics.Deliveries.Partitions)
+			continue
+		}
+		rec := r.pool.Get()
+		rec.Fill(r.topics.Deliveries.Name, nil, d.Slot, d.Envelope)
+		r.handOff(rec, handNow)
+		recs = append(recs, rec)
+	}
+	return recs
 }
 
 // retry calls f until it succeeds, backing off between attempts, or ctx

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/shoal-mqtt/shoal/internal/mqtt/topic"
+	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
 
@@ -31,6 +33,14 @@ var ErrMalformed = errors.New("malformed record")
 // not safe for concurrent use: one goroutine applies records to it. It
 // reads the shared [Presence], which is.
 type Shard struct {
+	// mu serialises the router's applying of a batch and the express
+	// path's routing (express.go); a Shard used on its own needs no lock.
+	mu sync.Mutex
+	// xdec decodes the express path's publishes and xrecs holds their
+	// records, under mu.
+	xdec  envDecoder
+	xrecs []*kafka.Record
+
 	partition int32
 	presence  *Presence
 	clock     func() time.Time

@@ -278,6 +278,10 @@ func (b *Broker) newRoles(bb *backbone) (err error) {
 		// shoal all: the router hands its deliveries to the gateway
 		// before it produces them (without effect with tracing on).
 		router.SetHandoff(gw)
+		// And the gateway gives the router its QoS 0 publishes before
+		// it produces them (router-svc/express.go).
+		router.EnableExpress()
+		gw.SetExpress(router)
 	}
 	if gw != nil {
 		gw.SetTelemetry(b.prov)

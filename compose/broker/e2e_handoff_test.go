@@ -68,38 +68,64 @@ func TestHandoffKeepsTheLog(t *testing.T) {
 	}
 }
 
-// loggedDelivery is a delivery record of the log: its message's payload
-// and its hand-off mark.
-type loggedDelivery struct {
+// loggedRecord is a record of the log that carries a message: its
+// payload and the value of the header the caller looks for.
+type loggedRecord struct {
 	payload string
 	mark    []byte
 }
 
-// loggedDeliveries reads shoal.deliveries of the running `shoal all`
-// whose data directory is dataDir, through its socket, and returns the
-// delivery records of topic: want of them, failing if there are fewer, or
-// more within a second after the last.
-func loggedDeliveries(t *testing.T, dataDir, topic string, want int) []loggedDelivery {
+// loggedDeliveries returns the delivery records of topic in the log of
+// the running `shoal all` whose data directory is dataDir, with their
+// hand-off marks (loggedRecords).
+func loggedDeliveries(t *testing.T, dataDir, topic string, want int) []loggedRecord {
+	t.Helper()
+	return loggedRecords(t, dataDir, kafka.TopicDeliveries, kafka.HeaderHandoff, want, func(env *eventspb.Envelope) *eventspb.Message {
+		if m := env.GetDelivery().GetMessage(); m.GetTopic() == topic {
+			return m
+		}
+		return nil
+	})
+}
+
+// loggedPublishes returns the publish records of topic in the log, with
+// their express marks (loggedRecords).
+func loggedPublishes(t *testing.T, dataDir, topic string, want int) []loggedRecord {
+	t.Helper()
+	return loggedRecords(t, dataDir, kafka.TopicMessages, kafka.HeaderExpress, want, func(env *eventspb.Envelope) *eventspb.Message {
+		if m := env.GetPublish().GetMessage(); m.GetTopic() == topic {
+			return m
+		}
+		return nil
+	})
+}
+
+// loggedRecords reads logTopic of the running `shoal all` whose data
+// directory is dataDir, through its socket, and returns the records whose
+// message pick returns, with their header named header, in offset order
+// within a partition: want of them, failing if there are fewer, or more
+// within a second after the last.
+func loggedRecords(t *testing.T, dataDir, logTopic, header string, want int, pick func(*eventspb.Envelope) *eventspb.Message) []loggedRecord {
 	t.Helper()
 	tool, _ := attachLog(t, filepath.Join(dataDir, "kafka"))
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	parts := make([]int32, tool.Partitions(kafka.TopicDeliveries))
+	parts := make([]int32, tool.Partitions(logTopic))
 	for i := range parts {
 		parts[i] = int32(i)
 	}
 	var mu sync.Mutex
-	var got []loggedDelivery
+	var got []loggedRecord
 	var once sync.Once
-	err := tool.Consume(ctx, kafka.ConsumeConfig{Topic: kafka.TopicDeliveries, Partitions: parts}, func(_ context.Context, b kafka.Batch) error {
+	err := tool.Consume(ctx, kafka.ConsumeConfig{Topic: logTopic, Partitions: parts}, func(_ context.Context, b kafka.Batch) error {
 		for _, r := range b.Records {
 			var env eventspb.Envelope
 			if err := kafka.DecodeEnvelope(r, &env); err != nil {
 				return err
 			}
-			if d := env.GetDelivery(); d != nil && d.GetMessage().GetTopic() == topic {
+			if m := pick(&env); m != nil {
 				mu.Lock()
-				got = append(got, loggedDelivery{string(d.Message.Payload), append([]byte(nil), r.Header(kafka.HeaderHandoff)...)})
+				got = append(got, loggedRecord{string(m.Payload), append([]byte(nil), r.Header(header)...)})
 				if len(got) == want {
 					once.Do(func() { time.AfterFunc(time.Second, cancel) })
 				}
@@ -114,7 +140,7 @@ func loggedDeliveries(t *testing.T, dataDir, topic string, want int) []loggedDel
 	mu.Lock()
 	defer mu.Unlock()
 	if len(got) != want {
-		t.Fatalf("the log holds %d delivery records of %s, want %d", len(got), topic, want)
+		t.Fatalf("%s holds %d of the records looked for, want %d", logTopic, len(got), want)
 	}
 	for i := range got {
 		if len(got[i].mark) == 0 {

@@ -1,0 +1,99 @@
+package kafka
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// TestFeedSettled: a tracked partition is settled only once its local
+// consumer has noted the log's end, and then only while everything the
+// process's clients produced to it (taken by Produce and not acknowledged
+// yet, or acknowledged and not applied yet) is applied. Records marked
+// HeaderExpress do not count, and reach a consumer with SkipExpressed
+// without their value.
+func TestFeedSettled(t *testing.T) {
+	e := startEmbedded(t, t.TempDir())
+	c := newTestClient(t, e, Config{ClientID: "a"})
+	lingering := newTestClient(t, e, Config{ClientID: "b", Linger: time.Minute})
+	const topic, part = TopicMessages, int32(2)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	c.TrackOrder(topic)
+	rec := func(value string, hdrs ...Header) *Record {
+		return &Record{Topic: topic, Partition: part, Key: []byte("k"), Value: []byte(value), Headers: hdrs}
+	}
+	if err := c.ProduceSync(ctx, rec("before")); err != nil {
+		t.Fatal(err)
+	}
+	if c.Settled(topic, part, 100) {
+		t.Fatal("settled before a local consumer noted the log's end")
+	}
+
+	type got struct {
+		offset  int64
+		value   string
+		express bool
+	}
+	gotc := make(chan got, 10)
+	errc := make(chan error, 1)
+	go func() {
+		errc <- c.Consume(ctx, ConsumeConfig{Topic: topic, Partitions: []int32{part}, Local: true, SkipExpressed: true},
+			func(_ context.Context, bt Batch) error {
+				for _, r := range bt.Records {
+					gotc <- got{r.Offset, string(r.Value), r.Expressed()}
+				}
+				return nil
+			})
+	}()
+	next := func(want got) {
+		t.Helper()
+		select {
+		case g := <-gotc:
+			if g != want {
+				t.Fatalf("consumed %+v, want %+v", g, want)
+			}
+		case err := <-errc:
+			t.Fatalf("consumer stopped: %v", err)
+		case <-ctx.Done():
+			t.Fatalf("%+v not consumed", want)
+		}
+	}
+	next(got{0, "before", false})
+	if c.Settled(topic, part, -1) {
+		t.Fatal("settled with offset 0, in the log before the consumer started, not applied")
+	}
+	if !c.Settled(topic, part, 0) {
+		t.Fatal("not settled with everything applied")
+	}
+
+	lingering.Produce(ctx, rec("lingering"), nil)
+	if c.Settled(topic, part, 0) {
+		t.Fatal("settled with a record taken by Produce and not acknowledged")
+	}
+	if err := lingering.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c.Settled(topic, part, 0) {
+		t.Fatal("settled with offset 1 acknowledged and not applied")
+	}
+	next(got{1, "lingering", false})
+	if !c.Settled(topic, part, 1) {
+		t.Fatal("not settled with offset 1 applied")
+	}
+
+	if err := c.ProduceSync(ctx, rec("routed", Header{Key: HeaderExpress, Value: ExpressMark})); err != nil {
+		t.Fatal(err)
+	}
+	if !c.Settled(topic, part, 1) {
+		t.Fatal("an express record counts")
+	}
+	next(got{2, "", true})
+
+	if c.Settled(topic, part+1, 100) {
+		t.Fatal("a partition without a local consumer is settled")
+	}
+	if c.Settled(TopicDeliveries, part, 100) {
+		t.Fatal("a topic not tracked is settled")
+	}
+}

@@ -263,7 +263,7 @@ type produceCtx struct {
 	sync     *syncWait
 	refused  error
 	acquired bool
-	start    time.Time // when Produce took it, for shoal.kafka.produce.duration
+	start    time.Time  // when Produce took it, for shoal.kafka.produce.duration
 	order    *partOrder // where the feed counts it (feedorder.go), or nil
 }
 

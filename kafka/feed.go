@@ -139,9 +139,9 @@ type feedSub struct {
 	// skipExpress copies no key or value of records marked HeaderExpress
 	// (ConsumeConfig.SkipExpressed).
 	skipExpress bool
-	bytes     []byte   // the current chunk of copied bytes
-	hdrs      []Header // the current chunk of headers
-	wake      chan struct{}
+	bytes       []byte   // the current chunk of copied bytes
+	hdrs        []Header // the current chunk of headers
+	wake        chan struct{}
 }
 
 func newFeedSub() *feedSub { return &feedSub{wake: make(chan struct{}, 1)} }

@@ -56,7 +56,9 @@
 //     (deliveries, answers to Connect, kicks, run markers); decode.go decodes
 //     them into reused structs; handoff.go: in shoal all, the router's
 //     delivery records handed over before they are produced, delivered at
-//     once and skipped when the slot consumer reads them.
+//     once and skipped when the slot consumer reads them; and the Express
+//     interface, through which a QoS 0 publish is routed before it is
+//     produced.
 //   - outbound.go: log → client: a delivery into a connection's out buffer,
 //     inflight windows, topic aliases; outbuf.go: the out buffer.
 //   - writer.go: the writer pool and the flushes; writenb_linux.go: writes

@@ -80,8 +80,13 @@ func (c *conn) handlePublish(h packet.FixedHeader, body []byte) error {
 		}
 		// Routed before it is produced when the router of the process
 		// can (handoff.go); then it is the record of what was routed.
-		if g.express != nil && !p.Retain && span == nil && g.express.Express(rec) {
-			rec.AddHeader(kafka.HeaderExpress, kafka.ExpressMark)
+		if g.express != nil && !p.Retain && span == nil {
+			// Its subscribers' writes are this goroutine's (help).
+			g.writes.willHelp()
+			if g.express.Express(rec) {
+				rec.AddHeader(kafka.HeaderExpress, kafka.ExpressMark)
+			}
+			g.writes.help()
 		}
 		c.writing.Add(1)
 		g.eventLog.Produce(context.Background(), rec, c.qos0Done)

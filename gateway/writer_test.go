@@ -119,3 +119,34 @@ func TestWriteQueueWritesEveryConnection(t *testing.T) {
 		t.Errorf("%d writers still running with nothing queued", running)
 	}
 }
+
+// TestWriteQueueHelpers: while a goroutine is to help (an express
+// publish's call), what is queued starts no writer; its help writes up to
+// helpMax connections on its own goroutine, before it returns, and starts
+// writers for the rest, whether another helper is still to come or not.
+func TestWriteQueueHelpers(t *testing.T) {
+	const n = 10
+	f := newFanOut(t, n, 0, packet.V311)
+	q := f.g.writes
+	q.willHelp()
+	q.willHelp()
+	f.round()
+	q.mu.Lock()
+	running, waiting := q.running, len(q.conns)-q.head
+	q.mu.Unlock()
+	if running != 0 || waiting != n {
+		t.Fatalf("with helpers to come: %d writers running, %d connections queued; want 0 and %d", running, waiting, n)
+	}
+	q.help()
+	written := 0
+	for _, s := range f.sinks {
+		if s.written() > 0 {
+			written++
+		}
+	}
+	if written < helpMax {
+		t.Fatalf("%d connections written when help returned, want at least %d", written, helpMax)
+	}
+	f.waitWritten(t, 1) // the rest by writers, though one helper is still to come
+	q.help()
+}

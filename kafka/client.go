@@ -476,6 +476,10 @@ func partitioner(cat Catalogue) kgo.Partitioner {
 	})
 }
 
+// InFlight returns how many records the client has taken and not yet
+// seen acknowledged or failed: a measure of how busy its producer is.
+func (c *Client) InFlight() int64 { return c.inflight.Load() }
+
 // Catalogue returns the client's topic catalogue.
 func (c *Client) Catalogue() Catalogue { return c.cfg.Catalogue }
 

@@ -133,8 +133,12 @@
 // hands its delivery records to the gateway of the process before it
 // produces them; HeaderHandoff marks them, in the format of handoff.go,
 // and a consumer with ConsumeConfig.SkipHandedOff gets those the gateway
-// delivered then without their bytes. Arrays a burst grew are let go
-// after two seconds of light use.
+// delivered then without their bytes. The gateway gives the router its QoS
+// 0 publishes before it produces them when the feed says the partition is
+// settled (Client.TrackOrder, Client.Settled: nothing the process wrote to
+// it is unapplied, feedorder.go); HeaderExpress marks those, and a consumer
+// with ConsumeConfig.SkipExpressed gets them without their bytes. Arrays a
+// burst grew are let go after two seconds of light use.
 //
 // # Envelopes
 //

@@ -32,7 +32,10 @@
 //     delivery path, kafka.ConsumeConfig.Local: the same records, without
 //     a fetch), applies each poll, starts producing its
 //     deliveries (in shoal all, each handed to the gateway of the process
-//     first: handoff.go) and goes on with the next poll; a committer goroutine
+//     first: handoff.go) and goes on with the next poll (in shoal all a
+//     QoS 0 publish may have been routed before it was produced, on the
+//     publisher's goroutine: express.go; such a record is skipped); a
+//     committer goroutine
 //     waits, poll by poll, until Kafka has a poll's deliveries, then stores
 //     its mutations with the new offset in one atomic write per shard
 //     (router.max_polls_in_flight bounds how far the handler runs ahead;

@@ -39,8 +39,9 @@ type Router struct {
 	// handoff is the gateway of the process (SetHandoff, before Run);
 	// nil: none.
 	handoff Handoff
-	// express is set by EnableExpress (express.go), before Run.
-	express bool
+	// express is the client the express path produces through
+	// (EnableExpress, express.go, before Run); nil: no express path.
+	express *kafka.Client
 
 	mu     sync.Mutex
 	shards map[int32]*Shard // owned now; guarded by mu

@@ -280,8 +280,10 @@ func (b *Broker) newRoles(bb *backbone) (err error) {
 		router.SetHandoff(gw)
 		// And the gateway gives the router its QoS 0 publishes before
 		// it produces them (router-svc/express.go).
-		router.EnableExpress()
-		gw.SetExpress(router)
+		if cfg.Kafka.Express {
+			router.EnableExpress(bb.gwClient)
+			gw.SetExpress(router)
+		}
 	}
 	if gw != nil {
 		gw.SetTelemetry(b.prov)

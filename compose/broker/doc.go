@@ -12,8 +12,10 @@
 // `shoal all` and with the other gateways otherwise, and their metrics),
 // http.go, memory.go. In `shoal all` with kafka.local_delivery (the
 // default) the clients share the embedded backbone's feed and the router
-// hands its deliveries to the gateway (Router.SetHandoff): ARCHITECTURE.md,
-// "The local delivery path".
+// hands its deliveries to the gateway (Router.SetHandoff), and the gateway
+// gives the router its QoS 0 publishes before it produces them
+// (Router.EnableExpress, Gateway.SetExpress): ARCHITECTURE.md, "The local
+// delivery path".
 // brokertest starts `shoal all` inside a test (SHOAL_KAFKA_LOCAL_DELIVERY
 // chooses the path).
 //

@@ -12,19 +12,23 @@ import (
 // TestExpressKeepsOrderAndLog: with the local delivery path the router
 // routes a QoS 0 publish before it is produced (the express path,
 // router-svc/express.go), without it every publish is routed from the log.
-// Either way the subscriber gets every message in the publisher's order,
+// So does kafka.express: false. Either way the subscriber gets every message in the publisher's order,
 // QoS 0 and QoS 1 interleaved; the log holds every publish once, marked
 // (kafka.HeaderExpress) only when it was routed early and never when it
 // is QoS 1, and one delivery record per message in order; and a
 // subscription made before a publish applies to it.
 func TestExpressKeepsOrderAndLog(t *testing.T) {
-	for _, local := range []bool{true, false} {
-		t.Run(fmt.Sprintf("local_delivery=%t", local), func(t *testing.T) {
+	for _, tc := range []struct {
+		name           string // short: the data directory's socket path is bounded
+		local, express bool
+	}{{"express", true, true}, {"local", true, false}, {"fetch", false, true}} {
+		t.Run(tc.name, func(t *testing.T) {
 			var dataDir string
 			b := startBroker(t, func(c *config.Config) {
-				c.Kafka.LocalDelivery = local
+				c.Kafka.LocalDelivery, c.Kafka.Express = tc.local, tc.express
 				dataDir = c.DataDir
 			})
+			expressOn := tc.local && tc.express
 			sub, _ := dialV5(t, mqttAddr(b), "ex-sub")
 			sub.subscribe(t, paho.SubscribeOptions{Topic: "ex/#", QoS: 1})
 			pub, _ := dialV5(t, mqttAddr(b), "ex-pub")
@@ -51,15 +55,15 @@ func TestExpressKeepsOrderAndLog(t *testing.T) {
 				case r.payload != fmt.Sprint(i):
 					t.Fatalf("publish record %d carries %q: not the publisher's order", i, r.payload)
 				case r.mark == nil:
-				case !local:
-					t.Fatalf("publish %d is marked express (%x) without the local delivery path", i, r.mark)
+				case !expressOn:
+					t.Fatalf("publish %d is marked express (%x) without the express path", i, r.mark)
 				case qos(i) != 0:
 					t.Fatalf("QoS %d publish %d is marked express", qos(i), i)
 				default:
 					expressed++
 				}
 			}
-			if local && expressed == 0 {
+			if expressOn && expressed == 0 {
 				t.Fatal("no publish went the express path")
 			}
 			t.Logf("%d of %d publishes went the express path", expressed, n)

@@ -194,34 +194,8 @@ func dialTLSV5(t *testing.T, b *broker.Broker, f *tlsFiles, clientID string) (*v
 		t.Fatal(err)
 	}
 	st := nc.ConnectionState()
-	return connectV5(t, nc, clientID), &st
-}
-
-// connectV5 is dialV5 over a connection made already.
-func connectV5(t *testing.T, nc net.Conn, clientID string) *v5Client {
-	t.Helper()
-	c := &v5Client{msgs: make(chan *paho.Publish, 100), disc: make(chan *paho.Disconnect, 1)}
-	c.Client = paho.NewClient(paho.ClientConfig{
-		Conn: nc,
-		OnPublishReceived: []func(paho.PublishReceived) (bool, error){func(pr paho.PublishReceived) (bool, error) {
-			c.msgs <- pr.Packet
-			return true, nil
-		}},
-		OnServerDisconnect: func(d *paho.Disconnect) {
-			select {
-			case c.disc <- d:
-			default:
-			}
-		},
-		OnClientError: func(error) {},
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	if _, err := c.Connect(ctx, &paho.Connect{ClientID: clientID, KeepAlive: 30, CleanStart: true}); err != nil {
-		t.Fatalf("connect %q: %v", clientID, err)
-	}
-	t.Cleanup(func() { _ = c.Disconnect(&paho.Disconnect{ReasonCode: 0}) })
-	return c
+	c, _ := connectV5(t, nc, clientID)
+	return c, &st
 }
 
 // TestTLSReloadEndToEnd: a server certificate replaced on disk is picked

@@ -3,6 +3,7 @@ package broker_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -38,6 +39,9 @@ type v5Client struct {
 	*paho.Client
 	msgs chan *paho.Publish
 	disc chan *paho.Disconnect
+
+	errMu sync.Mutex
+	errs  []error // what Paho reported through OnClientError
 }
 
 func dialV5(t *testing.T, addr, clientID string, mut ...func(*paho.Connect)) (*v5Client, *paho.Connack) {
@@ -46,6 +50,12 @@ func dialV5(t *testing.T, addr, clientID string, mut ...func(*paho.Connect)) (*v
 	if err != nil {
 		t.Fatal(err)
 	}
+	return connectV5(t, nc, clientID, mut...)
+}
+
+// connectV5 is dialV5 over a connection made already.
+func connectV5(t *testing.T, nc net.Conn, clientID string, mut ...func(*paho.Connect)) (*v5Client, *paho.Connack) {
+	t.Helper()
 	c := &v5Client{msgs: make(chan *paho.Publish, 1000), disc: make(chan *paho.Disconnect, 1)}
 	c.Client = paho.NewClient(paho.ClientConfig{
 		Conn: nc,
@@ -59,7 +69,11 @@ func dialV5(t *testing.T, addr, clientID string, mut ...func(*paho.Connect)) (*v
 			default:
 			}
 		},
-		OnClientError: func(error) {},
+		OnClientError: func(err error) {
+			c.errMu.Lock()
+			c.errs = append(c.errs, err)
+			c.errMu.Unlock()
+		},
 	})
 	cp := &paho.Connect{ClientID: clientID, KeepAlive: 30, CleanStart: true}
 	for _, m := range mut {
@@ -77,13 +91,25 @@ func dialV5(t *testing.T, addr, clientID string, mut ...func(*paho.Connect)) (*v
 	return c, ca
 }
 
+// clientErrors describes what Paho reported as errors of its own (a read
+// or write that failed, a packet it could not decode), for a failure's
+// message: a timeout alone does not say which side lost the exchange.
+func (c *v5Client) clientErrors() string {
+	c.errMu.Lock()
+	defer c.errMu.Unlock()
+	if len(c.errs) == 0 {
+		return "the client reported no error"
+	}
+	return fmt.Sprintf("the client reported %v", c.errs)
+}
+
 func (c *v5Client) subscribe(t *testing.T, opts ...paho.SubscribeOptions) *paho.Suback {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	sa, err := c.Subscribe(ctx, &paho.Subscribe{Subscriptions: opts})
 	if err != nil {
-		t.Fatalf("subscribe: %v", err)
+		t.Fatalf("subscribe: %v (%s)", err, c.clientErrors())
 	}
 	return sa
 }
@@ -95,9 +121,9 @@ func (c *v5Client) publish(t *testing.T, p *paho.Publish) {
 	if _, err := c.Publish(ctx, p); err != nil {
 		select {
 		case d := <-c.disc:
-			t.Fatalf("publish %s: %v (the server had sent DISCONNECT %#x)", p.Topic, err, d.ReasonCode)
+			t.Fatalf("publish %s: %v (the server had sent DISCONNECT %#x; %s)", p.Topic, err, d.ReasonCode, c.clientErrors())
 		default:
-			t.Fatalf("publish %s: %v (no DISCONNECT from the server)", p.Topic, err)
+			t.Fatalf("publish %s: %v (no DISCONNECT from the server; %s)", p.Topic, err, c.clientErrors())
 		}
 	}
 }
@@ -109,7 +135,7 @@ func (c *v5Client) expect(t *testing.T) *paho.Publish {
 	case m := <-c.msgs:
 		return m
 	case <-time.After(wait):
-		t.Fatal("no message within", wait)
+		t.Fatalf("no message within %v (%s)", wait, c.clientErrors())
 		return nil
 	}
 }

@@ -48,14 +48,16 @@ const expressMaxInFlight = 256
 // gateway through Express. It needs a hand-off (SetHandoff) and a client
 // with the local delivery path (kafka.Config.Feed); with tracing on
 // (SetTelemetry) Express routes nothing, so that every message's trace
-// goes through Kafka. The express path's delivery records are produced
+// goes through Kafka. Every record the router makes is then produced
 // through via, a client of the same process whose records linger to share
-// requests (the gateway's): nothing waits for them, and one request per
-// message would cost more CPU than the rest of its way. Call it before Run
-// and before the process's clients produce to shoal.messages.
+// requests (the gateway's): nothing waits for them (the hand-off delivered
+// them), one request per express message would cost more CPU than the rest
+// of its way, and one client for both paths keeps a slot's records in the
+// order they were handed over. Call it before Run and before the process's
+// clients produce to shoal.messages.
 func (r *Router) EnableExpress(via *kafka.Client) {
 	r.client.TrackOrder(r.topics.Messages.Name)
-	r.express = via
+	r.express, r.producer = via, via
 }
 
 // Express routes rec, a QoS 0 publish record of shoal.messages (filled,

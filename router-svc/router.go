@@ -42,6 +42,9 @@ type Router struct {
 	// express is the client the express path produces through
 	// (EnableExpress, express.go, before Run); nil: no express path.
 	express *kafka.Client
+	// producer is the client every record the router makes is produced
+	// through: client, or express when there is an express path.
+	producer *kafka.Client
 
 	mu     sync.Mutex
 	shards map[int32]*Shard // owned now; guarded by mu
@@ -93,6 +96,7 @@ func New(cfg Config, client *kafka.Client, store Store, log *slog.Logger, clock 
 		tel:           obs.Providers{}.WithDefaults(),
 		cfg:           cfg,
 		client:        client,
+		producer:      client,
 		store:         store,
 		log:           log.With("role", "router"),
 		clock:         clock,
@@ -299,7 +303,7 @@ func (r *Router) revoked(_ context.Context, partitions []int32) {
 // pollWork is what the handler hands the committer for one poll, or a
 // flush request from revoked.
 type pollWork struct {
-	produced *kafka.Pending   // the poll's deliveries; nil if none
+	produced []*kafka.Pending // the poll's deliveries, a Pending per shard that made some
 	recs     []*kafka.Record  // recycled once produced
 	changed  []ShardMutations // shards whose state changed: stored at once
 	outs     []*Output        // holding changed's mutations: recycled once stored
@@ -351,8 +355,25 @@ func (r *Router) handleMessages(ctx context.Context, bs []kafka.Batch) error {
 		}
 		out := r.takeOutput()
 		var moved bool
-		s.mu.Lock() // the express path's too (express.go)
+		// The shard's records are produced before its lock goes: the
+		// express path (express.go) hands over and produces under the
+		// same lock, so the slot gets every shard's records in the order
+		// they were handed over, which the gateway's late records rely on.
+		s.mu.Lock()
+		from := len(w.recs)
 		w.recs, moved = r.apply(s, out, b, w.recs, handNow)
+		if len(w.recs) > from {
+			p, err := r.producer.ProduceAll(ctx, w.recs[from:]...)
+			if err != nil {
+				s.mu.Unlock()
+				<-r.slots
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return fmt.Errorf("produce deliveries: %w", err)
+			}
+			w.produced = append(w.produced, p)
+		}
 		s.mu.Unlock()
 		switch {
 		case out.Mutations.Len() > 0:
@@ -364,18 +385,7 @@ func (r *Router) handleMessages(ctx context.Context, bs []kafka.Batch) error {
 		}
 		r.putOutput(out)
 	}
-	if len(w.recs) > 0 {
-		p, err := r.client.ProduceAll(ctx, w.recs...)
-		if err != nil {
-			<-r.slots
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return fmt.Errorf("produce deliveries: %w", err)
-		}
-		w.produced = p
-	}
-	if w.produced == nil && len(w.changed) == 0 && len(w.moved) == 0 {
+	if len(w.produced) == 0 && len(w.changed) == 0 && len(w.moved) == 0 {
 		r.putWork(w)
 		<-r.slots
 		return nil
@@ -401,7 +411,8 @@ func (r *Router) putWork(w *pollWork) {
 	clear(w.recs)
 	clear(w.changed)
 	clear(w.outs)
-	*w = pollWork{recs: w.recs[:0], changed: w.changed[:0], outs: w.outs[:0], moved: w.moved[:0]}
+	clear(w.produced)
+	*w = pollWork{produced: w.produced[:0], recs: w.recs[:0], changed: w.changed[:0], outs: w.outs[:0], moved: w.moved[:0]}
 	r.works.Put(w)
 }
 
@@ -466,18 +477,21 @@ func (r *Router) commit(ctx context.Context) error {
 }
 
 func (r *Router) commitPoll(ctx context.Context, w *pollWork) error {
-	if w.produced != nil {
-		if err := w.produced.Wait(ctx); err != nil {
+	for i, p := range w.produced {
+		if err := p.Wait(ctx); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
 			return fmt.Errorf("produce deliveries: %w", err)
 		}
+		p.Release()
+		w.produced[i] = nil
+	}
+	if len(w.produced) > 0 {
 		for _, rec := range w.recs {
 			r.pool.Put(rec)
 		}
-		w.produced.Release()
-		w.produced = nil
+		w.produced = w.produced[:0]
 	}
 	writes := slices.Clip(w.changed) // appending must not write into w
 	for _, m := range w.changed {

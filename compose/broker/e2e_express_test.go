@@ -7,6 +7,7 @@ import (
 	"github.com/eclipse/paho.golang/paho"
 
 	"github.com/shoal-mqtt/shoal/compose/config"
+	"github.com/shoal-mqtt/shoal/kafka"
 )
 
 // TestExpressKeepsOrderAndLog: with the local delivery path the router
@@ -50,7 +51,7 @@ func TestExpressKeepsOrderAndLog(t *testing.T) {
 			}
 
 			expressed := 0
-			for i, r := range loggedPublishes(t, dataDir, "ex/t", n) {
+			for i, r := range loggedRecords(t, dataDir, kafka.TopicMessages, kafka.HeaderExpress, "ex/t", n) {
 				switch {
 				case r.payload != fmt.Sprint(i):
 					t.Fatalf("publish record %d carries %q: not the publisher's order", i, r.payload)
@@ -67,7 +68,7 @@ func TestExpressKeepsOrderAndLog(t *testing.T) {
 				t.Fatal("no publish went the express path")
 			}
 			t.Logf("%d of %d publishes went the express path", expressed, n)
-			for i, r := range loggedDeliveries(t, dataDir, "ex/t", n) {
+			for i, r := range loggedRecords(t, dataDir, kafka.TopicDeliveries, kafka.HeaderHandoff, "ex/t", n) {
 				if want := fmt.Sprint(i); r.payload != want {
 					t.Fatalf("delivery record %d carries %q, want %q", i, r.payload, want)
 				}

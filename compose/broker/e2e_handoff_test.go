@@ -44,7 +44,7 @@ func TestHandoffKeepsTheLog(t *testing.T) {
 				}
 			}
 
-			recs := loggedDeliveries(t, dataDir, "ho/t", n)
+			recs := loggedRecords(t, dataDir, kafka.TopicDeliveries, kafka.HeaderHandoff, "ho/t", n)
 			early := 0
 			for i, r := range recs {
 				mark := r.mark
@@ -75,37 +75,13 @@ type loggedRecord struct {
 	mark    []byte
 }
 
-// loggedDeliveries returns the delivery records of topic in the log of
-// the running `shoal all` whose data directory is dataDir, with their
-// hand-off marks (loggedRecords).
-func loggedDeliveries(t *testing.T, dataDir, topic string, want int) []loggedRecord {
-	t.Helper()
-	return loggedRecords(t, dataDir, kafka.TopicDeliveries, kafka.HeaderHandoff, want, func(env *eventspb.Envelope) *eventspb.Message {
-		if m := env.GetDelivery().GetMessage(); m.GetTopic() == topic {
-			return m
-		}
-		return nil
-	})
-}
-
-// loggedPublishes returns the publish records of topic in the log, with
-// their express marks (loggedRecords).
-func loggedPublishes(t *testing.T, dataDir, topic string, want int) []loggedRecord {
-	t.Helper()
-	return loggedRecords(t, dataDir, kafka.TopicMessages, kafka.HeaderExpress, want, func(env *eventspb.Envelope) *eventspb.Message {
-		if m := env.GetPublish().GetMessage(); m.GetTopic() == topic {
-			return m
-		}
-		return nil
-	})
-}
-
-// loggedRecords reads logTopic of the running `shoal all` whose data
-// directory is dataDir, through its socket, and returns the records whose
-// message pick returns, with their header named header, in offset order
+// loggedRecords reads logTopic (shoal.deliveries or shoal.messages) of
+// the running `shoal all` whose data directory is dataDir, through its
+// socket, and returns the records whose message (a delivery's or a
+// publish's) is on topic, with their header named header, in offset order
 // within a partition: want of them, failing if there are fewer, or more
 // within a second after the last.
-func loggedRecords(t *testing.T, dataDir, logTopic, header string, want int, pick func(*eventspb.Envelope) *eventspb.Message) []loggedRecord {
+func loggedRecords(t *testing.T, dataDir, logTopic, header, topic string, want int) []loggedRecord {
 	t.Helper()
 	tool, _ := attachLog(t, filepath.Join(dataDir, "kafka"))
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
@@ -123,7 +99,11 @@ func loggedRecords(t *testing.T, dataDir, logTopic, header string, want int, pic
 			if err := kafka.DecodeEnvelope(r, &env); err != nil {
 				return err
 			}
-			if m := pick(&env); m != nil {
+			m := env.GetDelivery().GetMessage()
+			if m == nil {
+				m = env.GetPublish().GetMessage()
+			}
+			if m != nil && m.Topic == topic {
 				mu.Lock()
 				got = append(got, loggedRecord{string(m.Payload), append([]byte(nil), r.Header(header)...)})
 				if len(got) == want {

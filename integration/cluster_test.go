@@ -24,6 +24,7 @@ import (
 
 	"github.com/shoal-mqtt/shoal/internal/localserver/serverproc"
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
+	"github.com/shoal-mqtt/shoal/internal/testutil/pahoconn"
 	"github.com/shoal-mqtt/shoal/internal/testutil/qos2resend"
 )
 
@@ -367,7 +368,7 @@ func connectMQTT(t *testing.T, nc net.Conn, id string, clean bool, expiry uint32
 	t.Helper()
 	c := &mqttClient{t: t, id: id, msgs: make(chan *paho.Publish, 100_000), gone: make(chan *paho.Disconnect, 1)}
 	c.Client = paho.NewClient(paho.ClientConfig{
-		Conn: nc, OnClientError: func(error) {},
+		Conn: pahoconn.Locked(nc), OnClientError: func(error) {}, // each packet written whole (TLS, WebSocket)
 		OnServerDisconnect: func(d *paho.Disconnect) {
 			select {
 			case c.gone <- d:

@@ -243,8 +243,9 @@ func TestTLSReloadEndToEnd(t *testing.T) {
 }
 
 // wsRaw speaks MQTT 5.0 through Shoal's codec over a WebSocket. (Paho's
-// client over coder/websocket's NetConn loses a SUBACK now and then, a
-// matter of that client stack: the codec's sequential reads do not.)
+// client over coder/websocket's NetConn lost a SUBACK now and then: its
+// pinger's PINGREQ written between a packet's parts, which
+// internal/testutil/pahoconn now prevents for the Paho clients.)
 func wsRaw(t *testing.T, ws *websocket.Conn) *rawClient {
 	nc := websocket.NetConn(context.Background(), ws, websocket.MessageBinary)
 	return &rawClient{t: t, nc: nc, rd: packet.NewReader(nc, 1024), v: packet.V5}

@@ -16,6 +16,7 @@ import (
 	"github.com/shoal-mqtt/shoal/compose/broker/brokertest"
 	"github.com/shoal-mqtt/shoal/compose/config"
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
+	"github.com/shoal-mqtt/shoal/internal/testutil/pahoconn"
 )
 
 // wait bounds every wait in these tests.
@@ -58,7 +59,10 @@ func connectV5(t *testing.T, nc net.Conn, clientID string, mut ...func(*paho.Con
 	t.Helper()
 	c := &v5Client{msgs: make(chan *paho.Publish, 1000), disc: make(chan *paho.Disconnect, 1)}
 	c.Client = paho.NewClient(paho.ClientConfig{
-		Conn: nc,
+		// Each packet written whole: the pinger writes from a goroutine
+		// of its own (TLS and WebSocket connections made malformed
+		// packets of interleaved writes now and then).
+		Conn: pahoconn.Locked(nc),
 		OnPublishReceived: []func(paho.PublishReceived) (bool, error){func(pr paho.PublishReceived) (bool, error) {
 			c.msgs <- pr.Packet
 			return true, nil

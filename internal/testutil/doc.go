@@ -3,7 +3,8 @@
 // the QoS 2 resend scenario shared by the unit and cluster tests; testpki:
 // certificate authorities and certificates made in memory for TLS tests;
 // testfile: replacing a watched file and waiting for its reload;
-// testmetrics: the SDK's meter provider read by name and attributes).
+// testmetrics: the SDK's meter provider read by name and attributes;
+// pahoconn: a connection a Paho client writes each packet through whole).
 // Real servers as local processes live in internal/localserver, which the
 // distributed benchmark imports too.
 package testutil

@@ -122,7 +122,7 @@ func (c *conn) finish(ctx context.Context, clean bool, reason packet.ReasonCode,
 	// gateway is shutting down.
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.SessionTimeout)
 	defer cancel()
-	if err := g.eventLog.ProduceSync(pctx, rec); err != nil {
+	if err := g.produceSync(pctx, rec); err != nil {
 		c.logError(ctx, "report disconnect", "err", err)
 	}
 	persistent := c.sessionExpiry != 0 && (expiry == nil || *expiry != 0)

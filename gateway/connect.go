@@ -348,7 +348,7 @@ func (g *Gateway) askSession(ctx context.Context, c *conn, req *eventspb.Connect
 	rec := kafka.NewRecord(g.topics.Sessions.Name, c.clientRecordKey, kafka.PartitionByKey, env)
 	tctx, cancel := context.WithTimeout(ctx, g.cfg.SessionTimeout)
 	defer cancel()
-	err := g.eventLog.ProduceSync(tctx, rec)
+	err := g.produceSync(tctx, rec)
 	if err == nil {
 		select {
 		case r := <-ch:
@@ -387,7 +387,7 @@ func (g *Gateway) abandonConnect(ctx context.Context, c *conn) {
 	rec := kafka.NewRecord(g.topics.Sessions.Name, c.clientRecordKey, kafka.PartitionByKey, env)
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.SessionTimeout)
 	defer cancel()
-	g.eventLog.Produce(pctx, rec, func(_ *kafka.Record, err error) {
+	g.producer(rec.Topic).Produce(pctx, rec, func(_ *kafka.Record, err error) {
 		if err != nil {
 			c.logWarn(context.Background(), "write abandoned connect", "connection", c.id, "err", err)
 		}

@@ -103,34 +103,7 @@ func (g *Gateway) handleDeliveries(ctx context.Context, b kafka.Batch) error {
 		case *eventspb.Envelope_Delivery:
 			g.deliverRecord(r, env, ev.Delivery)
 		case *eventspb.Envelope_ConnectResult:
-			res := ev.ConnectResult
-			g.mu.Lock()
-			w, ok := g.waiting[res.RequestId]
-			// Request ids start again with every run: an answer for
-			// another connection is an old run's, written again by a
-			// session service replaying the log. The waiter keeps waiting.
-			ok = ok && res.Connection == w.c.id
-			if ok {
-				delete(g.waiting, res.RequestId)
-			}
-			if ok && res.ReasonCode == 0 {
-				// Register the connection before the next record of the
-				// slot is handled: deliveries that follow the answer
-				// (a resumed session's queued messages) must find it. They
-				// wait in the connection until its CONNACK is queued.
-				w.c.generation = res.Generation
-				w.c.sessionGen = res.SessionGeneration
-				if w.c.sessionGen == 0 {
-					// A session service that does not name sessions.
-					w.c.sessionGen = res.Generation
-				}
-				g.clients[w.c.clientsKey] = w.c
-				g.byID[w.c.id] = w.c
-			}
-			g.mu.Unlock()
-			if ok {
-				w.ch <- res
-			}
+			g.answer(ev.ConnectResult)
 		case *eventspb.Envelope_Kick:
 			g.mu.RLock()
 			c := g.byID[ev.Kick.Connection]
@@ -155,6 +128,41 @@ func (g *Gateway) handleDeliveries(ctx context.Context, b kafka.Batch) error {
 		}
 	}
 	return nil
+}
+
+// answer gives a waiting CONNECT the session service's answer res, and
+// registers its connection when accepted. The slot consumer's goroutine,
+// or the session service's hand-off (Answer), with the hand-off's lock
+// held; an answer already given (the record of a handed answer), or one
+// of another run, is ignored.
+func (g *Gateway) answer(res *eventspb.ConnectResult) {
+	g.mu.Lock()
+	w, ok := g.waiting[res.RequestId]
+	// Request ids start again with every run: an answer for another
+	// connection is an old run's, written again by a session service
+	// replaying the log. The waiter keeps waiting.
+	ok = ok && res.Connection == w.c.id
+	if ok {
+		delete(g.waiting, res.RequestId)
+	}
+	if ok && res.ReasonCode == 0 {
+		// Register the connection before the next record of the slot is
+		// handled: deliveries that follow the answer (a resumed
+		// session's queued messages) must find it. They wait in the
+		// connection until its CONNACK is queued.
+		w.c.generation = res.Generation
+		w.c.sessionGen = res.SessionGeneration
+		if w.c.sessionGen == 0 {
+			// A session service that does not name sessions.
+			w.c.sessionGen = res.Generation
+		}
+		g.clients[w.c.clientsKey] = w.c
+		g.byID[w.c.id] = w.c
+	}
+	g.mu.Unlock()
+	if ok {
+		w.ch <- res
+	}
 }
 
 // deliverRecord delivers the Delivery d of r, decoded by the slot decoder
@@ -212,7 +220,7 @@ func (g *Gateway) bounce(tenant string, m *eventspb.Message, t *eventspb.Target)
 		}},
 	})
 	client := t.ClientId // t is reused once this returns
-	g.eventLog.Produce(context.Background(), rec, func(_ *kafka.Record, err error) {
+	g.producer(rec.Topic).Produce(context.Background(), rec, func(_ *kafka.Record, err error) {
 		if err != nil {
 			g.log.Warn("return undeliverable message to its session", "tenant", tenant, "client_id", client, "err", err)
 		}

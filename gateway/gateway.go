@@ -29,6 +29,58 @@ type Log interface {
 	Catalogue() kafka.Catalogue
 }
 
+// Producer is the part of Log that writes.
+type Producer interface {
+	Produce(ctx context.Context, r *kafka.Record, done func(*kafka.Record, error))
+	ProduceSync(ctx context.Context, rs ...*kafka.Record) error
+}
+
+// SetSessionLog makes the gateway write every record for shoal.sessions
+// through p: the Connect requests, the Disconnects, the heartbeats, the
+// inboxes' acknowledgements and returns. In `shoal all` the gateway's own
+// producer lingers (Config.ProduceLinger) to share requests between
+// publishes, while a CONNECT waits for its Connect to be written and
+// answered: p is then the process's producer that sends at once, which
+// takes the linger off every connect. One producer for the whole topic
+// keeps the order of the gateway's records in each of its partitions (a
+// client's acknowledgements and Disconnect, then its next Connect). Call
+// it before Run.
+func (g *Gateway) SetSessionLog(p Producer) { g.sessionLog, g.splitLog = p, true }
+
+// producer returns the producer of topic's records (SetSessionLog).
+func (g *Gateway) producer(topic string) Producer {
+	if g.splitLog && topic == g.topics.Sessions.Name {
+		return g.sessionLog
+	}
+	return g.eventLog
+}
+
+// produceSync writes rs, each through the producer of its topic, and
+// waits until Kafka has them all.
+func (g *Gateway) produceSync(ctx context.Context, rs ...*kafka.Record) error {
+	if !g.splitLog {
+		return g.eventLog.ProduceSync(ctx, rs...)
+	}
+	var sess, other []*kafka.Record
+	for _, r := range rs {
+		if r.Topic == g.topics.Sessions.Name {
+			sess = append(sess, r)
+		} else {
+			other = append(other, r)
+		}
+	}
+	switch {
+	case len(other) == 0:
+		return g.sessionLog.ProduceSync(ctx, sess...)
+	case len(sess) == 0:
+		return g.eventLog.ProduceSync(ctx, other...)
+	}
+	sessErr := make(chan error, 1)
+	go func() { sessErr <- g.sessionLog.ProduceSync(ctx, sess...) }()
+	err := g.eventLog.ProduceSync(ctx, other...)
+	return errors.Join(err, <-sessErr)
+}
+
 // Gateway terminates MQTT connections and bridges them to the log.
 type Gateway struct {
 	cfg      Config
@@ -44,6 +96,10 @@ type Gateway struct {
 	// express is the router of the process (SetExpress, before Run); nil:
 	// none.
 	express Express
+	// sessionLog writes the records for shoal.sessions when splitLog
+	// (SetSessionLog, before Run); otherwise eventLog writes every record.
+	sessionLog Producer
+	splitLog   bool
 
 	seq      atomic.Uint64 // message id sequence
 	connSeq  atomic.Uint64 // connection ids
@@ -417,7 +473,7 @@ func (g *Gateway) heartbeat(ctx context.Context) error {
 	for p := range n {
 		rs[p] = kafka.NewRecord(g.topics.Sessions.Name, key, p, env)
 	}
-	return g.eventLog.ProduceSync(ctx, rs...)
+	return g.produceSync(ctx, rs...)
 }
 
 // heartbeatLoop writes heartbeats every Config.Heartbeat until ctx ends. A

@@ -122,6 +122,24 @@ func (g *Gateway) Handoff(slot int32, rec *kafka.Record, now bool) []byte {
 	return h.early[:]
 }
 
+// Answer implements sessionsvc.Answers: in `shoal all` the session
+// service gives the gateway its answer to a Connect once the removals and
+// the presence it writes first are durable, before it produces the answer
+// (ARCHITECTURE.md, invariant 4: that is all the gateway must wait for).
+// The answer is taken as the slot consumer takes it from the log, under
+// the same lock; the record, read later, finds its request answered and is
+// ignored. It does nothing when this gateway does not read slot now: the
+// record answers, from the log.
+func (g *Gateway) Answer(slot int32, res *eventspb.ConnectResult) {
+	h := &g.handoff
+	if !h.on.Load() || slot != g.slot.Load() {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	g.answer(res)
+}
+
 // handedOff reports whether the slot consumer skips r, which the hand-off
 // delivered, and counts the late records it reads. The slot consumer,
 // with h.mu held.

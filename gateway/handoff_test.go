@@ -1,13 +1,17 @@
 package gateway
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
+	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
 	"github.com/shoal-mqtt/shoal/kafka"
+	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
 
 // handedRecord is a QoS 0 delivery record to client of tenant "t" on
@@ -127,4 +131,88 @@ func TestHandoffAllocs(t *testing.T) {
 		t.Errorf("a hand-off to one subscriber: %v allocations, want 0", n)
 	}
 	f.waitWritten(t, rounds)
+}
+
+// promptLog is the producer of SetSessionLog in the tests: it keeps the
+// Connect requests it writes, and answers none, and counts Disconnects.
+type promptLog struct {
+	connects    chan *eventspb.Connect
+	disconnects *atomic.Int64
+}
+
+func (l promptLog) Produce(ctx context.Context, r *kafka.Record, done func(*kafka.Record, error)) {
+	done(r, l.ProduceSync(ctx, r))
+}
+
+func (l promptLog) ProduceSync(_ context.Context, rs ...*kafka.Record) error {
+	for _, r := range rs {
+		var env eventspb.Envelope
+		if err := kafka.DecodeEnvelope(r, &env); err != nil {
+			return err
+		}
+		if c := env.GetConnect(); c != nil {
+			l.connects <- c
+		}
+		if env.GetDisconnect() != nil {
+			l.disconnects.Add(1)
+		}
+	}
+	return nil
+}
+
+// TestAnswerHandedOff: with SetSessionLog the Connect is written by that
+// producer, not the gateway's own; the session service's answer given
+// through Answer (as in `shoal all`) accepts the connection at once, and
+// the same answer read later from the slot is ignored. An answer for
+// another slot is not taken.
+func TestAnswerHandedOff(t *testing.T) {
+	fl := newFakeLog()
+	pl := promptLog{connects: make(chan *eventspb.Connect, 10), disconnects: new(atomic.Int64)}
+	g, stop := runGatewayWith(t, fl, func(g *Gateway) { g.SetSessionLog(pl) })
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	nc, err := net.Dial("tcp", g.Addr("mqtt").String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = nc.Close() })
+	rd := packet.NewReader(nc, 256)
+	write(t, nc, &packet.Connect{Version: packet.V5, ClientID: []byte("t-1"), CleanStart: true})
+	var req *eventspb.Connect
+	select {
+	case req = <-pl.connects:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no Connect written through the connect log")
+	}
+	res := &eventspb.ConnectResult{RequestId: req.RequestId, Connection: req.Route.Connection, Generation: 1}
+
+	// No answer yet: the gateway's own producer (fakeLog) would have
+	// answered a Connect written through it.
+	g.Answer(g.slot.Load()+1, res)
+	expectSilence(t, nc, rd, 100*time.Millisecond)
+	g.Answer(g.slot.Load(), res)
+	if ca, ok := read(t, nc, rd, 5*time.Second).(*packet.Connack); !ok || ca.Code != 0 {
+		t.Fatalf("got %+v, want CONNACK 0", ca)
+	}
+	c := connOf(t, g, "t-1")
+
+	// The answer's record, then a delivery: the record changes nothing,
+	// the delivery reaches the client.
+	answered := kafka.NewRecord(kafka.TopicDeliveries, nil, 0, &eventspb.Envelope{
+		Event: &eventspb.Envelope_ConnectResult{ConnectResult: res.CloneVT()},
+	})
+	fl.slot <- kafka.Batch{Records: []*kafka.Record{answered}}
+	fl.slot <- deliveryBatch("t-1", c.id, "t/1", "after")
+	readPayload(t, func() packet.Packet { return read(t, nc, rd, 5*time.Second) }, "after")
+	expectSilence(t, nc, rd, 100*time.Millisecond)
+
+	// The connection's end goes to shoal.sessions too: the same producer.
+	write(t, nc, &packet.Disconnect{})
+	eventually(t, "the Disconnect through the session log", func() bool { return pl.disconnects.Load() == 1 })
+	if n := fl.disconnects.Load(); n != 0 {
+		t.Errorf("%d Disconnects through the gateway's own producer", n)
+	}
 }

@@ -458,7 +458,7 @@ func (c *conn) rebind(ctx context.Context, subs []*eventspb.SessionSubscription)
 	}
 	tctx, cancel := context.WithTimeout(ctx, g.cfg.SessionTimeout)
 	defer cancel()
-	return g.eventLog.ProduceSync(tctx, recs...)
+	return g.produceSync(tctx, recs...)
 }
 
 // appendChange appends the records of one subscription change: to the
@@ -491,7 +491,7 @@ func (c *conn) produceThenAck(ack *pendingAck, recs []*kafka.Record) {
 	c.queueAck(ack)
 	c.writing.Add(len(recs))
 	for _, r := range recs {
-		c.g.eventLog.Produce(context.Background(), r, func(_ *kafka.Record, err error) { c.ackDone(ack, err) })
+		c.g.producer(r.Topic).Produce(context.Background(), r, func(_ *kafka.Record, err error) { c.ackDone(ack, err) })
 	}
 }
 

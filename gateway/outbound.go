@@ -506,7 +506,7 @@ func (c *conn) deliveryAck(a inboxAck) {
 	env.Event = &eventspb.Envelope_DeliveryAck{DeliveryAck: da}
 	rec := kafka.NewRecord(g.topics.Sessions.Name, c.clientRecordKey, kafka.PartitionByKey, env)
 	c.writing.Add(1)
-	g.eventLog.Produce(context.Background(), rec, func(_ *kafka.Record, err error) {
+	g.producer(rec.Topic).Produce(context.Background(), rec, func(_ *kafka.Record, err error) {
 		defer c.writing.Done()
 		if err != nil {
 			c.logWarn(context.Background(), "record delivery acknowledgement", "packet", a.packetID, "err", err)
@@ -527,7 +527,7 @@ func (c *conn) inboxAck(seq uint64, received bool) {
 	}}
 	rec := kafka.NewRecord(g.topics.Sessions.Name, c.clientRecordKey, kafka.PartitionByKey, env)
 	c.writing.Add(1)
-	g.eventLog.Produce(context.Background(), rec, func(_ *kafka.Record, err error) {
+	g.producer(rec.Topic).Produce(context.Background(), rec, func(_ *kafka.Record, err error) {
 		defer c.writing.Done()
 		if err != nil {
 			c.logWarn(context.Background(), "report inbox acknowledgement", "seq", seq, "err", err)

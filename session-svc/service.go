@@ -44,6 +44,10 @@ type Service struct {
 	mu    sync.Mutex
 	parts []*partition // by partition number: nil while (re)loading or not owned
 
+	// answers, when set (SetAnswers), is given each answer to a Connect
+	// before it is produced.
+	answers Answers
+
 	// wakeCh tells the tick loop that a partition's next wake-up may have
 	// moved sooner (capacity 1: a signal pending is enough).
 	wakeCh chan struct{}
@@ -421,8 +425,33 @@ func decodeBatch(b kafka.Batch, log *slog.Logger) []record {
 	return recs
 }
 
-// write produces outs and waits until Kafka has them all (acks=all).
+// Answers takes the session service's answers to Connect requests before
+// they are produced: in `shoal all`, the gateway of the process.
+type Answers interface {
+	// Answer is given the answer res to a Connect of the gateway on
+	// slot, a copy it may keep, once everything the answer must follow
+	// is durable: the takeover's kick and removals, then the presence.
+	Answer(slot int32, res *eventspb.ConnectResult)
+}
+
+// SetAnswers makes the service give its answers to a to a before it
+// produces them, which saves the CONNECT the answer's produce round trip
+// and the slot consumer's read; the answers are produced all the same.
+// Call it before Run.
+func (s *Service) SetAnswers(a Answers) { s.answers = a }
+
+// write produces outs and waits until Kafka has them all (acks=all). The
+// answers among them go to s.answers first: a batch writes its outputs
+// stage by stage (partition.process), so when the answers' stage is
+// written every output they follow is durable.
 func (s *Service) write(ctx context.Context, outs []output) error {
+	if s.answers != nil {
+		for _, o := range outs {
+			if res := o.env.GetConnectResult(); res != nil && o.stage == stageAnswer && o.dest == toDeliveries {
+				s.answers.Answer(o.partition, res.CloneVT())
+			}
+		}
+	}
 	rs := make([]*kafka.Record, len(outs))
 	for i, o := range outs {
 		rs[i] = s.record(o)

@@ -85,11 +85,17 @@ func (b backbone) runServiceWith(t *testing.T, cfg sessionsvc.Config, store sess
 	return b.runServiceAt(t, cfg, store, func() time.Time { return e2eNow })
 }
 
-func (b backbone) runServiceAt(t *testing.T, cfg sessionsvc.Config, store sessionsvc.Store, clock func() time.Time) (*sessionsvc.Service, func()) {
+// runServiceAt runs a session service with its clock; setup, if any, is
+// called before Run.
+func (b backbone) runServiceAt(t *testing.T, cfg sessionsvc.Config, store sessionsvc.Store, clock func() time.Time,
+	setup ...func(*sessionsvc.Service)) (*sessionsvc.Service, func()) {
 	t.Helper()
 	svc, err := sessionsvc.New(cfg, b.client, store, testLogger(t), clock)
 	if err != nil {
 		t.Fatalf("New: %v", err)
+	}
+	for _, f := range setup {
+		f(svc)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
@@ -373,6 +379,104 @@ func TestServiceEndToEnd(t *testing.T) {
 		t.Errorf("session %+v", s)
 	}
 	t.Logf("end to end in %s", time.Since(start).Round(time.Millisecond))
+}
+
+// answerLog is a sessionsvc.Answers that notes, with each answer, what the
+// log held at that moment: the end offsets of the topics the session
+// service writes.
+type answerLog struct {
+	t      *testing.T
+	client *kafka.Client
+	mu     sync.Mutex
+	seen   []answerSeen
+}
+
+type answerSeen struct {
+	slot int32
+	res  *eventspb.ConnectResult
+	ends map[string]map[int32]int64 // topic → partition → end offset
+}
+
+func (a *answerLog) Answer(slot int32, res *eventspb.ConnectResult) {
+	seen := answerSeen{slot: slot, res: res, ends: make(map[string]map[int32]int64)}
+	for _, topic := range []string{kafka.TopicPresence, kafka.TopicMessages, kafka.TopicDeliveries} {
+		ends, err := a.client.EndOffsets(a.t.Context(), topic)
+		if err != nil {
+			a.t.Errorf("end offsets of %s: %v", topic, err)
+		}
+		seen.ends[topic] = ends
+	}
+	a.mu.Lock()
+	a.seen = append(a.seen, seen)
+	a.mu.Unlock()
+}
+
+func (a *answerLog) answers() []answerSeen {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.seen)
+}
+
+// TestServiceAnswersAfterPresence: with SetAnswers (the gateway of
+// `shoal all`) the service gives each answer to a Connect once what the
+// answer must follow is in the log (invariant 4: the takeover's kick and
+// subscription removals, then the presence), before the answer itself is
+// produced; and it still produces the answer.
+func TestServiceAnswersAfterPresence(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an embedded Kafka")
+	}
+	b := startBackbone(t)
+	presencePart := kafka.PartitionForKey([]byte(tenant+"/"+client), e2ePresence)
+	a1 := gw{name: "gw-1", slot: 1, connection: 10, request: 100}
+	a2 := gw{name: "gw-2", slot: 2, connection: 20, request: 200}
+	answers := &answerLog{t: t, client: b.client}
+	// The second connect takes the first one's session over.
+	b.produce(t, connectEnv(a1, 0, nil), connectEnv(a2, 0, nil))
+	b.runServiceAt(t, sessionsvc.DefaultConfig(), b.store, func() time.Time { return e2eNow },
+		func(s *sessionsvc.Service) { s.SetAnswers(answers) })
+	waitFor(t, "two answers", func() bool { return len(answers.answers()) == 2 })
+
+	seen := answers.answers()
+	for i, want := range []struct {
+		g          gw
+		generation uint64
+		presence   int64           // records in the presence partition, its own included
+		slotEnds   map[int32]int64 // records in slots, the answer's own excluded
+		removals   int64           // in every partition of shoal.messages
+	}{
+		{a1, 1, 1, map[int32]int64{a1.slot: 0, a2.slot: 0}, 0},
+		// a1's answer and the kick that ends it, and a1's removals, before a2's.
+		{a2, 2, 2, map[int32]int64{a1.slot: 2, a2.slot: 0}, 1},
+	} {
+		s := seen[i]
+		if s.slot != want.g.slot || s.res.GetRequestId() != want.g.request || s.res.GetConnection() != want.g.connection ||
+			s.res.GetGeneration() != want.generation || s.res.GetReasonCode() != 0 {
+			t.Errorf("answer %d: slot %d, %v; want slot %d, request %d, connection %d, generation %d", i, s.slot, s.res,
+				want.g.slot, want.g.request, want.g.connection, want.generation)
+		}
+		if got := s.ends[kafka.TopicPresence][presencePart]; got != want.presence {
+			t.Errorf("answer %d given with %d presence records in the log, want %d (its own durable first)", i, got, want.presence)
+		}
+		for slot, n := range want.slotEnds {
+			if got := s.ends[kafka.TopicDeliveries][slot]; got != n {
+				t.Errorf("answer %d given with %d records in slot %d, want %d", i, got, slot, n)
+			}
+		}
+		for p := range int32(e2eMessages) {
+			if got := s.ends[kafka.TopicMessages][p]; got != want.removals {
+				t.Errorf("answer %d given with %d records in partition %d of shoal.messages, want %d", i, got, p, want.removals)
+			}
+		}
+	}
+	// The answers are in the log all the same.
+	check(t, "deliveries", b.read(t, kafka.TopicDeliveries, nil, 3), []got{
+		result(a1, 1),
+		{a1.slot, out(a1.name, &eventspb.Envelope{Event: &eventspb.Envelope_Kick{Kick: &eventspb.Kick{
+			Connection: a1.connection, ReasonCode: uint32(packet.CodeSessionTakenOver),
+		}}})},
+		result(a2, 2),
+	})
 }
 
 // failingStore fails its first CommitSessions calls.

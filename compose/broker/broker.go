@@ -272,12 +272,23 @@ func (b *Broker) newRoles(bb *backbone) (err error) {
 		}
 		gw.SetAuth(bb.auth)
 		b.logAuth()
+		if bb.gwClient != bb.client {
+			// The gateway's producer lingers; a CONNECT waits for its
+			// Connect: shoal.sessions is written at once, by the roles'
+			// producer.
+			gw.SetSessionLog(bb.client)
+		}
 	}
 	b.applyQuotas(gw, router) // quota.go
 	if gw != nil && router != nil && cfg.Kafka.LocalDelivery && len(cfg.Kafka.Brokers) == 0 {
 		// shoal all: the router hands its deliveries to the gateway
 		// before it produces them (without effect with tracing on).
 		router.SetHandoff(gw)
+		// The session service gives the gateway its answers once the
+		// presence is durable, before it produces them.
+		if session != nil {
+			session.SetAnswers(gw)
+		}
 		// And the gateway gives the router its QoS 0 publishes before
 		// it produces them (router-svc/express.go).
 		if cfg.Kafka.Express {

@@ -47,7 +47,10 @@
 //     Authenticator the password file of gateway/auth implements) and the
 //     tenant bound to the identity
 //   - connect.go: CONNECT: the handshake, asking the session service
-//     (askSession) and abandoning a connect it gave up on.
+//     (askSession) and abandoning a connect it gave up on. In shoal all
+//     every record for shoal.sessions goes through the process's producer
+//     that does not linger (SetSessionLog), and the session service gives
+//     the answer before producing it (Answer, handoff.go).
 //   - read.go: the read loop, keep alive and the dispatch of client packets.
 //   - inbound.go: client → log: PUBLISH, PUBREL, SUBSCRIBE, UNSUBSCRIBE and
 //     the acknowledgements that wait for the log; order.go: what is read

@@ -35,7 +35,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
-all_scenarios="pairs-qos0 pairs-qos1 pairs-qos1-window pairs-qos2 fanout-qos0 latency-qos0 latency-qos1 wildcards-qos0 connections connections-after-load connections-auth"
+all_scenarios="pairs-qos0 pairs-qos1 pairs-qos1-window pairs-qos2 fanout-qos0 latency-qos0 latency-qos1 wildcards-qos0 connections connections-light connections-after-load connections-auth"
 scenarios=${SCENARIOS:-$all_scenarios}
 scenarios=${scenarios//,/ }
 rounds=${ROUNDS:-3}
@@ -61,6 +61,9 @@ scenario_flags() {
   latency-qos1) echo "-scenario latency -clients 50 -qos 1 -payload 64 -rate 10000 -inflight 64" ;;
   wildcards-qos0) echo "-scenario wildcards -clients 50 -publishers 50 -qos 0 -payload 64 -rate 2000" ;;
   connections) echo "-scenario connections -clients 10000 -connect-concurrency 64" ;;
+  # Connects at a light load (4 at a time): the latency of one device's
+  # reconnect when the broker is not saturated by the storm itself.
+  connections-light) echo "-scenario connections -clients 2000 -connect-concurrency 4" ;;
   # The same on a broker that has just carried a saturating load (PRELOAD,
   # default 20s of pairs-qos0, unmeasured): a broker's memory per idle
   # connection after traffic, not only on a fresh process.

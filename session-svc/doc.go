@@ -69,8 +69,10 @@
 // (acks=all) before the next: kicks and removals; presence; answers and
 // wills. So the removals of an ended session precede, in every partition of
 // shoal.messages, the subscription changes a gateway writes after it got
-// the ConnectResult. A batch of records is processed in rounds of events of
-// distinct clients, stage by stage, so that batching never reorders one
+// the ConnectResult. In `shoal all` the answers go to the gateway of the
+// process (Service.SetAnswers) when their stage is written, before they
+// are produced: the gateway need wait for nothing more. A batch of records
+// is processed in rounds of events of distinct clients, stage by stage, so that batching never reorders one
 // client's outputs. Only then are the changed sessions and the batch's last
 // offset committed to the store, atomically: outputs are at least once, a
 // state change is never half-applied, and at start each partition is

@@ -68,6 +68,12 @@ func connectionMetrics() []Metric {
 			}
 			return r.Connect.PerSec
 		}},
+		{"connect p50 µs", func(r *Result) float64 {
+			if r.Connect == nil || r.Connect.Latency == nil {
+				return nan()
+			}
+			return r.Connect.Latency.P50
+		}},
 		{"connect p99 µs", func(r *Result) float64 {
 			if r.Connect == nil || r.Connect.Latency == nil {
 				return nan()

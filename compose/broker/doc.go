@@ -15,7 +15,10 @@
 // hands its deliveries to the gateway (Router.SetHandoff), and the gateway
 // gives the router its QoS 0 publishes before it produces them
 // (Router.EnableExpress, Gateway.SetExpress): ARCHITECTURE.md, "The local
-// delivery path".
+// delivery path". The session service gives its answers to the gateway
+// once they may be given (Service.SetAnswers), and the gateway writes
+// shoal.sessions through the producer that does not linger
+// (Gateway.SetSessionLog): "The connect path in `shoal all`".
 // brokertest starts `shoal all` inside a test (SHOAL_KAFKA_LOCAL_DELIVERY
 // chooses the path).
 //

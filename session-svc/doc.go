@@ -72,11 +72,12 @@
 // the ConnectResult. In `shoal all` the answers go to the gateway of the
 // process (Service.SetAnswers) when their stage is written, before they
 // are produced: the gateway need wait for nothing more. A batch of records
-// is processed in rounds of events of distinct clients, stage by stage, so that batching never reorders one
-// client's outputs. Only then are the changed sessions and the batch's last
-// offset committed to the store, atomically: outputs are at least once, a
-// state change is never half-applied, and at start each partition is
-// consumed from its stored offset + 1.
+// is processed in rounds of events of distinct clients, stage by stage, so
+// that batching never reorders one client's outputs. Only then are the
+// changed sessions and the batch's last offset committed to the store,
+// atomically: outputs are at least once, a state change is never
+// half-applied, and at start each partition is consumed from its stored
+// offset + 1.
 //
 // # Decisions the architecture leaves open
 //

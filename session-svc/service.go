@@ -434,7 +434,7 @@ type Answers interface {
 	Answer(slot int32, res *eventspb.ConnectResult)
 }
 
-// SetAnswers makes the service give its answers to a to a before it
+// SetAnswers makes the service give its answers to a before it
 // produces them, which saves the CONNECT the answer's produce round trip
 // and the slot consumer's read; the answers are produced all the same.
 // Call it before Run.

@@ -30,11 +30,13 @@ var (
 // of tenant or, with allTenants, of every tenant, sorted by tenant and
 // client id. The copies are taken under each partition's lock from its
 // committed state, so they never race with the partition's goroutine, and
-// each is a state the session had after a batch.
+// each is a state the session had after a batch; the batches under way are
+// waited for first (settle).
 func (s *Service) Sessions(tenant string, allTenants bool) []*Session {
 	s.mu.Lock()
 	parts := slices.Clone(s.parts)
 	s.mu.Unlock()
+	_ = settle(context.Background(), parts...) // no context: bounded
 	var out []*Session
 	for _, p := range parts {
 		if p == nil {
@@ -62,6 +64,7 @@ func (s *Service) Session(tenant, clientID string) (*Session, error) {
 	if part == nil {
 		return nil, ErrNotOwned
 	}
+	_ = settle(context.Background(), part) // no context: bounded
 	sess, ok := part.snapshot(k)
 	if !ok || !sess.Active {
 		return nil, ErrNoSession
@@ -120,21 +123,32 @@ const commandSettle = 2 * time.Second
 // now, if any, is committed, for commandSettle at most.
 func (s *Service) awaitBatch(ctx context.Context, tenant, clientID string) error {
 	k := clientKey{tenant, clientID}
-	part := s.part(kafka.PartitionForKey(k.recordKey(), s.sessionsPartitions))
-	if part == nil {
-		return nil
-	}
-	ch := part.batchUnderWay()
-	if ch == nil {
-		return nil
-	}
+	return settle(ctx, s.part(kafka.PartitionForKey(k.recordKey(), s.sessionsPartitions)))
+}
+
+// settle waits until the batches partitions ps are processing now, if
+// any, are committed, for commandSettle at most in all. A client has its
+// CONNACK before the batch that answered it is committed (in `shoal all`
+// even before the answer is produced): an operator's view and commands
+// wait for that batch, so that they know every client already answered.
+func settle(ctx context.Context, ps ...*partition) error {
 	t := time.NewTimer(commandSettle)
 	defer t.Stop()
-	select {
-	case <-ch:
-	case <-t.C:
-	case <-ctx.Done():
-		return ctx.Err()
+	for _, p := range ps {
+		if p == nil {
+			continue
+		}
+		ch := p.batchUnderWay()
+		if ch == nil {
+			continue
+		}
+		select {
+		case <-ch:
+		case <-t.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	return nil
 }

@@ -115,7 +115,10 @@ func (b *Broker) addGateway(ctx context.Context, grp *group, gw *gateway.Gateway
 		defer close(grp.gwDone)
 		if b.cfg.Gateway.ParkIdle > 0 {
 			total := func() int64 { return gw.Stats.Load(gateway.ConnectionsTotal) }
-			go releaseAfterWaves(gwCtx, total, gw.Parked, b.log)
+			messages := func() int64 {
+				return gw.Stats.Load(gateway.MessagesReceived) + gw.Stats.Load(gateway.MessagesSent)
+			}
+			go releaseAfterWaves(gwCtx, total, gw.Parked, messages, b.log)
 		}
 		if err := gw.Run(gwCtx); err != nil {
 			return fmt.Errorf("gateway: %w", err)

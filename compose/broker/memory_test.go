@@ -39,3 +39,45 @@ func TestWaveWatch(t *testing.T) {
 		t.Fatalf("releases at %v, want a second one at second %d", releases, second)
 	}
 }
+
+// TestBurstWatch: memory is released once after a burst of traffic (a
+// second of at least burstRate messages), once burstQuiet seconds passed
+// under a twentieth of that rate; a steady rate, high or low, and a
+// burst tailing off slowly release nothing until it is quiet.
+func TestBurstWatch(t *testing.T) {
+	var w burstWatch
+	var releases []int
+	second, total := 0, int64(0)
+	feed := func(rates ...int64) {
+		for _, r := range rates {
+			second++
+			total += r
+			if w.tick(total) {
+				releases = append(releases, second)
+			}
+		}
+	}
+	feed(0, 500, 900, 800, 999) // a steady low rate: never a burst
+	if len(releases) != 0 {
+		t.Fatalf("releases at %v at a low rate", releases)
+	}
+	feed(150000, 160000, 150000, 2000, 0, 0, 0) // a burst, tailing off at second 9, quiet at 10 and 11
+	if len(releases) != 1 || releases[0] != 11 {
+		t.Fatalf("releases at %v, want one at second 11", releases)
+	}
+	feed(0, 0, 0, 10, 0) // idle: nothing more
+	if len(releases) != 1 {
+		t.Fatalf("releases at %v, want no more while idle", releases)
+	}
+	// A steady 30k msg/s: busy all along, never over.
+	for range 20 {
+		feed(30000)
+	}
+	if len(releases) != 1 {
+		t.Fatalf("releases at %v during a steady high rate", releases)
+	}
+	feed(900, 900, 900) // under a twentieth: the second quiet second releases
+	if len(releases) != 2 || releases[1] != second-1 {
+		t.Fatalf("releases at %v, want a second one at second %d", releases, second-1)
+	}
+}

@@ -510,6 +510,11 @@ type batchArena struct {
 	recs []Record
 	ptrs []*Record
 	hdrs []Header
+	// peak is the most records a poll took since the last trim; since
+	// when the polls began to use less than a quarter of the arrays
+	// (zero: they did not).
+	peak  int
+	since time.Time
 }
 
 // take returns n records, n pointers and nh headers, from a when a is not
@@ -526,6 +531,7 @@ func (a *batchArena) take(n, nh int) ([]Record, []*Record, []Header) {
 	a.recs = grow(a.recs, n)
 	a.ptrs = grow(a.ptrs, n)
 	a.hdrs = grow(a.hdrs, nh)
+	a.peak = max(a.peak, len(a.recs)+n)
 	return carve(&a.recs, n), carve(&a.ptrs, n), carve(&a.hdrs, nh)
 }
 
@@ -548,6 +554,32 @@ func (a *batchArena) reset() {
 	clear(a.ptrs)
 	clear(a.hdrs)
 	a.recs, a.ptrs, a.hdrs = a.recs[:0], a.ptrs[:0], a.hdrs[:0]
+}
+
+// arenaFloor is the most records an arena keeps however little its polls
+// use (trim).
+const arenaFloor = 256
+
+// trim lets a's arrays go once the polls have used less than a quarter of
+// them for shrinkAfter, whatever their size: reset keeps up to arenaKeep
+// records for a load whose polls vary in size, which a consumer that a
+// burst left with a trickle of records (heartbeats) or none would keep
+// for good. Called by the consumer's loop, at least every feedIdleCheck;
+// the next poll starts small arrays. A nil arena does nothing.
+func (a *batchArena) trim(now time.Time) {
+	if a == nil {
+		return
+	}
+	used := a.peak
+	a.peak = 0
+	switch {
+	case cap(a.recs) <= arenaFloor || used >= cap(a.recs)/4:
+		a.since = time.Time{}
+	case a.since.IsZero():
+		a.since = now
+	case now.Sub(a.since) >= shrinkAfter:
+		*a = batchArena{}
+	}
 }
 
 // grow returns s, or a new empty array twice as large when s has no room

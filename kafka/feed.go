@@ -312,6 +312,7 @@ func (c *Client) consumeLocal(ctx context.Context, cfg ConsumeConfig, lag *consu
 		for _, lp := range lc.parts {
 			lp.pending = lean(lp.pending, &lp.use, now)
 		}
+		lc.arena.trim(now)
 		// An idle consumer looks at the log's end: a record written by
 		// another process is never handed over.
 		var ends map[int32]int64

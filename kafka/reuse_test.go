@@ -151,6 +151,53 @@ func TestBatchArena(t *testing.T) {
 	none.reset()
 }
 
+// TestBatchArenaTrim: an arena that a burst grew, whose polls then use
+// less than a quarter of it, lets its arrays go after shrinkAfter, however
+// small they are (down to arenaFloor), and a large poll meanwhile keeps
+// them.
+func TestBatchArenaTrim(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	a := new(batchArena)
+	poll := func(n int, at time.Time) {
+		a.trim(at)
+		a.reset()
+		a.take(n, 0)
+	}
+	poll(arenaKeep, t0) // a burst's poll: kept by reset
+	poll(3, t0.Add(time.Millisecond))
+	poll(3, t0.Add(shrinkAfter/2))
+	if cap(a.recs) < arenaKeep {
+		t.Fatalf("arena let its %d records go before shrinkAfter", arenaKeep)
+	}
+	poll(arenaKeep/2, t0.Add(shrinkAfter-time.Millisecond)) // a large poll: kept
+	poll(3, t0.Add(shrinkAfter+time.Millisecond))
+	if cap(a.recs) < arenaKeep {
+		t.Fatal("arena let its memory go within shrinkAfter of a poll that used half of it")
+	}
+	poll(3, t0.Add(2*shrinkAfter))
+	poll(3, t0.Add(3*shrinkAfter+time.Millisecond))
+	if cap(a.recs) >= arenaKeep {
+		t.Fatalf("arena kept %d records for polls of 3 for more than shrinkAfter", cap(a.recs))
+	}
+	if len(a.recs) != 3 {
+		t.Fatalf("trimmed arena took %d records, want 3", len(a.recs))
+	}
+	// At most arenaFloor: kept whatever the polls use.
+	for i := range 10 {
+		poll(1, t0.Add(time.Duration(4+i)*shrinkAfter))
+	}
+	if c := cap(a.recs); c == 0 || c > arenaFloor {
+		t.Fatalf("small arena: capacity %d", c)
+	}
+	first := &a.recs[0]
+	poll(1, t0.Add(20*shrinkAfter))
+	if &a.recs[0] != first {
+		t.Fatal("an arena of at most arenaFloor records let its memory go")
+	}
+	var none *batchArena
+	none.trim(t0)
+}
+
 // TestKgoRecordsPool: the pool hands out slices with room enough, keeps a
 // bounded number, and drops huge ones.
 func TestKgoRecordsPool(t *testing.T) {

@@ -68,3 +68,28 @@ func TestOutputLetsABurstGo(t *testing.T) {
 		t.Errorf("a steady batch of 500: %v allocations, want 0", n)
 	}
 }
+
+// TestRouterTrim: Trim lets the free Outputs go, with the envelopes their
+// polls left in them, and the next poll gets a new one.
+func TestRouterTrim(t *testing.T) {
+	r := &Router{}
+	out := r.takeOutput()
+	msg := &eventspb.Message{Topic: "t"}
+	for i := range 1000 {
+		out.delivery(int32(i%4), "acme", nil, 1, msg)
+	}
+	r.putOutput(out)
+	if again := r.takeOutput(); again != out {
+		t.Fatal("a free Output was not taken again")
+	}
+	r.putOutput(out)
+	r.Trim()
+	if len(r.outs) != 0 {
+		t.Fatalf("%d free Outputs after Trim", len(r.outs))
+	}
+	next := r.takeOutput()
+	if next == out || len(next.free) != 0 {
+		t.Fatalf("after Trim: the same Output %v, %d free envelopes", next == out, len(next.free))
+	}
+	r.putOutput(next)
+}

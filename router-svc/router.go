@@ -438,6 +438,19 @@ func (r *Router) takeOutput() *Output {
 	return NewOutput()
 }
 
+// Trim lets go of the free Outputs, each of which keeps the envelopes and
+// targets its largest recent polls needed, bounded by what the last ones
+// used (keepFree): an idle router has no last polls, so what a burst grew
+// would stay. The broker calls it once a burst is over
+// (compose/broker/memory.go); the next polls start small ones. Safe at any
+// time.
+func (r *Router) Trim() {
+	r.outMu.Lock()
+	clear(r.outs)
+	r.outs = nil
+	r.outMu.Unlock()
+}
+
 // putOutput makes out available again; nothing may refer to its
 // mutations any more (its deliveries are marshalled into records).
 func (r *Router) putOutput(out *Output) {

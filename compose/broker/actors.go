@@ -12,6 +12,7 @@ import (
 	"github.com/oklog/run"
 
 	"github.com/shoal-mqtt/shoal/gateway"
+	routersvc "github.com/shoal-mqtt/shoal/router-svc"
 )
 
 // group runs the broker's actors: each role's Run(ctx) error with the
@@ -68,7 +69,7 @@ func (b *Broker) actors(ctx context.Context, bb *backbone) (*group, error) {
 	b.reloadables = bb.reloadables
 	b.mu.Unlock()
 	if gw != nil {
-		b.addGateway(ctx, grp, gw)
+		b.addGateway(ctx, grp, gw, router)
 	} else {
 		close(grp.gwDone)
 	}
@@ -108,8 +109,10 @@ func (b *Broker) actors(ctx context.Context, bb *backbone) (*group, error) {
 }
 
 // addGateway adds the gateway, and the watch that returns memory to the
-// system after each wave of connections when idle connections are parked.
-func (b *Broker) addGateway(ctx context.Context, grp *group, gw *gateway.Gateway) {
+// system after each wave of connections and each burst of traffic when
+// idle connections are parked; with the router of the process (or nil),
+// whose free buffers it lets go first.
+func (b *Broker) addGateway(ctx context.Context, grp *group, gw *gateway.Gateway, router *routersvc.Router) {
 	gwCtx, stopGW := context.WithCancel(ctx)
 	grp.g.Add(func() error {
 		defer close(grp.gwDone)
@@ -118,7 +121,11 @@ func (b *Broker) addGateway(ctx context.Context, grp *group, gw *gateway.Gateway
 			messages := func() int64 {
 				return gw.Stats.Load(gateway.MessagesReceived) + gw.Stats.Load(gateway.MessagesSent)
 			}
-			go releaseAfterWaves(gwCtx, total, gw.Parked, messages, b.log)
+			trim := func() {}
+			if router != nil {
+				trim = router.Trim
+			}
+			go releaseAfterWaves(gwCtx, total, gw.Parked, messages, trim, b.log)
 		}
 		if err := gw.Run(gwCtx); err != nil {
 			return fmt.Errorf("gateway: %w", err)

@@ -65,9 +65,13 @@ func (w *waveWatch) tick(total, parked int64) bool {
 // collects twice (the pools' contents go with the second collection) and
 // returns the memory. A fleet at a steady rate never triggers it, however
 // high the rate.
+//
+// burstQuiet is longer than the consumers take to let the arrays a burst
+// grew go by themselves (kafka's shrinkAfter, 2 s of small polls, checked
+// at least every second), so that the release collects them too.
 const (
 	burstRate  = 20000
-	burstQuiet = 2
+	burstQuiet = 4
 )
 
 // burstWatch tells, from the gateway's messages (received + sent since
@@ -107,8 +111,9 @@ func (w *burstWatch) tick(messages int64) bool {
 
 // releaseAfterWaves reads the gateway's counts every second until ctx ends
 // and returns memory to the system after each wave of connections and
-// each burst of traffic.
-func releaseAfterWaves(ctx context.Context, total, parked, messages func() int64, log *slog.Logger) {
+// each burst of traffic, calling trim first (the router's free buffers,
+// which an idle router never lets go by itself).
+func releaseAfterWaves(ctx context.Context, total, parked, messages func() int64, trim func(), log *slog.Logger) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	var w waveWatch
@@ -124,6 +129,7 @@ func releaseAfterWaves(ctx context.Context, total, parked, messages func() int64
 		burst := b.tick(messages())
 		if wave || burst {
 			start := time.Now()
+			trim()
 			runtime.GC()         // the pools' contents move to their victim caches,
 			debug.FreeOSMemory() // and go with this collection
 			log.Debug("memory returned", "after_wave", wave, "after_burst", burst, "connections_total", n, "took", time.Since(start))

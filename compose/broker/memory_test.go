@@ -61,9 +61,12 @@ func TestBurstWatch(t *testing.T) {
 	if len(releases) != 0 {
 		t.Fatalf("releases at %v at a low rate", releases)
 	}
-	feed(150000, 160000, 150000, 2000, 0, 0, 0) // a burst, tailing off at second 9, quiet at 10 and 11
-	if len(releases) != 1 || releases[0] != 11 {
-		t.Fatalf("releases at %v, want one at second 11", releases)
+	feed(150000, 160000, 150000, 2000) // a burst, tailing off at second 9
+	for range burstQuiet + 1 {
+		feed(0) // quiet from second 10 on
+	}
+	if want := 9 + burstQuiet; len(releases) != 1 || releases[0] != want {
+		t.Fatalf("releases at %v, want one at second %d", releases, want)
 	}
 	feed(0, 0, 0, 10, 0) // idle: nothing more
 	if len(releases) != 1 {
@@ -76,7 +79,9 @@ func TestBurstWatch(t *testing.T) {
 	if len(releases) != 1 {
 		t.Fatalf("releases at %v during a steady high rate", releases)
 	}
-	feed(900, 900, 900) // under a twentieth: the second quiet second releases
+	for range burstQuiet + 1 {
+		feed(900) // under a twentieth: the burstQuiet-th quiet second releases
+	}
 	if len(releases) != 2 || releases[1] != second-1 {
 		t.Fatalf("releases at %v, want a second one at second %d", releases, second-1)
 	}

@@ -25,7 +25,9 @@
 #   SHOAL_FLAGS extra flags for `shoal all` (e.g. "--audit-record-acks true")
 #   PROFILE    1 to take a CPU profile of Shoal over each measured window
 #              (--pprof, /debug/pprof/profile): <scenario>-shoal-r<N>.pprof
-#              and its top functions in <scenario>-shoal-r<N>.top.txt
+#              and its top functions in <scenario>-shoal-r<N>.top.txt; for
+#              the connection scenarios, over the first CONNECT_PROFILE
+#              seconds (default 2) of the connects
 #
 # Each broker is fresh for each run: Mosquitto with its own configuration
 # (persistence off, queue limits high enough not to drop), Shoal as `shoal
@@ -207,9 +209,17 @@ run_one() { # scenario label round
   local prof_pid=""
   if [ "${PROFILE:-0}" = 1 ] && [ "$label" = shoal ]; then
     # The measured window starts after the generator's set-up (a few
-    # seconds at most) and the warm-up: profile from then on.
-    (sleep $((${warmup%s} + 2)) && curl -sf -o "$out/$name-shoal-r$round.pprof" \
-      "http://127.0.0.1:$shoal_http/debug/pprof/profile?seconds=$((${duration%s} - 2))") &
+    # seconds at most) and the warm-up: profile from then on. The
+    # connection scenarios measure their connects before the warm-up
+    # (after the load, for *-after-load): profile the first seconds of
+    # the storm instead (CONNECT_PROFILE, default 2s).
+    local prof_after=$((${warmup%s} + 2)) prof_secs=$((${duration%s} - 2)) preload=${PRELOAD:-20s}
+    case $name in
+      connections*-after-load) prof_after=$((${preload%s} + 2)) prof_secs=${CONNECT_PROFILE:-2} ;;
+      connections*) prof_after=0 prof_secs=${CONNECT_PROFILE:-2} ;;
+    esac
+    (sleep "$prof_after" && curl -sf -o "$out/$name-shoal-r$round.pprof" \
+      "http://127.0.0.1:$shoal_http/debug/pprof/profile?seconds=$prof_secs") &
     prof_pid=$!
   fi
   local rss_base=()

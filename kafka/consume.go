@@ -510,11 +510,11 @@ type batchArena struct {
 	recs []Record
 	ptrs []*Record
 	hdrs []Header
-	// peak is the most records a poll took since the last trim; since
-	// when the polls began to use less than a quarter of the arrays
-	// (zero: they did not).
-	peak  int
-	since time.Time
+	// taken counts the records of this poll; peak is the most a poll
+	// took since the last trim; since is when the polls began to use
+	// less than a quarter of the arrays (zero: they did not).
+	taken, peak int
+	since       time.Time
 }
 
 // take returns n records, n pointers and nh headers, from a when a is not
@@ -531,7 +531,8 @@ func (a *batchArena) take(n, nh int) ([]Record, []*Record, []Header) {
 	a.recs = grow(a.recs, n)
 	a.ptrs = grow(a.ptrs, n)
 	a.hdrs = grow(a.hdrs, nh)
-	a.peak = max(a.peak, len(a.recs)+n)
+	a.taken += n
+	a.peak = max(a.peak, a.taken)
 	return carve(&a.recs, n), carve(&a.ptrs, n), carve(&a.hdrs, nh)
 }
 
@@ -554,6 +555,7 @@ func (a *batchArena) reset() {
 	clear(a.ptrs)
 	clear(a.hdrs)
 	a.recs, a.ptrs, a.hdrs = a.recs[:0], a.ptrs[:0], a.hdrs[:0]
+	a.taken = 0
 }
 
 // arenaFloor is the most records an arena keeps however little its polls

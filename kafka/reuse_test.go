@@ -194,6 +194,20 @@ func TestBatchArenaTrim(t *testing.T) {
 	if &a.recs[0] != first {
 		t.Fatal("an arena of at most arenaFloor records let its memory go")
 	}
+	// A poll counts every batch it took: three of 200 use more than a
+	// quarter of 2,048.
+	b := new(batchArena)
+	b.take(2048, 0)
+	for i := range 4 {
+		b.trim(t0.Add(time.Duration(i) * shrinkAfter))
+		b.reset()
+		for range 3 {
+			b.take(200, 0)
+		}
+	}
+	if cap(b.recs) < 2048 {
+		t.Fatalf("arena of 2,048 records used for 600 per poll let its memory go (capacity %d)", cap(b.recs))
+	}
 	var none *batchArena
 	none.trim(t0)
 }

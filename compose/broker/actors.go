@@ -127,10 +127,8 @@ func (b *Broker) addGateway(ctx context.Context, grp *group, gw *gateway.Gateway
 			}
 			go releaseAfterWaves(gwCtx, total, gw.Parked, messages, trim, b.log)
 		}
-		if err := gw.Run(gwCtx); err != nil {
-			return fmt.Errorf("gateway: %w", err)
-		}
-		return nil
+		// The gateway's errors name it already ("gateway: listen …").
+		return gw.Run(gwCtx)
 	}, func(error) { stopGW() })
 }
 

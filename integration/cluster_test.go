@@ -225,7 +225,9 @@ func (p *proc) launch() {
 	dumpOnFailure(t, p.log)
 }
 
-// waitReady polls /readyz until it answers 200.
+// waitReady polls /readyz until it answers 200, from this process: a
+// port picked free may have been bound by another test's process since,
+// which would answer for it (servesHTTP).
 func (p *proc) waitReady() {
 	t := p.c.t
 	t.Helper()
@@ -235,7 +237,7 @@ func (p *proc) waitReady() {
 		resp, err := http.Get("http://" + p.http + "/readyz")
 		if err == nil {
 			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
+			if resp.StatusCode == http.StatusOK && servesHTTP(p.log) {
 				return
 			}
 		}
@@ -259,6 +261,13 @@ func (p *proc) waitReady() {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// servesHTTP says whether the process logging to path has bound its
+// HTTP listener ("http listening", in the text and the JSON log formats).
+func servesHTTP(path string) bool {
+	b, _ := os.ReadFile(path)
+	return strings.Contains(string(b), "http listening")
 }
 
 // repick gives the process new free addresses for the listeners it has.

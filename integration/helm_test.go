@@ -789,7 +789,7 @@ func (p *localPod) waitReady(t *testing.T) {
 		resp, err := http.Get("http://" + p.ports[9090] + "/readyz")
 		if err == nil {
 			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
+			if resp.StatusCode == http.StatusOK && servesHTTP(p.log) {
 				return
 			}
 		}

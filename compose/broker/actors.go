@@ -145,6 +145,7 @@ func (b *Broker) addHTTP(grp *group) error {
 	b.mu.Lock()
 	b.httpAddr = ln.Addr()
 	b.mu.Unlock()
+	b.log.Info("http listening", "addr", ln.Addr().String())
 	srv := &http.Server{Handler: b.httpHandler(), ReadHeaderTimeout: 5 * time.Second}
 	grp.g.Add(func() error {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -26,6 +26,7 @@ func TestValuesRefused(t *testing.T) {
 		{[]string{"gateway.replicas=two"}, []string{"gateway", "replicas"}},
 		{[]string{"kafka.mode=zookeeper"}, []string{"kafka", "mode"}},
 		{[]string{"kafka.retention=7 days"}, []string{"kafka", "retention"}},
+		{[]string{"kafka.retentionBytes=-2"}, []string{"kafka", "retentionBytes"}},
 		{[]string{"tls.identity=san"}, []string{"tls", "identity"}},
 		{[]string{"router.autoscaling.enabled=yes"}, []string{"router", "autoscaling", "enabled"}},
 		{[]string{"haproxy.service.ports.mqtt=70000"}, []string{"haproxy", "mqtt"}},

@@ -31,12 +31,12 @@ var (
 // client id. The copies are taken under each partition's lock from its
 // committed state, so they never race with the partition's goroutine, and
 // each is a state the session had after a batch; the batches under way are
-// waited for first (settle).
-func (s *Service) Sessions(tenant string, allTenants bool) []*Session {
+// waited for first (settle, which ctx cuts short).
+func (s *Service) Sessions(ctx context.Context, tenant string, allTenants bool) []*Session {
 	s.mu.Lock()
 	parts := slices.Clone(s.parts)
 	s.mu.Unlock()
-	_ = settle(context.Background(), parts...) // no context: bounded
+	_ = settle(ctx, parts...) // ended: whoever asked is gone, the answer does not matter
 	var out []*Session
 	for _, p := range parts {
 		if p == nil {
@@ -58,13 +58,13 @@ func (s *Service) Sessions(tenant string, allTenants bool) []*Session {
 
 // Session returns a copy of the session of a client: ErrNotOwned when
 // another instance owns its partition, ErrNoSession when it has none.
-func (s *Service) Session(tenant, clientID string) (*Session, error) {
+func (s *Service) Session(ctx context.Context, tenant, clientID string) (*Session, error) {
 	k := clientKey{tenant, clientID}
 	part := s.part(kafka.PartitionForKey(k.recordKey(), s.sessionsPartitions))
 	if part == nil {
 		return nil, ErrNotOwned
 	}
-	_ = settle(context.Background(), part) // no context: bounded
+	_ = settle(ctx, part) // ended: whoever asked is gone, the answer does not matter
 	sess, ok := part.snapshot(k)
 	if !ok || !sess.Active {
 		return nil, ErrNoSession
@@ -83,7 +83,7 @@ func (s *Service) Session(tenant, clientID string) (*Session, error) {
 // audit. It returns once the command is durably in the log; the kick or
 // the deletion follows within a consume round trip.
 func (s *Service) Command(ctx context.Context, tenant, clientID string, op eventspb.SessionCommand_Op, reason string) error {
-	sess, err := s.Session(tenant, clientID)
+	sess, err := s.Session(ctx, tenant, clientID)
 	if errors.Is(err, ErrNoSession) || (err == nil && op == eventspb.SessionCommand_OP_KICK && !sess.Online) {
 		// The batch under way may hold what the client has seen already:
 		// its CONNACK goes out once the answer is in the log, before the
@@ -91,7 +91,7 @@ func (s *Service) Command(ctx context.Context, tenant, clientID string, op event
 		if err := s.awaitBatch(ctx, tenant, clientID); err != nil {
 			return err
 		}
-		sess, err = s.Session(tenant, clientID)
+		sess, err = s.Session(ctx, tenant, clientID)
 	}
 	switch {
 	case err != nil:

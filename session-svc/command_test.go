@@ -1,7 +1,9 @@
 package sessionsvc
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
@@ -90,5 +92,28 @@ func TestCommandDeleteOfflineSessionDiscardsInbox(t *testing.T) {
 	}
 	if got := h.batch(connA.command(eventspb.SessionCommand_OP_DELETE_SESSION)); len(got) != 0 {
 		t.Errorf("second deletion wrote %d outputs, want none", len(got))
+	}
+}
+
+// TestViewWaitEndsWithRequest: an operator's view waits for the batch under
+// way (settle), but no longer than the request that asked: a cancelled
+// context ends the wait at once, and the committed state is returned.
+func TestViewWaitEndsWithRequest(t *testing.T) {
+	k := clientKey{"acme", "acme-1"}
+	p := &partition{
+		sessions: map[clientKey]*Session{k: {Tenant: k.tenant, ClientID: k.client, Active: true}},
+		settled:  make(chan struct{}), // a batch under way that never ends
+	}
+	s := &Service{parts: []*partition{p}, sessionsPartitions: 1}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	start := time.Now()
+	all := s.Sessions(ctx, "acme", false)
+	one, err := s.Session(ctx, "acme", "acme-1")
+	if waited := time.Since(start); waited >= commandSettle/2 {
+		t.Errorf("views of a cancelled request waited %v for the batch under way", waited)
+	}
+	if len(all) != 1 || err != nil || one.ClientID != "acme-1" {
+		t.Errorf("Sessions %d sessions, Session %v, %v: want the committed session", len(all), one, err)
 	}
 }

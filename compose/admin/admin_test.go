@@ -21,7 +21,7 @@ type fakeSessions struct {
 	commands []string
 }
 
-func (f *fakeSessions) Sessions(tenant string, all bool) []*sessionsvc.Session {
+func (f *fakeSessions) Sessions(_ context.Context, tenant string, all bool) []*sessionsvc.Session {
 	var out []*sessionsvc.Session
 	for _, s := range f.owned {
 		if s != nil && (all || s.Tenant == tenant) {
@@ -31,7 +31,7 @@ func (f *fakeSessions) Sessions(tenant string, all bool) []*sessionsvc.Session {
 	return out
 }
 
-func (f *fakeSessions) Session(tenant, id string) (*sessionsvc.Session, error) {
+func (f *fakeSessions) Session(_ context.Context, tenant, id string) (*sessionsvc.Session, error) {
 	s, owned := f.owned[id]
 	switch {
 	case !owned:
@@ -42,8 +42,8 @@ func (f *fakeSessions) Session(tenant, id string) (*sessionsvc.Session, error) {
 	return s, nil
 }
 
-func (f *fakeSessions) Command(_ context.Context, tenant, id string, op eventspb.SessionCommand_Op, _ string) error {
-	if _, err := f.Session(tenant, id); err != nil {
+func (f *fakeSessions) Command(ctx context.Context, tenant, id string, op eventspb.SessionCommand_Op, _ string) error {
+	if _, err := f.Session(ctx, tenant, id); err != nil {
 		return err
 	}
 	f.commands = append(f.commands, op.String()+" "+tenant+"/"+id)

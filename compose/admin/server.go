@@ -25,8 +25,8 @@ type Gateway interface {
 // SessionService is what the API needs of a session service: its sessions and
 // the commands it writes to the log (*sessionsvc.Service).
 type SessionService interface {
-	Sessions(tenant string, allTenants bool) []*sessionsvc.Session
-	Session(tenant, clientID string) (*sessionsvc.Session, error)
+	Sessions(ctx context.Context, tenant string, allTenants bool) []*sessionsvc.Session
+	Session(ctx context.Context, tenant, clientID string) (*sessionsvc.Session, error)
 	Command(ctx context.Context, tenant, clientID string, op eventspb.SessionCommand_Op, reason string) error
 }
 
@@ -173,7 +173,7 @@ func (s *server) sessions(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, "client= needs tenant=")
 			return
 		}
-		sess, err := s.roles.Sessions.Session(sc.tenant, id)
+		sess, err := s.roles.Sessions.Session(r.Context(), sc.tenant, id)
 		switch {
 		case errors.Is(err, sessionsvc.ErrNotOwned):
 			writeError(w, http.StatusMisdirectedRequest, err.Error())
@@ -182,7 +182,7 @@ func (s *server) sessions(w http.ResponseWriter, r *http.Request) {
 			out.Sessions = append(out.Sessions, sessionOf(sess, true))
 		}
 	} else {
-		for _, sess := range s.roles.Sessions.Sessions(sc.tenant, sc.all) {
+		for _, sess := range s.roles.Sessions.Sessions(r.Context(), sc.tenant, sc.all) {
 			out.Sessions = append(out.Sessions, sessionOf(sess, false))
 		}
 	}

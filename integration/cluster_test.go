@@ -145,6 +145,7 @@ type proc struct {
 	mqtt, http string
 	mqtts      string // a gateway's TLS listener, when it has one
 	ws, wss    string // a gateway's WebSocket listeners, when it has them
+	admin      string // the admin API's listener, when it has one
 	cmd        *exec.Cmd
 	done       chan struct{}
 	waitErr    error
@@ -294,6 +295,9 @@ func (p *proc) repick() {
 		case "--wss-listen":
 			p.wss = freeAddr(t)
 			p.args[i+1] = p.wss
+		case "--admin-listen":
+			p.admin = freeAddr(t)
+			p.args[i+1] = p.admin
 		}
 	}
 }

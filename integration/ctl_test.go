@@ -23,13 +23,10 @@ func TestClusterCtl(t *testing.T) {
 	if err := os.WriteFile(tokenPath, []byte("it-admin-token-0123456789\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var servers []string
 	start := func(role, name string) *proc {
-		p := &proc{c: c, name: name, role: role, http: freeAddr(t)}
-		admin := freeAddr(t)
-		servers = append(servers, admin)
+		p := &proc{c: c, name: name, role: role, http: freeAddr(t), admin: freeAddr(t)}
 		p.args = []string{role, "--config", c.cfgPath, "--kafka-brokers", strings.Join(c.kafka.Brokers(), ","),
-			"--http-listen", p.http, "--admin-listen", admin, "--admin-token-file", tokenPath}
+			"--http-listen", p.http, "--admin-listen", p.admin, "--admin-token-file", tokenPath}
 		if role == "gateway" {
 			p.mqtt = freeAddr(t)
 			p.args = append(p.args, "--mqtt-listen", p.mqtt, "--ws-listen", "", "--gateway-id", name, "--gateway-slot", "-1")
@@ -39,8 +36,10 @@ func TestClusterCtl(t *testing.T) {
 	}
 	sess, router := start("session", "session"), start("router", "router")
 	ga, gb := start("gateway", "gw-a"), start("gateway", "gw-b")
+	var servers []string
 	for _, p := range []*proc{sess, router, ga, gb} {
-		p.waitReady()
+		p.waitReady() // may start it again on other ports, its admin API's too
+		servers = append(servers, p.admin)
 	}
 	all := "--server=" + strings.Join(servers, ",")
 	ctl := func(args ...string) (int, string, string) {

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -93,7 +94,8 @@ func FreeAddr() (string, error) {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(ps[0])), nil
 }
 
-// FreePorts returns n distinct loopback ports that were free a moment ago.
+// FreePorts returns n distinct loopback ports that were free a moment ago
+// and that it never returned before in this process.
 func FreePorts(n int) ([]int, error) {
 	ls := make([]net.Listener, 0, n)
 	defer func() {
@@ -102,19 +104,54 @@ func FreePorts(n int) ([]int, error) {
 		}
 	}()
 	ps := make([]int, 0, n)
-	for range n {
+	for attempt := 0; len(ps) < n; attempt++ {
+		if attempt == n+maxPortRepeats {
+			return nil, fmt.Errorf("pick a free port: %d picks gave ports handed out already", attempt)
+		}
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return nil, fmt.Errorf("pick a free port: %w", err)
 		}
-		ls = append(ls, l)
+		ls = append(ls, l) // held, a repeat too: the next pick differs
 		addr, ok := l.Addr().(*net.TCPAddr)
 		if !ok {
 			return nil, fmt.Errorf("pick a free port: listener address %v is not TCP", l.Addr())
 		}
-		ps = append(ps, addr.Port)
+		if handed.claim(addr.Port) {
+			ps = append(ps, addr.Port)
+		}
 	}
 	return ps, nil
+}
+
+// maxPortRepeats bounds the picks FreePorts makes beyond the n it needs.
+const maxPortRepeats = 100
+
+// handed holds the ports FreePorts returned in this process. A port picked
+// is closed again before its user binds it, so the kernel may give it to
+// the very next pick: two listeners of one test were handed the same port
+// (the integration suite's flakes of 2026-11-27). It is the one piece of
+// process-wide state here, and only ever grows, by the few hundred ports
+// a test binary uses.
+var handed portSet
+
+type portSet struct {
+	mu    sync.Mutex
+	ports map[int]bool
+}
+
+// claim records port and reports whether it was not recorded before.
+func (s *portSet) claim(port int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ports[port] {
+		return false
+	}
+	if s.ports == nil {
+		s.ports = make(map[int]bool)
+	}
+	s.ports[port] = true
+	return true
 }
 
 // JavaPath finds java: $JAVA_HOME/bin/java, else the PATH's. need says

@@ -18,6 +18,28 @@ func TestFreePortsDistinct(t *testing.T) {
 	}
 }
 
+// TestFreeAddrNeverRepeats: FreeAddr never returns a port it returned
+// before, although each one is free again as soon as it is returned (the
+// kernel handed one port to two listeners of one test before), and a port
+// already handed out is never given again.
+func TestFreeAddrNeverRepeats(t *testing.T) {
+	seen := map[string]bool{}
+	for range 500 {
+		a, err := FreeAddr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[a] {
+			t.Fatalf("FreeAddr returned %s twice", a)
+		}
+		seen[a] = true
+	}
+	var s portSet
+	if !s.claim(4242) || s.claim(4242) || !s.claim(4243) {
+		t.Fatal("portSet.claim: want true, false, true")
+	}
+}
+
 // A started process and the child it starts are one group: Signal and
 // Kill reach both, and Done closes with the exit.
 func TestStartSignalKill(t *testing.T) {

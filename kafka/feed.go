@@ -141,7 +141,11 @@ type feedSub struct {
 	skipExpress bool
 	bytes       []byte   // the current chunk of copied bytes
 	hdrs        []Header // the current chunk of headers
-	wake        chan struct{}
+	// quiet is since when take has found the inbox empty (zero: it found
+	// records): after shrinkAfter of it the current chunks go, so that an
+	// idle subscription holds no chunk (its records keep theirs alive).
+	quiet time.Time
+	wake  chan struct{}
 }
 
 func newFeedSub() *feedSub { return &feedSub{wake: make(chan struct{}, 1)} }
@@ -212,6 +216,14 @@ func (s *feedSub) copyBytes(b []byte) []byte {
 // its array for the next ones (the records are copied by value).
 func (s *feedSub) take(dst []Record, now time.Time) []Record {
 	s.mu.Lock()
+	switch {
+	case len(s.in) > 0:
+		s.quiet = time.Time{}
+	case s.quiet.IsZero():
+		s.quiet = now
+	case now.Sub(s.quiet) >= shrinkAfter:
+		s.bytes, s.hdrs = nil, nil // the next add starts new chunks
+	}
 	dst = append(dst, s.in...)
 	clear(s.in)
 	s.in = emptied(s.in, &s.inUse, now)
@@ -476,11 +488,16 @@ type shrink struct{ since time.Time } // zero: the last use was large
 
 const shrinkAfter = 2 * time.Second
 
+// feedKeep is the capacity up to which the feed's arrays of records (an
+// inbox, a consumer's take and pending records) are kept however little
+// they are used: a burst's arrays go once their use falls (small).
+const feedKeep = 64
+
 // small reports whether a use of n elements of an array of capacity c at
 // now makes it go.
 func (k *shrink) small(n, c int, now time.Time) bool {
 	switch {
-	case c <= arenaKeep || n >= c/4:
+	case c <= feedKeep || n >= c/4:
 		k.since = time.Time{}
 		return false
 	case k.since.IsZero():

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // TestLocalConsume: a local consumer (ConsumeConfig.Local on a client of
@@ -183,11 +185,19 @@ func TestFeedArraysLetABurstGo(t *testing.T) {
 	if got := emptied(burst[:10], &k, t0.Add(3*shrinkAfter)); got != nil {
 		t.Errorf("small uses for over shrinkAfter: cap %d, want nil", cap(got))
 	}
-	small := make([]Record, 10, 100)
+	small := make([]Record, 10, feedKeep)
 	for i := range 10 {
-		if got := emptied(small, &k, t0.Add(time.Duration(i)*shrinkAfter)); cap(got) != 100 {
+		if got := emptied(small, &k, t0.Add(time.Duration(i)*shrinkAfter)); cap(got) != feedKeep {
 			t.Fatalf("emptied a small array to cap %d, want it kept", cap(got))
 		}
+	}
+	// A moderate array too (a few hundred records) goes: only feedKeep
+	// records are kept whatever the use.
+	var km shrink
+	moderate := make([]Record, 256)
+	_ = emptied(moderate[:10], &km, t0)
+	if got := emptied(moderate[:10], &km, t0.Add(shrinkAfter)); got != nil {
+		t.Errorf("an array of %d records used by 10 for %v: kept (cap %d)", len(moderate), shrinkAfter, cap(got))
 	}
 	burst[0].Offset, burst[1].Offset = 7, 8
 	_ = lean(burst[:2], &k, t0)
@@ -207,6 +217,44 @@ func TestFeedArraysLetABurstGo(t *testing.T) {
 	}
 	if cap(s.in) > arenaKeep {
 		t.Errorf("after a burst and single records for %v: inbox array cap %d", 2*shrinkAfter, cap(s.in))
+	}
+
+	// The copied bytes' chunks: kept while records come, let go after
+	// shrinkAfter without any, the records taken keeping their bytes.
+	kr := &kgo.Record{Value: []byte("v"), Headers: []kgo.RecordHeader{{Key: "h", Value: []byte("x")}}}
+	t1 := t0.Add(10 * shrinkAfter)
+	for i := range 3 {
+		if !s.add(kr) {
+			t.Fatal("add refused")
+		}
+		if out := s.take(nil, t1.Add(time.Duration(i)*shrinkAfter)); len(out) != 1 {
+			t.Fatalf("took %d records, want 1", len(out))
+		}
+	}
+	if s.bytes == nil || s.hdrs == nil {
+		t.Fatal("a subscription with a record at every take let its chunks go")
+	}
+	if !s.add(kr) {
+		t.Fatal("add refused")
+	}
+	held := s.take(nil, t1.Add(3*shrinkAfter))
+	_ = s.take(nil, t1.Add(4*shrinkAfter))
+	if s.bytes == nil || s.hdrs == nil {
+		t.Fatal("chunks let go at the first empty take")
+	}
+	_ = s.take(nil, t1.Add(5*shrinkAfter-time.Millisecond))
+	if s.bytes == nil {
+		t.Fatal("chunks let go before shrinkAfter without records")
+	}
+	_ = s.take(nil, t1.Add(5*shrinkAfter))
+	if s.bytes != nil || s.hdrs != nil {
+		t.Errorf("after %v without records the subscription holds chunks of %d bytes and %d headers", shrinkAfter, cap(s.bytes), cap(s.hdrs))
+	}
+	if string(held[0].Value) != "v" || string(held[0].Headers[0].Value) != "x" {
+		t.Errorf("a record taken before the chunks went reads %q, header %q", held[0].Value, held[0].Headers[0].Value)
+	}
+	if !s.add(kr) || len(s.take(nil, t1.Add(6*shrinkAfter))) != 1 || s.bytes == nil {
+		t.Error("no new chunk for a record after the chunks went")
 	}
 }
 

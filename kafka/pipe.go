@@ -21,7 +21,9 @@ func memPipe() (net.Conn, net.Conn) {
 
 // pipeChunk is the size of the chunks a pipe direction buffers in; they
 // come from chunkPool and go back once read, so a busy pipe allocates
-// nothing in steady state and holds only what is unread (and one chunk).
+// nothing in steady state and holds only what is unread: a drained pipe
+// holds no chunk, and an idle process's pipes hold nothing once the pool
+// has let its chunks go (two collections).
 const pipeChunk = 64 << 10
 
 var chunkPool = sync.Pool{New: func() any { return new([pipeChunk]byte) }}
@@ -83,13 +85,14 @@ func (p *pipeBuf) take(b []byte) int {
 	n := copy(b, p.chunks[0][p.r:end])
 	p.r += n
 	if p.r == end {
-		if len(p.chunks) == 1 {
-			p.r, p.w = 0, 0 // drained: keep the chunk for the next write
-		} else {
-			chunkPool.Put(p.chunks[0])
-			p.chunks[0] = nil
-			p.chunks = append(p.chunks[:0], p.chunks[1:]...)
-			p.r = 0
+		// Read to its end: the chunk goes back to the pool, the last one
+		// too (drained), so that a pipe at rest holds no memory.
+		chunkPool.Put(p.chunks[0])
+		p.chunks[0] = nil
+		p.chunks = append(p.chunks[:0], p.chunks[1:]...)
+		p.r = 0
+		if len(p.chunks) == 0 {
+			p.w = 0
 		}
 	}
 	return n

@@ -52,6 +52,13 @@ const (
 	// (EmbeddedSegmentBytes; a segment is deleted whole). The default
 	// catalogue, and Kafka, bound the event topics by time only.
 	DefaultEmbeddedRetentionBytes int64 = 20 << 20
+	// EmbeddedRetentionBudget is how many bytes each event topic keeps at
+	// most on the embedded backbone when kafka.retention_bytes is not set:
+	// DefaultEmbeddedRetentionBytes per partition of DefaultPartitions,
+	// split over the topic's partitions whatever their count
+	// (TopicSpec.RetentionBytesTotal), so that a topic with fewer
+	// partitions keeps as much of the log, in time, as one with more.
+	EmbeddedRetentionBudget = DefaultEmbeddedRetentionBytes * int64(DefaultPartitions)
 	// DefaultQuotaPartitions is the partition count of shoal.quotas,
 	// whatever kafka.partitions says: every gateway reads all of them, and
 	// the topic holds one small record per tenant and gateway.
@@ -63,6 +70,21 @@ const (
 	QuotaSegment      = 10 * time.Minute
 	QuotaSegmentBytes = 8 << 20
 )
+
+// EmbeddedPartitions is the partition count of the event topics of a new
+// data directory of the embedded backbone when kafka.partitions is not set,
+// on a machine of procs CPUs (GOMAXPROCS): twice the CPUs, at least 4 and
+// at most DefaultPartitions. kfake keeps an index entry per batch of the
+// log in memory, and at a moderate rate a partition's batch holds what the
+// producer's linger gathered for it: fewer partitions make larger batches,
+// less index per byte of log (20–25 % of the log with 16 partitions at
+// 10,000 msg/s on 2 CPUs, about half that with 4), and fewer segment
+// writes; a machine with more CPUs keeps the partitions its router shards
+// run on in parallel. An existing data directory keeps its count
+// (Config.AdoptPartitions).
+func EmbeddedPartitions(procs int) int32 {
+	return int32(min(max(2*procs, 4), int(DefaultPartitions)))
+}
 
 // TopicSpec describes one topic of the catalogue: how EnsureTopics creates
 // it and how the producer picks partitions for it.
@@ -88,6 +110,12 @@ type TopicSpec struct {
 	// compacted topics, which are created with retention.bytes -1 so that
 	// no broker default deletes their state.
 	RetentionBytes int64
+	// RetentionBytesTotal, when > 0, bounds the topic's size as a whole:
+	// each partition keeps RetentionBytesTotal / Partitions bytes
+	// (retention.bytes), and RetentionBytes is not used. It follows the
+	// partition count, also one adopted from an existing topic
+	// (Config.AdoptPartitions).
+	RetentionBytesTotal int64
 	// Segment and SegmentBytes roll a partition's active segment after
 	// this time or size (segment.ms, segment.bytes); 0 leaves it to the
 	// brokers (a week, a GiB). A compacted topic is compacted only up to
@@ -154,6 +182,11 @@ func (c Catalogue) All() []TopicSpec {
 	return []TopicSpec{c.Messages, c.Sessions, c.Presence, c.Deliveries, c.Quotas}
 }
 
+// specs returns pointers to the catalogue's specs, in All's order.
+func (c *Catalogue) specs() []*TopicSpec {
+	return []*TopicSpec{&c.Messages, &c.Sessions, &c.Presence, &c.Deliveries, &c.Quotas}
+}
+
 // Spec returns the spec of the named topic and whether the catalogue has it.
 func (c Catalogue) Spec(topic string) (TopicSpec, bool) {
 	switch topic {
@@ -216,6 +249,7 @@ func (s TopicSpec) validate(prefix string) error {
 		{"replication", CheckReplication(s.Replication)},
 		{"retention", CheckRetention(s.Retention)},
 		{"retention_bytes", checkRetentionBytes(s.RetentionBytes)},
+		{"retention_bytes_total", checkRetentionBytes(s.RetentionBytesTotal)},
 		{"segment", checkSegment(s.Segment, s.SegmentBytes)},
 	} {
 		if f.err != nil {

@@ -110,6 +110,13 @@ type Config struct {
 	// their consumers with ConsumeConfig.Local (the local delivery path,
 	// feed.go). Nil: none.
 	Feed *Feed
+	// AdoptPartitions makes the catalogue's partition counts those of new
+	// topics only: NewClient gives each catalogue topic that exists the
+	// count it has, which EnsureTopics then checks against, and
+	// Catalogue returns. So a data directory keeps the count it was made
+	// with when the default changes (kafka.partitions unset on the
+	// embedded backbone: EmbeddedPartitions).
+	AdoptPartitions bool
 }
 
 // DefaultGroupSessionTimeout is Config.GroupSessionTimeout's default:
@@ -417,7 +424,13 @@ func NewClient(ctx context.Context, cfg Config, log *slog.Logger) (*Client, erro
 		cl.Close()
 		return nil, fmt.Errorf("new kafka client for %v: %w", cfg.Brokers, err)
 	}
-	if c.met, err = newClientMetrics(cfg.Telemetry, cfg.Catalogue); err != nil {
+	if cfg.AdoptPartitions {
+		if err := c.adoptPartitions(ctx); err != nil {
+			cl.Close()
+			return nil, fmt.Errorf("new kafka client for %v: %w", cfg.Brokers, err)
+		}
+	}
+	if c.met, err = newClientMetrics(cfg.Telemetry, c.cfg.Catalogue); err != nil {
 		log.Warn("kafka client metrics", "err", err)
 	}
 	return c, nil
@@ -480,8 +493,32 @@ func partitioner(cat Catalogue) kgo.Partitioner {
 // seen acknowledged or failed: a measure of how busy its producer is.
 func (c *Client) InFlight() int64 { return c.inflight.Load() }
 
-// Catalogue returns the client's topic catalogue.
+// Catalogue returns the client's topic catalogue (with the partition
+// counts of existing topics under Config.AdoptPartitions).
 func (c *Client) Catalogue() Catalogue { return c.cfg.Catalogue }
+
+// adoptPartitions gives each catalogue topic that exists its partition
+// count (Config.AdoptPartitions). It runs in NewClient, before anything
+// reads the catalogue.
+func (c *Client) adoptPartitions(ctx context.Context) error {
+	specs := c.cfg.Catalogue.specs()
+	names := make([]string, len(specs))
+	for i, s := range specs {
+		names[i] = s.Name
+	}
+	existing, _, err := c.describeTopics(ctx, names)
+	if err != nil {
+		return fmt.Errorf("adopt partition counts: %w", err)
+	}
+	for _, s := range specs {
+		d := existing[s.Name]
+		if n := int32(len(d.replicas)); d.err == nil && n > 0 && n != s.Partitions {
+			c.log.Info("kafka topic keeps its partition count", "topic", s.Name, "partitions", n, "new_topics", s.Partitions)
+			s.Partitions = n
+		}
+	}
+	return nil
+}
 
 // Partitions returns the number of partitions of a catalogue topic, 0 for a
 // topic outside the catalogue.

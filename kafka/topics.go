@@ -14,6 +14,16 @@ import (
 
 // topicConfigs returns the topic-level configuration EnsureTopics creates a
 // topic with.
+// partitionBytes is how many bytes each partition keeps at most: the
+// topic's RetentionBytesTotal split over its partitions, else
+// RetentionBytes; 0 or -1 for no bound.
+func (s TopicSpec) partitionBytes() int64 {
+	if s.RetentionBytesTotal > 0 && s.Partitions > 0 {
+		return max(1, s.RetentionBytesTotal/int64(s.Partitions))
+	}
+	return s.RetentionBytes
+}
+
 func (s TopicSpec) topicConfigs() map[string]*string {
 	policy, retention, retentionBytes := "delete", "-1", "-1"
 	if s.Compacted {
@@ -25,8 +35,8 @@ func (s TopicSpec) topicConfigs() map[string]*string {
 	// A compacted topic keeps -1 whatever its spec says: deleting by size
 	// would lose the newest state of the keys in its oldest segments (Kafka
 	// ignores retention.bytes under cleanup.policy=compact, kfake does not).
-	if s.RetentionBytes > 0 && !s.Compacted {
-		retentionBytes = strconv.FormatInt(s.RetentionBytes, 10)
+	if rb := s.partitionBytes(); rb > 0 && !s.Compacted {
+		retentionBytes = strconv.FormatInt(rb, 10)
 	}
 	cfg := map[string]*string{
 		"cleanup.policy":  kadm.StringPtr(policy),

@@ -133,3 +133,70 @@ func TestEnsureTopicsWarnsOnDifferences(t *testing.T) {
 		t.Errorf("%s retention.bytes = %s after EnsureTopics, want 1048576 (unchanged)", TopicMessages, got)
 	}
 }
+
+// TestAdoptPartitions: with AdoptPartitions a client takes the partition
+// count of the catalogue's topics that exist (a data directory made with
+// another default) and EnsureTopics accepts them, each partition's size
+// bound following from the topic's RetentionBytesTotal; without it the
+// different count is refused, as before. New topics get the catalogue's
+// count, and their bound is the total split over it.
+func TestAdoptPartitions(t *testing.T) {
+	e := startEmbedded(t, t.TempDir())
+	budget := func(cat Catalogue, n int32) Catalogue {
+		for _, s := range cat.specs() {
+			if s.Name == TopicQuotas {
+				continue
+			}
+			s.Partitions, s.RetentionBytes = n, 0
+			if !s.Compacted {
+				s.RetentionBytesTotal = 16 << 20
+			}
+		}
+		return cat
+	}
+	old := newTestClient(t, e, Config{Catalogue: budget(DefaultCatalogue(), 8)})
+	if got := topicConfig(t, old.adm, TopicMessages, "retention.bytes"); got != "2097152" {
+		t.Fatalf("%s retention.bytes = %s, want 16 MiB / 8", TopicMessages, got)
+	}
+
+	c := newTestClient(t, e, Config{Catalogue: budget(DefaultCatalogue(), 4), AdoptPartitions: true})
+	for _, s := range c.Catalogue().All() {
+		want := int32(8)
+		if s.Name == TopicQuotas {
+			want = DefaultQuotaPartitions
+		}
+		if s.Partitions != want {
+			t.Errorf("adopted catalogue: %s has %d partitions, want the topic's %d", s.Name, s.Partitions, want)
+		}
+		if n := c.Partitions(s.Name); n != want {
+			t.Errorf("Partitions(%s) = %d, want %d", s.Name, n, want)
+		}
+	}
+	if got := c.Catalogue().Messages.topicConfigs()["retention.bytes"]; *got != "2097152" {
+		t.Errorf("adopted %s: retention.bytes %s, want the topic's 16 MiB / 8", TopicMessages, *got)
+	}
+
+	cfg := e.ClientConfig(Config{Catalogue: budget(DefaultCatalogue(), 4)})
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	strict, err := NewClient(ctx, cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer strict.Close()
+	if err := strict.EnsureTopics(ctx); err == nil || !strings.Contains(err.Error(), "8 partitions") {
+		t.Errorf("EnsureTopics without AdoptPartitions on 8-partition topics, catalogue 4: %v, want the count refused", err)
+	}
+
+	fresh := startEmbedded(t, t.TempDir())
+	n := newTestClient(t, fresh, Config{Catalogue: budget(DefaultCatalogue(), 4), AdoptPartitions: true})
+	if got := n.Catalogue().Messages.Partitions; got != 4 {
+		t.Errorf("a new topic under AdoptPartitions: %d partitions, want the catalogue's 4", got)
+	}
+	if got := topicConfig(t, n.adm, TopicMessages, "retention.bytes"); got != "4194304" {
+		t.Errorf("a new %s: retention.bytes = %s, want 16 MiB / 4", TopicMessages, got)
+	}
+	if got := topicConfig(t, n.adm, TopicPresence, "retention.bytes"); got != "-1" {
+		t.Errorf("the compacted %s: retention.bytes = %s, want -1", TopicPresence, got)
+	}
+}

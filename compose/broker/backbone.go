@@ -195,6 +195,7 @@ func (b *Broker) openKafka(ctx context.Context, bb *backbone) error {
 		Brokers: cfg.Kafka.Brokers, ClientID: "shoal-" + strings.ReplaceAll(b.roles.String(), "+", "-"), Catalogue: cfg.Kafka.Catalogue(),
 		GroupSessionTimeout: cfg.Kafka.GroupSessionTimeout,
 		Telemetry:           b.prov,
+		AdoptPartitions:     cfg.Kafka.AdoptPartitions(),
 	}
 	if embedded != nil {
 		kcfg = embedded.ClientConfig(kcfg)
@@ -216,6 +217,9 @@ func (b *Broker) openKafka(ctx context.Context, bb *backbone) error {
 	}
 	bb.closers = append(bb.closers, closeNil(client.Close))
 	bb.client, bb.gwClient = client, client
+	// Every client of the process has the same catalogue: the partition
+	// counts this one adopted from existing topics, or the new topics'.
+	kcfg.Catalogue, kcfg.AdoptPartitions = client.Catalogue(), false
 	// The gateway's records linger (gateway.produce_linger) to share
 	// requests; the router's and the session service's are sent at once,
 	// so next to other roles the gateway has a producer of its own.

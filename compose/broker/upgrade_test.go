@@ -22,54 +22,62 @@ import (
 // testdata/make-datadir.sh with that release's binary) and checks that
 // this code serves what they hold: the persistent session is present with
 // its subscription and its two queued QoS 1 messages, and each tenant
-// sees its own retained message only.
+// sees its own retained message only. The fixtures' topics have 2
+// partitions: each is opened with kafka.partitions 2 and with it unset,
+// when a new data directory would get more (kafka.EmbeddedPartitions) and
+// this one keeps its 2 (kafka.Config.AdoptPartitions).
 func TestDataDirOfEarlierRelease(t *testing.T) {
 	fixtures, err := filepath.Glob("testdata/datadir-*.tgz")
 	if err != nil || len(fixtures) == 0 {
 		t.Fatalf("no data directory fixtures: %v", err)
 	}
 	for _, fx := range fixtures {
-		name := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(fx), "datadir-"), ".tgz")
-		t.Run(name, func(t *testing.T) {
-			dir := t.TempDir()
-			untar(t, fx, dir)
-			b := startBroker(t, func(c *config.Config) {
-				c.DataDir = filepath.Join(dir, "data")
-				c.Kafka.Partitions = 2
-				c.Gateway.WSListen = ""
-			})
-			never := uint32(0xFFFFFFFF)
-			sub, ca := dialV5(t, mqttAddr(b), "acme-sub", func(cp *paho.Connect) {
-				cp.CleanStart = false
-				cp.Properties = &paho.ConnectProperties{SessionExpiryInterval: &never}
-			})
-			if !ca.SessionPresent {
-				t.Fatal("the persistent session written by the earlier release is not present")
-			}
-			var got []string
-			for range 2 {
-				got = append(got, string(sub.expect(t).Payload))
-			}
-			slices.Sort(got)
-			if !slices.Equal(got, []string{"queued-1", "queued-2"}) {
-				t.Fatalf("queued messages %q, want queued-1 and queued-2", got)
-			}
-			// The subscription itself survived.
-			pub, _ := dialV5(t, mqttAddr(b), "acme-pub")
-			pub.publish(t, &paho.Publish{Topic: "fleet/d3/temp", QoS: 1, Payload: []byte("after-upgrade")})
-			if m := sub.expect(t); string(m.Payload) != "after-upgrade" {
-				t.Fatalf("after the upgrade the subscription got %q", m.Payload)
-			}
-			// Retained messages, each tenant its own.
-			for _, tc := range []struct{ client, want string }{{"acme-reader", "retained-acme"}, {"other-reader", "retained-other"}} {
-				r, _ := dialV5(t, mqttAddr(b), tc.client)
-				r.subscribe(t, pahoSub("fleet/+/status", 1))
-				if m := r.expect(t); string(m.Payload) != tc.want {
-					t.Fatalf("%s: retained %q, want %q", tc.client, m.Payload, tc.want)
-				}
-				r.expectNone(t, 200*time.Millisecond)
-			}
-		})
+		for _, partitions := range []int32{2, 0} {
+			name := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(fx), "datadir-"), ".tgz")
+			name += map[int32]string{2: "/partitions-2", 0: "/partitions-unset"}[partitions]
+			t.Run(name, func(t *testing.T) { testDataDirOfEarlierRelease(t, fx, partitions) })
+		}
+	}
+}
+
+func testDataDirOfEarlierRelease(t *testing.T, fx string, partitions int32) {
+	dir := t.TempDir()
+	untar(t, fx, dir)
+	b := startBroker(t, func(c *config.Config) {
+		c.DataDir = filepath.Join(dir, "data")
+		c.Kafka.Partitions = partitions
+		c.Gateway.WSListen = ""
+	})
+	never := uint32(0xFFFFFFFF)
+	sub, ca := dialV5(t, mqttAddr(b), "acme-sub", func(cp *paho.Connect) {
+		cp.CleanStart = false
+		cp.Properties = &paho.ConnectProperties{SessionExpiryInterval: &never}
+	})
+	if !ca.SessionPresent {
+		t.Fatal("the persistent session written by the earlier release is not present")
+	}
+	var got []string
+	for range 2 {
+		got = append(got, string(sub.expect(t).Payload))
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"queued-1", "queued-2"}) {
+		t.Fatalf("queued messages %q, want queued-1 and queued-2", got)
+	}
+	// The subscription itself survived.
+	pub, _ := dialV5(t, mqttAddr(b), "acme-pub")
+	pub.publish(t, &paho.Publish{Topic: "fleet/d3/temp", QoS: 1, Payload: []byte("after-upgrade")})
+	if m := sub.expect(t); string(m.Payload) != "after-upgrade" {
+		t.Fatalf("after the upgrade the subscription got %q", m.Payload)
+	}
+	// Retained messages, each tenant its own.
+	for _, tc := range []struct{ client, want string }{{"acme-reader", "retained-acme"}, {"other-reader", "retained-other"}} {
+		r, _ := dialV5(t, mqttAddr(b), tc.client)
+		r.subscribe(t, pahoSub("fleet/+/status", 1))
+		if m := r.expect(t); string(m.Payload) != tc.want {
+			t.Fatalf("%s: retained %q, want %q", tc.client, m.Payload, tc.want)
+		}
+		r.expectNone(t, 200*time.Millisecond)
 	}
 }
 

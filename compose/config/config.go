@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -132,8 +133,15 @@ type Kafka struct {
 	// data_dir/kafka/kafka.sock (mode 0600), through which Shoal's own
 	// tools attach to a running `shoal all` (default true).
 	EmbeddedSocket bool `yaml:"embedded_socket"`
-	// Partitions of each event topic (the deliveries topic has one per
-	// gateway slot).
+	// Partitions of each event topic Shoal creates (the deliveries topic
+	// has one per gateway slot). 0 (the default) takes the backbone's
+	// default: on an external Kafka kafka.DefaultPartitions (16); on the
+	// embedded one the count the data directory's topics have, or for a
+	// new data directory kafka.EmbeddedPartitions (twice the CPUs, 4 to
+	// 16: fewer partitions make larger batches, and kfake's in-memory
+	// index is per batch). A keyed topic's count cannot change once it
+	// has records: an explicit count that differs from an existing
+	// topic's is refused at start.
 	Partitions int32 `yaml:"partitions"`
 	// ReplicationFactor of the topics Shoal creates: -1 (the default)
 	// leaves it to the brokers' default.replication.factor (KIP-464; the
@@ -149,10 +157,10 @@ type Kafka struct {
 	// topics keeps at most (retention.bytes, per partition as Kafka
 	// defines it; the oldest segments are deleted beyond it). 0 (the
 	// default) takes the backbone's default: on the embedded one
-	// kafka.DefaultEmbeddedRetentionBytes (20 MiB, about 1 GiB over the
-	// 48 event partitions of the default catalogue), on an external Kafka
-	// -1. -1 keeps records without a size limit. The compacted topics
-	// never delete by size.
+	// kafka.EmbeddedRetentionBudget (320 MiB) per topic, split over its
+	// partitions (20 MiB each of 16, 80 MiB each of 4), on an external
+	// Kafka -1. -1 keeps records without a size limit. The compacted
+	// topics never delete by size.
 	RetentionBytes int64 `yaml:"retention_bytes"`
 	// LocalDelivery lets the roles of `shoal all` pass records to each
 	// other inside the process (default true): each record the process
@@ -187,7 +195,7 @@ func Default() Config {
 		LogLevel:   "info",
 		LogFormat:  "text",
 		Kafka: Kafka{
-			EmbeddedSocket: true, LocalDelivery: true, Express: true, Partitions: kafka.DefaultPartitions,
+			EmbeddedSocket: true, LocalDelivery: true, Express: true,
 			ReplicationFactor: kafka.DefaultReplication, Retention: kafka.DefaultRetention,
 		},
 		CQL:       cqlstore.DefaultConfig(),
@@ -225,8 +233,10 @@ func (c *Config) Validate() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, c.Kafka.validateSecurity()...)
-	if err := kafka.CheckPartitions(c.Kafka.Partitions); err != nil {
-		errs = append(errs, fmt.Errorf("kafka.partitions: %w", err))
+	if c.Kafka.Partitions != 0 {
+		if err := kafka.CheckPartitions(c.Kafka.Partitions); err != nil {
+			errs = append(errs, fmt.Errorf("kafka.partitions: %w (0: the backbone's default)", err))
+		}
 	}
 	if err := kafka.CheckReplication(c.Kafka.ReplicationFactor); err != nil {
 		errs = append(errs, fmt.Errorf("kafka.replication_factor: %w", err))
@@ -268,26 +278,45 @@ func (c *Config) Validate() error {
 func (k Kafka) Catalogue() kafka.Catalogue {
 	cat := kafka.DefaultCatalogue()
 	for _, t := range []*kafka.TopicSpec{&cat.Messages, &cat.Sessions, &cat.Presence, &cat.Deliveries} {
-		t.Partitions = k.Partitions
+		t.Partitions = k.partitions()
 		t.Replication = k.ReplicationFactor
 		if !t.Compacted {
 			t.Retention = k.Retention
-			t.RetentionBytes = k.retentionBytes()
+			t.RetentionBytes, t.RetentionBytesTotal = k.retentionBytes()
 		}
 	}
 	cat.Quotas.Replication = k.ReplicationFactor
 	return cat
 }
 
-// retentionBytes is kafka.retention_bytes with its default resolved: a
-// bound on the embedded backbone (no kafka.brokers), none (the default
-// catalogue's) on Kafka.
-func (k Kafka) retentionBytes() int64 {
+// retentionBytes is kafka.retention_bytes with its default resolved, per
+// partition or (the second) per topic: on the embedded backbone (no
+// kafka.brokers) kafka.EmbeddedRetentionBudget per topic, none (the
+// default catalogue's) on Kafka.
+func (k Kafka) retentionBytes() (perPartition, perTopic int64) {
 	if k.RetentionBytes == 0 && len(k.Brokers) == 0 {
-		return kafka.DefaultEmbeddedRetentionBytes
+		return 0, kafka.EmbeddedRetentionBudget
 	}
-	return k.RetentionBytes
+	return k.RetentionBytes, 0
 }
+
+// partitions is kafka.partitions with its default resolved: the count of
+// new topics (AdoptPartitions).
+func (k Kafka) partitions() int32 {
+	switch {
+	case k.Partitions > 0:
+		return k.Partitions
+	case len(k.Brokers) > 0:
+		return kafka.DefaultPartitions
+	}
+	return kafka.EmbeddedPartitions(runtime.GOMAXPROCS(0))
+}
+
+// AdoptPartitions says whether the catalogue's partition counts are those
+// of new topics only, existing ones keeping theirs
+// (kafka.Config.AdoptPartitions): on the embedded backbone without
+// kafka.partitions, whose default depends on the machine.
+func (k Kafka) AdoptPartitions() bool { return k.Partitions == 0 && len(k.Brokers) == 0 }
 
 // option is one setting reachable by flag and environment variable.
 type option struct {
@@ -363,7 +392,7 @@ func options() []option {
 			c.Gateway.Slot = int32(n)
 			return nil
 		}},
-		{"kafka-partitions", "partitions of each event topic (kafka.partitions)", func(c *Config, v string) error {
+		{"kafka-partitions", "partitions of each event topic Shoal creates; 0: 16 on Kafka, on the embedded backbone the data directory's count or, for a new one, twice the CPUs from 4 to 16 (kafka.partitions)", func(c *Config, v string) error {
 			n, err := strconv.ParseInt(v, 10, 32)
 			if err != nil {
 				return fmt.Errorf("kafka.partitions: %w", err)
@@ -387,7 +416,7 @@ func options() []option {
 			c.Kafka.Retention = d
 			return nil
 		}},
-		{"kafka-retention-bytes", "bytes each partition of the event topics Shoal creates keeps at most, e.g. 20971520; 0: 20 MiB on the embedded backbone, no limit on Kafka; -1: no size limit (kafka.retention_bytes)", func(c *Config, v string) error {
+		{"kafka-retention-bytes", "bytes each partition of the event topics Shoal creates keeps at most, e.g. 20971520; 0: 320 MiB per topic split over its partitions on the embedded backbone, no limit on Kafka; -1: no size limit (kafka.retention_bytes)", func(c *Config, v string) error {
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
 				return fmt.Errorf("kafka.retention_bytes: %w", err)

@@ -4,6 +4,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -105,16 +106,28 @@ func TestKafkaTopicKeys(t *testing.T) {
 		t.Errorf("defaults: replication_factor %d, retention %s; want -1 and 168h", c.Kafka.ReplicationFactor, c.Kafka.Retention)
 	}
 	// The embedded backbone bounds the event topics by size too
-	// (kafka.retention_bytes 0: the backbone's default), Kafka does not.
+	// (kafka.retention_bytes 0: the backbone's default, a budget per
+	// topic), Kafka does not; its new topics have twice the CPUs in
+	// partitions (4 to 16), and existing ones keep theirs
+	// (kafka.partitions 0: the backbone's default).
 	want := kafka.DefaultCatalogue()
-	for _, s := range []*kafka.TopicSpec{&want.Messages, &want.Sessions, &want.Deliveries} {
-		s.RetentionBytes = kafka.DefaultEmbeddedRetentionBytes
+	for _, s := range []*kafka.TopicSpec{&want.Messages, &want.Sessions, &want.Presence, &want.Deliveries} {
+		s.Partitions = kafka.EmbeddedPartitions(runtime.GOMAXPROCS(0))
+		if !s.Compacted {
+			s.RetentionBytesTotal = kafka.EmbeddedRetentionBudget
+		}
 	}
-	if c.Kafka.RetentionBytes != 0 {
-		t.Errorf("default kafka.retention_bytes %d, want 0 (the backbone's default)", c.Kafka.RetentionBytes)
+	if c.Kafka.RetentionBytes != 0 || c.Kafka.Partitions != 0 {
+		t.Errorf("default kafka.retention_bytes %d, kafka.partitions %d: want 0 and 0 (the backbone's defaults)", c.Kafka.RetentionBytes, c.Kafka.Partitions)
 	}
 	if got := c.Kafka.Catalogue(); got != want {
-		t.Errorf("the defaults' catalogue %+v differs from kafka.DefaultCatalogue() with the embedded size bound %+v", got, want)
+		t.Errorf("the defaults' catalogue %+v differs from kafka.DefaultCatalogue() with the embedded partitions and size bound %+v", got, want)
+	}
+	if !c.Kafka.AdoptPartitions() {
+		t.Error("the embedded backbone's default partitions: existing topics do not keep theirs")
+	}
+	if got := want.Messages.Partitions; got < 4 || got > kafka.DefaultPartitions {
+		t.Errorf("embedded partitions %d on %d CPUs, want 4 to %d", got, runtime.GOMAXPROCS(0), kafka.DefaultPartitions)
 	}
 	ck, err := Load("shoal", []string{"--kafka-brokers", "k1:9092"}, env(nil), io.Discard)
 	if err != nil {
@@ -123,10 +136,13 @@ func TestKafkaTopicKeys(t *testing.T) {
 	if got, want := ck.Kafka.Catalogue(), kafka.DefaultCatalogue(); got != want {
 		t.Errorf("the defaults' catalogue on Kafka %+v differs from kafka.DefaultCatalogue() %+v", got, want)
 	}
+	if ck.Kafka.AdoptPartitions() {
+		t.Error("on Kafka the catalogue's partitions are adopted from existing topics, want them checked")
+	}
 	// Refused like the catalogue refuses them, under this file's keys.
-	c.Kafka.Partitions = 0
-	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "kafka.partitions: must be ≥ 1, is 0") {
-		t.Errorf("kafka.partitions 0: %v", err)
+	c.Kafka.Partitions = -1
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "kafka.partitions: must be ≥ 1, is -1") {
+		t.Errorf("kafka.partitions -1: %v", err)
 	}
 
 	dir := t.TempDir()
@@ -170,6 +186,9 @@ func TestKafkaTopicKeys(t *testing.T) {
 	}
 	if !cat.Presence.Compacted {
 		t.Error("the presence topic lost its compaction")
+	}
+	if c.Kafka.AdoptPartitions() {
+		t.Error("an explicit kafka.partitions is adopted from existing topics, want it checked")
 	}
 	if err := cat.Validate(); err != nil {
 		t.Errorf("catalogue of a valid configuration: %v", err)

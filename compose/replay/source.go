@@ -49,7 +49,8 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (*Log, error
 
 // OpenAs is Open for a tool that names itself clientID to the brokers.
 func OpenAs(ctx context.Context, cfg config.Config, clientID string, log *slog.Logger) (*Log, error) {
-	kcfg := kafka.Config{Brokers: cfg.Kafka.Brokers, ClientID: clientID, Catalogue: cfg.Kafka.Catalogue()}
+	kcfg := kafka.Config{Brokers: cfg.Kafka.Brokers, ClientID: clientID, Catalogue: cfg.Kafka.Catalogue(),
+		AdoptPartitions: cfg.Kafka.AdoptPartitions()}
 	l := &Log{Where: fmt.Sprintf("kafka %v", cfg.Kafka.Brokers)}
 	if len(cfg.Kafka.Brokers) > 0 {
 		var err error
@@ -74,7 +75,7 @@ func OpenAs(ctx context.Context, cfg config.Config, clientID string, log *slog.L
 			if aerr != nil {
 				return nil, fmt.Errorf("a shoal all runs in %s, but: %w", cfg.DataDir, aerr)
 			}
-			att.ClientID, att.Catalogue = kcfg.ClientID, kcfg.Catalogue
+			att.ClientID, att.Catalogue, att.AdoptPartitions = kcfg.ClientID, kcfg.Catalogue, kcfg.AdoptPartitions
 			kcfg = att
 			l.Where, l.Running = "the running shoal all in "+cfg.DataDir, true
 		default:

@@ -106,6 +106,7 @@ func (d *deployment) openLog(ctx context.Context) error {
 	}
 	d.closers = append(d.closers, l.Close)
 	d.client, d.running = l.Client, l.Running
+	d.cat = d.client.Catalogue() // the partition counts the log has
 	return nil
 }
 

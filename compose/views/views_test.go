@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/shoal-mqtt/shoal/compose/views"
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
 	"github.com/shoal-mqtt/shoal/internal/testutil/testlog"
+	"github.com/shoal-mqtt/shoal/kafka"
 	routersvc "github.com/shoal-mqtt/shoal/router-svc"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
@@ -440,5 +442,27 @@ func TestBadInput(t *testing.T) {
 	_, _, err = rebuild(t, cfg, true, false)
 	if err == nil || !strings.Contains(err.Error(), "is running") {
 		t.Errorf("verify while running: %v", err)
+	}
+}
+
+// TestRebuildAdoptsPartitions: a data directory made with more partitions
+// than a new one gets by default, rebuilt with kafka.partitions unset, is
+// read with its own count: the rebuild verifies against the live views
+// without a difference (with the default count it would leave the last
+// partitions out).
+func TestRebuildAdoptsPartitions(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Kafka.Partitions = kafka.EmbeddedPartitions(runtime.GOMAXPROCS(0)) + 2
+	r := start(t, cfg)
+	workload(t, r)
+	r.stop(t)
+
+	cfg.Kafka.Partitions = 0
+	res, out, err := rebuild(t, cfg, true, false)
+	if err != nil || res.Differences != 0 {
+		t.Fatalf("rebuild --verify with kafka.partitions unset: %d differences, err %v\n%s", res.Differences, err, out)
+	}
+	if res.Records < 300 {
+		t.Errorf("rebuilt %d records: the workload wrote more", res.Records)
 	}
 }

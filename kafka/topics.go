@@ -12,8 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// topicConfigs returns the topic-level configuration EnsureTopics creates a
-// topic with.
 // partitionBytes is how many bytes each partition keeps at most: the
 // topic's RetentionBytesTotal split over its partitions, else
 // RetentionBytes; 0 or -1 for no bound.
@@ -24,6 +22,8 @@ func (s TopicSpec) partitionBytes() int64 {
 	return s.RetentionBytes
 }
 
+// topicConfigs returns the topic-level configuration EnsureTopics creates a
+// topic with.
 func (s TopicSpec) topicConfigs() map[string]*string {
 	policy, retention, retentionBytes := "delete", "-1", "-1"
 	if s.Compacted {

@@ -182,6 +182,16 @@ func (c Catalogue) All() []TopicSpec {
 	return []TopicSpec{c.Messages, c.Sessions, c.Presence, c.Deliveries, c.Quotas}
 }
 
+// names returns the catalogue's topic names, in All's order.
+func (c Catalogue) names() []string {
+	all := c.All()
+	names := make([]string, len(all))
+	for i, s := range all {
+		names[i] = s.Name
+	}
+	return names
+}
+
 // specs returns pointers to the catalogue's specs, in All's order.
 func (c *Catalogue) specs() []*TopicSpec {
 	return []*TopicSpec{&c.Messages, &c.Sessions, &c.Presence, &c.Deliveries, &c.Quotas}

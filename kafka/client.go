@@ -501,16 +501,11 @@ func (c *Client) Catalogue() Catalogue { return c.cfg.Catalogue }
 // count (Config.AdoptPartitions). It runs in NewClient, before anything
 // reads the catalogue.
 func (c *Client) adoptPartitions(ctx context.Context) error {
-	specs := c.cfg.Catalogue.specs()
-	names := make([]string, len(specs))
-	for i, s := range specs {
-		names[i] = s.Name
-	}
-	existing, _, err := c.describeTopics(ctx, names)
+	existing, _, err := c.describeTopics(ctx, c.cfg.Catalogue.names())
 	if err != nil {
 		return fmt.Errorf("adopt partition counts: %w", err)
 	}
-	for _, s := range specs {
+	for _, s := range c.cfg.Catalogue.specs() {
 		d := existing[s.Name]
 		if n := int32(len(d.replicas)); d.err == nil && n > 0 && n != s.Partitions {
 			c.log.Info("kafka topic keeps its partition count", "topic", s.Name, "partitions", n, "new_topics", s.Partitions)

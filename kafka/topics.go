@@ -74,11 +74,7 @@ func (s TopicSpec) topicConfigs() map[string]*string {
 // With Replication -1 the brokers choose; a topic that got fewer than 3
 // replicas on a cluster of 3 or more brokers is warned about.
 func (c *Client) EnsureTopics(ctx context.Context) error {
-	specs := c.cfg.Catalogue.All()
-	names := make([]string, len(specs))
-	for i, s := range specs {
-		names[i] = s.Name
-	}
+	specs, names := c.cfg.Catalogue.All(), c.cfg.Catalogue.names()
 	existing, _, err := c.describeTopics(ctx, names)
 	if err != nil {
 		return fmt.Errorf("ensure topics: %w", err)

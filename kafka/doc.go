@@ -13,7 +13,13 @@
 // PartitionByKey: a broadcast to every partition); shoal.deliveries by the
 // partition the producer sets, the gateway slot.
 // Client.EnsureTopics creates missing topics and refuses existing ones whose
-// partition count or cleanup policy disagrees with the catalogue.
+// partition count or cleanup policy disagrees with the catalogue. With
+// Config.AdoptPartitions (the embedded backbone without kafka.partitions)
+// the catalogue's counts are those of new topics only: NewClient gives
+// each existing topic its own count first (EmbeddedPartitions is the
+// default for new ones). A topic's size bound is per partition
+// (RetentionBytes) or per topic (RetentionBytesTotal, split over its
+// partitions, adopted count included).
 //
 // # Record keys
 //

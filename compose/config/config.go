@@ -233,10 +233,8 @@ func (c *Config) Validate() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, c.Kafka.validateSecurity()...)
-	if c.Kafka.Partitions != 0 {
-		if err := kafka.CheckPartitions(c.Kafka.Partitions); err != nil {
-			errs = append(errs, fmt.Errorf("kafka.partitions: %w (0: the backbone's default)", err))
-		}
+	if c.Kafka.Partitions < 0 {
+		errs = append(errs, fmt.Errorf("kafka.partitions: must be ≥ 1, or 0 for the backbone's default; is %d", c.Kafka.Partitions))
 	}
 	if err := kafka.CheckReplication(c.Kafka.ReplicationFactor); err != nil {
 		errs = append(errs, fmt.Errorf("kafka.replication_factor: %w", err))

@@ -141,7 +141,7 @@ func TestKafkaTopicKeys(t *testing.T) {
 	}
 	// Refused like the catalogue refuses them, under this file's keys.
 	c.Kafka.Partitions = -1
-	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "kafka.partitions: must be ≥ 1, is -1") {
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "kafka.partitions: must be ≥ 1, or 0 for the backbone's default; is -1") {
 		t.Errorf("kafka.partitions -1: %v", err)
 	}
 

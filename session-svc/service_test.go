@@ -44,7 +44,11 @@ type backbone struct {
 func startBackbone(t *testing.T) backbone {
 	t.Helper()
 	log := testLogger(t)
-	e, err := kafka.StartEmbedded(kafka.EmbeddedConfig{Dir: t.TempDir()}, log)
+	// The fixtures' events carry e2eNow, a fixed day that the topics'
+	// retention.ms (7 days) stops keeping a week later: a retention check
+	// would then delete them between a produce and the service's fetch.
+	// This backbone applies no retention within a test.
+	e, err := kafka.StartEmbedded(kafka.EmbeddedConfig{Dir: t.TempDir(), RetentionCheck: time.Hour}, log)
 	if err != nil {
 		t.Fatalf("StartEmbedded: %v", err)
 	}

@@ -212,7 +212,9 @@ func (c *Client) ConsumePolls(ctx context.Context, cfg ConsumeConfig, handle fun
 		}
 		parts := make(map[int32]kgo.Offset, len(cfg.Partitions))
 		for _, p := range cfg.Partitions {
-			parts[p] = startOffset(start(p))
+			at := start(p)
+			parts[p] = startOffset(at)
+			lag.expect(p, at)
 		}
 		opts = append(opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{cfg.Topic: parts}))
 	}
@@ -263,7 +265,9 @@ func (c *Client) consumeLoop(ctx context.Context, cl *kgo.Client, cfg ConsumeCon
 		bs = bs[:0]
 		arena.reset()
 		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
-			lag.fetched(fp)
+			if from, n := lag.fetched(fp); n > 0 {
+				c.skipped(cfg.Topic, cfg.Group, fp.Partition, from, n)
+			}
 			if len(fp.Records) > 0 {
 				bs = appendBatch(bs, toBatch(fp, arena))
 				// Not with tracing: kotel's hook reads a record
@@ -382,6 +386,25 @@ func (c *Client) fetchError(topic string, p int32, err error) error {
 	return nil
 }
 
+// skipped reports that a consumer of topic passed over the offsets [from,
+// from+n) of partition because the log no longer held them: retention
+// deleted them while the consumer lagged or was stopped. Nothing reads
+// them again, so the operator is told, once per gap, in the log and in
+// shoal.kafka.consumer.skipped. A compacted topic's gaps are its
+// compaction: not reported.
+func (c *Client) skipped(topic, group string, partition int32, from, n int64) {
+	if s, ok := c.Catalogue().Spec(topic); ok && s.Compacted {
+		return
+	}
+	c.met.skip(topic, n)
+	args := []any{"topic", topic, "partition", partition}
+	if group != "" {
+		args = append(args, "group", group)
+	}
+	c.log.Warn("kafka records deleted by retention before this consumer read them: skipped",
+		append(args, "from", from, "to", from+n, "records", n)...)
+}
+
 func startOffset(at int64) kgo.Offset {
 	switch {
 	case at == StartAtEnd:
@@ -418,6 +441,7 @@ func (g *groupStarts) assigned(ctx context.Context, _ *kgo.Client, m map[string]
 	offsets := make(map[int32]int64, len(parts))
 	for _, p := range parts {
 		offsets[p] = g.start(p)
+		g.lag.expect(p, offsets[p])
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()

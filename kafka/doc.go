@@ -86,7 +86,10 @@
 // views and give them back through ConsumeConfig.Start, which franz-go
 // applies when a partition is assigned (AdjustFetchOffsetsFn); an offset no
 // longer in the log restarts at the log start (reading again is safe,
-// skipping is not). Rebalance callbacks and Start are serialised with the
+// skipping is not). What retention deleted before it was read is passed
+// over, as Kafka's consumers do, and reported (Client.skipped: a warning
+// per gap and shoal.kafka.consumer.skipped), except on compacted topics,
+// whose gaps are compaction's. Rebalance callbacks and Start are serialised with the
 // handler (BlockRebalanceOnPoll). Fetches wait at most 500ms for new
 // records (Kafka's default, not franz-go's 5s): franz-go can send a first
 // fetch covering only part of a new assignment, and the rest waits for it.

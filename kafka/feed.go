@@ -286,6 +286,9 @@ func (c *Client) consumeLocal(ctx context.Context, cfg ConsumeConfig, lag *consu
 		switch {
 		case from == StartAtEnd:
 			from = ends[p]
+		case from >= 0 && from < firsts[p]:
+			c.skipped(cfg.Topic, "", p, from, firsts[p]-from)
+			from = firsts[p]
 		case from < firsts[p] || from > ends[p]:
 			from = firsts[p]
 		}
@@ -536,7 +539,7 @@ func emptied[T any](s []T, k *shrink, now time.Time) []T {
 // offset to with a consumer of its own, handing the records out as a
 // fetch consumer would, and moves the partition's next offset to to. What
 // the log no longer holds (removed by retention meanwhile) is skipped, as
-// a fetch consumer would skip it.
+// a fetch consumer would skip it, and reported (Client.skipped).
 func (lc *localConsumer) fetch(ctx context.Context, p int32, to int64) error {
 	c, lp := lc.c, lc.parts[p]
 	if lp.next >= to {
@@ -592,6 +595,9 @@ func (lc *localConsumer) fetch(ctx context.Context, p int32, to int64) error {
 			if len(recs) == 0 || err != nil {
 				return
 			}
+			if first := recs[0].Offset; first > lp.next {
+				c.skipped(lc.cfg.Topic, "", p, lp.next, first-lp.next)
+			}
 			fp.Records = recs
 			lc.arena.reset()
 			lc.bs = append(lc.bs[:0], toBatch(fp, lc.arena))
@@ -614,7 +620,10 @@ func (lc *localConsumer) fetch(ctx context.Context, p int32, to int64) error {
 			}
 		}
 	}
-	lp.next = max(lp.next, to)
+	if lp.next < to {
+		c.skipped(lc.cfg.Topic, "", p, lp.next, to-lp.next)
+		lp.next = to
+	}
 	return nil
 }
 

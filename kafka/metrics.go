@@ -29,6 +29,7 @@ const maxMetricTopics = 64
 type clientMetrics struct {
 	duration metric.Float64Histogram
 	errors   metric.Int64Counter
+	skipped  metric.Int64Counter // records consumers passed over (Client.skipped)
 	reg      metric.Registration // the consumer lag callback
 
 	// topics maps a topic to its attribute options: read without a lock,
@@ -65,7 +66,7 @@ func newClientMetrics(p obs.Providers, cat Catalogue) (*clientMetrics, error) {
 		topics[spec.Name] = newTopicOptions(spec.Name)
 	}
 	cm.topics.Store(&topics)
-	var errs [4]error
+	var errs [5]error
 	cm.duration, errs[0] = m.Float64Histogram("shoal.kafka.produce.duration", metric.WithUnit("s"),
 		metric.WithDescription("Time from a record given to the producer to its acknowledgement by the brokers (acks=all), per topic."),
 		metric.WithExplicitBucketBoundaries(obs.LatencyBuckets...))
@@ -74,6 +75,13 @@ func newClientMetrics(p obs.Providers, cat Catalogue) (*clientMetrics, error) {
 	if errs[1] == nil {
 		for _, o := range topics { // the catalogue's series from the start, at 0
 			cm.errors.Add(context.Background(), 0, o.add...)
+		}
+	}
+	cm.skipped, errs[4] = m.Int64Counter("shoal.kafka.consumer.skipped", metric.WithUnit("{record}"),
+		metric.WithDescription("Records a consumer passed over because the log had deleted them (retention.ms or retention.bytes) before it read them, per topic: a role that lagged or was stopped for longer than the log keeps."))
+	if errs[4] == nil {
+		for _, o := range topics {
+			cm.skipped.Add(context.Background(), 0, o.add...)
 		}
 	}
 	var lag metric.Int64ObservableGauge
@@ -116,6 +124,14 @@ func (m *clientMetrics) options(topic string) *topicOptions {
 	return o
 }
 
+// skip counts n records of topic that a consumer passed over.
+func (m *clientMetrics) skip(topic string, n int64) {
+	if m == nil || m.skipped == nil {
+		return
+	}
+	m.skipped.Add(context.Background(), n, m.options(topic).add...)
+}
+
 // produced records the outcome of one record of topic given to the
 // producer at start.
 func (m *clientMetrics) produced(topic string, start time.Time, err error) {
@@ -139,10 +155,12 @@ type consumerLag struct {
 }
 
 // partitionLag is one partition's: next is the next offset to consume (-1
-// until known), lag the high watermark less next at the last fetch.
+// until known), lag the high watermark less next at the last fetch; want
+// is the offset the next fetched record should have (-1: any), the
+// consumer's start until it has fetched a record.
 type partitionLag struct {
-	next, lag int64
-	opt       metric.ObserveOption
+	next, lag, want int64
+	opt             metric.ObserveOption
 }
 
 // consumer starts tracking the lag of a consumer of topic (in group, if
@@ -168,26 +186,50 @@ func (m *clientMetrics) forget(l *consumerLag) {
 	m.mu.Unlock()
 }
 
+// expect notes where a consumer starts reading partition (an offset, or
+// a negative Start* constant: anywhere), so that fetched can tell the
+// records it passed over.
+func (l *consumerLag) expect(partition int32, next int64) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	p := l.parts[partition]
+	if p == nil {
+		p = l.partition(partition)
+	}
+	p.want = max(next, -1)
+	l.mu.Unlock()
+}
+
 // fetched takes the lag of a fetched partition: a fetch with records
 // moves the next offset past its last record; any fetch without an error
 // gives the partition's high watermark. A partition never fetched with
-// records has no known next offset, hence no series yet.
-func (l *consumerLag) fetched(fp kgo.FetchTopicPartition) {
+// records has no known next offset, hence no series yet. It returns the
+// offsets the consumer passed over, [from, from+n), when the fetch's
+// first record is past the one expected: franz-go restarts a consumer
+// whose offset the log no longer holds at the log's start.
+func (l *consumerLag) fetched(fp kgo.FetchTopicPartition) (from, n int64) {
 	if l == nil || fp.Err != nil {
-		return
+		return 0, 0
 	}
 	l.mu.Lock()
 	p := l.parts[fp.Partition]
 	if p == nil {
 		p = l.partition(fp.Partition)
 	}
-	if n := len(fp.Records); n > 0 {
-		p.next = fp.Records[n-1].Offset + 1
+	if k := len(fp.Records); k > 0 {
+		if first := fp.Records[0].Offset; p.want >= 0 && first > p.want {
+			from, n = p.want, first-p.want
+		}
+		p.next = fp.Records[k-1].Offset + 1
+		p.want = p.next
 	}
 	if p.next >= 0 {
 		p.lag = max(fp.HighWatermark-p.next, 0)
 	}
 	l.mu.Unlock()
+	return from, n
 }
 
 // at takes the position of a local consumer (feed.go), which is at the
@@ -201,7 +243,7 @@ func (l *consumerLag) at(partition int32, next int64) {
 	if p == nil {
 		p = l.partition(partition)
 	}
-	p.next, p.lag = next, 0
+	p.next, p.lag, p.want = next, 0, next
 	l.mu.Unlock()
 }
 
@@ -211,7 +253,7 @@ func (l *consumerLag) partition(partition int32) *partitionLag {
 	if l.group != "" {
 		attrs = append(attrs, attribute.String("group", l.group))
 	}
-	p := &partitionLag{next: -1, opt: metric.WithAttributeSet(attribute.NewSet(attrs...))}
+	p := &partitionLag{next: -1, want: -1, opt: metric.WithAttributeSet(attribute.NewSet(attrs...))}
 	l.parts[partition] = p
 	return p
 }

@@ -13,6 +13,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shoal-mqtt/shoal/internal/testutil/testlog"
+	"github.com/shoal-mqtt/shoal/internal/testutil/testmetrics"
 )
 
 // segmentFiles returns the sizes of a partition's segment files in the
@@ -279,5 +282,108 @@ func TestEmbeddedRestartMemory(t *testing.T) {
 	}
 	if small, large := results[8]["clean"].HeapGrowth, results[32]["clean"].HeapGrowth; large > small+8*mib {
 		t.Errorf("loading 32 MiB of log grew the heap by %.1f MiB, 8 MiB by %.1f: it grows with the log", float64(large)/mib, float64(small)/mib)
+	}
+}
+
+// TestConsumerReportsSkippedRecords: records that retention deleted before
+// a consumer read them are passed over, as Kafka's consumers do, but not
+// silently. A consumer that starts below the log's start, whether it
+// fetches, is in a group or is local (the feed's catch-up), logs a warning
+// that names the gap and counts it in shoal.kafka.consumer.skipped, then
+// reads what follows. Starting at the beginning, or where the log starts,
+// reports nothing, nor do a compacted topic's gaps.
+func TestConsumerReportsSkippedRecords(t *testing.T) {
+	const deleted, kept = 5, 2
+	e, err := StartEmbedded(EmbeddedConfig{Dir: t.TempDir(), RetentionCheck: 20 * time.Millisecond}, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	cat := DefaultCatalogue()
+	for _, s := range cat.specs() {
+		s.Partitions = 2
+	}
+	p, r := testmetrics.New(t, 10)
+	logs, log := testlog.NewLogger()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	c, err := NewClient(ctx, e.ClientConfig(Config{Catalogue: cat, Telemetry: p}), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	if err := c.EnsureTopics(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Older than retention.ms: the next check deletes them.
+	old := time.Now().Add(-DefaultRetention - 24*time.Hour)
+	for i := range deleted {
+		if err := c.ProduceSync(ctx, &Record{Topic: TopicDeliveries, Partition: 0, Value: []byte{byte(i)}, Timestamp: old}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, ctx, "retention to delete the old records", func() bool {
+		starts, err := c.StartOffsets(ctx, TopicDeliveries)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return starts[0] == deleted
+	})
+	for i := range kept {
+		if err := c.ProduceSync(ctx, &Record{Topic: TopicDeliveries, Partition: 0, Value: []byte{byte(deleted + i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	warning := func(group string) string {
+		if group != "" {
+			group = " group=" + group
+		}
+		return fmt.Sprintf("topic=%s partition=0%s from=0 to=%d records=%d", TopicDeliveries, group, deleted, deleted)
+	}
+	for _, tc := range []struct {
+		name  string
+		cfg   ConsumeConfig
+		start int64
+		warns bool
+	}{
+		{"fetching", ConsumeConfig{Topic: TopicDeliveries, Partitions: []int32{0}}, 0, true},
+		{"local", ConsumeConfig{Topic: TopicDeliveries, Partitions: []int32{0}, Local: true}, 0, true},
+		{"group", ConsumeConfig{Topic: TopicDeliveries, Group: "skip-test"}, 0, true},
+		{"from the beginning", ConsumeConfig{Topic: TopicDeliveries, Partitions: []int32{0}}, StartAtBeginning, false},
+		{"from the log's start", ConsumeConfig{Topic: TopicDeliveries, Partitions: []int32{0}, Local: true}, deleted, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := len(logs.Lines("skipped"))
+			tc.cfg.Start = func(p int32) int64 {
+				if p == 0 {
+					return tc.start
+				}
+				return StartAtBeginning
+			}
+			recs := consumeN(t, c, tc.cfg, kept)
+			if recs[0].Offset != deleted || recs[kept-1].Offset != deleted+kept-1 {
+				t.Errorf("consumed offsets %d to %d, want %d to %d", recs[0].Offset, recs[kept-1].Offset, deleted, deleted+kept-1)
+			}
+			lines := logs.Lines("skipped")[before:]
+			switch {
+			case !tc.warns && len(lines) > 0:
+				t.Errorf("a consumer that skipped nothing warned: %q", lines)
+			case tc.warns && (len(lines) != 1 || !strings.Contains(lines[0], "level=WARN") ||
+				!strings.Contains(lines[0], warning(tc.cfg.Group))):
+				t.Errorf("warnings %q, want one with %q", lines, warning(tc.cfg.Group))
+			}
+		})
+	}
+	if n := r.Value("shoal.kafka.consumer.skipped", "topic", TopicDeliveries); n != 3*deleted {
+		t.Errorf("shoal.kafka.consumer.skipped{topic=%s} = %v, want %d", TopicDeliveries, n, 3*deleted)
+	}
+	if s, ok := r.Find("shoal.kafka.consumer.skipped", "topic", TopicMessages); !ok || s.Value != 0 {
+		t.Errorf("shoal.kafka.consumer.skipped{topic=%s}: %+v, %v; want a series at 0", TopicMessages, s, ok)
+	}
+
+	// A compacted topic's gaps are not losses.
+	c.skipped(TopicPresence, "", 0, 0, 3)
+	if n := r.Value("shoal.kafka.consumer.skipped", "topic", TopicPresence); n != 0 {
+		t.Errorf("a compacted topic's gap was counted: %v", n)
 	}
 }

@@ -26,7 +26,10 @@
 // connection (order.go). A persistent session's QoS 2 PUBLISH carries its
 // packet identifier for the router, which drops a resend after a reconnect;
 // PUBCOMP follows the durable PublishRelease (inbound.go, ARCHITECTURE.md
-// "Exactly once for QoS 2").
+// "Exactly once for QoS 2"). In shoal all a PUBLISH also waits while the
+// router of the process is kafka.FeedMaxBacklog records behind on its
+// partition (waitRoom, inbound.go): the client is not read meanwhile, so
+// TCP holds a client publishing faster than the router routes to its pace.
 //
 // The gateway meets the router and session services only through the log; it
 // never imports them. It builds on the codec in internal/mqtt/packet.

@@ -96,6 +96,13 @@ type Gateway struct {
 	// express is the router of the process (SetExpress, before Run); nil:
 	// none.
 	express Express
+	// room tells whether the process's router keeps up with a partition
+	// of shoal.messages (eventLog's, when it has a feed: kafka.Client.Room);
+	// nil: nothing to wait for (conn.waitRoom).
+	room interface {
+		Room(topic string, p int32) bool
+	}
+	roomGates []roomGate // one per partition of shoal.messages, with room
 	// sessionLog writes the records for shoal.sessions when splitLog
 	// (SetSessionLog, before Run); otherwise eventLog writes every record.
 	sessionLog Producer
@@ -236,6 +243,9 @@ func New(cfg Config, eventLog Log, log *slog.Logger, clock func() time.Time, ver
 		writes:    newWriteQueue(),
 	}
 	g.met, _ = newGatewayMetrics(g.tel) // noop instruments: no error
+	if r, ok := eventLog.(interface{ Room(string, int32) bool }); ok {
+		g.room, g.roomGates = r, make([]roomGate, g.msgParts)
+	}
 	// Connection ids must not repeat across restarts of this gateway: the
 	// log still names connections of the previous run (routes, kicks).
 	g.connSeq.Store(g.epoch << 24)

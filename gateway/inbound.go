@@ -4,6 +4,8 @@ import (
 	"context"
 	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/codes"
@@ -73,6 +75,7 @@ func (c *conn) handlePublish(h packet.FixedHeader, body []byte) error {
 
 	rec, part, span := c.publishRecord(p, name)
 	read := g.clock().UnixNano() // its PUBACK's latency counts from here (metrics.go)
+	c.waitRoom(rec)
 	g.order.wait(order)
 	if p.QoS == 0 {
 		if c.qos0Done == nil {
@@ -594,4 +597,68 @@ func setMessageProps(m *eventspb.Message, p *packet.Properties, now time.Time) {
 			m.UserProperties[i] = &eventspb.UserProperty{Key: string(u.Key), Value: string(u.Value)}
 		}
 	}
+}
+
+// roomPoll is how often the reader at the head of a partition's queue
+// (waitRoom) looks again for room, and roomWaitMax the longest a reader
+// is held for one PUBLISH: a router that has not moved for that long is
+// stuck, and holding the client longer would only hide it.
+const (
+	roomPoll    = 200 * time.Microsecond
+	roomWaitMax = 10 * time.Second
+)
+
+// roomGate queues the readers held for room on one partition of
+// shoal.messages (waitRoom).
+type roomGate struct {
+	mu      sync.Mutex   // held by the queue's head while it waits for room
+	waiting atomic.Int32 // readers queued or at the head
+}
+
+// waitRoom holds the reader, before it writes rec, a PUBLISH's record,
+// while the router of the process (shoal all) is more than
+// kafka.FeedMaxBacklog of this process's records behind on rec's
+// partition of shoal.messages. The client is then not read, so TCP slows
+// it to the pace at which the router routes. Without it a client
+// publishing QoS 0 as fast as its socket takes bytes was read at half a
+// million messages a second, the router's backlog outgrew the embedded
+// log's size bound within seconds, and retention deleted records the
+// router had not read: other clients' acknowledged QoS 1 messages and
+// subscription changes among them.
+//
+// Held readers queue, one queue per partition, and go one PUBLISH each in
+// turn (the gate's mutex, which hands itself over in order once its
+// waiters have waited a millisecond): a reader that just went and has
+// another PUBLISH queues behind the others, so a flooding client slows
+// the other publishers of its partitions to the router's pace shared out
+// by connection, not to what it leaves them. While anyone is queued a
+// newcomer queues too. The wait ends early when the connection is being
+// closed by the server. Distributed gateways never wait here: their log
+// is Kafka, whose retention is time-based by default, and its consumer
+// lag is reported.
+func (c *conn) waitRoom(rec *kafka.Record) {
+	g := c.g
+	if g.room == nil {
+		return
+	}
+	part := kafka.PartitionForKey(rec.Key, g.msgParts)
+	gate := &g.roomGates[part]
+	if gate.waiting.Load() == 0 && g.room.Room(g.topics.Messages.Name, part) {
+		return
+	}
+	began := time.Now()
+	gate.waiting.Add(1)
+	gate.mu.Lock()
+	var t *time.Timer
+	for !g.room.Room(g.topics.Messages.Name, part) && !c.closing.Load() && time.Since(began) < roomWaitMax {
+		if t == nil {
+			t = time.NewTimer(roomPoll)
+		} else {
+			t.Reset(roomPoll)
+		}
+		<-t.C
+	}
+	gate.mu.Unlock()
+	gate.waiting.Add(-1)
+	g.met.held.Add(context.Background(), time.Since(began).Seconds())
 }

@@ -25,6 +25,7 @@ type gatewayMetrics struct {
 	delivery metric.Float64Histogram
 	drops    *obs.Drops
 	connects metric.Int64Counter
+	held     metric.Float64Counter // time readers waited for the router (conn.waitRoom)
 	tenants  *obs.Tenants
 
 	mu       sync.RWMutex
@@ -46,7 +47,7 @@ type connectKey struct {
 func newGatewayMetrics(p obs.Providers) (*gatewayMetrics, error) {
 	m := p.Meter.Meter(obs.Scope)
 	gm := &gatewayMetrics{tenants: p.Tenants, connOpts: make(map[connectKey][]metric.AddOption)}
-	var errs [4]error
+	var errs [5]error
 	gm.puback, errs[0] = m.Float64Histogram("shoal.gateway.puback.duration", metric.WithUnit("s"),
 		metric.WithDescription("Time from a QoS 1 or 2 PUBLISH read to its PUBACK or PUBREC queued for the client, the log write included."),
 		metric.WithExplicitBucketBoundaries(obs.LatencyBuckets...))
@@ -56,6 +57,8 @@ func newGatewayMetrics(p obs.Providers) (*gatewayMetrics, error) {
 	gm.drops, errs[2] = obs.NewDrops(m)
 	gm.connects, errs[3] = m.Int64Counter("shoal.gateway.connects", metric.WithUnit("{connect}"),
 		metric.WithDescription("CONNECTs answered, by result (accepted, refused), the CONNACK's reason and the tenant."))
+	gm.held, errs[4] = m.Float64Counter("shoal.gateway.publish.held", metric.WithUnit("s"),
+		metric.WithDescription("Time the readers of publishing clients waited, before writing a PUBLISH, for the router of the process to catch up (more than kafka.FeedMaxBacklog records behind on the publish's partition): the pace of a client publishing faster than `shoal all` routes."))
 	for _, err := range errs {
 		if err != nil {
 			return gm, err

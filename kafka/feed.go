@@ -81,6 +81,7 @@ func (f *Feed) push(kr *kgo.Record) {
 	if f == nil {
 		return
 	}
+	f.written(kr.Topic, kr.Partition, kr.Offset)
 	m := f.subs.Load()
 	if m == nil {
 		return
@@ -294,6 +295,7 @@ func (c *Client) consumeLocal(ctx context.Context, cfg ConsumeConfig, lag *consu
 		}
 		lp := &localPart{next: from}
 		lc.parts[p] = lp
+		c.cfg.Feed.handedOut(cfg.Topic, p, from)
 		if err := lc.fetch(ctx, p, ends[p]); err != nil {
 			return lc.stopped(ctx, err)
 		}
@@ -419,7 +421,7 @@ func (lc *localConsumer) handOut(ctx context.Context) error {
 		lp.next += int64(n)
 		lp.pending = dropFront(lp.pending, n)
 		lp.gap = time.Time{}
-		lc.lag.at(p, lp.next)
+		lc.at(p, lp.next)
 	}
 	lc.bs = bs
 	if len(bs) == 0 {
@@ -601,7 +603,7 @@ func (lc *localConsumer) fetch(ctx context.Context, p int32, to int64) error {
 			fp.Records = recs
 			lc.arena.reset()
 			lc.bs = append(lc.bs[:0], toBatch(fp, lc.arena))
-			lc.lag.at(p, recs[len(recs)-1].Offset+1)
+			lc.at(p, recs[len(recs)-1].Offset+1)
 			if herr := lc.handle(ctx, lc.bs); herr != nil {
 				err = fmt.Errorf("consume %s: %w", lc.cfg.Topic, herr)
 			}
@@ -623,8 +625,16 @@ func (lc *localConsumer) fetch(ctx context.Context, p int32, to int64) error {
 	if lp.next < to {
 		c.skipped(lc.cfg.Topic, "", p, lp.next, to-lp.next)
 		lp.next = to
+		lc.at(p, to)
 	}
 	return nil
+}
+
+// at notes that partition p's records before next are handed out: the
+// consumer's lag, and the feed's backlog (Feed.Room).
+func (lc *localConsumer) at(p int32, next int64) {
+	lc.lag.at(p, next)
+	lc.c.cfg.Feed.handedOut(lc.cfg.Topic, p, next)
 }
 
 // offsetsRetry lists topic's offsets with list, retrying until it

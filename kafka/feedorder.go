@@ -35,15 +35,25 @@ type partOrder struct {
 	// log's end (Feed.noteEnd): before, what the log held at the start is
 	// unknown, and nothing is settled.
 	known atomic.Bool
+	// end is the newest offset acknowledged of any record the process
+	// wrote to the partition (expressed ones too), read the newest its
+	// local consumer has handed out: end - read is the consumer's backlog
+	// (Feed.Room).
+	end, read atomic.Int64
 }
 
 // Track makes the feed keep the order of topic, which has partitions
-// partitions, for Settled. Call it once, before the process's clients
-// produce to topic.
+// partitions, for Settled and Room. Call it before the process's clients
+// produce to topic; a second call for the same topic does nothing.
 func (f *Feed) Track(topic string, partitions int32) {
+	if o := f.order.Load(); o != nil && o.topic == topic && len(o.parts) == int(partitions) {
+		return // tracked already (the broker and the router's express path both ask)
+	}
 	o := &feedOrder{topic: topic, parts: make([]partOrder, partitions)}
 	for i := range o.parts {
 		o.parts[i].acked.Store(-1)
+		o.parts[i].end.Store(-1)
+		o.parts[i].read.Store(-1)
 	}
 	f.order.Store(o)
 }
@@ -103,12 +113,54 @@ func (po *partOrder) done(ok bool, offset int64) {
 }
 
 // ack raises acked to offset.
-func (po *partOrder) ack(offset int64) {
+func (po *partOrder) ack(offset int64) { raise(&po.acked, offset) }
+
+// raise raises v to offset.
+func raise(v *atomic.Int64, offset int64) {
 	for {
-		a := po.acked.Load()
-		if offset <= a || po.acked.CompareAndSwap(a, offset) {
+		a := v.Load()
+		if offset <= a || v.CompareAndSwap(a, offset) {
 			return
 		}
+	}
+}
+
+// FeedMaxBacklog bounds, per partition of the tracked topic, the records
+// the process's clients wrote and its local consumer has not handed out
+// yet, above which Room is false. 4,096 records are a few hundred KiB to a
+// few MiB, far below any size bound of the log, so no record is deleted
+// before the consumer has read it, and well within a subscription's inbox
+// (feedMaxInbox), so none is read back from the log; and they are polls
+// large enough for the router to amortise its writes (a flood measured
+// the same deliveries per second with 32,768).
+const FeedMaxBacklog = 4096
+
+// Room reports whether the local consumer of partition p of topic, the
+// tracked topic, has handed out all but fewer than FeedMaxBacklog of the
+// records the process's clients wrote to it. A producer that can wait
+// (the gateway, before it writes a client's PUBLISH: TCP then holds the
+// client back) waits for room, so that a client publishing faster than
+// the router routes is slowed to the router's pace instead of growing a
+// backlog that the log's size bound would cut. True for a topic not
+// tracked, and until the partition's local consumer has started.
+func (f *Feed) Room(topic string, p int32) bool {
+	po := f.partOrder(topic, p)
+	return po == nil || !po.known.Load() || po.end.Load()-po.read.Load() < FeedMaxBacklog
+}
+
+// written notes that the process's record at offset of partition p of
+// topic is acknowledged (Feed.push, for every record, expressed or not).
+func (f *Feed) written(topic string, p int32, offset int64) {
+	if po := f.partOrder(topic, p); po != nil {
+		raise(&po.end, offset)
+	}
+}
+
+// handedOut notes that the local consumer of partition p of topic has
+// handed out every record before next.
+func (f *Feed) handedOut(topic string, p int32, next int64) {
+	if po := f.partOrder(topic, p); po != nil {
+		raise(&po.read, next-1)
 	}
 }
 
@@ -118,6 +170,7 @@ func (po *partOrder) ack(offset int64) {
 func (f *Feed) noteEnd(topic string, p int32, end int64) {
 	if po := f.partOrder(topic, p); po != nil {
 		po.ack(end - 1)
+		raise(&po.end, end-1)
 		po.known.Store(true)
 	}
 }
@@ -139,6 +192,12 @@ func (c *Client) TrackOrder(topic string) {
 	if c.cfg.Feed != nil {
 		c.cfg.Feed.Track(topic, c.Partitions(topic))
 	}
+}
+
+// Room is Feed.Room of the client's feed; true without one (a fetching
+// consumer's backlog is Kafka's to hold).
+func (c *Client) Room(topic string, p int32) bool {
+	return c.cfg.Feed.Room(topic, p)
 }
 
 // Settled is Feed.Settled of the client's feed; false without one.

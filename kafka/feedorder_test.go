@@ -97,3 +97,77 @@ func TestFeedSettled(t *testing.T) {
 		t.Fatal("a topic not tracked is settled")
 	}
 }
+
+// TestFeedRoom: a tracked partition has room until the process's clients
+// have written FeedMaxBacklog records (expressed ones too) that its local
+// consumer has not handed out; it has room again once the consumer has
+// taken them. A partition without a started consumer, and a topic not
+// tracked, always have room.
+func TestFeedRoom(t *testing.T) {
+	e := startEmbedded(t, t.TempDir())
+	c := newTestClient(t, e, Config{})
+	const topic, part = TopicMessages, int32(1)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	c.TrackOrder(topic)
+	recs := func(n int, hdrs ...Header) []*Record {
+		rs := make([]*Record, n)
+		for i := range rs {
+			rs[i] = &Record{Topic: topic, Partition: part, Key: []byte("k"), Value: []byte("v"), Headers: hdrs}
+		}
+		return rs
+	}
+	if err := c.ProduceSync(ctx, recs(FeedMaxBacklog)...); err != nil {
+		t.Fatal(err)
+	}
+	if !c.Room(topic, part) {
+		t.Fatal("no room before a local consumer started")
+	}
+
+	// A consumer whose handler holds its first batch until release.
+	release, first := make(chan struct{}), make(chan struct{})
+	handed := make(chan int, 100)
+	errc := make(chan error, 1)
+	go func() {
+		once := true
+		errc <- c.Consume(ctx, ConsumeConfig{Topic: topic, Partitions: []int32{part}, Local: true},
+			func(_ context.Context, bt Batch) error {
+				handed <- len(bt.Records)
+				if once {
+					once = false
+					close(first)
+					<-release
+				}
+				return nil
+			})
+	}()
+	select {
+	case <-first:
+	case err := <-errc:
+		t.Fatalf("consumer stopped: %v", err)
+	case <-ctx.Done():
+		t.Fatal("nothing consumed")
+	}
+	// The catch-up handed out what was written before: room.
+	waitFor(t, ctx, "room once the catch-up is handed out", func() bool { return c.Room(topic, part) })
+
+	// Written while the handler holds: FeedMaxBacklog of them, half
+	// expressed, leave no room.
+	if err := c.ProduceSync(ctx, recs(FeedMaxBacklog/2)...); err != nil {
+		t.Fatal(err)
+	}
+	if !c.Room(topic, part) {
+		t.Fatal("no room with half the backlog")
+	}
+	if err := c.ProduceSync(ctx, recs(FeedMaxBacklog/2, Header{Key: HeaderExpress, Value: ExpressMark})...); err != nil {
+		t.Fatal(err)
+	}
+	if c.Room(topic, part) {
+		t.Fatalf("room with %d records written and not handed out", FeedMaxBacklog)
+	}
+	if !c.Room(topic, part+1) || !c.Room(TopicDeliveries, part) {
+		t.Fatal("no room on another partition, or on a topic not tracked")
+	}
+	close(release)
+	waitFor(t, ctx, "room once the consumer took the backlog", func() bool { return c.Room(topic, part) })
+}

@@ -281,8 +281,13 @@ func (b *Broker) newRoles(bb *backbone) (err error) {
 	}
 	b.applyQuotas(gw, router) // quota.go
 	if gw != nil && router != nil && cfg.Kafka.LocalDelivery && len(cfg.Kafka.Brokers) == 0 {
-		// shoal all: the router hands its deliveries to the gateway
-		// before it produces them (without effect with tracing on).
+		// shoal all: the gateway holds a publishing client while the
+		// router is too far behind on its partition (kafka.Feed.Room,
+		// gateway's waitRoom), which needs the feed to keep the
+		// messages' order, express path or not.
+		bb.client.TrackOrder(cfg.Kafka.Catalogue().Messages.Name)
+		// The router hands its deliveries to the gateway before it
+		// produces them (without effect with tracing on).
 		router.SetHandoff(gw)
 		// The session service gives the gateway its answers once the
 		// presence is durable, before it produces them.

@@ -90,6 +90,14 @@ const (
 	// every partition together. A check reads only the in-memory index
 	// (about a millisecond per 300,000 batches).
 	DefaultRetentionCheck = 2 * time.Second
+	// EmbeddedMaxBufferedRecords is Config.MaxBufferedRecords of the
+	// embedded broker's clients, unless set. The embedded broker
+	// acknowledges a produce in 0.2-0.4 ms, so a few hundred records in
+	// flight keep it busy at any rate a `shoal all` reaches; the
+	// default's 50,000 (for a Kafka a network away) only held memory: a
+	// client flooding QoS 0 filled both producers' buffers, 100,000
+	// pooled records, about 90 MiB of a flood's heap.
+	EmbeddedMaxBufferedRecords = 8192
 	// CompactEvery is how often the embedded broker compacts the
 	// compacted topics (kfake's log.cleaner.backoff.ms, one hour): each
 	// compaction rewrites a partition's segments.
@@ -294,6 +302,9 @@ func (e *Embedded) SASL() SASL { return *e.sasl }
 // ClientConfig returns cfg set up to reach the embedded broker from this
 // process: its addresses, Dial and credentials.
 func (e *Embedded) ClientConfig(cfg Config) Config {
+	if cfg.MaxBufferedRecords == 0 {
+		cfg.MaxBufferedRecords = EmbeddedMaxBufferedRecords
+	}
 	cfg.Brokers = e.Addrs()
 	cfg.Dial = e.Dial
 	cfg.Feed = e.feed

@@ -135,9 +135,10 @@ func raise(v *atomic.Int64, offset int64) {
 // the same deliveries per second with 32,768).
 const FeedMaxBacklog = 4096
 
-// Room reports whether the local consumer of partition p of topic, the
-// tracked topic, has handed out all but fewer than FeedMaxBacklog of the
-// records the process's clients wrote to it. A producer that can wait
+// Room reports whether fewer than FeedMaxBacklog records of the process's
+// clients to partition p of topic, the tracked topic, are on their way:
+// given to Produce and not acknowledged yet (expressed ones aside), or
+// acknowledged and not handed out by the partition's local consumer. A producer that can wait
 // (the gateway, before it writes a client's PUBLISH: TCP then holds the
 // client back) waits for room, so that a client publishing faster than
 // the router routes is slowed to the router's pace instead of growing a
@@ -145,7 +146,7 @@ const FeedMaxBacklog = 4096
 // tracked, and until the partition's local consumer has started.
 func (f *Feed) Room(topic string, p int32) bool {
 	po := f.partOrder(topic, p)
-	return po == nil || !po.known.Load() || po.end.Load()-po.read.Load() < FeedMaxBacklog
+	return po == nil || !po.known.Load() || po.pending.Load()+po.end.Load()-po.read.Load() < FeedMaxBacklog
 }
 
 // written notes that the process's record at offset of partition p of

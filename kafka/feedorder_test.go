@@ -98,10 +98,10 @@ func TestFeedSettled(t *testing.T) {
 	}
 }
 
-// TestFeedRoom: a tracked partition has room until the process's clients
-// have written FeedMaxBacklog records (expressed ones too) that its local
-// consumer has not handed out; it has room again once the consumer has
-// taken them. A partition without a started consumer, and a topic not
+// TestFeedRoom: a tracked partition has room until FeedMaxBacklog records
+// of the process's clients are on their way: written (expressed ones too)
+// and not handed out by its local consumer, or given to Produce and not
+// acknowledged; it has room again once the consumer has taken them. A partition without a started consumer, and a topic not
 // tracked, always have room.
 func TestFeedRoom(t *testing.T) {
 	e := startEmbedded(t, t.TempDir())
@@ -170,4 +170,17 @@ func TestFeedRoom(t *testing.T) {
 	}
 	close(release)
 	waitFor(t, ctx, "room once the consumer took the backlog", func() bool { return c.Room(topic, part) })
+
+	// Records given to Produce and not acknowledged count as well.
+	lingering := newTestClient(t, e, Config{ClientID: "lingering", Linger: time.Minute})
+	for _, r := range recs(FeedMaxBacklog) {
+		lingering.Produce(ctx, r, nil)
+	}
+	if c.Room(topic, part) {
+		t.Fatalf("room with %d records given to Produce and not acknowledged", FeedMaxBacklog)
+	}
+	if err := lingering.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "room once the consumer took them", func() bool { return c.Room(topic, part) })
 }

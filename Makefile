@@ -96,6 +96,11 @@ bench-micro: ## Go micro-benchmarks with -benchmem (codec, topic trie, router sh
 bench-compare: ## Shoal vs Mosquitto, every scenario, alternating for ROUNDS rounds (default 3; SCENARIOS, PROFILE, OUT: see scripts/bench-compare.sh)
 	ROUNDS=$${ROUNDS:-3} ./scripts/bench-compare.sh
 
+.PHONY: bench-independent
+bench-independent: build ## Shoal vs Mosquitto measured with Mosquitto's own clients and hand-made connections, not Shoal's generator (SCENARIOS=steady,saturate, ROUNDS: see scripts/independent-compare.py)
+	@command -v mosquitto >/dev/null && command -v mosquitto_sub >/dev/null || { apt-get install -y -qq --no-install-recommends mosquitto mosquitto-clients >/dev/null || sudo apt-get install -y -qq --no-install-recommends mosquitto mosquitto-clients >/dev/null; }
+	SCENARIOS=$${SCENARIOS:-steady,saturate} ./scripts/independent-compare.py
+
 .PHONY: bench-distributed
 bench-distributed: build ## distributed mode on a real Kafka + Cassandra, latency at 10k msg/s (DISTBENCH=-smoke for a quick check); see bench/README.md
 	./scripts/fetch-kafka.sh >/dev/null

@@ -194,10 +194,7 @@ func (l *consumerLag) expect(partition int32, next int64) {
 		return
 	}
 	l.mu.Lock()
-	p := l.parts[partition]
-	if p == nil {
-		p = l.partition(partition)
-	}
+	p := l.partition(partition)
 	p.want = max(next, -1)
 	l.mu.Unlock()
 }
@@ -214,10 +211,7 @@ func (l *consumerLag) fetched(fp kgo.FetchTopicPartition) (from, n int64) {
 		return 0, 0
 	}
 	l.mu.Lock()
-	p := l.parts[fp.Partition]
-	if p == nil {
-		p = l.partition(fp.Partition)
-	}
+	p := l.partition(fp.Partition)
 	if k := len(fp.Records); k > 0 {
 		if first := fp.Records[0].Offset; p.want >= 0 && first > p.want {
 			from, n = p.want, first-p.want
@@ -239,16 +233,16 @@ func (l *consumerLag) at(partition int32, next int64) {
 		return
 	}
 	l.mu.Lock()
-	p := l.parts[partition]
-	if p == nil {
-		p = l.partition(partition)
-	}
+	p := l.partition(partition)
 	p.next, p.lag, p.want = next, 0, next
 	l.mu.Unlock()
 }
 
-// partition adds partition's entry; l.mu is held.
+// partition returns partition's entry, adding it; l.mu is held.
 func (l *consumerLag) partition(partition int32) *partitionLag {
+	if p := l.parts[partition]; p != nil {
+		return p
+	}
 	attrs := []attribute.KeyValue{attribute.String("topic", l.topic), attribute.Int("partition", int(partition))}
 	if l.group != "" {
 		attrs = append(attrs, attribute.String("group", l.group))

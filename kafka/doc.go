@@ -146,8 +146,13 @@
 // 0 publishes before it produces them when the feed says the partition is
 // settled (Client.TrackOrder, Client.Settled: nothing the process wrote to
 // it is unapplied, feedorder.go); HeaderExpress marks those, and a consumer
-// with ConsumeConfig.SkipExpressed gets them without their bytes. Arrays a
-// burst grew are let go after two seconds of light use.
+// with ConsumeConfig.SkipExpressed gets them without their bytes. The
+// gateway also waits before writing a PUBLISH while the partition has no
+// room (Client.Room: FeedMaxBacklog of the process's records on their way
+// to the router), so that a flooding client is held to the router's pace
+// and the log's size bound never deletes what the router has not read.
+// The embedded broker's clients buffer EmbeddedMaxBufferedRecords records.
+// Arrays a burst grew are let go after two seconds of light use.
 //
 // # Envelopes
 //

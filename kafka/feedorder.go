@@ -125,9 +125,9 @@ func raise(v *atomic.Int64, offset int64) {
 	}
 }
 
-// FeedMaxBacklog bounds, per partition of the tracked topic, the records
-// the process's clients wrote and its local consumer has not handed out
-// yet, above which Room is false. 4,096 records are a few hundred KiB to a
+// FeedMaxBacklog bounds, per partition of the tracked topic, the process's
+// records on their way to its local consumer (Room), above which Room is
+// false. 4,096 records are a few hundred KiB to a
 // few MiB, far below any size bound of the log, so no record is deleted
 // before the consumer has read it, and well within a subscription's inbox
 // (feedMaxInbox), so none is read back from the log; and they are polls
@@ -138,9 +138,9 @@ const FeedMaxBacklog = 4096
 // Room reports whether fewer than FeedMaxBacklog records of the process's
 // clients to partition p of topic, the tracked topic, are on their way:
 // given to Produce and not acknowledged yet (expressed ones aside), or
-// acknowledged and not handed out by the partition's local consumer. A producer that can wait
-// (the gateway, before it writes a client's PUBLISH: TCP then holds the
-// client back) waits for room, so that a client publishing faster than
+// acknowledged and not handed out by the partition's local consumer. A
+// producer that can wait (the gateway, before it writes a client's
+// PUBLISH: TCP then holds the client back) waits for room, so that a client publishing faster than
 // the router routes is slowed to the router's pace instead of growing a
 // backlog that the log's size bound would cut. True for a topic not
 // tracked, and until the partition's local consumer has started.

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -31,6 +33,9 @@ func segmentFiles(t *testing.T, dir, topic string, partition int32) map[string]i
 	for _, ent := range ents {
 		if strings.HasSuffix(ent.Name(), ".dat") {
 			fi, err := ent.Info()
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // deleted by retention since the listing
+			}
 			if err != nil {
 				t.Fatal(err)
 			}

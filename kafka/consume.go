@@ -269,6 +269,7 @@ func (c *Client) consumeLoop(ctx context.Context, cl *kgo.Client, cfg ConsumeCon
 				c.skipped(cfg.Topic, cfg.Group, fp.Partition, from, n)
 			}
 			if len(fp.Records) > 0 {
+				c.cfg.Feed.fetchedUpTo(cfg.Topic, fp.Partition, fp.Records[len(fp.Records)-1].Offset+1)
 				bs = appendBatch(bs, toBatch(fp, arena))
 				// Not with tracing: kotel's hook reads a record
 				// after the poll that returned it, when franz-go may

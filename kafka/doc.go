@@ -149,8 +149,9 @@
 // with ConsumeConfig.SkipExpressed gets them without their bytes. The
 // gateway also waits before writing a PUBLISH while the partition has no
 // room (Client.Room: FeedMaxBacklog of the process's records on their way
-// to the router), so that a flooding client is held to the router's pace
-// and the log's size bound never deletes what the router has not read.
+// to the router, which hands them out or, with tracing on, fetches them),
+// so that a flooding client is held to the router's pace and the log's
+// size bound never deletes what the router has not read.
 // The embedded broker's clients buffer EmbeddedMaxBufferedRecords records.
 // Arrays a burst grew are let go after two seconds of light use.
 //

@@ -40,6 +40,10 @@ type partOrder struct {
 	// local consumer has handed out: end - read is the consumer's backlog
 	// (Feed.Room).
 	end, read atomic.Int64
+	// fetching is set once a fetching consumer of the process has read
+	// the partition (the router with tracing on, whose consumers fetch):
+	// from then on Room counts read as it does a local consumer's.
+	fetching atomic.Bool
 }
 
 // Track makes the feed keep the order of topic, which has partitions
@@ -140,13 +144,17 @@ const FeedMaxBacklog = 4096
 // given to Produce and not acknowledged yet (expressed ones aside), or
 // acknowledged and not handed out by the partition's local consumer. A
 // producer that can wait (the gateway, before it writes a client's
-// PUBLISH: TCP then holds the client back) waits for room, so that a client publishing faster than
-// the router routes is slowed to the router's pace instead of growing a
-// backlog that the log's size bound would cut. True for a topic not
-// tracked, and until the partition's local consumer has started.
+// PUBLISH: TCP then holds the client back) waits for room, so that a
+// client publishing faster than the router routes is slowed to the
+// router's pace instead of growing a backlog that the log's size bound
+// would cut. True for a topic not
+// tracked, and until the partition's local consumer has started (or a
+// fetching consumer has read it). With several consumers of the
+// partition in the process, read is the furthest one's.
 func (f *Feed) Room(topic string, p int32) bool {
 	po := f.partOrder(topic, p)
-	return po == nil || !po.known.Load() || po.pending.Load()+po.end.Load()-po.read.Load() < FeedMaxBacklog
+	return po == nil || !(po.known.Load() || po.fetching.Load()) ||
+		po.pending.Load()+po.end.Load()-po.read.Load() < FeedMaxBacklog
 }
 
 // written notes that the process's record at offset of partition p of
@@ -162,6 +170,16 @@ func (f *Feed) written(topic string, p int32, offset int64) {
 func (f *Feed) handedOut(topic string, p int32, next int64) {
 	if po := f.partOrder(topic, p); po != nil {
 		raise(&po.read, next-1)
+	}
+}
+
+// fetchedUpTo notes that a fetching consumer of the process has read
+// partition p of topic up to next (consumeLoop): with tracing on the
+// router fetches, and Room follows it as it follows a local consumer.
+func (f *Feed) fetchedUpTo(topic string, p int32, next int64) {
+	if po := f.partOrder(topic, p); po != nil {
+		raise(&po.read, next-1)
+		po.fetching.Store(true)
 	}
 }
 

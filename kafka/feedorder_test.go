@@ -184,3 +184,54 @@ func TestFeedRoom(t *testing.T) {
 	}
 	waitFor(t, ctx, "room once the consumer took them", func() bool { return c.Room(topic, part) })
 }
+
+// TestFeedRoomFetching: with a fetching consumer of the partition (the
+// router with tracing on: its consumers fetch), room follows what it has
+// fetched as it follows a local consumer's hand-outs.
+func TestFeedRoomFetching(t *testing.T) {
+	e := startEmbedded(t, t.TempDir())
+	c := newTestClient(t, e, Config{})
+	const topic, part = TopicMessages, int32(1)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	c.TrackOrder(topic)
+	recs := func(n int) []*Record {
+		rs := make([]*Record, n)
+		for i := range rs {
+			rs[i] = &Record{Topic: topic, Partition: part, Key: []byte("k"), Value: []byte("v")}
+		}
+		return rs
+	}
+	release, first := make(chan struct{}), make(chan struct{})
+	errc := make(chan error, 1)
+	go func() {
+		once := true
+		errc <- c.Consume(ctx, ConsumeConfig{Topic: topic, Partitions: []int32{part}}, // Local false: it fetches
+			func(context.Context, Batch) error {
+				if once {
+					once = false
+					close(first)
+					<-release
+				}
+				return nil
+			})
+	}()
+	if err := c.ProduceSync(ctx, recs(1)...); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-first:
+	case err := <-errc:
+		t.Fatalf("consumer stopped: %v", err)
+	case <-ctx.Done():
+		t.Fatal("nothing consumed")
+	}
+	if err := c.ProduceSync(ctx, recs(FeedMaxBacklog)...); err != nil {
+		t.Fatal(err)
+	}
+	if c.Room(topic, part) {
+		t.Fatalf("room with %d records written and not fetched", FeedMaxBacklog)
+	}
+	close(release)
+	waitFor(t, ctx, "room once the consumer fetched the backlog", func() bool { return c.Room(topic, part) })
+}

@@ -153,7 +153,7 @@ const FeedMaxBacklog = 4096
 // partition in the process, read is the furthest one's.
 func (f *Feed) Room(topic string, p int32) bool {
 	po := f.partOrder(topic, p)
-	return po == nil || !(po.known.Load() || po.fetching.Load()) ||
+	return po == nil || !po.known.Load() && !po.fetching.Load() ||
 		po.pending.Load()+po.end.Load()-po.read.Load() < FeedMaxBacklog
 }
 

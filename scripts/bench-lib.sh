@@ -1,6 +1,7 @@
 # shellcheck shell=bash
-# Sourced by the benchmark scripts (bench-compare.sh, restart-memory.sh):
-# what both need to run brokers on loopback ports.
+# Sourced by the benchmark scripts (bench-compare.sh, restart-memory.sh,
+# steady-memory.sh): what they need to build what they measure and to run
+# brokers on loopback ports.
 #
 # free_port prints a loopback port nothing uses, below the ephemeral range:
 # a load generator's closed client sockets linger in TIME_WAIT on ephemeral
@@ -33,4 +34,19 @@ stop_pid() {
   done
   kill -KILL "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
+}
+
+# build_tools builds, into directory dir, the shoal binary to measure
+# (unless SHOAL_BIN names one) and the load generator, and sets shoal and
+# bench to their paths. Run from the repository's root.
+build_tools() {
+  local dir=$1
+  shoal=${SHOAL_BIN:-}
+  if [ -z "$shoal" ]; then
+    shoal=$dir/shoal
+    go build -o "$shoal" ./cmd/shoal
+  fi
+  # shellcheck disable=SC2034 # bench is the sourcing script's
+  bench=$dir/shoal-bench
+  go build -o "$bench" ./bench/cmd/shoal-bench
 }

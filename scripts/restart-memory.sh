@@ -38,19 +38,13 @@ fill_max=${FILL_MAX:-120}
 idle=${IDLE:-30}
 restarts=${RESTARTS:-1}
 tmp=$(mktemp -d /tmp/shoal-restart-memory.XXXXXX)
-shoal=${SHOAL_BIN:-}
-if [ -z "$shoal" ]; then
-  shoal=$tmp/shoal
-  go build -o "$shoal" ./cmd/shoal
-fi
-bench=$tmp/shoal-bench
-go build -o "$bench" ./bench/cmd/shoal-bench
+# shellcheck source=scripts/bench-lib.sh
+. "$root/scripts/bench-lib.sh" # build_tools, free_port, stop_pid
+build_tools "$tmp"          # shoal, bench
 
 log() { echo "restart-memory: $*" >&2; }
 
 broker_pid="" gen_pid=""
-# shellcheck source=scripts/bench-lib.sh
-. "$root/scripts/bench-lib.sh" # free_port, stop_pid
 cleanup() {
   stop_pid "$gen_pid"
   stop_pid "$broker_pid"

@@ -98,49 +98,35 @@ func TestFeedSettled(t *testing.T) {
 	}
 }
 
-// TestFeedRoom: a tracked partition has room until FeedMaxBacklog records
-// of the process's clients are on their way: written (expressed ones too)
-// and not handed out by its local consumer, or given to Produce and not
-// acknowledged; it has room again once the consumer has taken them. A partition without a started consumer, and a topic not
-// tracked, always have room.
-func TestFeedRoom(t *testing.T) {
-	e := startEmbedded(t, t.TempDir())
-	c := newTestClient(t, e, Config{})
-	const topic, part = TopicMessages, int32(1)
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	c.TrackOrder(topic)
-	recs := func(n int, hdrs ...Header) []*Record {
-		rs := make([]*Record, n)
-		for i := range rs {
-			rs[i] = &Record{Topic: topic, Partition: part, Key: []byte("k"), Value: []byte("v"), Headers: hdrs}
-		}
-		return rs
+// roomRecs returns n records for partition part of shoal.messages, with
+// hdrs.
+func roomRecs(part int32, n int, hdrs ...Header) []*Record {
+	rs := make([]*Record, n)
+	for i := range rs {
+		rs[i] = &Record{Topic: TopicMessages, Partition: part, Key: []byte("k"), Value: []byte("v"), Headers: hdrs}
 	}
-	if err := c.ProduceSync(ctx, recs(FeedMaxBacklog)...); err != nil {
-		t.Fatal(err)
-	}
-	if !c.Room(topic, part) {
-		t.Fatal("no room before a local consumer started")
-	}
+	return rs
+}
 
-	// A consumer whose handler holds its first batch until release.
+// holdFirstBatch runs a consumer of cfg on c whose handler holds its first
+// batch until release is closed, calls write (records for it to read), and
+// returns once that batch is being held. The consumer stops with ctx.
+func holdFirstBatch(t *testing.T, ctx context.Context, c *Client, cfg ConsumeConfig, write func()) (release chan struct{}) {
+	t.Helper()
 	release, first := make(chan struct{}), make(chan struct{})
-	handed := make(chan int, 100)
 	errc := make(chan error, 1)
 	go func() {
 		once := true
-		errc <- c.Consume(ctx, ConsumeConfig{Topic: topic, Partitions: []int32{part}, Local: true},
-			func(_ context.Context, bt Batch) error {
-				handed <- len(bt.Records)
-				if once {
-					once = false
-					close(first)
-					<-release
-				}
-				return nil
-			})
+		errc <- c.Consume(ctx, cfg, func(context.Context, Batch) error {
+			if once {
+				once = false
+				close(first)
+				<-release
+			}
+			return nil
+		})
 	}()
+	write()
 	select {
 	case <-first:
 	case err := <-errc:
@@ -148,18 +134,43 @@ func TestFeedRoom(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("nothing consumed")
 	}
+	return release
+}
+
+// TestFeedRoom: a tracked partition has room until FeedMaxBacklog records
+// of the process's clients are on their way: written (expressed ones too)
+// and not handed out by its local consumer, or given to Produce and not
+// acknowledged; it has room again once the consumer has taken them. A
+// partition without a started consumer, and a topic not tracked, always
+// have room.
+func TestFeedRoom(t *testing.T) {
+	e := startEmbedded(t, t.TempDir())
+	c := newTestClient(t, e, Config{})
+	const topic, part = TopicMessages, int32(1)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	c.TrackOrder(topic)
+	if err := c.ProduceSync(ctx, roomRecs(part, FeedMaxBacklog)...); err != nil {
+		t.Fatal(err)
+	}
+	if !c.Room(topic, part) {
+		t.Fatal("no room before a local consumer started")
+	}
+
+	// A consumer whose handler holds its first batch until release.
+	release := holdFirstBatch(t, ctx, c, ConsumeConfig{Topic: topic, Partitions: []int32{part}, Local: true}, func() {})
 	// The catch-up handed out what was written before: room.
 	waitFor(t, ctx, "room once the catch-up is handed out", func() bool { return c.Room(topic, part) })
 
 	// Written while the handler holds: FeedMaxBacklog of them, half
 	// expressed, leave no room.
-	if err := c.ProduceSync(ctx, recs(FeedMaxBacklog/2)...); err != nil {
+	if err := c.ProduceSync(ctx, roomRecs(part, FeedMaxBacklog/2)...); err != nil {
 		t.Fatal(err)
 	}
 	if !c.Room(topic, part) {
 		t.Fatal("no room with half the backlog")
 	}
-	if err := c.ProduceSync(ctx, recs(FeedMaxBacklog/2, Header{Key: HeaderExpress, Value: ExpressMark})...); err != nil {
+	if err := c.ProduceSync(ctx, roomRecs(part, FeedMaxBacklog/2, Header{Key: HeaderExpress, Value: ExpressMark})...); err != nil {
 		t.Fatal(err)
 	}
 	if c.Room(topic, part) {
@@ -173,7 +184,7 @@ func TestFeedRoom(t *testing.T) {
 
 	// Records given to Produce and not acknowledged count as well.
 	lingering := newTestClient(t, e, Config{ClientID: "lingering", Linger: time.Minute})
-	for _, r := range recs(FeedMaxBacklog) {
+	for _, r := range roomRecs(part, FeedMaxBacklog) {
 		lingering.Produce(ctx, r, nil)
 	}
 	if c.Room(topic, part) {
@@ -195,38 +206,12 @@ func TestFeedRoomFetching(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	c.TrackOrder(topic)
-	recs := func(n int) []*Record {
-		rs := make([]*Record, n)
-		for i := range rs {
-			rs[i] = &Record{Topic: topic, Partition: part, Key: []byte("k"), Value: []byte("v")}
+	release := holdFirstBatch(t, ctx, c, ConsumeConfig{Topic: topic, Partitions: []int32{part}}, func() { // Local false: it fetches
+		if err := c.ProduceSync(ctx, roomRecs(part, 1)...); err != nil {
+			t.Error(err)
 		}
-		return rs
-	}
-	release, first := make(chan struct{}), make(chan struct{})
-	errc := make(chan error, 1)
-	go func() {
-		once := true
-		errc <- c.Consume(ctx, ConsumeConfig{Topic: topic, Partitions: []int32{part}}, // Local false: it fetches
-			func(context.Context, Batch) error {
-				if once {
-					once = false
-					close(first)
-					<-release
-				}
-				return nil
-			})
-	}()
-	if err := c.ProduceSync(ctx, recs(1)...); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-first:
-	case err := <-errc:
-		t.Fatalf("consumer stopped: %v", err)
-	case <-ctx.Done():
-		t.Fatal("nothing consumed")
-	}
-	if err := c.ProduceSync(ctx, recs(FeedMaxBacklog)...); err != nil {
+	})
+	if err := c.ProduceSync(ctx, roomRecs(part, FeedMaxBacklog)...); err != nil {
 		t.Fatal(err)
 	}
 	if c.Room(topic, part) {

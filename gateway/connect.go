@@ -121,6 +121,8 @@ func (c *conn) readConnect(cp *packet.Connect) bool {
 		return false
 	}
 	c.version = cp.Version
+	// A new client may subscribe next: readers yield for a while (order.go).
+	g.order.stir(g.clock().UnixNano())
 	return true
 }
 

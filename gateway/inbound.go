@@ -24,8 +24,9 @@ func (c *conn) handlePublish(h packet.FixedHeader, body []byte) error {
 	g := c.g
 	// Subscription changes read before this publish go to the log first
 	// (order.go). A reader just woken lets the readers woken with it run
-	// first: they may hold packets that arrived before this one.
-	if c.woke {
+	// first while subscriptions move: they may hold a SUBSCRIBE that
+	// arrived before this one.
+	if c.woke && g.order.moving(g.clock().UnixNano()) {
 		runtime.Gosched()
 	}
 	order := g.order.mark()

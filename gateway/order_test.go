@@ -102,3 +102,39 @@ func TestReadOrderTickets(t *testing.T) {
 	o.begin()
 	o.wait(m)
 }
+
+// TestReadOrderMovesWithSubscriptions: readers yield only while
+// subscriptions move (order.go): for readOrderWindow after a CONNECT or a
+// SUBSCRIBE the gateway read, not before the first nor once it passed.
+func TestReadOrderMovesWithSubscriptions(t *testing.T) {
+	fl := newFakeLog()
+	g, _, clock, _ := loggedGateway(t, fl, nil)
+	moving := func() bool { return g.order.moving(g.clock().UnixNano()) }
+	if moving() {
+		t.Fatal("moving before any CONNECT")
+	}
+	c, _ := connectAs(t, g, "t-sub", 0)
+	if !moving() {
+		t.Fatal("not moving just after a CONNECT")
+	}
+	clock.advance(readOrderWindow + time.Millisecond)
+	if moving() {
+		t.Fatal("still moving a window after the CONNECT")
+	}
+	write(t, c, &packet.Subscribe{PacketID: 1, Filters: []packet.Subscription{{Filter: []byte("a"), QoS: 0}}})
+	fl.waitProduced(t, 2) // the subscription change and the session's record
+	for i := range 2 {
+		fl.complete(i, nil)
+	}
+	if !moving() {
+		t.Fatal("not moving just after a SUBSCRIBE")
+	}
+	clock.advance(readOrderWindow - 10*time.Millisecond)
+	if !moving() {
+		t.Fatal("not moving within the window")
+	}
+	clock.advance(20 * time.Millisecond)
+	if moving() {
+		t.Fatal("still moving a window after the SUBSCRIBE")
+	}
+}

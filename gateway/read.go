@@ -236,6 +236,7 @@ func (c *conn) handle(h packet.FixedHeader, body []byte) error {
 	case packet.SUBSCRIBE, packet.UNSUBSCRIBE:
 		// Publishes read after this, on any connection, wait until its
 		// records are with the producer (order.go).
+		c.g.order.stir(c.g.clock().UnixNano())
 		tk := c.g.order.begin()
 		defer c.g.order.end(tk)
 		if c.g.subscribeRead != nil {

@@ -131,13 +131,16 @@ func raise(v *atomic.Int64, offset int64) {
 
 // FeedMaxBacklog bounds, per partition of the tracked topic, the process's
 // records on their way to its local consumer (Room), above which Room is
-// false. 4,096 records are a few hundred KiB to a
-// few MiB, far below any size bound of the log, so no record is deleted
-// before the consumer has read it, and well within a subscription's inbox
-// (feedMaxInbox), so none is read back from the log; and they are polls
-// large enough for the router to amortise its writes (a flood measured
-// the same deliveries per second with 32,768).
-const FeedMaxBacklog = 4096
+// false. 1,024 records are a few hundred KiB, far below any size bound of
+// the log, so no record is deleted before the consumer has read it, and
+// well within a subscription's inbox (feedMaxInbox), so none is read back
+// from the log; and they are polls large enough for the router to
+// amortise its writes. Measured under floods and saturating pairs
+// (bench/README.md, stage 8): against 4,096, half the RSS and 10-20 %
+// less CPU for the same or more deliveries per second (records held in
+// the pipeline cost the collector's work and make the router no faster);
+// at 512 the pipeline runs dry (a fifth fewer deliveries per second).
+const FeedMaxBacklog = 1024
 
 // Room reports whether fewer than FeedMaxBacklog records of the process's
 // clients to partition p of topic, the tracked topic, are on their way:

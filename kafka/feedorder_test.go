@@ -137,6 +137,19 @@ func holdFirstBatch(t *testing.T, ctx context.Context, c *Client, cfg ConsumeCon
 	return release
 }
 
+// roomClient starts an embedded broker and a client of it that tracks
+// shoal.messages (the room tests' partition is 1), with a context that
+// ends with the test or after testTimeout.
+func roomClient(t *testing.T) (*Embedded, *Client, context.Context) {
+	t.Helper()
+	e := startEmbedded(t, t.TempDir())
+	c := newTestClient(t, e, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	t.Cleanup(cancel)
+	c.TrackOrder(TopicMessages)
+	return e, c, ctx
+}
+
 // TestFeedRoom: a tracked partition has room until FeedMaxBacklog records
 // of the process's clients are on their way: written (expressed ones too)
 // and not handed out by its local consumer, or given to Produce and not
@@ -144,12 +157,8 @@ func holdFirstBatch(t *testing.T, ctx context.Context, c *Client, cfg ConsumeCon
 // partition without a started consumer, and a topic not tracked, always
 // have room.
 func TestFeedRoom(t *testing.T) {
-	e := startEmbedded(t, t.TempDir())
-	c := newTestClient(t, e, Config{})
+	e, c, ctx := roomClient(t)
 	const topic, part = TopicMessages, int32(1)
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	c.TrackOrder(topic)
 	if err := c.ProduceSync(ctx, roomRecs(part, FeedMaxBacklog)...); err != nil {
 		t.Fatal(err)
 	}
@@ -200,12 +209,8 @@ func TestFeedRoom(t *testing.T) {
 // router with tracing on: its consumers fetch), room follows what it has
 // fetched as it follows a local consumer's hand-outs.
 func TestFeedRoomFetching(t *testing.T) {
-	e := startEmbedded(t, t.TempDir())
-	c := newTestClient(t, e, Config{})
+	_, c, ctx := roomClient(t)
 	const topic, part = TopicMessages, int32(1)
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	c.TrackOrder(topic)
 	release := holdFirstBatch(t, ctx, c, ConsumeConfig{Topic: topic, Partitions: []int32{part}}, func() { // Local false: it fetches
 		if err := c.ProduceSync(ctx, roomRecs(part, 1)...); err != nil {
 			t.Error(err)

@@ -164,12 +164,18 @@ func (c *conn) useFlow() {
 // dropIdleFlow drops the flow state when nothing is in it: nothing to
 // write, no message in flight or queued, no acknowledgement pending, no
 // flush under way. The packet identifiers and send order start again,
-// which nothing in flight can tell. Holds c.mu.
+// which nothing in flight can tell. The non-blocking writer goes with it
+// (its raw connection and iovecs, 56 bytes in two objects of the size
+// classes the socket's own addresses fill, where they kept spans of a
+// wave's garbage alive): the next writer makes it again. No writer is
+// under way (flushing), and the next one sets flushing under c.mu before
+// it looks. Holds c.mu.
 func (c *conn) dropIdleFlow() {
 	f := c.flow
 	if f != nil && !c.flushing && f.out.len() == 0 && len(f.early) == 0 && len(f.acks) == 0 &&
 		len(f.inflight) == 0 && len(f.queue) == 0 && len(f.pendingInboxAcks) == 0 {
 		c.flow = nil
+		c.nonBlocking, c.nonBlockingKnown = nil, false
 	}
 }
 

@@ -347,11 +347,13 @@ func (g *Gateway) askSession(ctx context.Context, c *conn, req *eventspb.Connect
 	g.mu.Unlock()
 	env := c.envelope(c.g.clock())
 	env.Event = &eventspb.Envelope_Connect{Connect: req}
-	rec := kafka.NewRecord(g.topics.Sessions.Name, c.clientRecordKey, kafka.PartitionByKey, env)
+	rec := g.recs.Get()
+	rec.Fill(g.topics.Sessions.Name, c.clientRecordKey, kafka.PartitionByKey, env)
 	tctx, cancel := context.WithTimeout(ctx, g.cfg.SessionTimeout)
 	defer cancel()
 	err := g.produceSync(tctx, rec)
 	if err == nil {
+		g.recs.Put(rec) // written: nothing refers to it any more
 		select {
 		case r := <-ch:
 			return r, nil // the slot consumer removed the waiter

@@ -121,7 +121,7 @@ type Gateway struct {
 	}
 	slotDec slotDecoder      // slot consumer only (or a hand-off, under handoff.mu)
 	handoff handoff          // the router's hand-off in shoal all (handoff.go)
-	recs    kafka.RecordPool // records of publishes, back when produced
+	recs    kafka.RecordPool // records of publishes and Connects, back when produced
 	scratch sync.Pool        // *publishScratch
 
 	leaser SlotLeaser   // nil: the slot is Config.Slot, not leased

@@ -122,11 +122,16 @@ func qosDeliveryBatch(client string, connection uint64, topic, payload string, q
 }
 
 // hasFlow reports whether c carries its flow state, and how many
-// messages it has in flight.
-func hasFlow(c *conn) (bool, int) {
+// messages it has in flight. A connection without its flow state holds no
+// non-blocking writer either (dropIdleFlow): it fails t otherwise.
+func hasFlow(t *testing.T, c *conn) (bool, int) {
+	t.Helper()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.flow == nil {
+		if c.nonBlocking != nil || c.nonBlockingKnown {
+			t.Error("a connection without its flow state kept its non-blocking writer")
+		}
 		return false, 0
 	}
 	return true, len(c.inflight)
@@ -138,7 +143,7 @@ func hasFlow(c *conn) (bool, int) {
 func TestParkDropsIdleFlow(t *testing.T) {
 	fl, g, nc, rd := parkedClient(t, parkFast)
 	c := connOf(t, g, "t-1")
-	if has, _ := hasFlow(c); has {
+	if has, _ := hasFlow(t, c); has {
 		t.Fatal("an idle connection parked with its flow state")
 	}
 	fl.slot <- qosDeliveryBatch("t-1", c.id, "q/1", "one", 1)
@@ -152,12 +157,12 @@ func TestParkDropsIdleFlow(t *testing.T) {
 		t.Fatal("want PINGRESP")
 	}
 	waitParks(t, g, 2, 1)
-	if has, n := hasFlow(c); !has || n != 1 {
+	if has, n := hasFlow(t, c); !has || n != 1 {
 		t.Fatalf("parked with flow %v and %d in flight, want the unacknowledged message kept", has, n)
 	}
 	write(t, nc, &packet.Ack{Kind: packet.PUBACK, PacketID: p.PacketID})
 	waitParks(t, g, 3, 1)
-	if has, _ := hasFlow(c); has {
+	if has, _ := hasFlow(t, c); has {
 		t.Fatal("parked with its flow state after the PUBACK")
 	}
 	fl.slot <- qosDeliveryBatch("t-1", c.id, "q/2", "two", 1)
@@ -346,7 +351,7 @@ func TestParkQuickAfterIdleWake(t *testing.T) {
 	if d := time.Since(at); d > idle/2 {
 		t.Fatalf("parked again %v after answering a ping, want at once", d)
 	}
-	if has, _ := hasFlow(c); has {
+	if has, _ := hasFlow(t, c); has {
 		t.Fatal("a ping to a parked connection made its flow state: PINGRESP is written straight")
 	}
 
@@ -405,7 +410,7 @@ func TestParkedReceiverKeepsFlow(t *testing.T) {
 			defer c.mu.Unlock()
 			return !c.flushing
 		})
-		if has, _ := hasFlow(c); !has {
+		if has, _ := hasFlow(t, c); !has {
 			t.Fatalf("delivery %d: the parked receiver dropped its flow state after the flush", i)
 		}
 	}
@@ -415,7 +420,7 @@ func TestParkedReceiverKeepsFlow(t *testing.T) {
 	}
 	waitParks(t, g, 2, 1)
 	eventually(t, "the flow state to go at the next park", func() bool {
-		has, _ := hasFlow(c)
+		has, _ := hasFlow(t, c)
 		return !has
 	})
 }

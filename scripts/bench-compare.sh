@@ -27,7 +27,9 @@
 #              (--pprof, /debug/pprof/profile): <scenario>-shoal-r<N>.pprof
 #              and its top functions in <scenario>-shoal-r<N>.top.txt; for
 #              the connection scenarios, over the first CONNECT_PROFILE
-#              seconds (default 2) of the connects
+#              seconds (default 2) of the connects; and the runtime's memory
+#              classes at the end of each run (/debug/memory):
+#              <scenario>-shoal-r<N>.memory.txt
 #
 # Each broker is fresh for each run: Mosquitto with its own configuration
 # (persistence off, queue limits high enough not to drop), Shoal as `shoal
@@ -206,7 +208,7 @@ run_one() { # scenario label round
     failures=$((failures + 1))
     return 0
   fi
-  local prof_pid=""
+  local prof_pid="" mem_pid=""
   if [ "${PROFILE:-0}" = 1 ] && [ "$label" = shoal ]; then
     # The measured window starts after the generator's set-up (a few
     # seconds at most) and the warm-up: profile from then on. The
@@ -221,6 +223,12 @@ run_one() { # scenario label round
     (sleep "$prof_after" && curl -sf -o "$out/$name-shoal-r$round.pprof" \
       "http://127.0.0.1:$shoal_http/debug/pprof/profile?seconds=$prof_secs") &
     prof_pid=$!
+    # The runtime's memory classes near the end of the measured window
+    # (of the hold, for the connection scenarios: its connections open).
+    local mem_at=$((prof_after + prof_secs))
+    case $name in connections*) mem_at=$((prof_after + ${warmup%s} + ${duration%s} - 1)) ;; esac
+    (sleep "$mem_at" && curl -sf -o "$out/$name-shoal-r$round.memory.txt" "http://127.0.0.1:$shoal_http/debug/memory") &
+    mem_pid=$!
   fi
   local rss_base=()
   case $name in *-after-load)
@@ -240,6 +248,7 @@ run_one() { # scenario label round
     -out "$out/$name-$label-r$round.json" || rc=$?
   if [ -n "$prof_pid" ]; then
     wait "$prof_pid" 2>/dev/null || log "no profile for $name round $round"
+    wait "$mem_pid" 2>/dev/null || log "no memory classes for $name round $round"
     [ ! -s "$out/$name-shoal-r$round.pprof" ] ||
       go tool pprof -top -nodecount=40 "$shoal" "$out/$name-shoal-r$round.pprof" >"$out/$name-shoal-r$round.top.txt" 2>/dev/null || true
   fi

@@ -1,7 +1,9 @@
 // Package broker assembles `shoal all`: the embedded backbone (an
 // in-process Kafka and a Pebble view store) or an external Kafka, and the
 // gateway, router and session roles over it, with the HTTP endpoints
-// /metrics, /healthz and /readyz. It wires; the roles implement.
+// /metrics, /healthz and /readyz (and, with pprof on, Go's profiles and
+// the runtime's memory classes under /debug/). It wires; the roles
+// implement.
 //
 // Files: broker.go (roles, readiness, Run, Reload on SIGHUP), backbone.go
 // (the Kafka clients, topics and view store the roles stand on, and the

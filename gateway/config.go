@@ -92,6 +92,10 @@ type Config struct {
 	// poller watches the socket instead, until a byte arrives (Linux; see
 	// ARCHITECTURE.md). 0 keeps a reader goroutine per connection.
 	ParkIdle time.Duration `yaml:"park_idle"`
+	// parkQuiet is how long a connection that has sent nothing since its
+	// CONNECT waits before it parks (connectParkIdle by default; never
+	// longer than ParkIdle). Tests set it; it has no key.
+	parkQuiet time.Duration
 	// SysInterval is the period of the $SYS/broker topics; 0 disables them.
 	SysInterval time.Duration `yaml:"sys_interval"`
 	// ExposeMessageID adds the user property MessageIDProperty to every

@@ -299,13 +299,15 @@ func (g *Gateway) serve(ctx context.Context, lc *listener.Conn) {
 	if g.live.closed() {
 		c.shutdown() // accepted as the gateway began to stop: closeAll missed it
 	}
-	c.serveReads(ctx)
+	c.serveReads(ctx, true)
 }
 
 // serveReads reads packets until the connection ends, then finishes it,
-// or until the connection parks (park.go), leaving it to the poller.
-func (c *conn) serveReads(ctx context.Context) {
-	e, parked := c.readLoop()
+// or until the connection parks (park.go), leaving it to the poller. fresh
+// says the connection has just been accepted: it parks sooner while the
+// client says nothing (readLoop).
+func (c *conn) serveReads(ctx context.Context, fresh bool) {
+	e, parked := c.readLoop(fresh)
 	if parked {
 		return
 	}

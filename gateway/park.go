@@ -104,7 +104,7 @@ func (c *conn) park() bool {
 // closed.
 func (c *conn) resume() {
 	c.wake()
-	c.serveReads(c.g.park.ctx)
+	c.serveReads(c.g.park.ctx, false)
 }
 
 // wake starts a reader's turn after a park.
@@ -174,7 +174,7 @@ func (c *conn) quickServe(ctx context.Context, buf []byte) {
 	}
 	c.nonblock = false
 	c.rd.Release() // keeps a partial packet, in a buffer of its own
-	go c.serveReads(ctx)
+	go c.serveReads(ctx, false)
 }
 
 // replyNow writes b, a reply the reader owes (PINGRESP), straight to the

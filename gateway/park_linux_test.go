@@ -435,7 +435,9 @@ func TestBusyConnectionNotParkedOrExpired(t *testing.T) {
 	// park_idle 1 s, keep alive 1 s (expired after 1.5 s without a packet):
 	// both deadlines pass under the loop, twice or more, with room for a
 	// loaded machine's pauses between pings.
-	g := startGateway(t, fl, func(c *Config) { c.ParkIdle = time.Second })
+	// (parkQuiet as long: the first ping may come late on a loaded
+	// machine, and a connection that said nothing parks after parkQuiet.)
+	g := startGateway(t, fl, func(c *Config) { c.ParkIdle, c.parkQuiet = time.Second, time.Second })
 	nc, rd := connectAs(t, g, "t-1", 1)
 	parks := g.Parks()
 	start := time.Now()
@@ -450,4 +452,61 @@ func TestBusyConnectionNotParkedOrExpired(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	waitParks(t, g, parks+1, 1)
+}
+
+// TestQuietFreshConnectionParksSoon: a connection that says nothing after
+// its CONNACK parks after parkQuiet (connectParkIdle by default), not
+// park_idle, so a wave of connects does not hold a reader goroutine per
+// connection for park_idle; one whose client spoke first (a PINGREQ sent
+// with its CONNECT) waits park_idle like any reader. A quiet one that
+// speaks once parked is answered and kept by a reader for park_idle
+// (resume).
+func TestQuietFreshConnectionParksSoon(t *testing.T) {
+	const parkIdle = time.Hour
+	g := startGateway(t, newFakeLog(), func(c *Config) { c.ParkIdle = parkIdle })
+	if got := g.parkQuiet(); got != connectParkIdle {
+		t.Fatalf("parkQuiet %v, want connectParkIdle (%v)", got, connectParkIdle)
+	}
+	start := time.Now()
+	quiet, quietRd := connectAs(t, g, "t-quiet", 0)
+	waitParks(t, g, 1, 1)
+	if d := time.Since(start); d > parkIdle/2 {
+		t.Fatalf("the quiet connection parked after %v", d)
+	}
+
+	// CONNECT and PINGREQ in one write: the first packet after the
+	// handshake is already buffered when the reader starts.
+	talker, err := net.Dial("tcp", g.Addr("mqtt").String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = talker.Close() })
+	both := (&packet.Connect{Version: packet.V5, ClientID: []byte("t-talker"), CleanStart: true}).Append(nil, packet.V5)
+	both = (&packet.Pingreq{}).Append(both, packet.V5)
+	if _, err := talker.Write(both); err != nil {
+		t.Fatal(err)
+	}
+	rd := packet.NewReader(talker, 256)
+	if _, ok := read(t, talker, rd, 5*time.Second).(*packet.Connack); !ok {
+		t.Fatal("want CONNACK")
+	}
+	if _, ok := read(t, talker, rd, 5*time.Second).(*packet.Pingresp); !ok {
+		t.Fatal("want PINGRESP")
+	}
+	time.Sleep(5 * connectParkIdle)
+	if n := g.Parked(); n != 1 {
+		t.Fatalf("%d connections parked %v after a client that spoke, want 1 (only the quiet one)", n, 5*connectParkIdle)
+	}
+
+	// The quiet one speaks: woken within park_idle of its last packet, it
+	// gets a reader of its own, which keeps it.
+	write(t, quiet, &packet.Pingreq{})
+	if _, ok := read(t, quiet, quietRd, 5*time.Second).(*packet.Pingresp); !ok {
+		t.Fatal("want PINGRESP from the parked connection")
+	}
+	eventually(t, "the woken connection to leave the poller", func() bool { return g.Parked() == 0 })
+	time.Sleep(5 * connectParkIdle)
+	if n := g.Parked(); n != 0 {
+		t.Fatalf("%d connections parked after the quiet one spoke, want 0 (park_idle is an hour)", n)
+	}
 }

@@ -129,7 +129,9 @@ mosquitto_passwd -c -b "$passwd" bench-user bench-pass >/dev/null 2>&1 ||
 chmod 0644 "$passwd"
 broker_pid=""
 # shellcheck source=scripts/bench-lib.sh
-. "$root/scripts/bench-lib.sh" # free_port, stop_pid
+. "$root/scripts/bench-lib.sh" # free_port, stop_pid, install_copy
+install_copy "$shoal" "$tmp/shoal" # measured as an installed binary (bench-lib.sh)
+shoal=$tmp/shoal
 stop_broker() {
   stop_pid "$broker_pid" 10
   broker_pid=""

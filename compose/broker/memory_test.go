@@ -86,3 +86,63 @@ func TestBurstWatch(t *testing.T) {
 		t.Fatalf("releases at %v, want a second one at second %d", releases, second-1)
 	}
 }
+
+// TestIdleWatch: a quiet broker (under idleRate messages and idleConnects
+// new connections a second for idleQuiet seconds) releases memory when its
+// heap holds more than the slack over its live objects, at most once every
+// idleEvery seconds; a busy one, or a quiet one without garbage, does not.
+func TestIdleWatch(t *testing.T) {
+	const live = 40 << 20
+	var w idleWatch
+	var releases []int
+	second := 0
+	var messages, total int64
+	feed := func(n int, rate, connects int64, objects uint64) {
+		for range n {
+			second++
+			messages += rate
+			total += connects
+			if w.tick(messages, total, objects, live) {
+				releases = append(releases, second)
+			}
+		}
+	}
+	garbage := uint64(live + live/8)
+	feed(30, idleRate, 0, garbage) // busy: the runtime's business
+	feed(30, 0, idleConnects, garbage)
+	if len(releases) != 0 {
+		t.Fatalf("releases at %v while busy", releases)
+	}
+	feed(idleQuiet-1, idleRate-1, idleConnects-1, garbage)
+	if len(releases) != 0 {
+		t.Fatalf("releases at %v before %d quiet seconds", releases, idleQuiet)
+	}
+	feed(1, 0, 0, garbage)
+	if len(releases) != 1 || releases[0] != second {
+		t.Fatalf("releases at %v, want one at second %d", releases, second)
+	}
+	feed(idleEvery-1, 0, 0, garbage)
+	if len(releases) != 1 {
+		t.Fatalf("releases at %v: more than one in %d s", releases, idleEvery)
+	}
+	feed(1, 0, 0, live+live/32) // under the slack (a sixteenth)
+	if len(releases) != 1 {
+		t.Fatalf("releases at %v with %d bytes of garbage", releases, live/32)
+	}
+	feed(1, 0, 0, garbage)
+	if len(releases) != 2 || releases[1] != second {
+		t.Fatalf("releases at %v, want a second one at second %d", releases, second)
+	}
+	w.released() // a wave's release counts: the next quiet one waits idleEvery
+	feed(idleEvery-1, 0, 0, garbage)
+	if len(releases) != 2 {
+		t.Fatalf("releases at %v within %d s of another release", releases, idleEvery)
+	}
+	// A small heap: the slack is at least idleSlackMin.
+	var small idleWatch
+	for i := range 2 * idleQuiet {
+		if small.tick(0, 0, 4<<20+idleSlackMin-1, 4<<20) {
+			t.Fatalf("a release at second %d with less than idleSlackMin of garbage", i+1)
+		}
+	}
+}

@@ -13,7 +13,9 @@ import (
 // A reader goroutine blocked in Read holds its stack (4–8 KiB once the
 // handshake has grown it) and its read buffer for as long as the client
 // says nothing, which for an idle MQTT client is most of the time. A TCP
-// connection that has sent nothing for Config.ParkIdle is parked instead:
+// connection that has sent nothing for Config.ParkIdle (a new one that
+// has said nothing since its CONNECT: connectParkIdle, read.go) is parked
+// instead:
 // its reader gives back the read buffer (a partial packet stays buffered),
 // its decode state and its idle flow state, hands the socket to the
 // gateway's poller and ends. The poller (park_linux.go) watches every

@@ -170,8 +170,9 @@ func (c *conn) readLoop(fresh bool) (e ending, parked bool) {
 // connects (a fleet reconnecting) every reader of a new connection lived
 // for ParkIdle after its handshake: at 8,000 connects/s that was 8,000
 // readers at once, 3.8 MB of descriptors kept for good (380 bytes per
-// idle connection) and 64 MB of stacks while the wave lasted. Parked after
-// 100 ms of silence instead, a wave holds a tenth of them. A client that
+// idle connection), and their stacks while the wave lasted (a fresh
+// broker's RSS peaked at 174 MiB in a wave of 10,000; 86 MiB now). Parked
+// after 100 ms of silence instead, a wave holds a tenth of them. A client that
 // speaks after that (a SUBSCRIBE across a slow link) is woken by the
 // poller and gets a reader of its own again (resume): one park and wake
 // more in its life.

@@ -98,6 +98,9 @@ func (c *conn) finish(ctx context.Context, clean bool, reason packet.ReasonCode,
 	// Report the end only after the connection's own writes (subscription
 	// changes above all) are in the log, so that the session service's
 	// removals come after them in every partition.
+	if g.background != nil {
+		g.background.SendBackground() // its express publishes, held back
+	}
 	waited := make(chan struct{})
 	go func() { c.writing.Wait(); close(waited) }()
 	select {

@@ -113,6 +113,16 @@ type Config struct {
 	// linger makes them few, at the price of that much latency (see
 	// bench/README.md). 0 sends every record at once.
 	ProduceLinger time.Duration `yaml:"produce_linger"`
+	// ExpressLinger is how long the records of the express path of
+	// `shoal all` (a QoS 0 publish routed before it was written, and the
+	// deliveries made with it) may wait in the process to share a Kafka
+	// request. They are the log's copy of what happened already, so
+	// nobody waits for them, and every request costs the embedded log a
+	// round of work. Any other record of the gateway's producer (a QoS 1
+	// publish, a subscription) sends them first, so they keep their
+	// order; a crash loses at most this long of them, as it loses QoS 0
+	// messages. 0 sends them as every other record.
+	ExpressLinger time.Duration `yaml:"express_linger"`
 	// Heartbeat is the period of the GatewayHeartbeat written to each
 	// partition of shoal.sessions; the session service ends the
 	// connections of a gateway silent for session.gateway_timeout.
@@ -147,6 +157,10 @@ func (t TLS) Files() listener.TLSFiles {
 	}
 }
 
+// DefaultExpressLinger is Config.ExpressLinger's default (bench/README.md,
+// issue 19 stage 11).
+const DefaultExpressLinger = 5 * time.Millisecond
+
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{
@@ -167,6 +181,7 @@ func DefaultConfig() Config {
 		SysInterval:       10 * time.Second,
 		Heartbeat:         time.Second,
 		ProduceLinger:     time.Millisecond,
+		ExpressLinger:     DefaultExpressLinger,
 		SlotLease:         15 * time.Second,
 		TLS:               TLS{Identity: listener.IdentityCN},
 	}
@@ -230,6 +245,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ProduceLinger < 0 || c.ProduceLinger > time.Second {
 		bad("produce_linger", "must be between 0 and 1s")
+	}
+	if c.ExpressLinger < 0 || c.ExpressLinger > time.Second {
+		bad("express_linger", "must be between 0 and 1s")
 	}
 	return errors.Join(errs...)
 }

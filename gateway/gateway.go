@@ -29,6 +29,15 @@ type Log interface {
 	Catalogue() kafka.Catalogue
 }
 
+// backgroundLog is a Log that can hold records nobody waits for back, to
+// share requests (*kafka.Client: Config.BackgroundLinger).
+type backgroundLog interface {
+	ProduceBackground(r *kafka.Record, done func(*kafka.Record, error))
+	// SendBackground sends the held records now: the caller is about to
+	// wait for them.
+	SendBackground()
+}
+
 // Producer is the part of Log that writes.
 type Producer interface {
 	Produce(ctx context.Context, r *kafka.Record, done func(*kafka.Record, error))
@@ -103,6 +112,10 @@ type Gateway struct {
 		Room(topic string, p int32) bool
 	}
 	roomGates []roomGate // one per partition of shoal.messages, with room
+	// background writes the express path's publish records, which nobody
+	// waits for, when eventLog can hold them back to share requests
+	// (kafka.Client.ProduceBackground); nil: eventLog.Produce.
+	background backgroundLog
 	// sessionLog writes the records for shoal.sessions when splitLog
 	// (SetSessionLog, before Run); otherwise eventLog writes every record.
 	sessionLog Producer
@@ -245,6 +258,9 @@ func New(cfg Config, eventLog Log, log *slog.Logger, clock func() time.Time, ver
 	g.met, _ = newGatewayMetrics(g.tel) // noop instruments: no error
 	if r, ok := eventLog.(interface{ Room(string, int32) bool }); ok {
 		g.room, g.roomGates = r, make([]roomGate, g.msgParts)
+	}
+	if b, ok := eventLog.(backgroundLog); ok {
+		g.background = b
 	}
 	// Connection ids must not repeat across restarts of this gateway: the
 	// log still names connections of the previous run (routes, kicks).

@@ -400,8 +400,9 @@ func TestConfigValidateNamesKeys(t *testing.T) {
 	c := DefaultConfig()
 	c.ReceiveMaximum = 0
 	c.MaxPacketSize = 1
+	c.ExpressLinger = -time.Millisecond
 	err := c.Validate()
-	for _, key := range []string{"gateway.receive_maximum", "gateway.max_packet_size"} {
+	for _, key := range []string{"gateway.receive_maximum", "gateway.max_packet_size", "gateway.express_linger"} {
 		if err == nil || !strings.Contains(err.Error(), key) {
 			t.Errorf("Validate() = %v, want %s named", err, key)
 		}

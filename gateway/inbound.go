@@ -84,15 +84,21 @@ func (c *conn) handlePublish(h packet.FixedHeader, body []byte) error {
 		}
 		// Routed before it is produced when the router of the process
 		// can (handoff.go); then it is the record of what was routed.
+		expressed := false
 		if g.express != nil && !p.Retain && span == nil {
 			// Its subscribers' writes are this goroutine's (help).
 			g.writes.willHelp()
-			if g.express.Express(rec) {
+			if expressed = g.express.Express(rec); expressed {
 				rec.AddHeader(kafka.HeaderExpress, kafka.ExpressMark)
 			}
 			g.writes.help()
 		}
 		c.writing.Add(1)
+		if expressed && g.background != nil {
+			// Routed: its record is the log's copy, which nobody waits for.
+			g.background.ProduceBackground(rec, c.qos0Done)
+			return nil
+		}
 		g.eventLog.Produce(context.Background(), rec, c.qos0Done)
 		return nil
 	}

@@ -110,6 +110,11 @@ type Config struct {
 	// their consumers with ConsumeConfig.Local (the local delivery path,
 	// feed.go). Nil: none.
 	Feed *Feed
+	// BackgroundLinger is how long a record given to ProduceBackground
+	// may wait in the client for others before it goes to franz-go (and
+	// then Linger as any other): records nobody waits for share fewer,
+	// larger requests (background.go). 0 (the default): none wait.
+	BackgroundLinger time.Duration
 	// AdoptPartitions makes the catalogue's partition counts those of new
 	// topics only: NewClient gives each catalogue topic that exists the
 	// count it has, which EnsureTopics then checks against, and
@@ -137,6 +142,9 @@ func (c Config) Validate() error {
 	}
 	if c.Linger < 0 {
 		errs = append(errs, fmt.Errorf("kafka.linger: must be ≥ 0, is %s", c.Linger))
+	}
+	if c.BackgroundLinger < 0 {
+		errs = append(errs, fmt.Errorf("kafka.background_linger: must be ≥ 0, is %s", c.BackgroundLinger))
 	}
 	if c.MaxBufferedRecords < 0 {
 		errs = append(errs, fmt.Errorf("kafka.max_buffered_records: must be ≥ 0, is %d", c.MaxBufferedRecords))
@@ -351,6 +359,8 @@ type Client struct {
 	inflight atomic.Int64
 	// tracing: records carry spans (Config.Telemetry.Tracing).
 	tracing bool
+	// bg holds ProduceBackground's records (background.go).
+	bg background
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -399,6 +409,7 @@ func NewClient(ctx context.Context, cfg Config, log *slog.Logger) (*Client, erro
 		c.common = append(c.common, kgo.DialTLSConfig(cfg.TLS.Clone()))
 	}
 	c.tracing = cfg.Telemetry.Tracing
+	c.initBackground(cfg.BackgroundLinger)
 	if cfg.SASL != nil {
 		c.common = append(c.common, kgo.SASL(saslMechanism(*cfg.SASL)))
 	}
@@ -572,6 +583,7 @@ func (c *Client) acquire(ctx context.Context) error {
 // and refuses the record when already done; once accepted, a record is not
 // cancelled (see Client.Close).
 func (c *Client) Produce(ctx context.Context, r *Record, done func(*Record, error)) {
+	c.SendBackground()
 	st := r.st
 	if st == nil {
 		st = new(produceState)
@@ -763,6 +775,7 @@ func (c *Client) ProduceAll(ctx context.Context, rs ...*Record) (*Pending, error
 			return nil, err
 		}
 	}
+	c.SendBackground()
 	p, _ := pendings.Get().(*Pending)
 	if p == nil {
 		p = &Pending{}
@@ -797,6 +810,7 @@ func (c *Client) ProduceAll(ctx context.Context, rs ...*Record) (*Pending, error
 // Flush sends the buffered records at once and waits until all records
 // accepted so far are done, or ctx is.
 func (c *Client) Flush(ctx context.Context) error {
+	c.SendBackground()
 	if err := c.cl.Flush(ctx); err != nil {
 		return fmt.Errorf("flush: %w", err)
 	}
@@ -809,6 +823,7 @@ func (c *Client) Flush(ctx context.Context) error {
 // their own contexts, not on Close. Close is idempotent.
 func (c *Client) Close() {
 	c.closeOnce.Do(func() {
+		c.closeBackground()
 		c.met.close()
 		close(c.closed)
 		c.cl.Close()

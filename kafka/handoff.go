@@ -31,3 +31,11 @@ func ParseHandoffMark(v []byte) (run uint64, kind byte, ok bool) {
 	}
 	return binary.BigEndian.Uint64(v), v[8], true
 }
+
+// HandedOffEarly reports whether r carries a HandoffEarly mark: the
+// gateway delivered it when it was handed over, so nobody waits for it to
+// be written.
+func (r *Record) HandedOffEarly() bool {
+	_, kind, ok := ParseHandoffMark(r.Header(HeaderHandoff))
+	return ok && kind == HandoffEarly
+}

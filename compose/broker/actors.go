@@ -85,6 +85,13 @@ func (b *Broker) actors(ctx context.Context, bb *backbone) (*group, error) {
 			if err := bb.client.Flush(fctx); err != nil {
 				b.log.Warn("flush kafka at shutdown", "err", err)
 			}
+			// The gateway's own producer holds the express path's
+			// records back (gateway.express_linger): they go now.
+			if bb.gwClient != bb.client {
+				if err := bb.gwClient.Flush(fctx); err != nil {
+					b.log.Warn("flush the gateway's kafka producer at shutdown", "err", err)
+				}
+			}
 			cancel()
 			cancelBack()
 		})

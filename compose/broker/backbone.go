@@ -226,6 +226,10 @@ func (b *Broker) openKafka(ctx context.Context, bb *backbone) error {
 	if b.roles&RoleGateway != 0 && b.roles != RoleGateway && cfg.Gateway.ProduceLinger > 0 {
 		gcfg := kcfg
 		gcfg.ClientID, gcfg.Linger = "shoal-gateway", cfg.Gateway.ProduceLinger
+		// The express path's records wait longer (gateway.express_linger):
+		// it produces through this client (broker.go), and only in a
+		// process with every role on the embedded backbone.
+		gcfg.BackgroundLinger = cfg.Gateway.ExpressLinger
 		gw, err := kafka.NewClient(ctx, gcfg, b.log)
 		if err != nil {
 			return fmt.Errorf("kafka client of the gateway: %w", err)

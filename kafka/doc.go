@@ -63,7 +63,9 @@
 // room, because franz-go
 // cancels a whole partition's buffered records when the first one's context
 // ends. Linger is 0 by default: under load, batches form while earlier
-// requests are in flight.
+// requests are in flight. ProduceBackground is Produce for records nobody
+// waits for: with Config.BackgroundLinger they wait in the client to share
+// requests, and any other produce call sends them first (background.go).
 //
 // While a broker is down, records wait in the buffer and are retried; once
 // it is back they are written exactly once, in order (the idempotent

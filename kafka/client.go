@@ -823,9 +823,12 @@ func (c *Client) Flush(ctx context.Context) error {
 // their own contexts, not on Close. Close is idempotent.
 func (c *Client) Close() {
 	c.closeOnce.Do(func() {
-		c.closeBackground()
 		c.met.close()
 		close(c.closed)
+		// The held records go to franz-go (or fail, when the buffer
+		// has no room: nothing waits for room once closed), which fails
+		// what is not acknowledged below.
+		c.closeBackground()
 		c.cl.Close()
 		// franz-go has failed everything it held; its promise goroutine
 		// may still be running the callbacks.

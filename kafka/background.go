@@ -66,16 +66,7 @@ func (c *Client) ProduceBackground(r *Record, done func(*Record, error)) {
 		c.Produce(context.Background(), r, done)
 		return
 	}
-	st := r.st
-	if st == nil {
-		st = new(produceState)
-		r.st = st
-	}
-	st.load(r)
-	if c.tracing {
-		st.traceParent(r)
-	}
-	st.pc = produceCtx{c: c, r: r, done: done}
+	st := c.recordState(r, done)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {

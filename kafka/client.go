@@ -584,6 +584,12 @@ func (c *Client) acquire(ctx context.Context) error {
 // cancelled (see Client.Close).
 func (c *Client) Produce(ctx context.Context, r *Record, done func(*Record, error)) {
 	c.SendBackground()
+	c.produce(ctx, c.recordState(r, done))
+}
+
+// recordState loads r into its own produceState for Produce and
+// ProduceBackground, with done as its callback.
+func (c *Client) recordState(r *Record, done func(*Record, error)) *produceState {
 	st := r.st
 	if st == nil {
 		st = new(produceState)
@@ -594,7 +600,7 @@ func (c *Client) Produce(ctx context.Context, r *Record, done func(*Record, erro
 		st.traceParent(r)
 	}
 	st.pc = produceCtx{c: c, r: r, done: done}
-	c.produce(ctx, st)
+	return st
 }
 
 // produce hands st to franz-go. A refused record goes through franz-go too

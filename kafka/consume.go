@@ -75,12 +75,14 @@ type ConsumeConfig struct {
 	Local bool
 	// SkipHandedOff: with Local, a record the process's gateway was handed
 	// and delivered (HeaderHandoff, HandoffEarly) is handed out without
-	// its key and value, which the consumer skips anyway; one read from
-	// the log comes whole.
+	// its key and value, and with its HeaderHandoff alone of its headers
+	// (shared with the records before it that carry the same mark: the
+	// consumer must not write a record's headers), which is all the
+	// consumer reads of it; one read from the log comes whole.
 	SkipHandedOff bool
 	// SkipExpressed: with Local, a record the process's router routed
 	// before it was produced (HeaderExpress) is handed out without its key
-	// and value, as with SkipHandedOff.
+	// and value, with its HeaderExpress alone, as with SkipHandedOff.
 	SkipExpressed bool
 }
 

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"sync"
@@ -336,5 +337,54 @@ func TestLocalConsumeSkipsHandedOff(t *testing.T) {
 	}
 	if run, kind, ok := ParseHandoffMark(late[:]); !ok || run != 7 || kind != HandoffLate {
 		t.Errorf("ParseHandoffMark(late) = %d, %d, %v", run, kind, ok)
+	}
+}
+
+// TestFeedSubSkippedRecordsCopyNothing: a record its consumer skips
+// (SkipExpressed, SkipHandedOff) is handed out with no key or value and
+// its mark alone of its headers, one copy of the mark shared by the
+// records that carry the same: at a steady rate adding one allocates
+// nothing.
+func TestFeedSubSkippedRecordsCopyNothing(t *testing.T) {
+	s := newFeedSub()
+	s.skipExpress, s.skipEarly = true, true
+	early := HandoffMark(7, HandoffEarly)
+	other := HandoffMark(8, HandoffEarly)
+	express := &kgo.Record{Key: []byte("k"), Value: []byte("v"), Headers: []kgo.RecordHeader{
+		{Key: HeaderType, Value: []byte("publish")}, {Key: HeaderExpress, Value: ExpressMark},
+	}}
+	handed := func(mark []byte) *kgo.Record {
+		return &kgo.Record{Value: []byte("d"), Headers: []kgo.RecordHeader{
+			{Key: HeaderType, Value: []byte("delivery")}, {Key: HeaderHandoff, Value: mark},
+		}}
+	}
+	now := time.Now()
+	for _, kr := range []*kgo.Record{express, express, handed(early[:]), handed(early[:]), handed(other[:])} {
+		if !s.add(kr) {
+			t.Fatal("add refused")
+		}
+	}
+	got := s.take(nil, now)
+	if len(got) != 5 {
+		t.Fatalf("took %d records, want 5", len(got))
+	}
+	for i, r := range got {
+		if r.Key != nil || r.Value != nil || len(r.Headers) != 1 || cap(r.Headers) != 1 {
+			t.Fatalf("record %d: key %q, value %q, headers %v (cap %d): want the mark alone", i, r.Key, r.Value, r.Headers, cap(r.Headers))
+		}
+	}
+	if !got[0].Expressed() || !bytes.Equal(got[2].Header(HeaderHandoff), early[:]) || !bytes.Equal(got[4].Header(HeaderHandoff), other[:]) {
+		t.Fatalf("marks: %v, %v, %v", got[0].Headers, got[2].Headers, got[4].Headers)
+	}
+	if &got[0].Headers[0] != &got[1].Headers[0] || &got[2].Headers[0] != &got[3].Headers[0] || &got[3].Headers[0] == &got[4].Headers[0] {
+		t.Error("records with the same mark do not share it, or records with different marks do")
+	}
+	kr := handed(other[:])
+	dst := make([]Record, 0, 4)
+	if n := testing.AllocsPerRun(100, func() {
+		s.add(kr)
+		dst = s.take(dst[:0], now)
+	}); n != 0 {
+		t.Errorf("adding a skipped record allocates %.1f times", n)
 	}
 }

@@ -38,10 +38,13 @@ import (
 // hold for a publish to go the express way: beyond it the broker is busy,
 // and publishes go through the log, where the router takes them a poll at
 // a time (measured: saturating QoS 0 pairs, every message expressed, had a
-// quarter fewer deliveries per CPU-second than through the log). At 10,000
-// msg/s it holds about 30 (a publish and its delivery for a millisecond
-// and a half each). Which way a publish goes never changes its order
-// (Settled).
+// quarter fewer deliveries per CPU-second than through the log). The
+// records the producer holds back (gateway.express_linger,
+// kafka.Client.ProduceBackground) do not count until they go to franz-go:
+// at 10,000 msg/s that is about 100 every 5 ms, for the half millisecond
+// their request takes, so the bound is reached at about 25,000 msg/s
+// (bench/README.md, issue 19 stage 11). Which way a publish goes never
+// changes its order (Settled).
 const expressMaxInFlight = 256
 
 // EnableExpress makes the router take QoS 0 publishes of its process's

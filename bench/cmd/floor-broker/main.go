@@ -55,6 +55,9 @@ func (c *conn) write(b []byte) {
 
 var errMalformed = errors.New("malformed packet")
 
+// maxPacket bounds a packet's body: larger ones end the connection.
+const maxPacket = 1 << 20
+
 // serve reads nc's packets until it ends.
 func (b *broker) serve(nc net.Conn) {
 	c := &conn{nc: nc}
@@ -118,7 +121,7 @@ func (b *broker) subscribe(c *conn, body []byte, v5 bool) ([]byte, error) {
 	p := 2
 	if v5 { // properties: skipped
 		n, k := binary.Uvarint(body[p:])
-		if k <= 0 {
+		if k <= 0 || n > uint64(len(body)-p-k) {
 			return nil, errMalformed
 		}
 		ack = append(ack, 0)
@@ -184,6 +187,9 @@ func readPacket(r *bufio.Reader, buf []byte) (pkt, body []byte, err error) {
 			break
 		}
 		mul *= 128
+	}
+	if n > maxPacket {
+		return nil, nil, errMalformed
 	}
 	hl := len(pkt)
 	pkt = append(pkt, make([]byte, n)...)

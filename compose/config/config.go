@@ -481,7 +481,7 @@ func Load(name string, args []string, lookupEnv func(string) (string, bool), out
 		dec.KnownFields(true)
 		f := fileShape{Config: c, TLS: c.Gateway.TLS}
 		if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
-			return c, fmt.Errorf("config %s: %w", file, err)
+			return c, fmt.Errorf("config %s: %w", file, fileErrors(b, err))
 		}
 		c = f.Config
 		c.Gateway.TLS = f.TLS

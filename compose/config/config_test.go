@@ -70,6 +70,35 @@ func TestLoadNamesBadKeys(t *testing.T) {
 	}
 }
 
+// TestLoadNamesMistypedKeys checks that a value of the wrong type in the
+// file is refused with its key's dotted path and what the key takes, not
+// only a line and a Go type.
+func TestLoadNamesMistypedKeys(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		yaml string
+		want []string // all in the error
+	}{
+		{"gateway:\n  express_linger: fast\n", []string{`gateway.express_linger (line 2): "fast" is not a duration`, "500ms"}},
+		{"gateway:\n  session_timeout: 12\n", []string{"gateway.session_timeout (line 2)", "12s is 12 seconds"}},
+		{"kafka:\n  partitions: many\n", []string{`kafka.partitions (line 2): "many" is not a whole number`}},
+		{"gateway:\n  max_packet_size: [1]\n", []string{"gateway.max_packet_size (line 2): a list is not a whole number"}},
+		{"log_level: info\ngateway:\n  mqtt_lisen: x\n  connect_timeout: soon\n", []string{
+			"gateway.mqtt_lisen (line 3): unknown key", `gateway.connect_timeout (line 4): "soon" is not a duration`}},
+	} {
+		file := filepath.Join(dir, "bad.yaml")
+		if err := os.WriteFile(file, []byte(tc.yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Load("shoal", []string{"--config", file}, env(nil), io.Discard)
+		for _, w := range tc.want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("%q: err = %v, want it to say %q", tc.yaml, err, w)
+			}
+		}
+	}
+}
+
 func TestLoadSwitches(t *testing.T) {
 	c, err := Load("shoal", []string{"--pprof", "true"}, env(map[string]string{"SHOAL_DATA_SYNC": "1"}), io.Discard)
 	if err != nil {

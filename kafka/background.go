@@ -25,11 +25,12 @@ import (
 // Only records given concurrently, in no order, may be written either way,
 // as before.
 
-// backgroundMaxHeld is the most records the client holds back: at that
+// BackgroundMaxHeld is the most records the client holds back: at that
 // many they go to franz-go at once, so a busy client's background records
 // reach franz-go, and count in InFlight, about as soon as they did without
-// a linger.
-const backgroundMaxHeld = 512
+// a linger. A caller that reads InFlight as a backlog (the router's
+// express gate) allows for one such batch in flight.
+const BackgroundMaxHeld = 512
 
 // background is a client's held records.
 type background struct {
@@ -76,7 +77,7 @@ func (c *Client) ProduceBackground(r *Record, done func(*Record, error)) {
 	b.queue = append(b.queue, st)
 	b.held.Store(int32(len(b.queue)))
 	switch {
-	case len(b.queue) >= backgroundMaxHeld:
+	case len(b.queue) >= BackgroundMaxHeld:
 		c.sendHeld()
 	case !b.armed:
 		b.armed = true

@@ -125,7 +125,7 @@ func TestProduceBackgroundKeepsOrder(t *testing.T) {
 }
 
 // TestProduceBackgroundLingerAndCap: held records go by themselves after
-// the linger, and at once when backgroundMaxHeld of them are held.
+// the linger, and at once when BackgroundMaxHeld of them are held.
 func TestProduceBackgroundLingerAndCap(t *testing.T) {
 	e := startEmbedded(t, t.TempDir())
 	short := newTestClient(t, e, Config{ClientID: "short", BackgroundLinger: 20 * time.Millisecond})
@@ -138,17 +138,17 @@ func TestProduceBackgroundLingerAndCap(t *testing.T) {
 
 	long := newTestClient(t, e, Config{ClientID: "long", BackgroundLinger: time.Hour})
 	d = newDoneLog()
-	for i := range backgroundMaxHeld - 1 {
+	for i := range BackgroundMaxHeld - 1 {
 		long.ProduceBackground(&Record{Topic: TopicDeliveries, Partition: 0, Value: fmt.Appendf(nil, "r%d", i)}, d.done)
 	}
 	time.Sleep(50 * time.Millisecond)
 	if n := d.count(); n != 0 {
-		t.Fatalf("%d done of %d held, below the cap", n, backgroundMaxHeld-1)
+		t.Fatalf("%d done of %d held, below the cap", n, BackgroundMaxHeld-1)
 	}
 	long.ProduceBackground(&Record{Topic: TopicDeliveries, Partition: 0, Value: []byte("last")}, d.done)
-	d.waitFor(t, backgroundMaxHeld)
+	d.waitFor(t, BackgroundMaxHeld)
 	prev := int64(-1)
-	for i := range backgroundMaxHeld - 1 {
+	for i := range BackgroundMaxHeld - 1 {
 		o, _ := d.get(fmt.Sprintf("r%d", i))
 		if o.err != nil || o.offset <= prev || o.calls != 1 {
 			t.Fatalf("r%d: %+v after offset %d", i, o, prev)

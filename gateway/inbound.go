@@ -476,6 +476,11 @@ func (c *conn) rebind(ctx context.Context, subs []*eventspb.SessionSubscription)
 // partition for a filter with wildcards (ARCHITECTURE.md).
 func (c *conn) appendChange(recs []*kafka.Record, now interface{ UnixMicro() int64 }, ch *eventspb.SubscriptionChange) []*kafka.Record {
 	g := c.g
+	if ch.Op == eventspb.SubscriptionChange_OP_ADD {
+		// The router learns from it where the session's QoS 1/2 messages
+		// go before the session's presence reaches it.
+		ch.PersistentSession = c.sessionExpiry > 0
+	}
 	env := c.envelope(now)
 	env.Event = &eventspb.Envelope_SubscriptionChange{SubscriptionChange: ch}
 	key := kafka.Key(c.tenant, ch.Filter)

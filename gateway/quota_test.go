@@ -27,6 +27,8 @@ type quotaLog struct {
 	pubs    []string    // payloads, in the order written
 	pubAt   []time.Time // when each was written
 	filters []string    // the filters of SubscriptionChange ADDs
+	// persistent is each ADD's filter with its persistent_session.
+	persistent map[string]bool
 }
 
 func (l *quotaLog) Produce(_ context.Context, r *kafka.Record, done func(*kafka.Record, error)) {
@@ -39,6 +41,10 @@ func (l *quotaLog) Produce(_ context.Context, r *kafka.Record, done func(*kafka.
 			l.pubAt = append(l.pubAt, time.Now())
 		case env.GetSubscriptionChange().GetOp() == eventspb.SubscriptionChange_OP_ADD:
 			l.filters = append(l.filters, env.GetSubscriptionChange().GetFilter())
+			if l.persistent == nil {
+				l.persistent = map[string]bool{}
+			}
+			l.persistent[env.GetSubscriptionChange().GetFilter()] = env.GetSubscriptionChange().GetPersistentSession()
 		}
 		l.mu.Unlock()
 	}
@@ -275,6 +281,43 @@ func TestSubscriptionQuota(t *testing.T) {
 	}
 	if s := tenantStats(g, "t"); s.RefusedSubscriptions != 3 {
 		t.Fatalf("tenant t: %+v, want 3 subscriptions refused", s)
+	}
+}
+
+// TestSubscriptionSaysPersistentSession: an ADD tells the router whether
+// the client's session outlives its connection (a session expiry above 0),
+// which the router needs before the session's presence reaches it.
+func TestSubscriptionSaysPersistentSession(t *testing.T) {
+	g, ql := startQuotaGateway(t, quota.Config{})
+	clean, crd, _ := connectCode(t, g, packet.V5, "t-clean")
+	if got := subscribeCodes(t, clean, crd, packet.V5, 1, "clean/#"); !bytes.Equal(got, []byte{1}) {
+		t.Fatalf("SUBACK %x, want 01", got)
+	}
+	nc, err := net.Dial("tcp", g.Addr("mqtt").String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = nc.Close() })
+	rd := packet.NewReader(nc, 256)
+	cp := &packet.Connect{Version: packet.V5, ClientID: []byte("t-kept"), CleanStart: true}
+	cp.Props.SessionExpiry = 3600
+	cp.Props.Set(packet.PropSessionExpiry)
+	if _, err := nc.Write(cp.Append(nil, packet.V5)); err != nil {
+		t.Fatal(err)
+	}
+	if p := read(t, nc, rd, 5*time.Second); p.Type() != packet.CONNACK {
+		t.Fatalf("got %v, want CONNACK", p.Type())
+	}
+	if got := subscribeCodes(t, nc, rd, packet.V5, 1, "kept/#"); !bytes.Equal(got, []byte{1}) {
+		t.Fatalf("SUBACK %x, want 01", got)
+	}
+	ql.mu.Lock()
+	defer ql.mu.Unlock()
+	if p, ok := ql.persistent["kept/#"]; !ok || !p {
+		t.Errorf("ADD of a session with an expiry: persistent_session %v (written %v), want true", p, ok)
+	}
+	if p, ok := ql.persistent["clean/#"]; !ok || p {
+		t.Errorf("ADD of a session without an expiry: persistent_session %v (written %v), want false", p, ok)
 	}
 }
 

@@ -58,7 +58,11 @@
 //     client has subscriptions in the shard, recomputed from the stored
 //     entries after a restart) and its presence; a presence of the same
 //     generation wins because it may say the connection ended. A client
-//     known only from its subscriptions is online. The QoS 1/2 targets of
+//     known only from its subscriptions is online, and its session
+//     persistent if the newest of them said so
+//     (SubscriptionChange.persistent_session), so that a QoS 1/2 message
+//     to a persistent session goes through its inbox even before the
+//     session's presence (another topic) reaches the router. The QoS 1/2 targets of
 //     a persistent session, online or not, go to its inbox (InboxAppend on
 //     shoal.sessions); other offline targets are dropped, and so are
 //     offline members of a shared subscription group (the next online

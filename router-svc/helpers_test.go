@@ -51,6 +51,12 @@ func rap() changeOpt {
 func gen(g uint64) changeOpt { return func(c *eventspb.SubscriptionChange) { c.Route.Generation = g } }
 func slot(s int32) changeOpt { return func(c *eventspb.SubscriptionChange) { c.Route.Slot = s } }
 
+// persistentSession marks an ADD as one of a session that outlives its
+// connection (SubscriptionChange.persistent_session).
+func persistentSession() changeOpt {
+	return func(c *eventspb.SubscriptionChange) { c.PersistentSession = true }
+}
+
 func change(op eventspb.SubscriptionChange_Op, tenant, client, filter string, opts ...changeOpt) *eventspb.Envelope {
 	ch := &eventspb.SubscriptionChange{
 		Op:      op,

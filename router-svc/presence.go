@@ -148,8 +148,10 @@ func (p *Presence) resolve(tenant string, c *client) (route, bool) {
 	return r, online
 }
 
-// resolveFull is resolve that also reports whether an offline client's
-// session is persistent (its messages go to its inbox).
+// resolveFull is resolve that also reports whether the client's session
+// is persistent (its QoS 1/2 messages go through its inbox, online or
+// not): the presence's word, or, before the presence of the route's
+// generation has arrived, the subscription change's.
 func (p *Presence) resolveFull(tenant string, c *client) (route, bool, bool) {
 	e := c.presence
 	if e == nil || e.deleted {
@@ -161,5 +163,5 @@ func (p *Presence) resolveFull(tenant string, c *client) (route, bool, bool) {
 	if e != nil && e.st.route.gen >= c.learned.gen {
 		return e.st.route, e.st.online, e.st.persistent
 	}
-	return c.learned, true, false
+	return c.learned, true, c.learnedPersistent
 }

@@ -102,7 +102,12 @@ type filterKey struct {
 type client struct {
 	id      string
 	learned route
-	subs    map[filterKey]*sub
+	// learnedPersistent is what the ADD that gave learned said of the
+	// session (SubscriptionChange.persistent_session): the presence's
+	// answer until the presence of that generation arrives. Not stored:
+	// a restarted router reads the presence before it routes.
+	learnedPersistent bool
+	subs              map[filterKey]*sub
 
 	// The client's entry in the Presence, cached: nil when it had none
 	// while the Presence had seen presenceInserts entries.
@@ -352,9 +357,13 @@ func (s *Shard) change(env *eventspb.Envelope, ch *eventspb.SubscriptionChange, 
 			return fmt.Errorf("%w: subscription filter: %w", ErrMalformed, err)
 		}
 		t := s.tenant(env.Tenant)
-		sb, existed, stale := t.upsert(env.ClientId, ch.ShareGroup, ch.Filter, ch.Options, routeOf(ch.Route))
+		r := routeOf(ch.Route)
+		sb, existed, stale := t.upsert(env.ClientId, ch.ShareGroup, ch.Filter, ch.Options, r)
 		if stale {
 			return nil
+		}
+		if c := sb.client; c.learned.gen == r.gen {
+			c.learnedPersistent = ch.GetPersistentSession()
 		}
 		out.Mutations.putSubscription(SubscriptionMutation{Subscription: Subscription{
 			SubscriptionKey: SubscriptionKey{Tenant: t.name, Client: sb.client.id, ShareGroup: sb.share, Filter: sb.filter},

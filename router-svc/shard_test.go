@@ -258,6 +258,29 @@ func TestShard(t *testing.T) {
 			{rec: pub("", "p", "s"), want: []dlv{I(1, "", "s", T("c1", 2, false))}},
 			{rec: pub("", "p", "s"), want: []dlv{I(1, "", "s", T("c1", 2, false))}},
 		}},
+		// A persistent session whose presence has not reached the router
+		// yet (shoal.presence is another topic): its subscription says
+		// the session is persistent, so its QoS 1/2 messages already go
+		// through its inbox, not straight to the connection, where a
+		// disconnect before the PUBACK would lose them. A later presence
+		// of the same generation decides, as before.
+		{"PersistentSessionBeforeItsPresence", []step{
+			{rec: add("", "c1", "a", persistentSession())},
+			{rec: add("", "c2", "a")},
+			{rec: pub("", "p", "a"), want: []dlv{
+				D(1, "", "a", T("c2", 2, false)),
+				I(1, "", "a", T("c1", 2, false)),
+			}},
+			{before: online("", "c1", 1, conn("c1"), 1, true), rec: pub("", "p", "a"), want: []dlv{
+				D(1, "", "a", T("c1", 2, false), T("c2", 2, false)),
+			}},
+			// A newer connection's subscription, again before its presence.
+			{rec: add("", "c1", "a", persistentSession(), gen(2))},
+			{rec: pub("", "p", "a"), want: []dlv{
+				D(1, "", "a", T("c2", 2, false)),
+				I(1, "", "a", T("c1", 2, false)),
+			}},
+		}},
 		{"OneDeliveryPerSlot", []step{
 			{rec: add("", "c1", "a")},
 			{rec: add("", "c2", "#", slot(1))},

@@ -1004,9 +1004,14 @@ type SubscriptionChange struct {
 	Route *Route `protobuf:"bytes,5,opt,name=route,proto3" json:"route,omitempty"`
 	// An ADD that moves a resumed session's subscription to its new
 	// connection: the route changes, no retained messages are sent.
-	Resume        bool `protobuf:"varint,6,opt,name=resume,proto3" json:"resume,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Resume bool `protobuf:"varint,6,opt,name=resume,proto3" json:"resume,omitempty"`
+	// On an ADD: the client's session outlives its connection (a session
+	// expiry above 0). The router sends the QoS 1/2 messages of such a
+	// session through its inbox; this tells it so before the session's
+	// presence (shoal.presence, another topic) has reached it.
+	PersistentSession bool `protobuf:"varint,7,opt,name=persistent_session,json=persistentSession,proto3" json:"persistent_session,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *SubscriptionChange) Reset() {
@@ -1077,6 +1082,13 @@ func (x *SubscriptionChange) GetRoute() *Route {
 func (x *SubscriptionChange) GetResume() bool {
 	if x != nil {
 		return x.Resume
+	}
+	return false
+}
+
+func (x *SubscriptionChange) GetPersistentSession() bool {
+	if x != nil {
+		return x.PersistentSession
 	}
 	return false
 }
@@ -2792,7 +2804,7 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"\bno_local\x18\x02 \x01(\bR\anoLocal\x12.\n" +
 	"\x13retain_as_published\x18\x03 \x01(\bR\x11retainAsPublished\x12'\n" +
 	"\x0fretain_handling\x18\x04 \x01(\rR\x0eretainHandling\x12'\n" +
-	"\x0fsubscription_id\x18\x05 \x01(\rR\x0esubscriptionId\"\xbe\x02\n" +
+	"\x0fsubscription_id\x18\x05 \x01(\rR\x0esubscriptionId\"\xed\x02\n" +
 	"\x12SubscriptionChange\x12/\n" +
 	"\x02op\x18\x01 \x01(\x0e2\x1f.shoal.v1.SubscriptionChange.OpR\x02op\x12\x16\n" +
 	"\x06filter\x18\x02 \x01(\tR\x06filter\x12\x1f\n" +
@@ -2800,7 +2812,8 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"shareGroup\x127\n" +
 	"\aoptions\x18\x04 \x01(\v2\x1d.shoal.v1.SubscriptionOptionsR\aoptions\x12%\n" +
 	"\x05route\x18\x05 \x01(\v2\x0f.shoal.v1.RouteR\x05route\x12\x16\n" +
-	"\x06resume\x18\x06 \x01(\bR\x06resume\"F\n" +
+	"\x06resume\x18\x06 \x01(\bR\x06resume\x12-\n" +
+	"\x12persistent_session\x18\a \x01(\bR\x11persistentSession\"F\n" +
 	"\x02Op\x12\x12\n" +
 	"\x0eOP_UNSPECIFIED\x10\x00\x12\n" +
 	"\n" +

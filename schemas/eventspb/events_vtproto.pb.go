@@ -357,6 +357,7 @@ func (m *SubscriptionChange) CloneVT() *SubscriptionChange {
 	r.Options = m.Options.CloneVT()
 	r.Route = m.Route.CloneVT()
 	r.Resume = m.Resume
+	r.PersistentSession = m.PersistentSession
 	if len(m.unknownFields) > 0 {
 		r.unknownFields = make([]byte, len(m.unknownFields))
 		copy(r.unknownFields, m.unknownFields)
@@ -1529,6 +1530,9 @@ func (this *SubscriptionChange) EqualVT(that *SubscriptionChange) bool {
 		return false
 	}
 	if this.Resume != that.Resume {
+		return false
+	}
+	if this.PersistentSession != that.PersistentSession {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
@@ -3055,6 +3059,16 @@ func (m *SubscriptionChange) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 	if m.unknownFields != nil {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
+	}
+	if m.PersistentSession {
+		i--
+		if m.PersistentSession {
+			dAtA[i] = 1
+		} else {
+			dAtA[i] = 0
+		}
+		i--
+		dAtA[i] = 0x38
 	}
 	if m.Resume {
 		i--
@@ -4943,6 +4957,9 @@ func (m *SubscriptionChange) SizeVT() (n int) {
 		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 	}
 	if m.Resume {
+		n += 2
+	}
+	if m.PersistentSession {
 		n += 2
 	}
 	n += len(m.unknownFields)
@@ -7562,6 +7579,26 @@ func (m *SubscriptionChange) UnmarshalVT(dAtA []byte) error {
 				}
 			}
 			m.Resume = bool(v != 0)
+		case 7:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field PersistentSession", wireType)
+			}
+			var v int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.PersistentSession = bool(v != 0)
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
@@ -12989,6 +13026,26 @@ func (m *SubscriptionChange) UnmarshalVTUnsafe(dAtA []byte) error {
 				}
 			}
 			m.Resume = bool(v != 0)
+		case 7:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field PersistentSession", wireType)
+			}
+			var v int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.PersistentSession = bool(v != 0)
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])

@@ -203,13 +203,20 @@ func runGatewayWith(t testing.TB, fl *fakeLog, setup func(*Gateway), opts ...fun
 // returns it with its CONNACK.
 func connectAck(t *testing.T, g *Gateway, id string, keepAlive uint16) (net.Conn, *packet.Reader, *packet.Connack) {
 	t.Helper()
+	return connectWith(t, g, &packet.Connect{Version: packet.V5, ClientID: []byte(id), CleanStart: true, KeepAlive: keepAlive})
+}
+
+// connectWith opens a connection that sends cp (in cp.Version) and returns
+// it with its CONNACK.
+func connectWith(t *testing.T, g *Gateway, cp *packet.Connect) (net.Conn, *packet.Reader, *packet.Connack) {
+	t.Helper()
 	nc, err := net.Dial("tcp", g.Addr("mqtt").String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = nc.Close() })
 	rd := packet.NewReader(nc, 256)
-	write(t, nc, &packet.Connect{Version: packet.V5, ClientID: []byte(id), CleanStart: true, KeepAlive: keepAlive})
+	write(t, nc, cp)
 	ca, ok := read(t, nc, rd, 5*time.Second).(*packet.Connack)
 	if !ok {
 		t.Fatal("want CONNACK")

@@ -169,17 +169,11 @@ func TestDroppedByCause(t *testing.T) {
 	fl := newFakeLog()
 	var skew atomic.Int64
 	g, r := startMeasured(t, fl, &skew, nil)
-	nc, err := net.Dial("tcp", g.Addr("mqtt").String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = nc.Close() })
-	rd := packet.NewReader(nc, 256)
 	cp := &packet.Connect{Version: packet.V5, ClientID: []byte("t-1"), CleanStart: true}
 	cp.Props.MaxPacketSize = 64
 	cp.Props.Set(packet.PropMaxPacketSize)
-	write(t, nc, cp)
-	if ca, ok := read(t, nc, rd, 5*time.Second).(*packet.Connack); !ok || ca.Code != 0 {
+	_, _, ca := connectWith(t, g, cp)
+	if ca.Code != 0 {
 		t.Fatalf("CONNACK %+v", ca)
 	}
 	c := connOf(t, g, "t-1")

@@ -22,17 +22,11 @@ func TestQoS2PersistentSessionRelease(t *testing.T) {
 		cr.Generation, cr.SessionGeneration, cr.SessionPresent = 4, 2, true
 	}
 	g := startGateway(t, fl)
-	nc, err := net.Dial("tcp", g.Addr("mqtt").String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = nc.Close() })
-	rd := packet.NewReader(nc, 256)
 	cp := &packet.Connect{Version: packet.V5, ClientID: []byte("t-p"), CleanStart: false}
 	cp.Props.SessionExpiry = 300
 	cp.Props.Set(packet.PropSessionExpiry)
-	write(t, nc, cp)
-	if ca, ok := read(t, nc, rd, 5*time.Second).(*packet.Connack); !ok || !ca.SessionPresent {
+	nc, rd, ca := connectWith(t, g, cp)
+	if !ca.SessionPresent {
 		t.Fatalf("want CONNACK with session present, got %v", ca)
 	}
 

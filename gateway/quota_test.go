@@ -293,21 +293,10 @@ func TestSubscriptionSaysPersistentSession(t *testing.T) {
 	if got := subscribeCodes(t, clean, crd, packet.V5, 1, "clean/#"); !bytes.Equal(got, []byte{1}) {
 		t.Fatalf("SUBACK %x, want 01", got)
 	}
-	nc, err := net.Dial("tcp", g.Addr("mqtt").String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = nc.Close() })
-	rd := packet.NewReader(nc, 256)
 	cp := &packet.Connect{Version: packet.V5, ClientID: []byte("t-kept"), CleanStart: true}
 	cp.Props.SessionExpiry = 3600
 	cp.Props.Set(packet.PropSessionExpiry)
-	if _, err := nc.Write(cp.Append(nil, packet.V5)); err != nil {
-		t.Fatal(err)
-	}
-	if p := read(t, nc, rd, 5*time.Second); p.Type() != packet.CONNACK {
-		t.Fatalf("got %v, want CONNACK", p.Type())
-	}
+	nc, rd, _ := connectWith(t, g, cp)
 	if got := subscribeCodes(t, nc, rd, packet.V5, 1, "kept/#"); !bytes.Equal(got, []byte{1}) {
 		t.Fatalf("SUBACK %x, want 01", got)
 	}

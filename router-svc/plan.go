@@ -70,7 +70,7 @@ func (s *Shard) publish(env *eventspb.Envelope, pub *eventspb.Publish, out *Outp
 		if sb.noLocal && sb.client.id == env.ClientId {
 			continue
 		}
-		if tg := p.target(sb.client); tg != nil {
+		if tg := p.target(sb); tg != nil {
 			p.merge(tg, sb)
 		}
 	}
@@ -102,15 +102,27 @@ type plan struct {
 	publishedUs int64
 }
 
-// target returns c's target in this publish, creating it in the delivery
-// of c's slot, or nil when c is offline. The caller holds the presence
-// lock.
-func (p *plan) target(c *client) *eventspb.Target {
+// target returns the target of sb's client in this publish, creating it
+// in the delivery of the client's slot, or nil when the client is offline
+// or sb is left from a session that has ended: its generation is older
+// than the one the client's session began with (an ADD that reached the
+// shard after the REMOVE_ALL of its session). The caller holds the
+// presence lock.
+func (p *plan) target(sb *sub) *eventspb.Target {
+	c := sb.client
 	if c.stamp == p.s.epoch {
+		if sb.route.gen < c.sessionGen {
+			return nil
+		}
 		return c.target
 	}
-	c.stamp = p.s.epoch
-	r, online, persistent := p.s.presence.resolveFull(p.t.name, c)
+	r, online, persistent, sessionGen := p.s.presence.resolveFull(p.t.name, c)
+	if sb.route.gen < sessionGen {
+		// Not stamped: a live subscription of the client resolves again
+		// (a rare case: a late ADD).
+		return nil
+	}
+	c.stamp, c.sessionGen = p.s.epoch, sessionGen
 	switch {
 	case online:
 	case persistent:
@@ -134,7 +146,7 @@ func (p *plan) online(c *client) bool {
 	if c.stamp == p.s.epoch {
 		return c.target != nil && c.target.Connection != 0
 	}
-	_, online, _ := p.s.presence.resolveFull(p.t.name, c)
+	_, online, _, _ := p.s.presence.resolveFull(p.t.name, c)
 	return online
 }
 
@@ -174,7 +186,7 @@ func (p *plan) shared(g *shareGroup) {
 			continue // offline members are skipped
 		}
 		existed := m.client.stamp == p.s.epoch && m.client.target != nil
-		if tg := p.target(m.client); tg != nil {
+		if tg := p.target(m); tg != nil {
 			p.merge(tg, m)
 			if !existed {
 				// Only this group's pick brings the message to the

@@ -37,6 +37,10 @@ type presenceState struct {
 	route      route
 	online     bool
 	persistent bool
+	// sessionGen is the generation of the connection that began the
+	// client's session (Presence.session_generation): a subscription of
+	// an older generation is left from an ended session. 0 when unknown.
+	sessionGen uint64
 }
 
 // presenceEntry is a client's presence. Its address is stable while the
@@ -72,7 +76,8 @@ func NewPresence() *Presence {
 // after online) with the connection's generation. Update copies the
 // strings it keeps, so they may alias a record buffer.
 func (p *Presence) Update(tenant, client string, pr *eventspb.Presence) {
-	st := presenceState{route: routeOf(pr.GetRoute()), online: pr.GetOnline(), persistent: pr.GetPersistent()}
+	st := presenceState{route: routeOf(pr.GetRoute()), online: pr.GetOnline(), persistent: pr.GetPersistent(),
+		sessionGen: pr.GetSessionGeneration()}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if e := p.m[clientKey{Tenant: tenant, Client: client}]; e != nil {
@@ -127,7 +132,8 @@ func (p *Presence) Lookup(tenant, client string) (*eventspb.Presence, bool) {
 	if e == nil {
 		return nil, false
 	}
-	return &eventspb.Presence{Online: st.online, Route: st.route.proto(), Persistent: st.persistent}, true
+	return &eventspb.Presence{Online: st.online, Route: st.route.proto(), Persistent: st.persistent,
+		SessionGeneration: st.sessionGen}, true
 }
 
 // Len returns the number of clients known.
@@ -144,15 +150,18 @@ func (p *Presence) Len() int {
 // caches its presence entry (c is the calling shard's). The caller holds
 // p.mu for reading.
 func (p *Presence) resolve(tenant string, c *client) (route, bool) {
-	r, online, _ := p.resolveFull(tenant, c)
+	r, online, _, _ := p.resolveFull(tenant, c)
 	return r, online
 }
 
 // resolveFull is resolve that also reports whether the client's session
 // is persistent (its QoS 1/2 messages go through its inbox, online or
 // not): the presence's word, or, before the presence of the route's
-// generation has arrived, the subscription change's.
-func (p *Presence) resolveFull(tenant string, c *client) (route, bool, bool) {
+// generation has arrived, the subscription change's; and the generation
+// the client's session began with, as far as the presence knows (0 when it
+// does not): a subscription of an older generation is left from an ended
+// session.
+func (p *Presence) resolveFull(tenant string, c *client) (r route, online, persistent bool, sessionGen uint64) {
 	e := c.presence
 	if e == nil || e.deleted {
 		if e != nil || c.presenceInserts != p.inserts {
@@ -160,8 +169,23 @@ func (p *Presence) resolveFull(tenant string, c *client) (route, bool, bool) {
 			c.presence, c.presenceInserts = e, p.inserts
 		}
 	}
-	if e != nil && e.st.route.gen >= c.learned.gen {
-		return e.st.route, e.st.online, e.st.persistent
+	if e == nil {
+		return c.learned, true, c.learnedPersistent, 0
 	}
-	return c.learned, true, c.learnedPersistent
+	if e.st.route.gen >= c.learned.gen {
+		return e.st.route, e.st.online, e.st.persistent, e.st.sessionGen
+	}
+	// An older presence still knows when the session began.
+	return c.learned, true, c.learnedPersistent, e.st.sessionGen
+}
+
+// sessionGen returns the generation the client's session began with, as
+// far as the presence knows; 0 when it does not.
+func (p *Presence) sessionGen(tenant, client string) uint64 {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if e := p.m[clientKey{Tenant: tenant, Client: client}]; e != nil {
+		return e.st.sessionGen
+	}
+	return 0
 }

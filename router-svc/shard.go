@@ -116,9 +116,10 @@ type client struct {
 
 	// Scratch of one publish: when stamp is the shard's epoch, target is
 	// the client's target in the current publish, or nil when the client
-	// is offline.
-	stamp  uint64
-	target *eventspb.Target
+	// is offline, and sessionGen the generation its session began with.
+	stamp      uint64
+	target     *eventspb.Target
+	sessionGen uint64
 }
 
 // sub is one subscription, the value stored in the trie.
@@ -356,8 +357,16 @@ func (s *Shard) change(env *eventspb.Envelope, ch *eventspb.SubscriptionChange, 
 		if err := topic.ValidateFilter(ch.Filter); err != nil {
 			return fmt.Errorf("%w: subscription filter: %w", ErrMalformed, err)
 		}
-		t := s.tenant(env.Tenant)
 		r := routeOf(ch.Route)
+		if r.gen < s.presence.sessionGen(env.Tenant, env.ClientId) {
+			// The subscription of a session that has ended: the change
+			// was written before a takeover and reached the shard after
+			// the REMOVE_ALL of its session. Kept, it would route the
+			// new session messages (and retained ones) it never asked
+			// for.
+			return nil
+		}
+		t := s.tenant(env.Tenant)
 		sb, existed, stale := t.upsert(env.ClientId, ch.ShareGroup, ch.Filter, ch.Options, r)
 		if stale {
 			return nil

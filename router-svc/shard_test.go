@@ -29,6 +29,17 @@ func online(tenant, client string, slot int32, conn, gen uint64, on bool) func(*
 	}
 }
 
+// session records c's presence with the generation its session began
+// with (Presence.session_generation).
+func session(tenant, client string, slot int32, conn, gen, began uint64, on, persistent bool) func(*routersvc.Presence, *testClock) {
+	return func(p *routersvc.Presence, _ *testClock) {
+		p.Update(tenant, client, &eventspb.Presence{
+			Online: on, Persistent: persistent, SessionGeneration: began,
+			Route: &eventspb.Route{Slot: slot, Connection: conn, Generation: gen},
+		})
+	}
+}
+
 // persistent records c's presence with a persistent session.
 func persistent(tenant, client string, slot int32, conn, gen uint64, on bool) func(*routersvc.Presence, *testClock) {
 	return func(p *routersvc.Presence, _ *testClock) {
@@ -280,6 +291,54 @@ func TestShard(t *testing.T) {
 				D(1, "", "a", T("c2", 2, false)),
 				I(1, "", "a", T("c1", 2, false)),
 			}},
+		}},
+		// An ADD written before a takeover can reach the shard after the
+		// REMOVE_ALL that ended its session (the gateway of the old
+		// connection and the session service produce separately). Its
+		// subscription is the ended session's, never the new one's: no
+		// live message, no retained one, no inbox append, no shared pick.
+		{"SubscriptionOfAnEndedSession", []step{
+			{rec: add("", "c1", "a")},
+			{rec: removeAll("", "c1", 1)},
+			// The late ADD, before the new session's presence: it routes
+			// to the old connection, which is closing anyway.
+			{rec: add("", "c1", "a")},
+			{rec: pub("", "p", "a"), want: []dlv{D(1, "", "a", T("c1", 2, false))}},
+			// The new session (generation 2, began at 2) is online.
+			{before: session("", "c1", 7, 70, 2, 2, true, false), rec: pub("", "p", "a")},
+			// Its own subscription is delivered; the old one still not.
+			{rec: add("", "c1", "b", gen(2), slot(7))},
+			{rec: pub("", "p", "a")},
+			{rec: pub("", "p", "b"), want: []dlv{D(7, "", "b", tgt{Client: "c1", Conn: 70, QoS: 2})}},
+			// Offline with a persistent session: nothing for its inbox.
+			{before: session("", "c1", 7, 70, 2, 2, false, true), rec: pub("", "p", "a", pqos(1))},
+			// An ADD that arrives after the presence is dropped at once,
+			// and sends no retained message.
+			{rec: pub("", "p", "r", retain())},
+			{before: session("", "c1", 7, 70, 2, 2, true, false), rec: add("", "c1", "r")},
+			{rec: pub("", "p", "r"), want: nil},
+			// A resumed session keeps the subscriptions of its earlier
+			// connections: generation 3 began at 2.
+			{before: session("", "c1", 7, 70, 3, 2, true, false), rec: pub("", "p", "b"), want: []dlv{D(7, "", "b", tgt{Client: "c1", Conn: 70, QoS: 2})}},
+		}},
+		// One publish matching a live and a late subscription of the same
+		// client, in either order: only the live one's options count.
+		{"LiveAndEndedSubscriptionsOfOneClient", []step{
+			{rec: removeAll("", "c1", 1)},
+			{rec: add("", "c1", "x/#", id(5))},
+			{rec: add("", "c1", "x/y", id(6))},
+			{rec: add("", "c1", "#", id(8))},
+			{before: session("", "c1", 1, 70, 2, 2, true, false), rec: add("", "c1", "x/+", id(7), qos(1), gen(2))},
+			{rec: pub("", "p", "x/y"), want: []dlv{D(1, "", "x/y", tgt{Client: "c1", Conn: 70, QoS: 1, IDs: []uint32{7}})}},
+		}},
+		{"SharedMemberOfAnEndedSession", []step{
+			{rec: add("", "c1", "s", group("g"))},
+			{rec: add("", "c2", "s", group("g"))},
+			{rec: removeAll("", "c1", 1)},
+			{rec: add("", "c1", "s", group("g"))},
+			{before: session("", "c1", 1, 70, 2, 2, true, false), rec: pub("", "p", "s"), want: []dlv{D(1, "", "s", T("c2", 2, false))}},
+			{rec: pub("", "p", "s"), want: []dlv{D(1, "", "s", T("c2", 2, false))}},
+			{rec: pub("", "p", "s"), want: []dlv{D(1, "", "s", T("c2", 2, false))}},
 		}},
 		{"OneDeliveryPerSlot", []step{
 			{rec: add("", "c1", "a")},

@@ -632,9 +632,10 @@ func (m *machine) publishWill(k clientKey, sess *Session, now time.Time, outs []
 func (m *machine) presence(k clientKey, sess *Session, now time.Time) output {
 	env := m.envelope(k, sess.Gateway, now)
 	env.Event = &eventspb.Envelope_Presence{Presence: &eventspb.Presence{
-		Online:     sess.Online,
-		Route:      sess.Route.CloneVT(),
-		Persistent: sess.Persistent(),
+		Online:            sess.Online,
+		Route:             sess.Route.CloneVT(),
+		Persistent:        sess.Persistent(),
+		SessionGeneration: sess.SessionGeneration,
 	}}
 	return output{stage: stagePresence, dest: toPresence, partition: byKey, key: k.recordKey(), env: env}
 }

@@ -116,7 +116,7 @@ func wantRemoveAll(old conn, gen uint64) []output {
 func wantPresence(c conn, online, persistent bool, gen uint64) output {
 	return output{stage: stagePresence, dest: toPresence, partition: byKey, key: c.key().recordKey(),
 		env: wantEnv(c, c.gateway, &eventspb.Envelope{Event: &eventspb.Envelope_Presence{Presence: &eventspb.Presence{
-			Online: online, Persistent: persistent,
+			Online: online, Persistent: persistent, SessionGeneration: gen,
 			Route: &eventspb.Route{Slot: c.slot, Connection: c.connection, Generation: gen},
 		}}})}
 }
@@ -311,9 +311,11 @@ func TestPersistentSessionResumes(t *testing.T) {
 	res := wantResult(connA2, 2)
 	cr := res.env.GetConnectResult()
 	cr.SessionPresent = true
-	cr.SessionGeneration = 1 // the session began with the first connection
+	cr.SessionGeneration = 1 // the session began with the first connection, the answer says,
 	cr.Subscriptions = []*eventspb.SessionSubscription{sub}
-	checkOutputs(t, got, outputs(wantPresence(connA2, true, true, 2), res))
+	pr := wantPresence(connA2, true, true, 2)
+	pr.env.GetPresence().SessionGeneration = 1 // so do the presence's
+	checkOutputs(t, got, outputs(pr, res))
 	if s := h.session(connA2); !s.Active || len(s.Subscriptions) != 1 {
 		t.Errorf("resumed session %+v, want active with its subscription", s)
 	}
@@ -1211,18 +1213,35 @@ func TestTickLeavesIdleSessionsAlone(t *testing.T) {
 // A session is named by the generation of the connection that began it: a
 // resumed connection keeps it, a clean start takes its own, and a session
 // stored without it (by an older version) gets one at its next resumption
-// that no earlier connection of a later session can have.
+// that no earlier connection of a later session can have. The presence
+// says it too (routers drop the subscriptions of older generations).
 func TestSessionGeneration(t *testing.T) {
 	h := newHarness(t)
 	sessionGen := func(outs []output) uint64 {
 		t.Helper()
+		var g uint64
+		found := false
 		for _, o := range outs {
 			if cr := o.env.GetConnectResult(); cr != nil {
-				return cr.GetSessionGeneration()
+				g, found = cr.GetSessionGeneration(), true
 			}
 		}
-		t.Fatal("no ConnectResult")
-		return 0
+		if !found {
+			t.Fatal("no ConnectResult")
+		}
+		presences := 0
+		for _, o := range outs {
+			if pr := o.env.GetPresence(); pr != nil {
+				presences++
+				if pr.GetSessionGeneration() != g {
+					t.Errorf("presence: session generation %d, the answer's %d", pr.GetSessionGeneration(), g)
+				}
+			}
+		}
+		if presences == 0 {
+			t.Error("no Presence")
+		}
+		return g
 	}
 	if g := sessionGen(h.batch(connA.connect(false, 3600, nil))); g != 1 {
 		t.Errorf("first connection: session generation %d, want 1", g)
@@ -1231,7 +1250,11 @@ func TestSessionGeneration(t *testing.T) {
 	if g := sessionGen(h.batch(connA2.connect(false, 3600, nil))); g != 1 {
 		t.Errorf("resumed: session generation %d, want 1", g)
 	}
-	h.batch(connA2.disconnect(2, false, nil))
+	for _, o := range h.batch(connA2.disconnect(2, false, nil)) {
+		if pr := o.env.GetPresence(); pr != nil && pr.GetSessionGeneration() != 1 {
+			t.Errorf("offline presence: session generation %d, want 1", pr.GetSessionGeneration())
+		}
+	}
 	if g := sessionGen(h.batch(connA.connect(true, 3600, nil))); g != 3 {
 		t.Errorf("clean start: session generation %d, want 3", g)
 	}

@@ -287,7 +287,8 @@ func result(g gw, gen uint64) got {
 
 func presence(p int32, g gw, online bool, gen uint64) got {
 	return got{p, out(g.name, &eventspb.Envelope{Event: &eventspb.Envelope_Presence{Presence: &eventspb.Presence{
-		Online: online, Route: &eventspb.Route{Slot: g.slot, Connection: g.connection, Generation: gen},
+		Online: online, SessionGeneration: gen,
+		Route: &eventspb.Route{Slot: g.slot, Connection: g.connection, Generation: gen},
 	}}})}
 }
 

@@ -1446,9 +1446,15 @@ type Presence struct {
 	Online bool                   `protobuf:"varint,1,opt,name=online,proto3" json:"online,omitempty"`
 	Route  *Route                 `protobuf:"bytes,2,opt,name=route,proto3" json:"route,omitempty"`
 	// Whether the session outlives the connection (session expiry > 0).
-	Persistent    bool `protobuf:"varint,3,opt,name=persistent,proto3" json:"persistent,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Persistent bool `protobuf:"varint,3,opt,name=persistent,proto3" json:"persistent,omitempty"`
+	// The generation of the connection that began the session
+	// (ConnectResult.session_generation). A subscription of an older
+	// generation belongs to a session that has ended: a router drops it
+	// (a subscription change written before a takeover can reach a router
+	// after the REMOVE_ALL that ended its session). 0 when not known.
+	SessionGeneration uint64 `protobuf:"varint,4,opt,name=session_generation,json=sessionGeneration,proto3" json:"session_generation,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Presence) Reset() {
@@ -1500,6 +1506,13 @@ func (x *Presence) GetPersistent() bool {
 		return x.Persistent
 	}
 	return false
+}
+
+func (x *Presence) GetSessionGeneration() uint64 {
+	if x != nil {
+		return x.SessionGeneration
+	}
+	return 0
 }
 
 // Disconnect: a connection ended (topic shoal.sessions, key tenant/client).
@@ -2858,13 +2871,14 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"generation\x12C\n" +
 	"\rsubscriptions\x18\x06 \x03(\v2\x1d.shoal.v1.SessionSubscriptionR\rsubscriptions\x12#\n" +
 	"\rinbox_dropped\x18\a \x01(\rR\finboxDropped\x12-\n" +
-	"\x12session_generation\x18\b \x01(\x04R\x11sessionGeneration\"i\n" +
+	"\x12session_generation\x18\b \x01(\x04R\x11sessionGeneration\"\x98\x01\n" +
 	"\bPresence\x12\x16\n" +
 	"\x06online\x18\x01 \x01(\bR\x06online\x12%\n" +
 	"\x05route\x18\x02 \x01(\v2\x0f.shoal.v1.RouteR\x05route\x12\x1e\n" +
 	"\n" +
 	"persistent\x18\x03 \x01(\bR\n" +
-	"persistent\"\xf2\x01\n" +
+	"persistent\x12-\n" +
+	"\x12session_generation\x18\x04 \x01(\x04R\x11sessionGeneration\"\xf2\x01\n" +
 	"\n" +
 	"Disconnect\x12\x1e\n" +
 	"\n" +

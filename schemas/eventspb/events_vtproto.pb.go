@@ -472,6 +472,7 @@ func (m *Presence) CloneVT() *Presence {
 	r.Online = m.Online
 	r.Route = m.Route.CloneVT()
 	r.Persistent = m.Persistent
+	r.SessionGeneration = m.SessionGeneration
 	if len(m.unknownFields) > 0 {
 		r.unknownFields = make([]byte, len(m.unknownFields))
 		copy(r.unknownFields, m.unknownFields)
@@ -1702,6 +1703,9 @@ func (this *Presence) EqualVT(that *Presence) bool {
 		return false
 	}
 	if this.Persistent != that.Persistent {
+		return false
+	}
+	if this.SessionGeneration != that.SessionGeneration {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
@@ -3430,6 +3434,11 @@ func (m *Presence) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.SessionGeneration != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.SessionGeneration))
+		i--
+		dAtA[i] = 0x20
+	}
 	if m.Persistent {
 		i--
 		if m.Persistent {
@@ -5095,6 +5104,9 @@ func (m *Presence) SizeVT() (n int) {
 	}
 	if m.Persistent {
 		n += 2
+	}
+	if m.SessionGeneration != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.SessionGeneration))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -8443,6 +8455,25 @@ func (m *Presence) UnmarshalVT(dAtA []byte) error {
 				}
 			}
 			m.Persistent = bool(v != 0)
+		case 4:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field SessionGeneration", wireType)
+			}
+			m.SessionGeneration = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.SessionGeneration |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
@@ -13898,6 +13929,25 @@ func (m *Presence) UnmarshalVTUnsafe(dAtA []byte) error {
 				}
 			}
 			m.Persistent = bool(v != 0)
+		case 4:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field SessionGeneration", wireType)
+			}
+			m.SessionGeneration = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.SessionGeneration |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])

@@ -114,6 +114,10 @@ func (c *conn) finish(ctx context.Context, clean bool, reason packet.ReasonCode,
 		Generation:  c.generation,
 		ReasonCode:  uint32(reason),
 		PublishWill: !clean,
+		// Where the session service removes the session from the routers
+		// should it end with this connection (Disconnect.router_partitions).
+		RouterPartitions:      c.routerParts.list(),
+		RouterPartitionsKnown: true,
 	}
 	if expiry != nil {
 		d.SessionExpiryS = expiry

@@ -83,6 +83,11 @@ type conn struct {
 	nonblock      bool           // reads return errWouldBlock rather than wait (park.go)
 	refused       bool           // the handshake answered CONNACK with a failure code
 	writing       sync.WaitGroup // log writes of this connection not yet completed
+	// routerParts are the partitions of shoal.messages in which the
+	// connection wrote state of its session for the routers (subscription
+	// changes, kept QoS 2 identifiers), for its Disconnect. The reader's,
+	// then end's.
+	routerParts partSet
 
 	// The connection's writer (who set flushing) only.
 	nonBlocking      nonBlockingWriter // nil: writes block (flushLoop)

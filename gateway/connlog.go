@@ -237,6 +237,9 @@ func (c *conn) logAccepted(ctx context.Context) {
 // logEnd logs how an established connection ended: its close line when
 // the gateway closed it, else a debug line.
 func (c *conn) logEnd(ctx context.Context, e ending) {
+	if !e.server && !c.g.log.Enabled(ctx, slog.LevelDebug) {
+		return // a client's end is logged at debug only
+	}
 	var args []any
 	if e.cause == causeKeepAlive {
 		args = append(args, "keep_alive", c.keepAlive)
@@ -248,10 +251,8 @@ func (c *conn) logEnd(ctx context.Context, e ending) {
 		c.logClose(ctx, e.reason, e.cause, args...)
 		return
 	}
-	if c.g.log.Enabled(ctx, slog.LevelDebug) {
-		args = append(append(reasonAttrs(e.reason), "cause", e.cause.String(), "will", !e.clean), args...)
-		c.logDebug(ctx, "connection ended", args...)
-	}
+	args = append(append(reasonAttrs(e.reason), "cause", e.cause.String(), "will", !e.clean), args...)
+	c.logDebug(ctx, "connection ended", args...)
 }
 
 // logClose logs a close the gateway makes with code, for cause, at the

@@ -109,6 +109,9 @@ func (c *conn) handlePublish(h packet.FixedHeader, body []byte) error {
 			c.awaitingRel = make(map[uint16]int32)
 		}
 		c.awaitingRel[p.PacketID] = part
+		if part >= 0 {
+			c.routerParts.add(part) // the router keeps the identifier
+		}
 	}
 	ack.remaining.Store(1)
 	c.queueAck(ack)
@@ -485,8 +488,11 @@ func (c *conn) appendChange(recs []*kafka.Record, now interface{ UnixMicro() int
 	env.Event = &eventspb.Envelope_SubscriptionChange{SubscriptionChange: ch}
 	key := kafka.Key(c.tenant, ch.Filter)
 	if !strings.ContainsAny(ch.Filter, "+#") {
-		return append(recs, kafka.NewRecord(g.topics.Messages.Name, key, kafka.PartitionForKey(key, g.msgParts), env))
+		part := kafka.PartitionForKey(key, g.msgParts)
+		c.routerParts.add(part)
+		return append(recs, kafka.NewRecord(g.topics.Messages.Name, key, part, env))
 	}
+	c.routerParts.addAll(g.msgParts)
 	for p := int32(0); p < g.msgParts; p++ {
 		recs = append(recs, kafka.NewRecord(g.topics.Messages.Name, key, p, env))
 	}

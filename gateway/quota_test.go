@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -29,12 +30,63 @@ type quotaLog struct {
 	filters []string    // the filters of SubscriptionChange ADDs
 	// persistent is each ADD's filter with its persistent_session.
 	persistent map[string]bool
+	// parts are the partitions of shoal.messages written to by each
+	// client (its subscription changes and publishes), disconnects each
+	// client's Disconnect.
+	parts       map[string][]int32
+	disconnects map[string]*eventspb.Disconnect
+}
+
+// ProduceSync notes the Disconnects, then writes rs as fakeLog does.
+func (l *quotaLog) ProduceSync(ctx context.Context, rs ...*kafka.Record) error {
+	for _, r := range rs {
+		var env eventspb.Envelope
+		if err := kafka.DecodeEnvelope(r, &env); err == nil && env.GetDisconnect() != nil {
+			l.mu.Lock()
+			if l.disconnects == nil {
+				l.disconnects = map[string]*eventspb.Disconnect{}
+			}
+			l.disconnects[env.ClientId] = env.GetDisconnect()
+			l.mu.Unlock()
+		}
+	}
+	return l.fakeLog.ProduceSync(ctx, rs...)
+}
+
+// disconnect waits for client's Disconnect and returns it.
+func (l *quotaLog) disconnect(t *testing.T, client string) *eventspb.Disconnect {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		l.mu.Lock()
+		d := l.disconnects[client]
+		l.mu.Unlock()
+		if d != nil {
+			return d
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no Disconnect of %s", client)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 func (l *quotaLog) Produce(_ context.Context, r *kafka.Record, done func(*kafka.Record, error)) {
 	var env eventspb.Envelope
 	if err := kafka.DecodeEnvelope(r, &env); err == nil {
 		l.mu.Lock()
+		if r.Topic == kafka.TopicMessages {
+			if l.parts == nil {
+				l.parts = map[string][]int32{}
+			}
+			part := r.Partition
+			if part == kafka.PartitionByKey {
+				part = kafka.PartitionForKey(r.Key, l.Partitions(r.Topic))
+			}
+			if !slices.Contains(l.parts[env.ClientId], part) {
+				l.parts[env.ClientId] = append(l.parts[env.ClientId], part)
+			}
+		}
 		switch {
 		case env.GetPublish() != nil:
 			l.pubs = append(l.pubs, string(env.GetPublish().GetMessage().GetPayload()))
@@ -308,6 +360,73 @@ func TestSubscriptionSaysPersistentSession(t *testing.T) {
 	if p, ok := ql.persistent["clean/#"]; !ok || p {
 		t.Errorf("ADD of a session without an expiry: persistent_session %v (written %v), want false", p, ok)
 	}
+}
+
+// A Disconnect names the partitions of shoal.messages in which the
+// connection left state for the routers: those of its subscription
+// changes (every partition for a filter with wildcards) and of its QoS 2
+// messages whose identifiers the routers keep, and nothing else, so that
+// the session service removes a session that ends with the connection
+// from those alone (Disconnect.router_partitions).
+func TestDisconnectNamesRouterPartitions(t *testing.T) {
+	g, ql := startQuotaGateway(t, quota.Config{})
+	bye := func(nc net.Conn) {
+		t.Helper()
+		write(t, nc, &packet.Disconnect{})
+	}
+	check := func(client string, want []int32) {
+		t.Helper()
+		d := ql.disconnect(t, client)
+		got := slices.Clone(d.GetRouterPartitions())
+		slices.Sort(got)
+		if !d.GetRouterPartitionsKnown() || !slices.Equal(got, want) {
+			t.Errorf("%s: Disconnect names partitions %v (known %v), want %v", client, got, d.GetRouterPartitionsKnown(), want)
+		}
+	}
+	// Nothing subscribed: no partition.
+	nc, _, _ := connectCode(t, g, packet.V5, "t-none")
+	bye(nc)
+	check("t-none", nil)
+
+	// A filter without wildcards: its topic's partition.
+	nc, rd, _ := connectCode(t, g, packet.V5, "t-one")
+	if got := subscribeCodes(t, nc, rd, packet.V5, 1, "a/b"); !bytes.Equal(got, []byte{1}) {
+		t.Fatalf("SUBACK %x, want 01", got)
+	}
+	// QoS 0 and 1 publishes leave nothing with the router.
+	write(t, nc, &packet.Publish{Topic: []byte("q/0"), Payload: []byte("x")})
+	write(t, nc, &packet.Publish{QoS: 1, PacketID: 1, Topic: []byte("q/1"), Payload: []byte("x")})
+	readAck(t, nc, rd)
+	bye(nc)
+	ql.mu.Lock()
+	sub := ql.parts["t-one"][0] // the ADD's, written first
+	ql.mu.Unlock()
+	check("t-one", []int32{sub})
+
+	// A filter with wildcards: every partition.
+	nc, rd, _ = connectCode(t, g, packet.V5, "t-all")
+	if got := subscribeCodes(t, nc, rd, packet.V5, 1, "a/#"); !bytes.Equal(got, []byte{1}) {
+		t.Fatalf("SUBACK %x, want 01", got)
+	}
+	bye(nc)
+	check("t-all", []int32{0, 1, 2, 3})
+
+	// A QoS 2 message of a persistent session: the router keeps its
+	// identifier in the partition of its topic.
+	cp := &packet.Connect{Version: packet.V5, ClientID: []byte("t-kept"), CleanStart: true}
+	cp.Props.SessionExpiry = 3600
+	cp.Props.Set(packet.PropSessionExpiry)
+	nc, rd, _ = connectWith(t, g, cp)
+	write(t, nc, &packet.Publish{QoS: 2, PacketID: 7, Topic: []byte("k/2"), Payload: []byte("x")})
+	readAck(t, nc, rd)
+	bye(nc)
+	ql.mu.Lock()
+	kept := slices.Clone(ql.parts["t-kept"])
+	ql.mu.Unlock()
+	if len(kept) != 1 {
+		t.Fatalf("t-kept wrote to partitions %v, want one", kept)
+	}
+	check("t-kept", kept)
 }
 
 // publishAll sends n QoS 1 PUBLISHes with payloads of size bytes and

@@ -24,7 +24,8 @@ import (
 // stored with the shard's offset (invariant 3): no crash can separate
 // them. A PublishRelease (the client's PUBREL, written by a gateway before
 // its PUBCOMP) or the session's end (SubscriptionChange REMOVE_ALL, which
-// the session service writes to every partition) forgets it.
+// the session service writes to every partition in which the session may
+// have left state, this message's among them) forgets it.
 //
 // The session generation (the generation of the connection that began the
 // session) tells sessions apart: an identifier kept for an earlier session

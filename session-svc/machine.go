@@ -463,12 +463,38 @@ func (m *machine) disconnect(k clientKey, sess *Session, d *eventspb.Disconnect,
 		}
 		sess.WillDueAt = at.Add(delay)
 	}
-	if sess.Persistent() {
+	switch {
+	case sess.Persistent():
 		outs = m.redispatchShared(k, sess, now, outs)
-	} else {
+	case d.GetRouterPartitionsKnown() && sess.SessionGeneration == sess.Generation:
+		// The session began with this connection and ends with it: the
+		// connection's gateway knows every partition in which it left
+		// state for the routers, often none (a client that never
+		// subscribed), one (a subscription without wildcards). Every
+		// partition would cost a record, a router's work and a commit
+		// each, at every disconnect.
+		outs = m.endSessionIn(k, sess, now, m.routerPartitions(d), outs)
+	default:
 		outs = m.endSession(k, sess, now, outs)
 	}
 	return outs, true
+}
+
+// routerPartitions returns the partitions a Disconnect lists
+// (router_partitions), not nil even when there are none; nil (every
+// partition) when one is out of range: the gateway counts the partitions
+// of shoal.messages differently, and its list cannot be trusted.
+func (m *machine) routerPartitions(d *eventspb.Disconnect) []int32 {
+	parts := d.GetRouterPartitions()
+	for _, p := range parts {
+		if p < 0 || p >= m.messagesPartitions {
+			return nil
+		}
+	}
+	if parts == nil {
+		parts = []int32{}
+	}
+	return parts
 }
 
 // gatewayGone ends the client's current connection as its gateway died or
@@ -573,6 +599,13 @@ func (m *machine) subscriptions(k clientKey, sess *Session, ss *eventspb.Session
 // shard (SubscriptionChange REMOVE_ALL of its generation to every partition
 // of shoal.messages) and from the session.
 func (m *machine) endSession(k clientKey, sess *Session, now time.Time, outs []output) []output {
+	return m.endSessionIn(k, sess, now, nil, outs)
+}
+
+// endSessionIn is endSession for a session whose state with the routers
+// is in the partitions of shoal.messages that parts lists alone (nil: in
+// any of them). The REMOVE_ALL goes to those partitions only.
+func (m *machine) endSessionIn(k clientKey, sess *Session, now time.Time, parts []int32, outs []output) []output {
 	if !sess.WillDueAt.IsZero() && sess.Will != nil {
 		// A delayed will is published when the session ends first.
 		outs = m.publishWill(k, sess, now, outs)
@@ -587,8 +620,13 @@ func (m *machine) endSession(k clientKey, sess *Session, now time.Time, outs []o
 		},
 	}}
 	key := k.recordKey()
-	for p := range m.messagesPartitions {
-		// One envelope for every partition: outputs are never modified.
+	if parts == nil {
+		for p := range m.messagesPartitions {
+			// One envelope for every partition: outputs are never modified.
+			outs = append(outs, output{stage: stageTakeover, dest: toMessages, partition: p, key: key, env: env})
+		}
+	}
+	for _, p := range parts {
 		outs = append(outs, output{stage: stageTakeover, dest: toMessages, partition: p, key: key, env: env})
 	}
 	sess.Active = false

@@ -491,6 +491,67 @@ func TestDisconnectNonPersistentRemovesEverywhere(t *testing.T) {
 	}
 }
 
+// A session that began with the connection that ends it is removed only
+// from the partitions the gateway says the connection left state in
+// (Disconnect.router_partitions); a session that outlived an earlier
+// connection, a Disconnect that does not know, or a list the service
+// cannot trust, from every partition.
+func TestDisconnectRemovesFromTheConnectionsPartitions(t *testing.T) {
+	zero := uint32(0)
+	known := func(gen uint64, expiry *uint32, parts ...int32) *eventspb.Envelope {
+		env := connA.disconnect(gen, false, expiry)
+		d := env.GetDisconnect()
+		d.RouterPartitions, d.RouterPartitionsKnown = parts, true
+		return env
+	}
+	removeAllIn := func(gen uint64, parts ...int32) []output {
+		var outs []output
+		for _, o := range wantRemoveAll(connA, gen) {
+			if slices.Contains(parts, o.partition) {
+				outs = append(outs, o)
+			}
+		}
+		return outs
+	}
+	t.Run("one partition", func(t *testing.T) {
+		h := newHarness(t)
+		h.batch(connA.connect(true, 0, nil))
+		checkOutputs(t, h.batch(known(1, nil, 2)), outputs(removeAllIn(1, 2), wantPresence(connA, false, false, 1)))
+	})
+	t.Run("none", func(t *testing.T) {
+		h := newHarness(t)
+		h.batch(connA.connect(true, 0, nil))
+		checkOutputs(t, h.batch(known(1, nil)), outputs(wantPresence(connA, false, false, 1)))
+		if s := h.session(connA); s.Active {
+			t.Error("the session is still active")
+		}
+	})
+	t.Run("not known", func(t *testing.T) {
+		h := newHarness(t)
+		h.batch(connA.connect(true, 0, nil))
+		checkOutputs(t, h.batch(connA.disconnect(1, false, nil)), outputs(wantRemoveAll(connA, 1), wantPresence(connA, false, false, 1)))
+	})
+	t.Run("out of range", func(t *testing.T) {
+		h := newHarness(t)
+		h.batch(connA.connect(true, 0, nil))
+		checkOutputs(t, h.batch(known(1, nil, 1, testMessagesPartitions)), outputs(wantRemoveAll(connA, 1), wantPresence(connA, false, false, 1)))
+	})
+	t.Run("resumed session", func(t *testing.T) {
+		// The session's first connection subscribed; its second knows
+		// only its own records, so the session leaves every partition.
+		h := newHarness(t)
+		h.batch(connA.connect(false, 3600, nil))
+		h.batch(connA.disconnect(1, false, nil))
+		h.batch(connA2.connect(false, 3600, nil))
+		env := connA2.disconnect(2, false, &zero)
+		env.GetDisconnect().RouterPartitionsKnown = true
+		got := h.batch(env)
+		pr := wantPresence(connA2, false, false, 2)
+		pr.env.GetPresence().SessionGeneration = 1
+		checkOutputs(t, got, outputs(wantRemoveAll(connA2, 2), pr))
+	})
+}
+
 func TestSessionSubscriptionsRecorded(t *testing.T) {
 	h := newHarness(t)
 	h.batch(connA.connect(false, 3600, nil))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -16,6 +17,8 @@ import (
 	"github.com/shoal-mqtt/shoal/compose/broker"
 	"github.com/shoal-mqtt/shoal/compose/config"
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
+	"github.com/shoal-mqtt/shoal/kafka"
+	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
 
 // TestPersistentSessionKeepsSubscriptions: a 5.0 session with an expiry
@@ -589,4 +592,122 @@ func dialPersistent(t *testing.T, b *broker.Broker, id string, clean bool) *rawC
 	cp.Props.Set(packet.PropSessionExpiry)
 	r.connect(cp)
 	return r
+}
+
+// A session that ends with its connection leaves the routers' shards by a
+// REMOVE_ALL to the partitions of shoal.messages its connection wrote to
+// alone (Disconnect.router_partitions): none for a client that never
+// subscribed, its topic's partition for a filter without wildcards, every
+// partition for one with wildcards. And a new session of the same client
+// gets none of the old one's messages.
+func TestSessionEndLeavesItsPartitionsOnly(t *testing.T) {
+	var dataDir string
+	b := startBroker(t, func(c *config.Config) { dataDir = c.DataDir })
+	none, _ := dialV5(t, mqttAddr(b), "end-none")
+	one, _ := dialV5(t, mqttAddr(b), "end-one")
+	one.subscribe(t, paho.SubscribeOptions{Topic: "end/one", QoS: 1})
+	all, _ := dialV5(t, mqttAddr(b), "end-all")
+	all.subscribe(t, paho.SubscribeOptions{Topic: "end/+/w", QoS: 1})
+	for _, c := range []*v5Client{none, one, all} {
+		if err := c.Disconnect(&paho.Disconnect{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	tool, _ := attachLog(t, filepath.Join(dataDir, "kafka"))
+	ends, err := tool.EndOffsets(t.Context(), kafka.TopicMessages)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := int32(len(ends)) // the broker's, not the catalogue's default
+	// logged returns the partitions of the REMOVE_ALLs of each client
+	// written so far, and whether the session service has answered
+	// every Disconnect (each client's offline presence is in the log;
+	// it is written after the removals).
+	logged := func() (map[string][]int32, bool) {
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		removals := map[string][]int32{}
+		offline := map[string]bool{}
+		for _, topic := range []string{kafka.TopicMessages, kafka.TopicPresence} {
+			ends, err := tool.EndOffsets(ctx, topic)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ps []int32
+			left := 0
+			for p, end := range ends {
+				if end > 0 {
+					ps = append(ps, p)
+					left++
+				}
+			}
+			if left == 0 {
+				continue
+			}
+			cctx, stop := context.WithCancel(ctx)
+			err = tool.Consume(cctx, kafka.ConsumeConfig{Topic: topic, Partitions: ps}, func(_ context.Context, b kafka.Batch) error {
+				for _, r := range b.Records {
+					var env eventspb.Envelope
+					if err := kafka.DecodeEnvelope(r, &env); err != nil {
+						return err
+					}
+					if env.GetSubscriptionChange().GetOp() == eventspb.SubscriptionChange_OP_REMOVE_ALL {
+						removals[env.ClientId] = append(removals[env.ClientId], r.Partition)
+					}
+					if pr := env.GetPresence(); pr != nil && !pr.GetOnline() {
+						offline[env.ClientId] = true
+					}
+					if r.Offset == ends[r.Partition]-1 {
+						if left--; left == 0 {
+							stop()
+						}
+					}
+				}
+				return nil
+			})
+			stop()
+			if err != nil && !errors.Is(err, context.Canceled) {
+				t.Fatal(err)
+			}
+		}
+		for _, ps := range removals {
+			slices.Sort(ps)
+		}
+		return removals, offline["end-none"] && offline["end-one"] && offline["end-all"]
+	}
+	var removals map[string][]int32
+	eventually(t, func() string {
+		var done bool
+		if removals, done = logged(); !done {
+			return "the session service has not answered every Disconnect"
+		}
+		return ""
+	})
+	every := make([]int32, parts)
+	for p := range every {
+		every[p] = int32(p)
+	}
+	oneKey := kafka.Key("end", "end/one")
+	for client, want := range map[string][]int32{
+		"end-none": nil,
+		"end-one":  {kafka.PartitionForKey(oneKey, parts)},
+		"end-all":  every,
+	} {
+		if got := removals[client]; !slices.Equal(got, want) {
+			t.Errorf("%s: REMOVE_ALL to partitions %v, want %v", client, got, want)
+		}
+	}
+
+	// Its subscriptions gone, a new session of end-one gets nothing of
+	// end/one, and a subscriber that stayed does.
+	watch, _ := dialV5(t, mqttAddr(b), "end-watch")
+	watch.subscribe(t, paho.SubscribeOptions{Topic: "end/#", QoS: 1})
+	again, _ := dialV5(t, mqttAddr(b), "end-one")
+	pub, _ := dialV5(t, mqttAddr(b), "end-pub")
+	pub.publish(t, &paho.Publish{Topic: "end/one", QoS: 1, Payload: []byte("x")})
+	pub.publish(t, &paho.Publish{Topic: "end/a/w", QoS: 1, Payload: []byte("y")})
+	watch.expect(t)
+	watch.expect(t)
+	again.expectNone(t, 300*time.Millisecond)
 }

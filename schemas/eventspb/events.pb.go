@@ -1531,9 +1531,19 @@ type Disconnect struct {
 	// got CONNACK. The session service ends the connection if it is still
 	// the client's current one, matched by connection id alone (the gateway
 	// never learned its generation), and never publishes its will.
-	Abandoned     bool `protobuf:"varint,6,opt,name=abandoned,proto3" json:"abandoned,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Abandoned bool `protobuf:"varint,6,opt,name=abandoned,proto3" json:"abandoned,omitempty"`
+	// The partitions of shoal.messages in which this connection left state
+	// of its session with the routers: its subscription changes, and its
+	// QoS 2 messages whose packet identifiers a router keeps. Read only when
+	// router_partitions_known: a session that began with this connection
+	// and ends with it is removed (SubscriptionChange REMOVE_ALL) from these
+	// partitions alone, none when the list is empty. Otherwise (a Disconnect
+	// of an older gateway, a session that outlived an earlier connection)
+	// every partition.
+	RouterPartitions      []int32 `protobuf:"varint,7,rep,packed,name=router_partitions,json=routerPartitions,proto3" json:"router_partitions,omitempty"`
+	RouterPartitionsKnown bool    `protobuf:"varint,8,opt,name=router_partitions_known,json=routerPartitionsKnown,proto3" json:"router_partitions_known,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *Disconnect) Reset() {
@@ -1604,6 +1614,20 @@ func (x *Disconnect) GetSessionExpiryS() uint32 {
 func (x *Disconnect) GetAbandoned() bool {
 	if x != nil {
 		return x.Abandoned
+	}
+	return false
+}
+
+func (x *Disconnect) GetRouterPartitions() []int32 {
+	if x != nil {
+		return x.RouterPartitions
+	}
+	return nil
+}
+
+func (x *Disconnect) GetRouterPartitionsKnown() bool {
+	if x != nil {
+		return x.RouterPartitionsKnown
 	}
 	return false
 }
@@ -2878,7 +2902,7 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"\n" +
 	"persistent\x18\x03 \x01(\bR\n" +
 	"persistent\x12-\n" +
-	"\x12session_generation\x18\x04 \x01(\x04R\x11sessionGeneration\"\xf2\x01\n" +
+	"\x12session_generation\x18\x04 \x01(\x04R\x11sessionGeneration\"\xd7\x02\n" +
 	"\n" +
 	"Disconnect\x12\x1e\n" +
 	"\n" +
@@ -2891,7 +2915,9 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"reasonCode\x12!\n" +
 	"\fpublish_will\x18\x04 \x01(\bR\vpublishWill\x12-\n" +
 	"\x10session_expiry_s\x18\x05 \x01(\rH\x00R\x0esessionExpiryS\x88\x01\x01\x12\x1c\n" +
-	"\tabandoned\x18\x06 \x01(\bR\tabandonedB\x13\n" +
+	"\tabandoned\x18\x06 \x01(\bR\tabandoned\x12+\n" +
+	"\x11router_partitions\x18\a \x03(\x05R\x10routerPartitions\x126\n" +
+	"\x17router_partitions_known\x18\b \x01(\bR\x15routerPartitionsKnownB\x13\n" +
 	"\x11_session_expiry_s\"G\n" +
 	"\x04Kick\x12\x1e\n" +
 	"\n" +

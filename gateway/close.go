@@ -103,10 +103,12 @@ func (c *conn) finish(ctx context.Context, clean bool, reason packet.ReasonCode,
 	}
 	waited := make(chan struct{})
 	go func() { c.writing.Wait(); close(waited) }()
+	written := true
 	select {
 	case <-waited:
 	case <-time.After(g.cfg.SessionTimeout):
 		c.logWarn(ctx, "log writes still pending at disconnect")
+		written = false
 	}
 
 	d := &eventspb.Disconnect{
@@ -114,10 +116,13 @@ func (c *conn) finish(ctx context.Context, clean bool, reason packet.ReasonCode,
 		Generation:  c.generation,
 		ReasonCode:  uint32(reason),
 		PublishWill: !clean,
+	}
+	if written {
 		// Where the session service removes the session from the routers
-		// should it end with this connection (Disconnect.router_partitions).
-		RouterPartitions:      c.routerParts.list(),
-		RouterPartitionsKnown: true,
+		// should it end with this connection (Disconnect.router_partitions);
+		// with writes still pending, a subscription change could follow
+		// the removal anywhere, and the session leaves every partition.
+		d.RouterPartitions, d.RouterPartitionsKnown = c.routerParts.list(), true
 	}
 	if expiry != nil {
 		d.SessionExpiryS = expiry

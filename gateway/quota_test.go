@@ -35,6 +35,8 @@ type quotaLog struct {
 	// client's Disconnect.
 	parts       map[string][]int32
 	disconnects map[string]*eventspb.Disconnect
+	// holdChanges leaves the writes of subscription changes unfinished.
+	holdChanges bool
 }
 
 // ProduceSync notes the Disconnects, then writes rs as fakeLog does.
@@ -98,7 +100,11 @@ func (l *quotaLog) Produce(_ context.Context, r *kafka.Record, done func(*kafka.
 			}
 			l.persistent[env.GetSubscriptionChange().GetFilter()] = env.GetSubscriptionChange().GetPersistentSession()
 		}
+		hold := l.holdChanges && env.GetSubscriptionChange() != nil
 		l.mu.Unlock()
+		if hold {
+			return
+		}
 	}
 	go done(r, nil)
 }
@@ -427,6 +433,24 @@ func TestDisconnectNamesRouterPartitions(t *testing.T) {
 		t.Fatalf("t-kept wrote to partitions %v, want one", kept)
 	}
 	check("t-kept", kept)
+}
+
+// A connection whose writes are still pending when it ends (the wait for
+// them timed out) cannot tell where its subscription changes will land
+// after the Disconnect: its Disconnect names no partitions, and the
+// session service removes the session from every one.
+func TestDisconnectWithPendingWritesNamesNoPartitions(t *testing.T) {
+	g, ql := startQuotaGateway(t, quota.Config{}, func(c *Config) { c.SessionTimeout = 200 * time.Millisecond })
+	ql.mu.Lock()
+	ql.holdChanges = true
+	ql.mu.Unlock()
+	nc, _, _ := connectCode(t, g, packet.V5, "t-held")
+	write(t, nc, &packet.Subscribe{PacketID: 1, Filters: []packet.Subscription{{Filter: []byte("a/b")}}})
+	write(t, nc, &packet.Disconnect{})
+	if d := ql.disconnect(t, "t-held"); d.GetRouterPartitionsKnown() || len(d.GetRouterPartitions()) != 0 {
+		t.Errorf("Disconnect after pending writes names partitions %v (known %v), want none, not known",
+			d.GetRouterPartitions(), d.GetRouterPartitionsKnown())
+	}
 }
 
 // publishAll sends n QoS 1 PUBLISHes with payloads of size bytes and

@@ -358,14 +358,6 @@ func (s *Shard) change(env *eventspb.Envelope, ch *eventspb.SubscriptionChange, 
 			return fmt.Errorf("%w: subscription filter: %w", ErrMalformed, err)
 		}
 		r := routeOf(ch.Route)
-		if r.gen < s.presence.sessionGen(env.Tenant, env.ClientId) {
-			// The subscription of a session that has ended: the change
-			// was written before a takeover and reached the shard after
-			// the REMOVE_ALL of its session. Kept, it would route the
-			// new session messages (and retained ones) it never asked
-			// for.
-			return nil
-		}
 		t := s.tenant(env.Tenant)
 		sb, existed, stale := t.upsert(env.ClientId, ch.ShareGroup, ch.Filter, ch.Options, r)
 		if stale {
@@ -379,7 +371,16 @@ func (s *Shard) change(env *eventspb.Envelope, ch *eventspb.SubscriptionChange, 
 			Options:         sb.options(),
 			Route:           sb.route.proto(),
 		}})
-		if sb.group == nil && !ch.GetResume() && (sb.rh == 0 || (sb.rh == 1 && !existed)) {
+		// An ADD older than the generation the client's session began
+		// with belongs to a session that has ended (written before a
+		// takeover, it reached the shard after the REMOVE_ALL of its
+		// session): it is kept, since the view is what the log says
+		// whatever the presence (a rebuild, a replay), but routes nothing
+		// (plan.target), retained messages included; the client's next
+		// REMOVE_ALL removes it (the session service sends the next one
+		// to every partition).
+		ended := r.gen < s.presence.sessionGen(env.Tenant, env.ClientId)
+		if !ended && sb.group == nil && !ch.GetResume() && (sb.rh == 0 || (sb.rh == 1 && !existed)) {
 			s.sendRetained(t, sb, out)
 		}
 	case eventspb.SubscriptionChange_OP_REMOVE:

@@ -312,14 +312,19 @@ func TestShard(t *testing.T) {
 			{rec: pub("", "p", "b"), want: []dlv{D(7, "", "b", tgt{Client: "c1", Conn: 70, QoS: 2})}},
 			// Offline with a persistent session: nothing for its inbox.
 			{before: session("", "c1", 7, 70, 2, 2, false, true), rec: pub("", "p", "a", pqos(1))},
-			// An ADD that arrives after the presence is dropped at once,
-			// and sends no retained message.
+			// An ADD that arrives after the presence sends no retained
+			// message either (it is kept: the view is the log's).
 			{rec: pub("", "p", "r", retain())},
 			{before: session("", "c1", 7, 70, 2, 2, true, false), rec: add("", "c1", "r")},
 			{rec: pub("", "p", "r"), want: nil},
+			// The client's next REMOVE_ALL removes the old entries.
+			{rec: removeAll("", "c1", 2)},
+			{before: session("", "c1", 7, 71, 3, 3, true, false), rec: add("", "c1", "a", gen(3), slot(7))},
+			{rec: pub("", "p", "a"), want: []dlv{D(7, "", "a", tgt{Client: "c1", Conn: 71, QoS: 2})}},
+			{rec: pub("", "p", "r"), want: nil},
 			// A resumed session keeps the subscriptions of its earlier
-			// connections: generation 3 began at 2.
-			{before: session("", "c1", 7, 70, 3, 2, true, false), rec: pub("", "p", "b"), want: []dlv{D(7, "", "b", tgt{Client: "c1", Conn: 70, QoS: 2})}},
+			// connections: generation 4 began at 3.
+			{before: session("", "c1", 7, 72, 4, 3, true, false), rec: pub("", "p", "a"), want: []dlv{D(7, "", "a", tgt{Client: "c1", Conn: 72, QoS: 2})}},
 		}},
 		// One publish matching a live and a late subscription of the same
 		// client, in either order: only the live one's options count.
@@ -330,6 +335,17 @@ func TestShard(t *testing.T) {
 			{rec: add("", "c1", "#", id(8))},
 			{before: session("", "c1", 1, 70, 2, 2, true, false), rec: add("", "c1", "x/+", id(7), qos(1), gen(2))},
 			{rec: pub("", "p", "x/y"), want: []dlv{D(1, "", "x/y", tgt{Client: "c1", Conn: 70, QoS: 1, IDs: []uint32{7}})}},
+		}},
+		// Without a presence (nothing tells which session is current)
+		// a late ADD routes to its own, closed, connection, and the
+		// client's next REMOVE_ALL removes it.
+		{"LateAddLeavesAtTheNextRemoveAll", []step{
+			{rec: add("", "c9", "a")},
+			{rec: removeAll("", "c9", 1)},
+			{rec: add("", "c9", "a")},
+			{rec: pub("", "p", "a"), want: []dlv{D(1, "", "a", T("c9", 2, false))}},
+			{rec: removeAll("", "c9", 2)},
+			{rec: pub("", "p", "a")},
 		}},
 		{"SharedMemberOfAnEndedSession", []step{
 			{rec: add("", "c1", "s", group("g"))},

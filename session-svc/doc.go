@@ -44,9 +44,11 @@
 //     generation; any other is stale and ignored): Presence (offline); a
 //     session that is not persistent (expiry 0, or set to 0 by the
 //     DISCONNECT) ends (REMOVE_ALL to every partition, or, when the
-//     session began with this connection, only to the partitions the
-//     Disconnect says the connection wrote state to: router_partitions,
-//     often none); a due will is
+//     session began with this connection and no session of the client
+//     ended before while its connection could still write
+//     (Session.RemoveEverywhere), only to the partitions the Disconnect
+//     says the connection wrote state to: router_partitions, often none);
+//     a due will is
 //     published as a Publish on shoal.messages (key tenant/topic); the
 //     inbox entries a shared subscription gave the client, not yet
 //     received, go back to their group (SharedRedispatch).

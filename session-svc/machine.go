@@ -137,12 +137,16 @@ func (m *machine) connect(k clientKey, sess *Session, env *eventspb.Envelope, c 
 		res.env.GetConnectResult().SessionGeneration = sess.SessionGeneration
 		return append(outs, res), false
 	}
+	tookOver := sess.Online
 	if sess.Online {
 		outs = m.takeOver(k, sess, sameConn, resume, now, outs)
 	}
 	if sess.Active && !resume {
 		// The old session ends; the connection starts a new one.
 		outs = m.endSession(k, sess, now, outs)
+		// The old connection may still write a subscription change,
+		// which would outlive the REMOVE_ALL (Session.RemoveEverywhere).
+		sess.RemoveEverywhere = sess.RemoveEverywhere || tookOver
 	}
 	// A delayed will of the previous connection is cancelled by a
 	// connection that resumes the session (and was published by
@@ -466,7 +470,7 @@ func (m *machine) disconnect(k clientKey, sess *Session, d *eventspb.Disconnect,
 	switch {
 	case sess.Persistent():
 		outs = m.redispatchShared(k, sess, now, outs)
-	case d.GetRouterPartitionsKnown() && sess.SessionGeneration == sess.Generation:
+	case d.GetRouterPartitionsKnown() && sess.SessionGeneration == sess.Generation && !sess.RemoveEverywhere:
 		// The session began with this connection and ends with it: the
 		// connection's gateway knows every partition in which it left
 		// state for the routers, often none (a client that never
@@ -513,12 +517,16 @@ func (m *machine) gatewayGone(k clientKey, sess *Session, at time.Time, outs []o
 		ReasonCode: uint32(packet.CodeUnspecifiedError),
 	}}
 	outs = append(outs, output{stage: stageTakeover, dest: toDeliveries, partition: sess.Route.GetSlot(), key: k.recordKey(), env: kick})
-	return m.disconnect(k, sess, &eventspb.Disconnect{
+	outs, changed := m.disconnect(k, sess, &eventspb.Disconnect{
 		Connection:  sess.Route.GetConnection(),
 		Generation:  sess.Generation,
 		ReasonCode:  uint32(packet.CodeUnspecifiedError),
 		PublishWill: true,
 	}, at, outs)
+	// A gateway cut off from the log may still write the connection's
+	// subscription changes (Session.RemoveEverywhere).
+	sess.RemoveEverywhere = true
+	return outs, changed
 }
 
 // command applies an operator's SessionCommand (command.go writes them):
@@ -621,6 +629,7 @@ func (m *machine) endSessionIn(k clientKey, sess *Session, now time.Time, parts 
 	}}
 	key := k.recordKey()
 	if parts == nil {
+		sess.RemoveEverywhere = false
 		for p := range m.messagesPartitions {
 			// One envelope for every partition: outputs are never modified.
 			outs = append(outs, output{stage: stageTakeover, dest: toMessages, partition: p, key: key, env: env})

@@ -494,34 +494,20 @@ func TestDisconnectNonPersistentRemovesEverywhere(t *testing.T) {
 // A session that began with the connection that ends it is removed only
 // from the partitions the gateway says the connection left state in
 // (Disconnect.router_partitions); a session that outlived an earlier
-// connection, a Disconnect that does not know, or a list the service
-// cannot trust, from every partition.
+// connection, a Disconnect that does not know, a list the service cannot
+// trust, or the first end after one whose connection could still write,
+// from every partition.
 func TestDisconnectRemovesFromTheConnectionsPartitions(t *testing.T) {
 	zero := uint32(0)
-	known := func(gen uint64, expiry *uint32, parts ...int32) *eventspb.Envelope {
-		env := connA.disconnect(gen, false, expiry)
-		d := env.GetDisconnect()
-		d.RouterPartitions, d.RouterPartitionsKnown = parts, true
-		return env
-	}
-	removeAllIn := func(gen uint64, parts ...int32) []output {
-		var outs []output
-		for _, o := range wantRemoveAll(connA, gen) {
-			if slices.Contains(parts, o.partition) {
-				outs = append(outs, o)
-			}
-		}
-		return outs
-	}
 	t.Run("one partition", func(t *testing.T) {
 		h := newHarness(t)
 		h.batch(connA.connect(true, 0, nil))
-		checkOutputs(t, h.batch(known(1, nil, 2)), outputs(removeAllIn(1, 2), wantPresence(connA, false, false, 1)))
+		checkOutputs(t, h.batch(knownOf(connA, 1, nil, 2)), outputs(removeAllOf(connA, 1, 2), wantPresence(connA, false, false, 1)))
 	})
 	t.Run("none", func(t *testing.T) {
 		h := newHarness(t)
 		h.batch(connA.connect(true, 0, nil))
-		checkOutputs(t, h.batch(known(1, nil)), outputs(wantPresence(connA, false, false, 1)))
+		checkOutputs(t, h.batch(knownOf(connA, 1, nil)), outputs(wantPresence(connA, false, false, 1)))
 		if s := h.session(connA); s.Active {
 			t.Error("the session is still active")
 		}
@@ -534,7 +520,7 @@ func TestDisconnectRemovesFromTheConnectionsPartitions(t *testing.T) {
 	t.Run("out of range", func(t *testing.T) {
 		h := newHarness(t)
 		h.batch(connA.connect(true, 0, nil))
-		checkOutputs(t, h.batch(known(1, nil, 1, testMessagesPartitions)), outputs(wantRemoveAll(connA, 1), wantPresence(connA, false, false, 1)))
+		checkOutputs(t, h.batch(knownOf(connA, 1, nil, 1, testMessagesPartitions)), outputs(wantRemoveAll(connA, 1), wantPresence(connA, false, false, 1)))
 	})
 	t.Run("resumed session", func(t *testing.T) {
 		// The session's first connection subscribed; its second knows
@@ -543,13 +529,70 @@ func TestDisconnectRemovesFromTheConnectionsPartitions(t *testing.T) {
 		h.batch(connA.connect(false, 3600, nil))
 		h.batch(connA.disconnect(1, false, nil))
 		h.batch(connA2.connect(false, 3600, nil))
-		env := connA2.disconnect(2, false, &zero)
-		env.GetDisconnect().RouterPartitionsKnown = true
-		got := h.batch(env)
+		got := h.batch(knownOf(connA2, 2, &zero))
 		pr := wantPresence(connA2, false, false, 2)
 		pr.env.GetPresence().SessionGeneration = 1
 		checkOutputs(t, got, outputs(wantRemoveAll(connA2, 2), pr))
 	})
+	t.Run("after a takeover", func(t *testing.T) {
+		// The old connection may still write a subscription change after
+		// the takeover's REMOVE_ALL: the next session's end removes
+		// everywhere, the one after that only where its connection wrote.
+		h := newHarness(t)
+		h.batch(connA.connect(true, 0, nil))
+		h.batch(connA2.connect(true, 0, nil))
+		if s := h.session(connA2); !s.RemoveEverywhere {
+			t.Error("a takeover did not set remove everywhere")
+		}
+		got := h.batch(knownOf(connA2, 2, nil, 2))
+		checkOutputs(t, got, outputs(wantRemoveAll(connA2, 2), wantPresence(connA2, false, false, 2)))
+		h.batch(connA.connect(true, 0, nil))
+		got = h.batch(knownOf(connA, 3, nil, 1))
+		checkOutputs(t, got, outputs(removeAllOf(connA, 3, 1), wantPresence(connA, false, false, 3)))
+	})
+	t.Run("after its gateway was gone", func(t *testing.T) {
+		h := newHarness(t)
+		h.batch(connA.connect(true, 0, nil))
+		sess := h.session(connA)
+		outs, _ := h.p.m.gatewayGone(connA.key(), sess, testNow, nil)
+		removals := 0
+		for _, o := range outs {
+			if o.env.GetSubscriptionChange() != nil {
+				removals++
+			}
+		}
+		if removals != testMessagesPartitions || !sess.RemoveEverywhere {
+			t.Fatalf("gateway gone: %d removals, remove everywhere %v; want %d, true", removals, sess.RemoveEverywhere, testMessagesPartitions)
+		}
+		h.p.sessions[connA.key()] = sess
+		h.batch(connA2.connect(true, 0, nil))
+		got := h.batch(knownOf(connA2, 2, nil))
+		checkOutputs(t, got, outputs(wantRemoveAll(connA2, 2), wantPresence(connA2, false, false, 2)))
+		if s := h.session(connA2); s.RemoveEverywhere {
+			t.Error("remove everywhere still set after a removal everywhere")
+		}
+	})
+}
+
+// knownOf is c's Disconnect of generation gen that names the partitions
+// parts (router_partitions, known).
+func knownOf(c conn, gen uint64, expiry *uint32, parts ...int32) *eventspb.Envelope {
+	env := c.disconnect(gen, false, expiry)
+	d := env.GetDisconnect()
+	d.RouterPartitions, d.RouterPartitionsKnown = parts, true
+	return env
+}
+
+// removeAllOf is the REMOVE_ALL of c's session of generation gen to the
+// partitions parts alone.
+func removeAllOf(c conn, gen uint64, parts ...int32) []output {
+	var outs []output
+	for _, o := range wantRemoveAll(c, gen) {
+		if slices.Contains(parts, o.partition) {
+			outs = append(outs, o)
+		}
+	}
+	return outs
 }
 
 func TestSessionSubscriptionsRecorded(t *testing.T) {

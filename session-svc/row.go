@@ -39,6 +39,7 @@ func AppendSessionRow(b []byte, s *Session) []byte {
 		LastPacketId:      uint32(s.LastPacketID),
 		Sources:           s.Sources,
 		SessionGeneration: s.SessionGeneration,
+		RemoveEverywhere:  s.RemoveEverywhere,
 	}
 	size := row.SizeVT()
 	start := len(b)
@@ -97,6 +98,7 @@ func DecodeSessionRow(b []byte, s *Session) error {
 		LastPacketID:      uint16(row.LastPacketId),
 		Sources:           row.Sources,
 		Subscriptions:     row.Subscriptions,
+		RemoveEverywhere:  row.RemoveEverywhere,
 	}
 	return nil
 }

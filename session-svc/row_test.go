@@ -13,7 +13,7 @@ import (
 
 func codecSession() *Session {
 	return &Session{
-		Tenant: "t", ClientID: "c", Generation: 1 << 40, SessionGeneration: 1<<40 - 2, Active: true, Online: true,
+		Tenant: "t", ClientID: "c", Generation: 1 << 40, SessionGeneration: 1<<40 - 2, RemoveEverywhere: true, Active: true, Online: true,
 		Route:   &eventspb.Route{Slot: 3, Connection: 9, Generation: 1 << 40},
 		Gateway: "gw", RequestID: 5, ExpiryS: kafka.SessionExpiryNever, ProtocolVersion: 4, Username: "u",
 		Will:           &eventspb.Will{Message: &eventspb.Message{Topic: "w", Payload: []byte("p")}, DelayIntervalS: 3},

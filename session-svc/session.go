@@ -28,6 +28,14 @@ type Session struct {
 	// tells the packet identifiers of this session from those of an
 	// earlier one (ConnectResult.session_generation).
 	SessionGeneration uint64
+	// RemoveEverywhere says that the routers may hold entries of the
+	// client that no connection reported: a session of it ended while its
+	// connection could still write (taken over, its gateway gone), and a
+	// subscription change of that connection may reach a router after the
+	// REMOVE_ALL that ended the session. The client's next session end
+	// then removes from every partition, whatever its connection reports
+	// (Disconnect.router_partitions), which clears it.
+	RemoveEverywhere bool
 	// Active says a session exists: the client is connected, or its
 	// persistent session outlives its last connection. False before the
 	// first connection and after the session ended (its subscriptions were

@@ -1449,9 +1449,10 @@ type Presence struct {
 	Persistent bool `protobuf:"varint,3,opt,name=persistent,proto3" json:"persistent,omitempty"`
 	// The generation of the connection that began the session
 	// (ConnectResult.session_generation). A subscription of an older
-	// generation belongs to a session that has ended: a router drops it
-	// (a subscription change written before a takeover can reach a router
-	// after the REMOVE_ALL that ended its session). 0 when not known.
+	// generation belongs to a session that has ended: a router routes
+	// nothing by it (a subscription change written before a takeover can
+	// reach a router after the REMOVE_ALL that ended its session). 0 when
+	// not known.
 	SessionGeneration uint64 `protobuf:"varint,4,opt,name=session_generation,json=sessionGeneration,proto3" json:"session_generation,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache

@@ -56,6 +56,7 @@ type StoredSession struct {
 	LastPacketId      uint32                 `protobuf:"varint,18,opt,name=last_packet_id,json=lastPacketId,proto3" json:"last_packet_id,omitempty"` // 0–65535
 	Sources           []*Source              `protobuf:"bytes,19,rep,name=sources,proto3" json:"sources,omitempty"`
 	SessionGeneration uint64                 `protobuf:"varint,20,opt,name=session_generation,json=sessionGeneration,proto3" json:"session_generation,omitempty"`
+	RemoveEverywhere  bool                   `protobuf:"varint,21,opt,name=remove_everywhere,json=removeEverywhere,proto3" json:"remove_everywhere,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
 }
@@ -230,11 +231,18 @@ func (x *StoredSession) GetSessionGeneration() uint64 {
 	return 0
 }
 
+func (x *StoredSession) GetRemoveEverywhere() bool {
+	if x != nil {
+		return x.RemoveEverywhere
+	}
+	return false
+}
+
 var File_shoal_v1_session_row_proto protoreflect.FileDescriptor
 
 const file_shoal_v1_session_row_proto_rawDesc = "" +
 	"\n" +
-	"\x1ashoal/v1/session_row.proto\x12\bshoal.v1\x1a\x15shoal/v1/events.proto\"\xc2\x06\n" +
+	"\x1ashoal/v1/session_row.proto\x12\bshoal.v1\x1a\x15shoal/v1/events.proto\"\xef\x06\n" +
 	"\rStoredSession\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +
@@ -259,7 +267,8 @@ const file_shoal_v1_session_row_proto_rawDesc = "" +
 	"\tinbox_seq\x18\x11 \x01(\x04R\binboxSeq\x12$\n" +
 	"\x0elast_packet_id\x18\x12 \x01(\rR\flastPacketId\x12*\n" +
 	"\asources\x18\x13 \x03(\v2\x10.shoal.v1.SourceR\asources\x12-\n" +
-	"\x12session_generation\x18\x14 \x01(\x04R\x11sessionGenerationB\x12\n" +
+	"\x12session_generation\x18\x14 \x01(\x04R\x11sessionGeneration\x12+\n" +
+	"\x11remove_everywhere\x18\x15 \x01(\bR\x10removeEverywhereB\x12\n" +
 	"\x10_connected_at_usB\x15\n" +
 	"\x13_disconnected_at_usB\x11\n" +
 	"\x0f_will_due_at_usB7Z5github.com/shoal-mqtt/shoal/schemas/eventspb;eventspbb\x06proto3"

@@ -39,6 +39,7 @@ func (m *StoredSession) CloneVT() *StoredSession {
 	r.InboxSeq = m.InboxSeq
 	r.LastPacketId = m.LastPacketId
 	r.SessionGeneration = m.SessionGeneration
+	r.RemoveEverywhere = m.RemoveEverywhere
 	if rhs := m.ConnectedAtUs; rhs != nil {
 		tmpVal := *rhs
 		r.ConnectedAtUs = &tmpVal
@@ -191,6 +192,9 @@ func (this *StoredSession) EqualVT(that *StoredSession) bool {
 	if this.SessionGeneration != that.SessionGeneration {
 		return false
 	}
+	if this.RemoveEverywhere != that.RemoveEverywhere {
+		return false
+	}
 	return string(this.unknownFields) == string(that.unknownFields)
 }
 
@@ -230,6 +234,18 @@ func (m *StoredSession) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 	if m.unknownFields != nil {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
+	}
+	if m.RemoveEverywhere {
+		i--
+		if m.RemoveEverywhere {
+			dAtA[i] = 1
+		} else {
+			dAtA[i] = 0
+		}
+		i--
+		dAtA[i] = 0x1
+		i--
+		dAtA[i] = 0xa8
 	}
 	if m.SessionGeneration != 0 {
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.SessionGeneration))
@@ -467,6 +483,9 @@ func (m *StoredSession) SizeVT() (n int) {
 	}
 	if m.SessionGeneration != 0 {
 		n += 2 + protohelpers.SizeOfVarint(uint64(m.SessionGeneration))
+	}
+	if m.RemoveEverywhere {
+		n += 3
 	}
 	n += len(m.unknownFields)
 	return n
@@ -991,6 +1010,26 @@ func (m *StoredSession) UnmarshalVT(dAtA []byte) error {
 					break
 				}
 			}
+		case 21:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field RemoveEverywhere", wireType)
+			}
+			var v int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.RemoveEverywhere = bool(v != 0)
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
@@ -1540,6 +1579,26 @@ func (m *StoredSession) UnmarshalVTUnsafe(dAtA []byte) error {
 					break
 				}
 			}
+		case 21:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field RemoveEverywhere", wireType)
+			}
+			var v int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.RemoveEverywhere = bool(v != 0)
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])

@@ -357,8 +357,8 @@ func (s *Shard) change(env *eventspb.Envelope, ch *eventspb.SubscriptionChange, 
 		if err := topic.ValidateFilter(ch.Filter); err != nil {
 			return fmt.Errorf("%w: subscription filter: %w", ErrMalformed, err)
 		}
-		r := routeOf(ch.Route)
 		t := s.tenant(env.Tenant)
+		r := routeOf(ch.Route)
 		sb, existed, stale := t.upsert(env.ClientId, ch.ShareGroup, ch.Filter, ch.Options, r)
 		if stale {
 			return nil

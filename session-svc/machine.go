@@ -144,9 +144,10 @@ func (m *machine) connect(k clientKey, sess *Session, env *eventspb.Envelope, c 
 	if sess.Active && !resume {
 		// The old session ends; the connection starts a new one.
 		outs = m.endSession(k, sess, now, outs)
-		// The old connection may still write a subscription change,
-		// which would outlive the REMOVE_ALL (Session.RemoveEverywhere).
-		sess.RemoveEverywhere = sess.RemoveEverywhere || tookOver
+		// A connection taken over may still write a subscription change,
+		// which would outlive the REMOVE_ALL (Session.RemoveEverywhere;
+		// endSession, which removed everywhere, cleared it).
+		sess.RemoveEverywhere = tookOver
 	}
 	// A delayed will of the previous connection is cancelled by a
 	// connection that resumes the session (and was published by

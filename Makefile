@@ -97,9 +97,9 @@ bench-compare: ## Shoal vs Mosquitto, every scenario, alternating for ROUNDS rou
 	ROUNDS=$${ROUNDS:-3} ./scripts/bench-compare.sh
 
 .PHONY: bench-independent
-bench-independent: build ## Shoal vs Mosquitto measured with Mosquitto's own clients and hand-made connections, not Shoal's generator (SCENARIOS=steady,saturate, ROUNDS: see scripts/independent-compare.py)
+bench-independent: build ## Shoal vs Mosquitto measured with Mosquitto's own clients and hand-made connections, not Shoal's generator (SCENARIOS=steady,saturate; cycle too: a connection's whole life; ROUNDS: see scripts/independent-compare.py)
 	@command -v mosquitto >/dev/null && command -v mosquitto_sub >/dev/null || { apt-get install -y -qq --no-install-recommends mosquitto mosquitto-clients >/dev/null || sudo apt-get install -y -qq --no-install-recommends mosquitto mosquitto-clients >/dev/null; }
-	SCENARIOS=$${SCENARIOS:-steady,saturate} ./scripts/independent-compare.py
+	SCENARIOS=$${SCENARIOS:-steady,saturate,cycle} ./scripts/independent-compare.py
 
 .PHONY: bench-distributed
 bench-distributed: build ## distributed mode on a real Kafka + Cassandra, latency at 10k msg/s (DISTBENCH=-smoke for a quick check); see bench/README.md

@@ -17,6 +17,11 @@ Scenarios:
   steady     PAIRS pairs at a fixed RATE messages/s in all: latency p50,
              p90, p99 and the broker's CPU (what bench-compare.sh calls
              latency-qos0 with the defaults)
+  cycle      CLIENTS connections made by hand, CONCURRENCY at a time,
+             each CONNECT, CONNACK, DISCONNECT, close: the broker's CPU per
+             client over the run and SETTLE seconds after it (a
+             connection's whole life; scripts/connect-cycle.sh with
+             Shoal's generator)
   saturate   PAIRS pairs of connections this script makes by hand (MQTT
              3.1.1, QoS 0, 64-byte payloads): publishers write
              pre-encoded PUBLISHes as fast as their sockets take them,
@@ -31,7 +36,8 @@ Usage (from the repository's root; needs mosquitto and mosquitto-clients):
 Environment: SCENARIOS, ROUNDS (2), PAIRS (50), RATE (10000), QOS (0),
 MQTT_VERSION (mqttv311, the clients' default; or mqttv5), PIN (1: the
 broker on CPU 0, the clients and the pacer on CPU 1, with taskset),
-WARMUP (3 s), DURATION (10 s), SHOAL_BIN (bin/shoal), SHOAL_FLAGS,
+WARMUP (3 s), DURATION (10 s), CLIENTS (10000), CONCURRENCY (64),
+SETTLE (6 s), SHOAL_BIN (bin/shoal), SHOAL_FLAGS,
 OUT (a directory for the JSON results and the brokers' logs; default:
 none).
 
@@ -412,7 +418,74 @@ def saturate(broker, port, cfg):
     }
 
 
-SCENARIOS = {"steady": steady, "saturate": saturate}
+def cycle(broker, port, cfg):
+    """CLIENTS connections this script makes by hand, CONCURRENCY at a
+    time (MQTT 3.1.1, Clean Session, each its own client id): CONNECT, wait
+    for the CONNACK, DISCONNECT and close, the next one as soon as one is
+    done. The broker's CPU per client over the run, and over SETTLE
+    seconds after it, while it still writes and applies the ends of those
+    sessions (what scripts/connect-cycle.sh measures with Shoal's
+    generator)."""
+    n, conc, settle = cfg["clients"], cfg["concurrency"], cfg["settle"]
+    disconnect = mqtt_packet(0xE0, b"")
+    sel = selectors.DefaultSelector()
+    started = done = 0
+    tag = int(time.time() * 1000) % 1000000  # client ids unique to the run
+
+    def start():
+        nonlocal started
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setblocking(False)
+        s.connect_ex(("127.0.0.1", port))
+        cid = b"cyc%d-%d" % (tag, started)
+        started += 1
+        pkt = mqtt_packet(0x10, mqtt_string(b"MQTT") + bytes([4, 0x02, 0, 0]) + mqtt_string(cid))
+        sel.register(s, selectors.EVENT_WRITE, ["connect", pkt, b""])
+
+    t0, c0 = time.monotonic(), cpu_seconds(broker.pid)
+    g0 = os.times()
+    for _ in range(min(conc, n)):
+        start()
+    while done < n:
+        events = sel.select(10)
+        if not events:
+            raise RuntimeError(f"cycle: no progress with {started - done} connections open")
+        for key, ev in events:
+            s, st = key.fileobj, key.data
+            if st[0] == "connect":
+                s.sendall(st[1])
+                st[0] = "connack"
+                sel.modify(s, selectors.EVENT_READ, st)
+                continue
+            st[2] += s.recv(4 - len(st[2]))
+            if len(st[2]) < 4:
+                if not st[2]:
+                    raise RuntimeError("cycle: connection closed before CONNACK")
+                continue
+            if st[2][:2] != b"\x20\x02" or st[2][3] != 0:
+                raise RuntimeError(f"cycle: CONNACK {st[2]!r}")
+            s.sendall(disconnect)
+            sel.unregister(s)
+            s.close()
+            done += 1
+            if started < n:
+                start()
+    t1, c1 = time.monotonic(), cpu_seconds(broker.pid)
+    g1 = os.times()
+    time.sleep(settle)
+    c2 = cpu_seconds(broker.pid)
+    us = lambda secs: secs * 1e6 / n
+    return {
+        "cycles_per_s": n / (t1 - t0),
+        "cpu_us_per_client_run": us(c1 - c0),
+        "cpu_us_per_client_after": us(c2 - c1),
+        "cpu_us_per_client": us(c2 - c0),
+        "generator_cpu_pct": 100 * ((g1.user + g1.system) - (g0.user + g0.system)) / (t1 - t0),
+        "rss_end_mib": rss_bytes(broker.pid) / (1 << 20),
+    }
+
+
+SCENARIOS = {"steady": steady, "saturate": saturate, "cycle": cycle}
 STARTERS = {"mosquitto": start_mosquitto, "shoal": start_shoal}
 
 
@@ -426,6 +499,9 @@ def main():
             sys.exit(f"{tool} not found: apt-get install mosquitto-clients")
     cfg = {"pairs": env_int("PAIRS", 50), "rate": env_int("RATE", 10000), "qos": env_int("QOS", 0),
            "warmup": env_float("WARMUP", 3), "duration": env_float("DURATION", 10)}
+    if "cycle" in names:
+        cfg.update(clients=env_int("CLIENTS", 10000), concurrency=env_int("CONCURRENCY", 64),
+                   settle=env_float("SETTLE", 6))
     rounds = env_int("ROUNDS", 2)
     if os.environ.get("PIN") == "1":
         os.sched_setaffinity(0, {1})  # the pacer with the clients, the broker alone on CPU 0
@@ -466,7 +542,9 @@ def main():
 def report(results):
     metrics = {"steady": ["p50_us", "p90_us", "p99_us", "cpu_pct", "generator_cpu_pct", "rss_max_mib"],
                "saturate": ["deliveries_per_s", "published_per_s", "cpu_pct", "deliveries_per_cpu_s",
-                            "generator_cpu_pct", "rss_end_mib"]}
+                            "generator_cpu_pct", "rss_end_mib"],
+               "cycle": ["cycles_per_s", "cpu_us_per_client_run", "cpu_us_per_client_after", "cpu_us_per_client",
+                         "generator_cpu_pct", "rss_end_mib"]}
     print("| scenario | metric | Shoal (median) | Mosquitto (median) | ratio |")
     print("|---|---|---:|---:|---:|")
     for name, ms in metrics.items():
@@ -476,7 +554,8 @@ def report(results):
         for m in ms:
             s = statistics.median(r[m] for r in rs if r["broker"] == "shoal")
             q = statistics.median(r[m] for r in rs if r["broker"] == "mosquitto")
-            print(f"| {name} | {m} | {s:,.1f} | {q:,.1f} | {s / q:.2f}× |")
+            ratio = f"{s / q:.2f}×" if q else "–"
+            print(f"| {name} | {m} | {s:,.1f} | {q:,.1f} | {ratio} |")
         if name == "steady":
             for b in ("shoal", "mosquitto"):
                 got = [r["received_in_window"] for r in rs if r["broker"] == b]

@@ -21,6 +21,10 @@
 #   SHOAL_BIN  the shoal binary to measure instead of building the tree's
 #   BASE_BIN   a second shoal binary to measure beside it (an older commit's)
 #   NO_MOSQUITTO 1 to leave Mosquitto out
+#   TAKEOVER   1: before each wave, as many clients with the same client
+#              ids connect and stay, so that every connect of the measured
+#              wave takes a live connection over (a fleet that comes back
+#              before the broker noticed it had gone)
 #
 # Runs on loopback only; the generator is bench/cmd/shoal-bench
 # (-scenario connections).
@@ -94,12 +98,23 @@ run() {
   start_broker "$label"
   sleep 1
   for w in $(seq "$waves"); do
+    holder=""
+    if [ "${TAKEOVER:-0}" = 1 ]; then
+      "$bench" -addr "127.0.0.1:$mqtt" -scenario connections -clients "$clients" -connect-concurrency 64 \
+        -warmup 500ms -duration 10m -prefix "cycle$w" -out "$tmp/held.json" >"$tmp/held.log" 2>&1 &
+      holder=$!
+      for _ in $(seq 600); do # until they are all connected (the generator's progress line)
+        grep -q "connected $clients " "$tmp/held.log" && break
+        sleep 0.1
+      done
+    fi
     c0=$(cpu_ticks "$broker_pid")
     "$bench" -addr "127.0.0.1:$mqtt" -scenario connections -clients "$clients" -connect-concurrency 64 \
-      -warmup 500ms -duration 500ms -broker-pid "$broker_pid" -out "$tmp/wave.json" >"$tmp/wave.log" 2>&1
+      -warmup 500ms -duration 500ms -prefix "cycle$w" -broker-pid "$broker_pid" -out "$tmp/wave.json" >"$tmp/wave.log" 2>&1
     c1=$(cpu_ticks "$broker_pid")
     sleep "$settle"
     c2=$(cpu_ticks "$broker_pid")
+    stop_pid "$holder" 5
     python3 - "$tmp/wave.json" "$label" "$w" "$c0" "$c1" "$c2" "$tck" "$clients" "$settle" <<'EOF'
 import json, sys
 path, label, wave, c0, c1, c2, tck, n, settle = sys.argv[1:]

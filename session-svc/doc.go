@@ -58,8 +58,13 @@
 //     generation, and handled as a normal DISCONNECT without the will.
 //     Connection ids are unique per gateway run, so a newer connection of
 //     the client is never ended by it.
-//   - SessionSubscriptions of the current generation are kept with the
-//     session, for resumption.
+//   - SessionSubscriptions of any connection of the current session are
+//     kept with the session, for resumption, each filter with the
+//     generation of the change that set it: a change of an earlier
+//     connection (a SUBSCRIBE that raced a resumption elsewhere) wins over
+//     an entry only when it is as new, as it does in a router, and a
+//     resumption gives every entry its connection's generation (the
+//     gateway binds them again). Those of an ended session are ignored.
 //   - SessionTick (written by the service itself to each partition it owns,
 //     every session.expiry_check, and to one partition when the earliest
 //     deadline of its sessions passes): sessions offline for longer than

@@ -183,6 +183,11 @@ func (m *machine) connect(k clientKey, sess *Session, env *eventspb.Envelope, c 
 		// The session continues: the router still holds its subscriptions
 		// (the gateway moves them to the new connection before CONNACK),
 		// and the gateway learns them for UNSUBSCRIBE and retain handling.
+		// Moved, they are the new connection's (the routers' entries get
+		// its generation).
+		for _, sub := range sess.Subscriptions {
+			sub.Generation = sess.Generation
+		}
 		cr := res.env.GetConnectResult()
 		cr.SessionPresent = true
 		cr.InboxDropped = sess.InboxDropped
@@ -585,20 +590,32 @@ func (m *machine) kick(k clientKey, sess *Session, code packet.ReasonCode) outpu
 }
 
 // subscriptions records a SUBSCRIBE or UNSUBSCRIBE of the client's current
-// session (removals first, then additions); those of an older generation
-// belong to a session that ended and are ignored.
+// session (removals first, then additions). One of an earlier connection of
+// the same session (a SUBSCRIBE that raced a resumption elsewhere) counts
+// as the routers count it: per filter, the newer generation wins, so that
+// the session's list and the routers' entries agree; one of a session
+// that ended is ignored.
 func (m *machine) subscriptions(k clientKey, sess *Session, ss *eventspb.SessionSubscriptions) bool {
-	if !sess.Active || ss.GetGeneration() != sess.Generation {
+	gen := ss.GetGeneration()
+	began := sess.SessionGeneration
+	if began == 0 {
+		// A session stored before sessions knew their first generation:
+		// only its current connection is known to be its own.
+		began = sess.Generation
+	}
+	if !sess.Active || gen > sess.Generation || gen < began {
 		m.log.Debug("stale session subscriptions ignored", "tenant", k.tenant, "client", k.client,
-			"generation", ss.GetGeneration(), "current", sess.Generation)
+			"generation", gen, "current", sess.Generation)
 		return false
 	}
 	for _, f := range ss.GetRemoved() {
-		sess.removeSubscription(f)
+		sess.removeSubscription(f, gen)
 	}
 	for _, sub := range ss.GetAdded() {
 		if sub != nil {
-			sess.setSubscription(sub.CloneVT())
+			sub = sub.CloneVT()
+			sub.Generation = gen
+			sess.setSubscription(sub)
 		}
 	}
 	return true

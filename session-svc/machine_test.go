@@ -312,7 +312,9 @@ func TestPersistentSessionResumes(t *testing.T) {
 	cr := res.env.GetConnectResult()
 	cr.SessionPresent = true
 	cr.SessionGeneration = 1 // the session began with the first connection, the answer says,
-	cr.Subscriptions = []*eventspb.SessionSubscription{sub}
+	moved := sub.CloneVT()
+	moved.Generation = 2 // the resuming connection binds it again
+	cr.Subscriptions = []*eventspb.SessionSubscription{moved}
 	pr := wantPresence(connA2, true, true, 2)
 	pr.env.GetPresence().SessionGeneration = 1 // so do the presence's
 	checkOutputs(t, got, outputs(pr, res))
@@ -611,6 +613,9 @@ func TestSessionSubscriptionsRecorded(t *testing.T) {
 		t.Errorf("session subscriptions produced %v", got)
 	}
 	want := []*eventspb.SessionSubscription{sub("$share/g/c", 2), sub("a/#", 2)}
+	for _, w := range want {
+		w.Generation = 1 // the connection's that set them
+	}
 	if diff := cmp.Diff(want, h.session(connA).Subscriptions, protocmp.Transform()); diff != "" {
 		t.Errorf("subscriptions (-want +got):\n%s", diff)
 	}
@@ -619,6 +624,57 @@ func TestSessionSubscriptionsRecorded(t *testing.T) {
 	if diff := cmp.Diff(want, h.session(connA).Subscriptions, protocmp.Transform()); diff != "" {
 		t.Errorf("subscriptions after restart (-want +got):\n%s", diff)
 	}
+}
+
+// A SUBSCRIBE or UNSUBSCRIBE of an earlier connection of the same session
+// (one that raced a resumption elsewhere) changes the session's list as it
+// changes the routers' entries: per filter, the newer generation wins. One
+// of a session that ended changes nothing.
+func TestSessionSubscriptionsOfAnEarlierConnection(t *testing.T) {
+	sub := func(f string) *eventspb.SessionSubscription {
+		return &eventspb.SessionSubscription{Filter: f, Options: &eventspb.SubscriptionOptions{Qos: 1}}
+	}
+	filters := func(h *harness, c conn) []string {
+		var fs []string
+		for _, s := range h.session(c).Subscriptions {
+			fs = append(fs, fmt.Sprintf("%s@%d", s.GetFilter(), s.GetGeneration()))
+		}
+		return fs
+	}
+	t.Run("a late SUBSCRIBE is kept", func(t *testing.T) {
+		// The router keeps it (its generation is the session's), so the
+		// session lists it: a later connection learns it, and its
+		// UNSUBSCRIBE removes it from both.
+		h := newHarness(t)
+		h.batch(connA.connect(false, 3600, nil))
+		h.batch(connA2.connect(false, 3600, nil)) // resumes, generation 2
+		h.batch(connA.subscriptions(1, nil, sub("late")))
+		if got := filters(h, connA2); !slices.Equal(got, []string{"late@1"}) {
+			t.Fatalf("subscriptions %v, want [late@1]", got)
+		}
+		h.batch(connA2.subscriptions(2, []string{"late"}))
+		if got := filters(h, connA2); len(got) != 0 {
+			t.Errorf("after the newer connection's UNSUBSCRIBE: %v, want none", got)
+		}
+	})
+	t.Run("a late UNSUBSCRIBE leaves what a resumption bound again", func(t *testing.T) {
+		h := newHarness(t)
+		h.batch(connA.connect(false, 3600, nil), connA.subscriptions(1, nil, sub("kept")))
+		h.batch(connA2.connect(false, 3600, nil)) // binds "kept" with generation 2
+		h.batch(connA.subscriptions(1, []string{"kept"}))
+		if got := filters(h, connA2); !slices.Equal(got, []string{"kept@2"}) {
+			t.Errorf("subscriptions %v, want [kept@2]: the router keeps the entry of generation 2", got)
+		}
+	})
+	t.Run("a change of an ended session is ignored", func(t *testing.T) {
+		h := newHarness(t)
+		h.batch(connA.connect(false, 3600, nil))
+		h.batch(connA2.connect(true, 3600, nil)) // Clean Start: a new session at 2
+		h.batch(connA.subscriptions(1, nil, sub("old")))
+		if got := filters(h, connA2); len(got) != 0 {
+			t.Errorf("subscriptions %v, want none", got)
+		}
+	})
 }
 
 func TestGenerationSurvivesRestart(t *testing.T) {

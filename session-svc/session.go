@@ -204,15 +204,20 @@ func (s *Session) noteSource(src *eventspb.Source) bool {
 func (s *Session) setSubscription(sub *eventspb.SessionSubscription) {
 	i, found := slices.BinarySearchFunc(s.Subscriptions, sub.GetFilter(), compareFilter)
 	if found {
+		if s.Subscriptions[i].GetGeneration() > sub.GetGeneration() {
+			return // set by a newer connection: as the router's entry
+		}
 		s.Subscriptions[i] = sub
 		return
 	}
 	s.Subscriptions = slices.Insert(s.Subscriptions, i, sub)
 }
 
-// removeSubscription removes the subscription with this filter, if any.
-func (s *Session) removeSubscription(filter string) {
-	if i, found := slices.BinarySearchFunc(s.Subscriptions, filter, compareFilter); found {
+// removeSubscription removes the subscription with this filter, if any,
+// unless a connection newer than generation gen set it (as a router keeps
+// an entry newer than a REMOVE).
+func (s *Session) removeSubscription(filter string, gen uint64) {
+	if i, found := slices.BinarySearchFunc(s.Subscriptions, filter, compareFilter); found && s.Subscriptions[i].GetGeneration() <= gen {
 		s.Subscriptions = slices.Delete(s.Subscriptions, i, i+1)
 	}
 }

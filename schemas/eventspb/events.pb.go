@@ -2117,9 +2117,15 @@ func (x *Source) GetIndex() uint32 {
 
 // SessionSubscription is one subscription kept with a session.
 type SessionSubscription struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Filter        string                 `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"` // as the client sent it, with any $share prefix
-	Options       *SubscriptionOptions   `protobuf:"bytes,2,opt,name=options,proto3" json:"options,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Filter  string                 `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"` // as the client sent it, with any $share prefix
+	Options *SubscriptionOptions   `protobuf:"bytes,2,opt,name=options,proto3" json:"options,omitempty"`
+	// In the session service's record of a session: the generation of the
+	// connection whose change set it (raised to a resuming connection's,
+	// which binds it again), so that a late change of an earlier connection
+	// of the session changes it only as it changes the routers' entry
+	// (which keep a generation per entry). 0 in the gateway's records.
+	Generation    uint64 `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2166,6 +2172,13 @@ func (x *SessionSubscription) GetOptions() *SubscriptionOptions {
 		return x.Options
 	}
 	return nil
+}
+
+func (x *SessionSubscription) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
 }
 
 // SessionSubscriptions records a client's SUBSCRIBE or UNSUBSCRIBE for its
@@ -2965,10 +2978,13 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"\x06Source\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x14\n" +
-	"\x05index\x18\x03 \x01(\rR\x05index\"f\n" +
+	"\x05index\x18\x03 \x01(\rR\x05index\"\x86\x01\n" +
 	"\x13SessionSubscription\x12\x16\n" +
 	"\x06filter\x18\x01 \x01(\tR\x06filter\x127\n" +
-	"\aoptions\x18\x02 \x01(\v2\x1d.shoal.v1.SubscriptionOptionsR\aoptions\"\x85\x01\n" +
+	"\aoptions\x18\x02 \x01(\v2\x1d.shoal.v1.SubscriptionOptionsR\aoptions\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x03 \x01(\x04R\n" +
+	"generation\"\x85\x01\n" +
 	"\x14SessionSubscriptions\x123\n" +
 	"\x05added\x18\x01 \x03(\v2\x1d.shoal.v1.SessionSubscriptionR\x05added\x12\x18\n" +
 	"\aremoved\x18\x02 \x03(\tR\aremoved\x12\x1e\n" +

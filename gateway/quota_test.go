@@ -440,7 +440,7 @@ func TestDisconnectNamesRouterPartitions(t *testing.T) {
 // after the Disconnect: its Disconnect names no partitions, and the
 // session service removes the session from every one.
 func TestDisconnectWithPendingWritesNamesNoPartitions(t *testing.T) {
-	g, ql := startQuotaGateway(t, quota.Config{}, func(c *Config) { c.SessionTimeout = 200 * time.Millisecond })
+	g, ql := startQuotaGateway(t, quota.Config{}, func(c *Config) { c.SessionTimeout = time.Second })
 	ql.mu.Lock()
 	ql.holdChanges = true
 	ql.mu.Unlock()

@@ -78,7 +78,9 @@
 //     distributed deployment, the counts shared with the other gateways
 //     through shoal.quotas (quota.Shared): the reports written and read.
 //   - close.go: how a connection ends: server-initiated closes, the end
-//     reported to the log.
+//     reported to the log; routerparts.go: the partitions of
+//     shoal.messages where the connection left state for the routers,
+//     which its Disconnect names (router_partitions).
 //   - connlog.go: the connection's log lines and their keys; every close
 //     the gateway makes logged once with its reason code and cause,
 //     rate-limited per client (docs/telemetry.md, "Logs").

@@ -520,9 +520,11 @@ func TestDisconnectRemovesFromTheConnectionsPartitions(t *testing.T) {
 		checkOutputs(t, h.batch(connA.disconnect(1, false, nil)), outputs(wantRemoveAll(connA, 1), wantPresence(connA, false, false, 1)))
 	})
 	t.Run("out of range", func(t *testing.T) {
-		h := newHarness(t)
-		h.batch(connA.connect(true, 0, nil))
-		checkOutputs(t, h.batch(knownOf(connA, 1, nil, 1, testMessagesPartitions)), outputs(wantRemoveAll(connA, 1), wantPresence(connA, false, false, 1)))
+		for _, bad := range []int32{testMessagesPartitions, -1} {
+			h := newHarness(t)
+			h.batch(connA.connect(true, 0, nil))
+			checkOutputs(t, h.batch(knownOf(connA, 1, nil, 1, bad)), outputs(wantRemoveAll(connA, 1), wantPresence(connA, false, false, 1)))
+		}
 	})
 	t.Run("resumed session", func(t *testing.T) {
 		// The session's first connection subscribed; its second knows

@@ -93,7 +93,16 @@
 //
 //   - Generations outlive sessions: a client keeps its record (Active
 //     false) after its session ended, so its generation never goes back.
-//     An ended session keeps its record (generation, no subscriptions).
+//     An ended session keeps its record (generation, no subscriptions) in
+//     the store alone: memory holds the sessions that are not dormant, and
+//     a batch first reads those of its clients it does not hold
+//     (Store.LoadClients), so that memory follows the clients with a
+//     session, not every client ever seen.
+//   - A session that ends with the connection it began with, when that
+//     connection's gateway names its partitions and nothing of an earlier
+//     connection may still reach a router, writes the tombstone of the
+//     client's presence instead of an offline presence: the routers forget
+//     the client.
 //   - REMOVE_ALL is written only when a session exists (not again for a
 //     client whose non-persistent session already ended at its disconnect).
 //   - A removal meant for partition p of shoal.messages carries the key

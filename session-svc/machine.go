@@ -457,6 +457,7 @@ func (m *machine) disconnect(k clientKey, sess *Session, d *eventspb.Disconnect,
 	}
 	sess.Online = false
 	sess.DisconnectedAt = at
+	presence := len(outs)
 	outs = append(outs, m.presence(k, sess, now))
 	switch {
 	case !d.GetPublishWill() || sess.Will == nil:
@@ -484,6 +485,12 @@ func (m *machine) disconnect(k clientKey, sess *Session, d *eventspb.Disconnect,
 		// partition would cost a record, a router's work and a commit
 		// each, at every disconnect.
 		outs = m.endSessionIn(k, sess, now, m.routerPartitions(d), outs)
+		// The routers are left with nothing of the client, and nothing
+		// its connection wrote can reach them after this: they forget its
+		// presence, so that a client gone costs them nothing (clients
+		// that make up a new id at every connection would otherwise
+		// grow every router's memory for good).
+		outs[presence] = m.presenceGone(k)
 	default:
 		outs = m.endSession(k, sess, now, outs)
 	}
@@ -703,6 +710,12 @@ func (m *machine) presence(k clientKey, sess *Session, now time.Time) output {
 		SessionGeneration: sess.SessionGeneration,
 	}}
 	return output{stage: stagePresence, dest: toPresence, partition: byKey, key: k.recordKey(), env: env}
+}
+
+// presenceGone is the tombstone of the client's Presence record: the
+// routers forget the client, and compaction drops its presence.
+func (m *machine) presenceGone(k clientKey) output {
+	return output{stage: stagePresence, dest: toPresence, partition: byKey, key: k.recordKey()}
 }
 
 // connectResult accepts the connection on route.

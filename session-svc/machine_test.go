@@ -121,6 +121,11 @@ func wantPresence(c conn, online, persistent bool, gen uint64) output {
 		}}})}
 }
 
+// wantPresenceGone is the tombstone of c's presence.
+func wantPresenceGone(c conn) output {
+	return output{stage: stagePresence, dest: toPresence, partition: byKey, key: c.key().recordKey()}
+}
+
 func wantResult(c conn, gen uint64) output {
 	return output{stage: stageAnswer, dest: toDeliveries, partition: c.slot, key: c.key().recordKey(),
 		env: wantEnv(c, c.gateway, &eventspb.Envelope{Event: &eventspb.Envelope_ConnectResult{
@@ -199,15 +204,7 @@ func (h *harness) batch(envs ...*eventspb.Envelope) []output {
 	var recs []record
 	for _, env := range envs {
 		// Decode a copy, as from the log, so nothing aliases the test's values.
-		b, err := env.MarshalVT()
-		if err != nil {
-			h.t.Fatal(err)
-		}
-		var dec eventspb.Envelope
-		if err := dec.UnmarshalVT(b); err != nil {
-			h.t.Fatal(err)
-		}
-		recs = append(recs, record{offset: h.next, env: &dec})
+		recs = append(recs, record{offset: h.next, env: decoded(h.t, env)})
 		h.next++
 	}
 	if err := h.p.process(h.t.Context(), recs, h.write); err != nil {
@@ -222,9 +219,9 @@ func (h *harness) batch(envs ...*eventspb.Envelope) []output {
 
 func (h *harness) session(c conn) *Session {
 	h.t.Helper()
-	s, ok := h.p.snapshot(c.key())
-	if !ok {
-		h.t.Fatalf("no session for %s", c.client)
+	s, ok, err := h.p.record(h.t.Context(), c.key())
+	if !ok || err != nil {
+		h.t.Fatalf("no session for %s (%v)", c.client, err)
 	}
 	return s
 }
@@ -504,12 +501,12 @@ func TestDisconnectRemovesFromTheConnectionsPartitions(t *testing.T) {
 	t.Run("one partition", func(t *testing.T) {
 		h := newHarness(t)
 		h.batch(connA.connect(true, 0, nil))
-		checkOutputs(t, h.batch(knownOf(connA, 1, nil, 2)), outputs(removeAllOf(connA, 1, 2), wantPresence(connA, false, false, 1)))
+		checkOutputs(t, h.batch(knownOf(connA, 1, nil, 2)), outputs(removeAllOf(connA, 1, 2), wantPresenceGone(connA)))
 	})
 	t.Run("none", func(t *testing.T) {
 		h := newHarness(t)
 		h.batch(connA.connect(true, 0, nil))
-		checkOutputs(t, h.batch(knownOf(connA, 1, nil)), outputs(wantPresence(connA, false, false, 1)))
+		checkOutputs(t, h.batch(knownOf(connA, 1, nil)), outputs(wantPresenceGone(connA)))
 		if s := h.session(connA); s.Active {
 			t.Error("the session is still active")
 		}
@@ -523,7 +520,7 @@ func TestDisconnectRemovesFromTheConnectionsPartitions(t *testing.T) {
 		for _, bad := range []int32{testMessagesPartitions, -1} {
 			h := newHarness(t)
 			h.batch(connA.connect(true, 0, nil))
-			checkOutputs(t, h.batch(knownOf(connA, 1, nil, 1, bad)), outputs(wantRemoveAll(connA, 1), wantPresence(connA, false, false, 1)))
+			checkOutputs(t, h.batch(knownOf(connA, 1, nil, 1, bad)), outputs(wantRemoveAll(connA, 1), wantPresenceGone(connA)))
 		}
 	})
 	t.Run("resumed session", func(t *testing.T) {
@@ -552,7 +549,7 @@ func TestDisconnectRemovesFromTheConnectionsPartitions(t *testing.T) {
 		checkOutputs(t, got, outputs(wantRemoveAll(connA2, 2), wantPresence(connA2, false, false, 2)))
 		h.batch(connA.connect(true, 0, nil))
 		got = h.batch(knownOf(connA, 3, nil, 1))
-		checkOutputs(t, got, outputs(removeAllOf(connA, 3, 1), wantPresence(connA, false, false, 3)))
+		checkOutputs(t, got, outputs(removeAllOf(connA, 3, 1), wantPresenceGone(connA)))
 	})
 	t.Run("after its gateway was gone", func(t *testing.T) {
 		h := newHarness(t)

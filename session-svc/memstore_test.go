@@ -12,6 +12,8 @@ type memStore struct {
 	parts      map[int32]*memPartition
 	failCommit error
 	commits    int
+	lookups    int   // clients LoadClients looked for
+	failLoad   error // LoadClients fails with it
 }
 
 type memPartition struct {
@@ -42,6 +44,33 @@ func (m *memStore) LoadSessions(ctx context.Context, partition int32, fn func(*S
 		}
 	}
 	return offset, nil
+}
+
+func (m *memStore) LoadClients(ctx context.Context, partition int32, clients []Client, fn func(*Session) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.lookups += len(clients)
+	var found []*Session
+	if p := m.parts[partition]; p != nil && m.failLoad == nil {
+		for _, c := range clients {
+			if s := p.sessions[clientKey{c.Tenant, c.ID}]; s != nil {
+				found = append(found, s.Clone())
+			}
+		}
+	}
+	fail := m.failLoad
+	m.mu.Unlock()
+	if fail != nil {
+		return fail
+	}
+	for _, s := range found {
+		if err := fn(s); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (m *memStore) CommitSessions(ctx context.Context, partition int32, offset int64, sessions []*Session) error {

@@ -90,6 +90,9 @@ func loadPartition(ctx context.Context, id int32, m *machine, store Store) (*par
 	p := &partition{id: id, m: m, store: store, sessions: make(map[clientKey]*Session), live: make(map[int32]*slotLiveness),
 		names: intern.New(maxNames)}
 	off, err := store.LoadSessions(ctx, id, func(s *Session) error {
+		if s.dormant() {
+			return nil // read again when its client comes back (recall)
+		}
 		s.Tenant, s.Gateway = p.names.Get(s.Tenant), p.names.Get(s.Gateway)
 		p.sessions[clientKey{s.Tenant, s.ClientID}] = s
 		p.counts.add(s, 1)
@@ -153,6 +156,10 @@ func (p *partition) process(ctx context.Context, recs []record, write writeFunc)
 		dirty:   make(map[clientKey]*Session),
 		inRound: make(map[clientKey]stage),
 	}
+	var err error
+	if b.recalled, err = p.recall(ctx, recs, base); err != nil {
+		return err
+	}
 	last := base
 	for _, r := range recs {
 		if r.offset <= base {
@@ -167,9 +174,89 @@ func (p *partition) process(ctx context.Context, recs []record, write writeFunc)
 		return err
 	}
 	if last == base {
+		p.forget(b.recalled, nil)
 		return nil
 	}
 	return b.commit(ctx, last)
+}
+
+// recall reads from the store the sessions of the clients of recs (those
+// after base) that the partition does not hold in memory, and adds those
+// it finds to its committed state, for the batch to apply its events to:
+// a dormant session lives in the store alone. It returns the clients it
+// added. On error the partition is unchanged.
+func (p *partition) recall(ctx context.Context, recs []record, base int64) ([]clientKey, error) {
+	var missing []clientKey
+	p.mu.Lock()
+	for _, r := range recs {
+		env := r.env
+		if r.offset <= base || env == nil || env.GetClientId() == "" || env.GetGatewayHeartbeat() != nil || env.GetSessionTick() != nil {
+			continue
+		}
+		k := clientKey{p.names.Get(env.GetTenant()), env.GetClientId()}
+		if _, ok := p.sessions[k]; !ok {
+			missing = append(missing, k)
+		}
+	}
+	p.mu.Unlock()
+	if len(missing) == 0 {
+		return nil, nil
+	}
+	slices.SortFunc(missing, compareKeys)
+	missing = slices.Compact(missing)
+	clients := make([]Client, len(missing))
+	for i, k := range missing {
+		clients[i] = Client{Tenant: k.tenant, ID: k.client}
+	}
+	var found []*Session
+	err := p.store.LoadClients(ctx, p.id, clients, func(s *Session) error {
+		found = append(found, s)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("recall %d sessions of partition %d: %w", len(missing), p.id, err)
+	}
+	recalled := make([]clientKey, 0, len(found))
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range found {
+		k := clientKey{p.names.Get(s.Tenant), s.ClientID}
+		s.Tenant, s.Gateway = k.tenant, p.names.Get(s.Gateway)
+		p.sessions[k] = s
+		p.counts.add(s, 1)
+		recalled = append(recalled, k)
+	}
+	return recalled, nil
+}
+
+// forget lets go of the dormant sessions among the clients of keys and of
+// changed (sessions of the partition's committed state): the store keeps
+// them.
+func (p *partition) forget(keys []clientKey, changed map[clientKey]*Session) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.forgetLocked(keys, changed)
+}
+
+// forgetLocked is forget for a caller that holds p.mu.
+func (p *partition) forgetLocked(keys []clientKey, changed map[clientKey]*Session) {
+	drop := func(k clientKey) {
+		if s, ok := p.sessions[k]; ok && s.dormant() {
+			p.counts.add(s, -1)
+			delete(p.sessions, k)
+		}
+	}
+	for _, k := range keys {
+		drop(k)
+	}
+	for k := range changed {
+		drop(k)
+	}
+}
+
+// compareKeys orders clients by tenant, then client id.
+func compareKeys(a, b clientKey) int {
+	return cmp.Or(cmp.Compare(a.tenant, b.tenant), cmp.Compare(a.client, b.client))
 }
 
 // batch is what one call of partition.process has applied and not
@@ -187,6 +274,10 @@ type batch struct {
 	pending [numStages][]output
 	// outs is the outputs of the record being applied (reused).
 	outs []output
+	// recalled holds the clients whose dormant sessions the batch read
+	// from the store (recall): let go again at its end unless they
+	// changed.
+	recalled []clientKey
 	// scanned: a tick of the batch looked at every committed session;
 	// scanWakeUs is the earliest tick time among those it left unchanged.
 	scanned    bool
@@ -374,6 +465,7 @@ func (b *batch) commit(ctx context.Context, last int64) error {
 	p.counts.update(p.sessions, b.dirty)
 	maps.Copy(p.sessions, b.dirty)
 	p.offset = last
+	p.forgetLocked(b.recalled, b.dirty)
 	wake := p.wakeUs
 	if b.scanned {
 		// The sessions a tick left unchanged are in scanWakeUs; the
@@ -440,9 +532,7 @@ func (p *partition) keys(dirty map[clientKey]*Session) []clientKey {
 	for k := range dirty {
 		ks = append(ks, k)
 	}
-	slices.SortFunc(ks, func(a, b clientKey) int {
-		return cmp.Or(cmp.Compare(a.tenant, b.tenant), cmp.Compare(a.client, b.client))
-	})
+	slices.SortFunc(ks, compareKeys)
 	return slices.Compact(ks)
 }
 
@@ -473,9 +563,7 @@ func (p *partition) tickKeys(dirty map[clientKey]*Session, dead map[int32]uint64
 	for k := range dirty {
 		ks = append(ks, k)
 	}
-	slices.SortFunc(ks, func(a, b clientKey) int {
-		return cmp.Or(cmp.Compare(a.tenant, b.tenant), cmp.Compare(a.client, b.client))
-	})
+	slices.SortFunc(ks, compareKeys)
 	return ks, wakeUs
 }
 
@@ -515,7 +603,24 @@ func (p *partition) batchUnderWay() <-chan struct{} {
 	return p.settled
 }
 
-// snapshot returns a copy of client k's committed session.
+// record returns a copy of client k's committed session as snapshot does,
+// or the dormant one from the store; false when the client was never seen.
+func (p *partition) record(ctx context.Context, k clientKey) (*Session, bool, error) {
+	if s, ok := p.snapshot(k); ok {
+		return s, true, nil
+	}
+	s, err := LoadClient(ctx, p.store, p.id, k.tenant, k.client)
+	if err != nil || s == nil {
+		return nil, false, err
+	}
+	if mem, ok := p.snapshot(k); ok {
+		return mem, true, nil // recalled meanwhile: memory has the newest
+	}
+	return s, true, nil
+}
+
+// snapshot returns a copy of client k's committed session, if the partition
+// holds it in memory (a dormant session is in the store alone).
 func (p *partition) snapshot(k clientKey) (*Session, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

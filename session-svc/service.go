@@ -488,6 +488,9 @@ func (s *Service) newRecord(o output) *kafka.Record {
 		r.Fill(s.topics.Deliveries.Name, o.key, o.partition, o.env)
 	case toPresence:
 		r.Fill(s.topics.Presence.Name, o.key, kafka.PartitionByKey, o.env)
+		if o.env == nil {
+			r.Value = nil // a tombstone (machine.presenceGone)
+		}
 	default: // toMessages: o.partition is a partition (broadcast) or byKey
 		p := o.partition
 		if p == byKey {
@@ -499,7 +502,8 @@ func (s *Service) newRecord(o output) *kafka.Record {
 }
 
 // Snapshot returns a copy of the committed session of a client, and whether
-// there is one (a client that was ever seen keeps a record, Active or not).
+// there is one (a client that was ever seen keeps a record, Active or not:
+// a dormant one is read from the store).
 func (s *Service) Snapshot(tenant, clientID string) (*Session, bool) {
 	k := clientKey{tenant, clientID}
 	p := kafka.PartitionForKey(k.recordKey(), s.sessionsPartitions)
@@ -507,7 +511,11 @@ func (s *Service) Snapshot(tenant, clientID string) (*Session, bool) {
 	if part == nil {
 		return nil, false
 	}
-	return part.snapshot(k)
+	sess, ok, err := part.record(context.Background(), k)
+	if err != nil {
+		s.log.Warn("read of a dormant session failed", "partition", p, "tenant", tenant, "client", clientID, "err", err)
+	}
+	return sess, ok
 }
 
 func (s *Service) setParts(parts []*partition) {

@@ -12,7 +12,8 @@ import (
 // Session is everything the session service keeps about one client id of
 // one tenant. The record outlives the session itself: Generation must keep
 // growing across sessions, so a client that was ever seen keeps a record
-// (Active false once its session ended).
+// (Active false once its session ended), in the store; the service's memory
+// lets it go (dormant).
 //
 // Times have microsecond precision in every store.
 type Session struct {
@@ -132,6 +133,15 @@ func (s *Session) tickDueUs() int64 {
 		us++
 	}
 	return us
+}
+
+// dormant reports whether s is the record of a client without a session
+// that nothing but an event of the client can change: no session, no
+// connection, no will or expiry to wait for. The service keeps a dormant
+// session in its store alone (Store.LoadClients brings it back), so that
+// its memory holds the clients with a session, not every client ever seen.
+func (s *Session) dormant() bool {
+	return !s.Active && !s.Online && s.Will == nil && s.WillDueAt.IsZero() && len(s.Inbox) == 0
 }
 
 // Clone returns a deep copy of s.

@@ -599,7 +599,8 @@ func dialPersistent(t *testing.T, b *broker.Broker, id string, clean bool) *rawC
 // alone (Disconnect.router_partitions): none for a client that never
 // subscribed, its topic's partition for a filter without wildcards, every
 // partition for one with wildcards. And a new session of the same client
-// gets none of the old one's messages.
+// gets none of the old one's messages. The routers forget the presence of
+// each (a tombstone).
 func TestSessionEndLeavesItsPartitionsOnly(t *testing.T) {
 	var dataDir string
 	b := startBroker(t, func(c *config.Config) { dataDir = c.DataDir })
@@ -622,8 +623,9 @@ func TestSessionEndLeavesItsPartitionsOnly(t *testing.T) {
 	parts := int32(len(ends)) // the broker's, not the catalogue's default
 	// logged returns the partitions of the REMOVE_ALLs of each client
 	// written so far, and whether the session service has answered
-	// every Disconnect (each client's offline presence is in the log;
-	// it is written after the removals).
+	// every Disconnect (the tombstone of each client's presence is in
+	// the log, written after the removals: the routers forget a client
+	// whose session ended with its connection).
 	logged := func() (map[string][]int32, bool) {
 		ctx, cancel := context.WithTimeout(context.Background(), wait)
 		defer cancel()
@@ -656,7 +658,14 @@ func TestSessionEndLeavesItsPartitionsOnly(t *testing.T) {
 						removals[env.ClientId] = append(removals[env.ClientId], r.Partition)
 					}
 					if pr := env.GetPresence(); pr != nil && !pr.GetOnline() {
-						offline[env.ClientId] = true
+						t.Errorf("%s: an offline presence, want its tombstone", env.ClientId)
+					}
+					if topic == kafka.TopicPresence && r.Value == nil {
+						_, client, err := kafka.SplitKey(r.Key)
+						if err != nil {
+							return err
+						}
+						offline[string(client)] = true
 					}
 					if r.Offset == ends[r.Partition]-1 {
 						if left--; left == 0 {

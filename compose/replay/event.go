@@ -39,7 +39,48 @@ func (e *Event) fill(r *kafka.Record, env *eventspb.Envelope) {
 		e.Time = time.UnixMicro(env.TimestampUs)
 	}
 	e.Type = kafka.EnvelopeType(env)
+	if tombstone(r) {
+		e.Type = TypeTombstone
+	}
 	e.Env, e.Message = env, messageOf(env)
+}
+
+// TypeTombstone is the type of a record without a value on a compacted
+// topic: the deletion of what its key names (a client's presence, when
+// its session ended with its connection; a gateway's quota report).
+const TypeTombstone = "tombstone"
+
+// tombstone reports whether r is a tombstone: a keyed record with no value.
+func tombstone(r *kafka.Record) bool { return r.Value == nil && len(r.Key) > 0 }
+
+// recordType is the event type of r: its type header, or TypeTombstone.
+func recordType(r *kafka.Record) string {
+	if tombstone(r) {
+		return TypeTombstone
+	}
+	return kafka.EventType(r)
+}
+
+// decode decodes r's envelope into env; a tombstone has none, and gets the
+// tenant and the rest of its key (the client id on shoal.presence, the
+// gateway id on quotas, the name of shoal.quotas) for the filters and the
+// sinks.
+func decode(r *kafka.Record, env *eventspb.Envelope, quotas string) error {
+	if !tombstone(r) {
+		return kafka.DecodeEnvelope(r, env)
+	}
+	env.Reset()
+	tenant, rest, err := kafka.SplitKey(r.Key)
+	if err != nil {
+		return fmt.Errorf("tombstone key: %w", err)
+	}
+	env.Tenant = string(tenant)
+	if r.Topic == quotas {
+		env.Gateway = string(rest)
+	} else {
+		env.ClientId = string(rest)
+	}
+	return nil
 }
 
 // eventBody returns the event's own message (the oneof's case), nil when

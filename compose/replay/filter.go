@@ -50,7 +50,7 @@ func (f *filter) keep(spec kafka.TopicSpec, r *kafka.Record) bool {
 	if !f.o.To.IsZero() && r.Timestamp.After(f.o.To) {
 		return false
 	}
-	typ := kafka.EventType(r)
+	typ := recordType(r)
 	if f.types != nil && !f.types[typ] {
 		return false
 	}

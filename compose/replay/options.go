@@ -58,7 +58,7 @@ var knownTypes = []string{
 	kafka.EventPresence, kafka.EventDisconnect, kafka.EventKick, kafka.EventDelivery,
 	kafka.EventSessionSubscriptions, kafka.EventGatewayHeartbeat, kafka.EventSessionTick,
 	kafka.EventInboxAppend, kafka.EventSharedRedispatch, kafka.EventInboxAck, kafka.EventPublishRelease,
-	kafka.EventQuotaReport, kafka.EventSessionCommand, kafka.EventDeliveryAck,
+	kafka.EventQuotaReport, kafka.EventSessionCommand, kafka.EventDeliveryAck, TypeTombstone,
 }
 
 // topicNames maps the names Options.Topics takes to the catalogue's specs.

@@ -181,6 +181,26 @@ func TestReplay(t *testing.T) {
 	if want := []string{"\x00\x01\xff binary", "one", "one again", "three", "two"}; !slices.Equal(payloads, want) {
 		t.Fatalf("acme's publishes: %q, want %q", payloads, want)
 	}
+	// The publisher's session ended with its connection: the routers
+	// forget its presence by a tombstone, which replay names.
+	gone := DefaultOptions()
+	gone.Topics, gone.Types, gone.ClientID = []string{"presence"}, []string{TypeTombstone}, "acme-pub"
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		lines, raw, _, err := read(t, running.Client, gone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(lines) > 0 {
+			if l := lines[0]; len(lines) != 1 || l.KafkaTopic != kafka.TopicPresence || l.Type != TypeTombstone || l.Tenant != "acme" || l.ClientID != "acme-pub" || len(l.Event) != 0 {
+				t.Errorf("acme-pub's presence tombstone: %s", raw)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no tombstone of acme-pub's presence in the log")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	if err := running.Close(); err != nil {
 		t.Fatal(err)
 	}

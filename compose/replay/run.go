@@ -88,7 +88,7 @@ func Run(ctx context.Context, log *kafka.Client, o Options, sink Sink, prog Prog
 	for _, p := range plans {
 		st.Partitions += len(p.spans)
 	}
-	r := &reader{o: o, f: f, sink: sink, prog: prog}
+	r := &reader{o: o, f: f, sink: sink, prog: prog, quotas: cat.Quotas.Name}
 	if prog != nil {
 		prog.Start(total)
 		defer prog.Finish()
@@ -205,6 +205,7 @@ func pushDown(spec kafka.TopicSpec, o Options, n int32, cat kafka.Catalogue) (in
 // reader is one Run's state shared by its topics' consumers.
 type reader struct {
 	o      Options
+	quotas string // shoal.quotas's name: its tombstones' keys name gateways
 	f      *filter
 	prog   Progress
 	cancel context.CancelFunc
@@ -244,7 +245,7 @@ func (r *reader) consume(ctx context.Context, log *kafka.Client, spec kafka.Topi
 			if !r.f.keep(spec, rec) {
 				continue
 			}
-			if err := kafka.DecodeEnvelope(rec, env); err != nil {
+			if err := decode(rec, env, r.quotas); err != nil {
 				return fmt.Errorf("decode %s partition %d offset %d: %w", spec.Name, rec.Partition, rec.Offset, err)
 			}
 			if !r.f.match(env) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -45,6 +46,7 @@ func Run(t *testing.T, h Harness) {
 		{"Many", testMany},
 		{"ConcurrentPartitions", testConcurrentPartitions},
 		{"Reopen", testReopen},
+		{"LoadOne", testLoadOne},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h) })
@@ -154,6 +156,26 @@ func expect(t *testing.T, s sessionsvc.Store, p int32, off int64, want ...*sessi
 		case w.DisconnectedAt.IsZero() != g.DisconnectedAt.IsZero() || w.ConnectedAt.IsZero() != g.ConnectedAt.IsZero():
 			t.Errorf("partition %d: session %q/%q: zero times not kept", p, w.Tenant, w.ClientID)
 		}
+		// The point read gives the same session.
+		one, err := sessionsvc.LoadClient(t.Context(), s, p, w.Tenant, w.ClientID)
+		switch {
+		case err != nil:
+			t.Errorf("LoadClient(%d, %q, %q): %v", p, w.Tenant, w.ClientID, err)
+		case one == nil:
+			t.Errorf("LoadClient(%d, %q, %q): nothing, want the session", p, w.Tenant, w.ClientID)
+		case !one.Equal(w) || one.Tenant != w.Tenant || one.ClientID != w.ClientID:
+			t.Errorf("LoadClient(%d, %q, %q):\n got %+v\nwant %+v", p, w.Tenant, w.ClientID, one, w)
+		}
+	}
+}
+
+// absent checks that LoadClient finds no session of tenant/client in
+// partition p.
+func absent(t *testing.T, s sessionsvc.Store, p int32, tenant, client string) {
+	t.Helper()
+	one, err := sessionsvc.LoadClient(t.Context(), s, p, tenant, client)
+	if err != nil || one != nil {
+		t.Errorf("LoadClient(%d, %q, %q) = %+v, %v; want nothing", p, tenant, client, one, err)
 	}
 }
 
@@ -339,4 +361,74 @@ func testReopen(t *testing.T, h Harness) {
 	commit(t, s, 0, 71, a2)
 	s = h.Reopen(t, s)
 	expect(t, s, 0, 71, a2)
+}
+
+// testLoadOne checks the point read: a client never stored, or stored in
+// another partition only, has nothing; a session handed out is the
+// caller's; reads run beside commits of the same partition.
+func testLoadOne(t *testing.T, h Harness) {
+	s := h.Open(t)
+	absent(t, s, 0, "t", "a")
+	commit(t, s, 0, 1, full("t", "a", 3), minimal("t", "b", 1))
+	commit(t, s, 1, 1, minimal("u", "c", 1))
+	absent(t, s, 0, "t", "c")
+	absent(t, s, 0, "u", "c")
+	absent(t, s, 1, "t", "a")
+	absent(t, s, 0, "", "a")
+	absent(t, s, 0, "t", "a\x00")
+
+	// Several at once: those stored, each once; an error of fn stops it.
+	var names []string
+	clients := []sessionsvc.Client{{Tenant: "t", ID: "b"}, {Tenant: "t", ID: "x"}, {Tenant: "t", ID: "a"}, {Tenant: "u", ID: "c"}}
+	err := s.LoadClients(t.Context(), 0, clients, func(ss *sessionsvc.Session) error {
+		names = append(names, ss.Tenant+"/"+ss.ClientID)
+		return nil
+	})
+	slices.Sort(names)
+	if err != nil || !slices.Equal(names, []string{"t/a", "t/b"}) {
+		t.Errorf("LoadClients of partition 0: %q, %v; want t/a and t/b", names, err)
+	}
+	stop := errors.New("stop here")
+	calls := 0
+	err = s.LoadClients(t.Context(), 0, clients, func(*sessionsvc.Session) error {
+		calls++
+		return stop
+	})
+	if !errors.Is(err, stop) || calls != 1 {
+		t.Errorf("LoadClients with fn failing: %v after %d calls, want %v after 1", err, calls, stop)
+	}
+
+	got, err := sessionsvc.LoadClient(t.Context(), s, 0, "t", "a")
+	if err != nil || got == nil {
+		t.Fatalf("LoadClient: %+v, %v", got, err)
+	}
+	got.Route.Slot = 100
+	got.Subscriptions[0].Filter = "changed"
+	expect(t, s, 0, 1, full("t", "a", 3), minimal("t", "b", 1))
+
+	// Reads beside commits: each sees a whole committed session.
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := range 20 {
+			next := full("t", "a", uint64(10+i))
+			next.InboxSeq = uint64(10 + i)
+			if err := s.CommitSessions(context.Background(), 0, int64(2+i), []*sessionsvc.Session{next}); err != nil {
+				t.Errorf("CommitSessions: %v", err)
+				return
+			}
+		}
+	}()
+	for range 20 {
+		one, err := sessionsvc.LoadClient(context.Background(), s, 0, "t", "a")
+		if err != nil || one == nil {
+			t.Errorf("LoadClient during commits: %+v, %v", one, err)
+			break
+		}
+		if one.Generation != 3 && one.InboxSeq != one.Generation {
+			t.Errorf("LoadClient during commits: generation %d with inbox sequence %d, a half-written session", one.Generation, one.InboxSeq)
+		}
+	}
+	wg.Wait()
 }

@@ -135,7 +135,7 @@ func TestStatementsRendered(t *testing.T) {
 	q := newStatements("ks_1")
 	all := []string{
 		q.shardSelect, q.shardStamp, q.shardUpsert, q.shardDelete, q.shardOffset,
-		q.sessSelect, q.sessStamp, q.sessUpsert, q.sessOffset,
+		q.sessSelect, q.sessGet, q.sessStamp, q.sessUpsert, q.sessOffset,
 		q.slotsSelect, q.slotRead, q.slotClaim, q.slotClaimRecord, q.slotRenew, q.slotRelease,
 		q.createKeyspace, q.migrationsSelect, q.migrationInsert, q.lockTake, q.lockRelease,
 	}

@@ -2,7 +2,9 @@ package cqlstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/gocql/gocql"
@@ -55,6 +57,62 @@ func (s *Store) LoadSessions(ctx context.Context, partition int32, fn func(*sess
 	}
 	s.stamps.observe(stampKey{'s', partition}, maxTS)
 	return offset, nil
+}
+
+// loadConcurrency bounds the reads LoadClients runs at once.
+const loadConcurrency = 16
+
+// LoadClients implements sessionsvc.Store: one read of a row of the
+// partition's sessions table partition per client (by its whole primary
+// key), up to loadConcurrency at a time, so that the clients of a batch
+// cost about one round trip to the database, not one each.
+func (s *Store) LoadClients(ctx context.Context, partition int32, clients []sessionsvc.Client, fn func(*sessionsvc.Session) error) error {
+	found := make([]*sessionsvc.Session, len(clients))
+	errs := make([]error, len(clients))
+	read := func(i int) {
+		c := clients[i]
+		var row []byte
+		err := s.session.Query(s.q.sessGet, partition, c.Tenant, c.ID).WithContext(ctx).Scan(&row)
+		switch {
+		case errors.Is(err, gocql.ErrNotFound):
+			return
+		case err != nil:
+			errs[i] = fmt.Errorf("load session %q/%q of partition %d: %w", c.Tenant, c.ID, partition, err)
+			return
+		}
+		sess := &sessionsvc.Session{Tenant: c.Tenant, ClientID: c.ID}
+		if err := sessionsvc.DecodeSessionRow(row, sess); err != nil {
+			errs[i] = fmt.Errorf("load session %q/%q of partition %d: %w", c.Tenant, c.ID, partition, err)
+			return
+		}
+		found[i] = sess
+	}
+	if len(clients) == 1 {
+		read(0)
+	} else {
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, loadConcurrency)
+		for i := range clients {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				read(i)
+			})
+		}
+		wg.Wait()
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for _, sess := range found {
+		if sess == nil {
+			continue
+		}
+		if err := fn(sess); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // CommitSessions implements sessionsvc.Store: every session and the

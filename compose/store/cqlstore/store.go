@@ -163,7 +163,7 @@ func (s *Store) Stats() Stats {
 // statements are the store's CQL, rendered for its keyspace once.
 type statements struct {
 	shardSelect, shardStamp, shardUpsert, shardDelete, shardOffset string
-	sessSelect, sessStamp, sessUpsert, sessOffset                  string
+	sessSelect, sessGet, sessStamp, sessUpsert, sessOffset         string
 	slotsSelect, slotRead, slotClaim, slotClaimRecord              string
 	slotRenew, slotRelease                                         string
 	createKeyspace, migrationsSelect, migrationInsert              string
@@ -182,6 +182,7 @@ func newStatements(keyspace string) statements {
 
 		sessSelect: r(`SELECT tenant, client_id, row, committed_offset, writetime(row), writetime(committed_offset)
 			FROM ${keyspace}.sessions WHERE partition = ?`),
+		sessGet:    r(`SELECT row FROM ${keyspace}.sessions WHERE partition = ? AND tenant = ? AND client_id = ?`),
 		sessStamp:  r(`SELECT writetime(committed_offset) FROM ${keyspace}.sessions WHERE partition = ? LIMIT 1`),
 		sessUpsert: r(`INSERT INTO ${keyspace}.sessions (partition, tenant, client_id, row, generation, online) VALUES (?, ?, ?, ?, ?, ?)`),
 		sessOffset: r(`UPDATE ${keyspace}.sessions SET committed_offset = ? WHERE partition = ?`),

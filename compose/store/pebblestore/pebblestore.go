@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 )
 
 // DB is an open Pebble view store. It is safe for concurrent use; each
@@ -62,6 +63,12 @@ func OpenWith(dir string, o Options, log *slog.Logger) (*DB, error) {
 	opts := &pebble.Options{
 		Logger:             pebbleLogger{log: log},
 		FormatMajorVersion: pebble.FormatNewest,
+	}
+	for i := range opts.Levels {
+		// The session service reads the session of every client it does
+		// not hold (sessionsvc.Store.LoadClients), most of them never
+		// seen: a filter answers for those without reading the tables.
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
 	db, err := pebble.Open(dir, opts)
 	if err != nil {

@@ -21,6 +21,9 @@
 #   SHOAL_BIN  the shoal binary to measure instead of building the tree's
 #   BASE_BIN   a second shoal binary to measure beside it (an older commit's)
 #   NO_MOSQUITTO 1 to leave Mosquitto out
+#   SAME_IDS   1: every wave of a broker uses the same client ids (a fleet
+#              that comes back after its sessions ended); by default each
+#              wave's are new
 #   TAKEOVER   1: before each wave, as many clients with the same client
 #              ids connect and stay, so that every connect of the measured
 #              wave takes a live connection over (a fleet that comes back
@@ -98,10 +101,12 @@ run() {
   start_broker "$label"
   sleep 1
   for w in $(seq "$waves"); do
+    prefix=cycle$w
+    [ "${SAME_IDS:-0}" = 1 ] && prefix=cycle
     holder=""
     if [ "${TAKEOVER:-0}" = 1 ]; then
       "$bench" -addr "127.0.0.1:$mqtt" -scenario connections -clients "$clients" -connect-concurrency 64 \
-        -warmup 500ms -duration 10m -prefix "cycle$w" -out "$tmp/held.json" >"$tmp/held.log" 2>&1 &
+        -warmup 500ms -duration 10m -prefix "$prefix" -out "$tmp/held.json" >"$tmp/held.log" 2>&1 &
       holder=$!
       for _ in $(seq 600); do # until they are all connected (the generator's progress line)
         grep -q "connected $clients " "$tmp/held.log" && break
@@ -110,7 +115,7 @@ run() {
     fi
     c0=$(cpu_ticks "$broker_pid")
     "$bench" -addr "127.0.0.1:$mqtt" -scenario connections -clients "$clients" -connect-concurrency 64 \
-      -warmup 500ms -duration 500ms -prefix "cycle$w" -broker-pid "$broker_pid" -out "$tmp/wave.json" >"$tmp/wave.log" 2>&1
+      -warmup 500ms -duration 500ms -prefix "$prefix" -broker-pid "$broker_pid" -out "$tmp/wave.json" >"$tmp/wave.log" 2>&1
     c1=$(cpu_ticks "$broker_pid")
     sleep "$settle"
     c2=$(cpu_ticks "$broker_pid")

@@ -483,6 +483,10 @@ func (c *conn) appendChange(recs []*kafka.Record, now interface{ UnixMicro() int
 		// The router learns from it where the session's QoS 1/2 messages
 		// go before the session's presence reaches it.
 		ch.PersistentSession = c.sessionExpiry > 0
+		// An entry older than the session is an ended session's, whose
+		// removal may still be to come (after a takeover): the router
+		// takes this ADD for a new subscription.
+		ch.SessionGeneration = c.sessionGen
 	}
 	env := c.envelope(now)
 	env.Event = &eventspb.Envelope_SubscriptionChange{SubscriptionChange: ch}

@@ -148,3 +148,34 @@ func TestQoS2UnknownReleasesBounded(t *testing.T) {
 		t.Errorf("%d records written, want 8 (two releases to 4 partitions)", len(fl.held))
 	}
 }
+
+// TestSubscriptionCarriesSessionGeneration: an ADD carries the generation
+// the client's session began with, so that a router tells a new session's
+// subscription from an entry of an ended one whose removal is still to
+// come (a takeover's).
+func TestSubscriptionCarriesSessionGeneration(t *testing.T) {
+	fl := newFakeLog()
+	fl.answer = func(cr *eventspb.ConnectResult) { cr.Generation, cr.SessionGeneration = 4, 3 }
+	g := startGateway(t, fl)
+	nc, _, _ := connectWith(t, g, &packet.Connect{Version: packet.V5, ClientID: []byte("t-s"), CleanStart: true})
+	s := &packet.Subscribe{PacketID: 1, Filters: []packet.Subscription{{Filter: []byte("a/b"), QoS: 1}}}
+	if _, err := nc.Write(s.Append(nil, packet.V5)); err != nil {
+		t.Fatal(err)
+	}
+	fl.waitProduced(t, 2) // the ADD and the session's list
+	adds := 0
+	for i := range 2 {
+		if _, env := fl.heldEnvelope(t, i); env.GetSubscriptionChange() != nil {
+			adds++
+			if ch := env.GetSubscriptionChange(); ch.GetSessionGeneration() != 3 || ch.GetRoute().GetGeneration() != 4 {
+				t.Errorf("ADD of session generation %d, route generation %d; want 3, 4", ch.GetSessionGeneration(), ch.GetRoute().GetGeneration())
+			}
+		}
+	}
+	for i := range 2 {
+		fl.complete(i, nil)
+	}
+	if adds != 1 {
+		t.Fatalf("%d subscription changes written, want 1", adds)
+	}
+}

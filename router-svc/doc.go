@@ -53,6 +53,10 @@
 //     record of an earlier connection) is ignored, and sends no retained
 //     messages; so is a REMOVE older than its entry. REMOVE_ALL with
 //     generation g removes the entries of generation ≤ g, as specified.
+//     An ADD that replaces an entry older than the generation its session
+//     began with (SubscriptionChange.session_generation: the entry is an
+//     ended session's, after a takeover whose removal comes later) is a
+//     new subscription for retain handling 1.
 //   - Where a client is: the newest, by generation, of the routes the
 //     shard learned from the client's subscription changes (kept while the
 //     client has subscriptions in the shard, recomputed from the stored

@@ -49,6 +49,12 @@ func rap() changeOpt {
 	return func(c *eventspb.SubscriptionChange) { c.Options.RetainAsPublished = true }
 }
 func gen(g uint64) changeOpt { return func(c *eventspb.SubscriptionChange) { c.Route.Generation = g } }
+
+// began sets the generation the ADD's session began with
+// (SubscriptionChange.session_generation).
+func began(g uint64) changeOpt {
+	return func(c *eventspb.SubscriptionChange) { c.SessionGeneration = g }
+}
 func slot(s int32) changeOpt { return func(c *eventspb.SubscriptionChange) { c.Route.Slot = s } }
 
 // persistentSession marks an ADD as one of a session that outlives its

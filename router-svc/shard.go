@@ -359,9 +359,15 @@ func (s *Shard) change(env *eventspb.Envelope, ch *eventspb.SubscriptionChange, 
 		}
 		t := s.tenant(env.Tenant)
 		r := routeOf(ch.Route)
-		sb, existed, stale := t.upsert(env.ClientId, ch.ShareGroup, ch.Filter, ch.Options, r)
+		sb, prevGen, existed, stale := t.upsert(env.ClientId, ch.ShareGroup, ch.Filter, ch.Options, r)
 		if stale {
 			return nil
+		}
+		if existed && prevGen < ch.GetSessionGeneration() {
+			// The entry replaced was an ended session's (taken over, its
+			// REMOVE_ALL still to come): for the new session this is a
+			// new subscription (retain handling 1).
+			existed = false
 		}
 		if c := sb.client; c.learned.gen == r.gen {
 			c.learnedPersistent = ch.GetPersistentSession()
@@ -419,8 +425,9 @@ func (s *Shard) change(env *eventspb.Envelope, ch *eventspb.SubscriptionChange, 
 
 // upsert adds or updates the subscription (group, filter) of clientID. An
 // update from an older generation than the entry's is stale and ignored.
-// The strings kept are copies.
-func (t *tenant) upsert(clientID, group, filter string, opts *eventspb.SubscriptionOptions, r route) (sb *sub, existed, stale bool) {
+// prevGen is the generation of the entry it updated (when existed). The
+// strings kept are copies.
+func (t *tenant) upsert(clientID, group, filter string, opts *eventspb.SubscriptionOptions, r route) (sb *sub, prevGen uint64, existed, stale bool) {
 	c := t.clients[clientID]
 	if c == nil {
 		c = &client{id: strings.Clone(clientID), subs: make(map[filterKey]*sub)}
@@ -428,9 +435,9 @@ func (t *tenant) upsert(clientID, group, filter string, opts *eventspb.Subscript
 	}
 	if sb = c.subs[filterKey{group: group, filter: filter}]; sb != nil {
 		if sb.route.gen > r.gen {
-			return sb, true, true
+			return sb, sb.route.gen, true, true
 		}
-		existed = true
+		existed, prevGen = true, sb.route.gen
 	} else {
 		fk := filterKey{group: strings.Clone(group), filter: strings.Clone(filter)}
 		sb = &sub{client: c, filter: fk.filter, share: fk.group}
@@ -451,7 +458,7 @@ func (t *tenant) upsert(clientID, group, filter string, opts *eventspb.Subscript
 	if r.gen >= c.learned.gen {
 		c.learned = r
 	}
-	return sb, existed, false
+	return sb, prevGen, existed, false
 }
 
 // removeSub deletes sb and records the deletion in out.

@@ -326,6 +326,27 @@ func TestShard(t *testing.T) {
 			// connections: generation 4 began at 3.
 			{before: session("", "c1", 7, 72, 4, 3, true, false), rec: pub("", "p", "a"), want: []dlv{D(7, "", "a", tgt{Client: "c1", Conn: 72, QoS: 2})}},
 		}},
+		// A takeover leaves the old session's entries in place until the
+		// old connection's end brings their REMOVE_ALL: they route
+		// nothing once the new session's presence is known, a new
+		// session's ADD of the same filter is a new subscription (retain
+		// handling 1 sends the retained message), and the late REMOVE_ALL
+		// of the old generation leaves the new session's entries alone.
+		{"TakeoverBeforeItsRemoval", []step{
+			{rec: pub("", "p", "r", retain(), payload("x"))},
+			{rec: add("", "c1", "r", rh(1), began(1)), want: []dlv{P(1, "", "r", "x", T("c1", 2, true))}},
+			{rec: add("", "c1", "s", began(1))},
+			// Taken over: the new session (generation 2, on slot 7).
+			{before: session("", "c1", 7, 70, 2, 2, true, false), rec: pub("", "p", "s")},
+			{rec: add("", "c1", "r", rh(1), gen(2), slot(7), began(2)), want: []dlv{P(7, "", "r", "x", tgt{Client: "c1", Conn: 70, QoS: 2, Retain: true})}},
+			// Again in the same session: it exists now.
+			{rec: add("", "c1", "r", rh(1), gen(2), slot(7), began(2))},
+			{rec: pub("", "p", "r", payload("y")), want: []dlv{P(7, "", "r", "y", tgt{Client: "c1", Conn: 70, QoS: 2})}},
+			// The old connection's end: its REMOVE_ALL (generation 1).
+			{rec: removeAll("", "c1", 1)},
+			{rec: pub("", "p", "r", payload("z")), want: []dlv{P(7, "", "r", "z", tgt{Client: "c1", Conn: 70, QoS: 2})}},
+			{rec: pub("", "p", "s")},
+		}},
 		// One publish matching a live and a late subscription of the same
 		// client, in either order: only the live one's options count.
 		{"LiveAndEndedSubscriptionsOfOneClient", []step{

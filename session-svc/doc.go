@@ -113,6 +113,12 @@
 //     same slot and connection with another request id is a gateway that
 //     reuses connection ids after a restart: no kick (it would close the
 //     new connection), but the old session ends as in a takeover.
+//   - A takeover of a session that began with the connection taken over
+//     writes no REMOVE_ALL: that connection's Disconnect, which names the
+//     partitions where it left entries, brings it later
+//     (Session.PendingRemoval); the routers route nothing to those entries
+//     meanwhile. A Disconnect that names none, or none coming before the
+//     client's next session end or takeover, means every partition.
 //   - A taken-over connection's will is due at the takeover (MQTT 5.0
 //     §3.1.4: the old connection closes without DISCONNECT): at once without
 //     a delay or when the session ends; a delayed will is cancelled when the

@@ -93,6 +93,9 @@ func (m *machine) apply(k clientKey, sess *Session, env *eventspb.Envelope, outs
 	case *eventspb.Envelope_Connect:
 		return m.connect(k, sess, env, ev.Connect, outs)
 	case *eventspb.Envelope_Disconnect:
+		if takenOver(sess, ev.Disconnect) {
+			return m.removeTakenOver(k, sess, env.GetGateway(), ev.Disconnect, outs), true
+		}
 		return m.disconnect(k, sess, ev.Disconnect, m.eventTime(env), outs)
 	case *eventspb.Envelope_SessionSubscriptions:
 		return outs, m.subscriptions(k, sess, ev.SessionSubscriptions)
@@ -138,10 +141,26 @@ func (m *machine) connect(k clientKey, sess *Session, env *eventspb.Envelope, c 
 		return append(outs, res), false
 	}
 	tookOver := sess.Online
+	// The session of a connection taken over ends, and its connection will
+	// report its end: when the session began with that connection, the
+	// Disconnect names every partition where it left entries, and the
+	// REMOVE_ALL goes there then (Session.PendingRemoval), often nowhere,
+	// instead of to every partition now. The routers route nothing to
+	// those entries meanwhile (older than the new session's generation).
+	// Not when its gateway reuses connection ids (sameConn: that
+	// connection is gone, nothing will report it), nor when something is
+	// owed to every partition already.
+	deferRemoval := tookOver && !sameConn && !resume && sess.Active &&
+		sess.SessionGeneration == sess.Generation && !sess.RemoveEverywhere && sess.PendingRemoval == nil
+	taken := sess.Route
 	if sess.Online {
 		outs = m.takeOver(k, sess, sameConn, resume, now, outs)
 	}
-	if sess.Active && !resume {
+	switch {
+	case sess.Active && !resume && deferRemoval:
+		outs = m.endSessionIn(k, sess, now, []int32{}, outs)
+		sess.PendingRemoval = taken.CloneVT()
+	case sess.Active && !resume:
 		// The old session ends; the connection starts a new one.
 		outs = m.endSession(k, sess, now, outs)
 		// A connection taken over may still write a subscription change,
@@ -477,7 +496,7 @@ func (m *machine) disconnect(k clientKey, sess *Session, d *eventspb.Disconnect,
 	switch {
 	case sess.Persistent():
 		outs = m.redispatchShared(k, sess, now, outs)
-	case d.GetRouterPartitionsKnown() && sess.SessionGeneration == sess.Generation && !sess.RemoveEverywhere:
+	case d.GetRouterPartitionsKnown() && sess.SessionGeneration == sess.Generation && !sess.RemoveEverywhere && sess.PendingRemoval == nil:
 		// The session began with this connection and ends with it: the
 		// connection's gateway knows every partition in which it left
 		// state for the routers, often none (a client that never
@@ -495,6 +514,38 @@ func (m *machine) disconnect(k clientKey, sess *Session, d *eventspb.Disconnect,
 		outs = m.endSession(k, sess, now, outs)
 	}
 	return outs, true
+}
+
+// takenOver reports whether d is the end of the connection whose session
+// a takeover ended (Session.PendingRemoval), which its REMOVE_ALL awaits.
+func takenOver(sess *Session, d *eventspb.Disconnect) bool {
+	pr := sess.PendingRemoval
+	return pr != nil && !d.GetAbandoned() && d.GetConnection() == pr.GetConnection() && d.GetGeneration() == pr.GetGeneration()
+}
+
+// removeTakenOver writes the REMOVE_ALL of the session a takeover ended,
+// now that the end of its connection (d, from gateway) tells where that
+// connection left entries: to those partitions alone, or, when it could
+// not tell, to every partition, and then the client's next session end
+// removes everywhere too (a subscription change of that connection may
+// still follow: Session.RemoveEverywhere). Everything else of the
+// connection's end was done at the takeover.
+func (m *machine) removeTakenOver(k clientKey, sess *Session, gateway string, d *eventspb.Disconnect, outs []output) []output {
+	pr := sess.PendingRemoval
+	sess.PendingRemoval = nil
+	parts := m.routerPartitions(d)
+	if !d.GetRouterPartitionsKnown() {
+		parts = nil
+		sess.RemoveEverywhere = true
+	}
+	env := m.envelope(k, gateway, m.now())
+	env.Event = &eventspb.Envelope_SubscriptionChange{SubscriptionChange: &eventspb.SubscriptionChange{
+		Op:    eventspb.SubscriptionChange_OP_REMOVE_ALL,
+		Route: pr,
+	}}
+	m.log.Debug("session taken over leaves the routers", "tenant", k.tenant, "client", k.client,
+		"connection", pr.GetConnection(), "generation", pr.GetGeneration(), "partitions", len(parts), "everywhere", parts == nil)
+	return m.removeAll(k, env, parts, outs)
 }
 
 // routerPartitions returns the partitions a Disconnect lists
@@ -652,9 +703,25 @@ func (m *machine) endSessionIn(k clientKey, sess *Session, now time.Time, parts 
 			Slot: sess.Route.GetSlot(), Connection: sess.Route.GetConnection(), Generation: sess.Generation,
 		},
 	}}
+	if parts == nil {
+		// Every entry of the client leaves, those of a session taken over
+		// too (their generations are older).
+		sess.RemoveEverywhere = false
+		sess.PendingRemoval = nil
+	}
+	outs = m.removeAll(k, env, parts, outs)
+	sess.Active = false
+	sess.Subscriptions = nil
+	sess.Will = nil
+	sess.Inbox = nil
+	return outs
+}
+
+// removeAll appends the REMOVE_ALL env to the partitions parts of
+// shoal.messages (nil: every partition).
+func (m *machine) removeAll(k clientKey, env *eventspb.Envelope, parts []int32, outs []output) []output {
 	key := k.recordKey()
 	if parts == nil {
-		sess.RemoveEverywhere = false
 		for p := range m.messagesPartitions {
 			// One envelope for every partition: outputs are never modified.
 			outs = append(outs, output{stage: stageTakeover, dest: toMessages, partition: p, key: key, env: env})
@@ -663,10 +730,6 @@ func (m *machine) endSessionIn(k clientKey, sess *Session, now time.Time, parts 
 	for _, p := range parts {
 		outs = append(outs, output{stage: stageTakeover, dest: toMessages, partition: p, key: key, env: env})
 	}
-	sess.Active = false
-	sess.Subscriptions = nil
-	sess.Will = nil
-	sess.Inbox = nil
 	return outs
 }
 

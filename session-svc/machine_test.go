@@ -258,20 +258,114 @@ func TestTakeover(t *testing.T) {
 	h := newHarness(t)
 	h.batch(connA.connect(true, 0, nil))
 	got := h.batch(connA2.connect(false, 0, nil))
+	// The old session's removal waits for its connection's end.
 	checkOutputs(t, got, outputs(
 		wantKick(connA),
-		wantRemoveAll(connA, 1),
 		wantPresence(connA2, true, false, 2),
 		wantResult(connA2, 2),
 	))
-	// Each stage is its own durable write: the kick and the removals, then
-	// the presence, then the answer.
-	if len(h.writes) != 3 || len(h.writes[0]) != 1+testMessagesPartitions || len(h.writes[1]) != 1 || len(h.writes[2]) != 1 {
-		t.Errorf("writes %d, want [kick+removals] [presence] [result]", len(h.writes))
+	// Each stage is its own durable write: the kick, then the presence,
+	// then the answer.
+	if len(h.writes) != 3 || len(h.writes[0]) != 1 || len(h.writes[1]) != 1 || len(h.writes[2]) != 1 {
+		t.Errorf("writes %d, want [kick] [presence] [result]", len(h.writes))
 	}
-	if s := h.session(connA2); s.Generation != 2 || s.Route.GetSlot() != 2 || s.Gateway != "gw-2" {
+	s := h.session(connA2)
+	if s.Generation != 2 || s.Route.GetSlot() != 2 || s.Gateway != "gw-2" {
 		t.Errorf("session after takeover: %+v", s)
 	}
+	if want := (&eventspb.Route{Slot: connA.slot, Connection: connA.connection, Generation: 1}); !s.PendingRemoval.EqualVT(want) || s.RemoveEverywhere {
+		t.Errorf("after takeover: pending removal %v, remove everywhere %v; want %v, false", s.PendingRemoval, s.RemoveEverywhere, want)
+	}
+}
+
+// The session a takeover ended leaves the routers when its connection's
+// end comes: from the partitions that end names, or from every partition
+// when it could not name them (and then the next session end removes
+// everywhere too).
+func TestTakenOverSessionLeavesAtItsConnectionsEnd(t *testing.T) {
+	t.Run("partitions known", func(t *testing.T) {
+		h := newHarness(t)
+		h.batch(connA.connect(true, 0, nil))
+		h.batch(connA2.connect(true, 0, nil))
+		checkOutputs(t, h.batch(knownOf(connA, 1, nil, 2)), removeAllOf(connA, 1, 2))
+		if s := h.session(connA2); s.PendingRemoval != nil || s.RemoveEverywhere || !s.Online {
+			t.Errorf("after the old connection's end: %+v", s)
+		}
+		// Again: stale.
+		if got := h.batch(knownOf(connA, 1, nil, 2)); len(got) != 0 {
+			t.Errorf("the old connection's end again: %v, want nothing", got)
+		}
+		// The new session leaves where its own connection wrote.
+		checkOutputs(t, h.batch(knownOf(connA2, 2, nil, 3)), outputs(removeAllOf(connA2, 2, 3), wantPresenceGone(connA2)))
+	})
+	t.Run("partitions not known", func(t *testing.T) {
+		h := newHarness(t)
+		h.batch(connA.connect(true, 0, nil))
+		h.batch(connA2.connect(true, 0, nil))
+		checkOutputs(t, h.batch(connA.disconnect(1, true, nil)), wantRemoveAll(connA, 1))
+		if s := h.session(connA2); s.PendingRemoval != nil || !s.RemoveEverywhere {
+			t.Errorf("after the old connection's end: pending %v, remove everywhere %v; want nil, true", s.PendingRemoval, s.RemoveEverywhere)
+		}
+		checkOutputs(t, h.batch(knownOf(connA2, 2, nil, 3)), outputs(wantRemoveAll(connA2, 2), wantPresence(connA2, false, false, 2)))
+	})
+	t.Run("the new session ends first", func(t *testing.T) {
+		// Its removal, everywhere, takes the old session's entries too;
+		// the old connection's end is stale then.
+		h := newHarness(t)
+		h.batch(connA.connect(true, 0, nil))
+		h.batch(connA2.connect(true, 0, nil))
+		checkOutputs(t, h.batch(knownOf(connA2, 2, nil, 3)), outputs(wantRemoveAll(connA2, 2), wantPresence(connA2, false, false, 2)))
+		if got := h.batch(knownOf(connA, 1, nil, 2)); len(got) != 0 {
+			t.Errorf("the old connection's end after the new session's: %v, want nothing", got)
+		}
+	})
+	t.Run("taken over twice", func(t *testing.T) {
+		// The second takeover owes every partition the first one's
+		// removal: it removes everywhere at once.
+		h := newHarness(t)
+		connA3 := conn{tenant: "acme", client: "acme-dev1", gateway: "gw-3", slot: 3, connection: 30, request: 300}
+		h.batch(connA.connect(true, 0, nil))
+		h.batch(connA2.connect(true, 0, nil))
+		checkOutputs(t, h.batch(connA3.connect(true, 0, nil)), outputs(
+			wantKick(connA2), wantRemoveAll(connA2, 2), wantPresence(connA3, true, false, 3), wantResult(connA3, 3)))
+		if s := h.session(connA3); s.PendingRemoval != nil || !s.RemoveEverywhere {
+			t.Errorf("after the second takeover: pending %v, remove everywhere %v; want nil, true", s.PendingRemoval, s.RemoveEverywhere)
+		}
+	})
+	t.Run("a resumed session", func(t *testing.T) {
+		// The session taken over began with an earlier connection: its
+		// last connection cannot name every partition of it.
+		h := newHarness(t)
+		h.batch(connA.connect(false, 3600, nil))
+		h.batch(connA.disconnect(1, false, nil))
+		h.batch(connA2.connect(false, 3600, nil))
+		connA3 := conn{tenant: "acme", client: "acme-dev1", gateway: "gw-3", slot: 3, connection: 30, request: 300}
+		got := h.batch(connA3.connect(true, 0, nil))
+		if n := len(removeAllIn(got)); n != testMessagesPartitions {
+			t.Errorf("takeover of a resumed session: %d removals, want %d", n, testMessagesPartitions)
+		}
+	})
+	t.Run("after a restart", func(t *testing.T) {
+		h := newHarness(t)
+		h.batch(connA.connect(true, 0, nil))
+		h.batch(connA2.connect(true, 0, nil))
+		h.restart()
+		checkOutputs(t, h.batch(knownOf(connA, 1, nil)), outputs())
+		if s := h.session(connA2); s.PendingRemoval != nil {
+			t.Errorf("pending removal %v after the old connection's end", s.PendingRemoval)
+		}
+	})
+}
+
+// removeAllIn returns the REMOVE_ALLs among outs.
+func removeAllIn(outs []output) []output {
+	var r []output
+	for _, o := range outs {
+		if o.env.GetSubscriptionChange().GetOp() == eventspb.SubscriptionChange_OP_REMOVE_ALL {
+			r = append(r, o)
+		}
+	}
+	return r
 }
 
 func TestTakeoverPublishesOldWill(t *testing.T) {
@@ -281,7 +375,6 @@ func TestTakeoverPublishesOldWill(t *testing.T) {
 	got := h.batch(connA2.connect(true, 0, nil))
 	checkOutputs(t, got, outputs(
 		wantKick(connA),
-		wantRemoveAll(connA, 1),
 		wantPresence(connA2, true, false, 2),
 		wantWill(connA, w, 1),
 		wantResult(connA2, 2),
@@ -395,6 +488,11 @@ func TestStaleDisconnectIgnored(t *testing.T) {
 	h := newHarness(t)
 	h.batch(connA.connect(true, 0, testWill()))
 	h.batch(connA2.connect(true, 0, testWill()))
+	// The old connection's first end brings its session's removal (the
+	// takeover ended it); after that it is stale like the others.
+	if got := removeAllIn(h.batch(connA.disconnect(1, true, nil))); len(got) != testMessagesPartitions {
+		t.Errorf("the old connection's end: %d removals, want %d", len(got), testMessagesPartitions)
+	}
 	before := h.session(connA2)
 	for name, env := range map[string]*eventspb.Envelope{
 		"old connection":     connA.disconnect(1, true, nil),
@@ -536,14 +634,14 @@ func TestDisconnectRemovesFromTheConnectionsPartitions(t *testing.T) {
 		checkOutputs(t, got, outputs(wantRemoveAll(connA2, 2), pr))
 	})
 	t.Run("after a takeover", func(t *testing.T) {
-		// The old connection may still write a subscription change after
-		// the takeover's REMOVE_ALL: the next session's end removes
+		// The session taken over has not left the routers yet (its
+		// connection's end has not come): the next session's end removes
 		// everywhere, the one after that only where its connection wrote.
 		h := newHarness(t)
 		h.batch(connA.connect(true, 0, nil))
 		h.batch(connA2.connect(true, 0, nil))
-		if s := h.session(connA2); !s.RemoveEverywhere {
-			t.Error("a takeover did not set remove everywhere")
+		if s := h.session(connA2); s.PendingRemoval == nil {
+			t.Error("a takeover left no removal pending")
 		}
 		got := h.batch(knownOf(connA2, 2, nil, 2))
 		checkOutputs(t, got, outputs(wantRemoveAll(connA2, 2), wantPresence(connA2, false, false, 2)))
@@ -695,7 +793,7 @@ func TestBatchRoundsKeepPerClientOrder(t *testing.T) {
 		wantPresence(connA, true, false, 1), wantPresence(connB, true, false, 1),
 		wantResult(connA, 1), wantResult(connB, 1),
 		// Round 2: A's second connection, after A's first was answered.
-		wantKick(connA), wantRemoveAll(connA, 1),
+		wantKick(connA),
 		wantPresence(connA2, true, false, 2),
 		wantResult(connA2, 2),
 	))
@@ -733,7 +831,7 @@ func TestFailedBatchChangesNothing(t *testing.T) {
 			h.restart()
 			h.next = next
 			checkOutputs(t, h.batch(connA2.connect(true, 0, nil)), outputs(
-				wantKick(connA), wantRemoveAll(connA, 1), wantPresence(connA2, true, false, 2), wantResult(connA2, 2),
+				wantKick(connA), wantPresence(connA2, true, false, 2), wantResult(connA2, 2),
 			))
 		})
 	}

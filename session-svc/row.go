@@ -40,6 +40,7 @@ func AppendSessionRow(b []byte, s *Session) []byte {
 		Sources:           s.Sources,
 		SessionGeneration: s.SessionGeneration,
 		RemoveEverywhere:  s.RemoveEverywhere,
+		PendingRemoval:    s.PendingRemoval,
 	}
 	size := row.SizeVT()
 	start := len(b)
@@ -99,6 +100,7 @@ func DecodeSessionRow(b []byte, s *Session) error {
 		Sources:           row.Sources,
 		Subscriptions:     row.Subscriptions,
 		RemoveEverywhere:  row.RemoveEverywhere,
+		PendingRemoval:    row.PendingRemoval,
 	}
 	return nil
 }

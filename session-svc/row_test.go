@@ -14,8 +14,9 @@ import (
 func codecSession() *Session {
 	return &Session{
 		Tenant: "t", ClientID: "c", Generation: 1 << 40, SessionGeneration: 1<<40 - 2, RemoveEverywhere: true, Active: true, Online: true,
-		Route:   &eventspb.Route{Slot: 3, Connection: 9, Generation: 1 << 40},
-		Gateway: "gw", RequestID: 5, ExpiryS: kafka.SessionExpiryNever, ProtocolVersion: 4, Username: "u",
+		Route:          &eventspb.Route{Slot: 3, Connection: 9, Generation: 1 << 40},
+		PendingRemoval: &eventspb.Route{Slot: 2, Connection: 7, Generation: 1<<40 - 2},
+		Gateway:        "gw", RequestID: 5, ExpiryS: kafka.SessionExpiryNever, ProtocolVersion: 4, Username: "u",
 		Will:           &eventspb.Will{Message: &eventspb.Message{Topic: "w", Payload: []byte("p")}, DelayIntervalS: 3},
 		ConnectedAt:    time.UnixMicro(1_700_000_000_000_001).UTC(),
 		DisconnectedAt: time.UnixMicro(-5).UTC(), // before 1970 still round-trips

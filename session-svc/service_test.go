@@ -313,12 +313,14 @@ func TestServiceEndToEnd(t *testing.T) {
 	a3 := gw{name: "gw-3", slot: 3, connection: 30, request: 300}
 	will := &eventspb.Will{Message: &eventspb.Message{Topic: "dev1/status", Payload: []byte("offline"), Qos: 1}}
 
-	// Two connects of one client: the second takes the session over.
-	b.produce(t, connectEnv(a1, 0, nil), connectEnv(a2, 0, will))
+	// Two connects of one client: the second takes the session over, and
+	// the end of the first connection (naming no partitions) brings the
+	// removal of its session from every partition.
+	b.produce(t, connectEnv(a1, 0, nil), connectEnv(a2, 0, will), disconnectEnv(a1, 1, true))
 	svc, stop := b.runService(t)
 	waitFor(t, "the takeover", func() bool {
 		s, ok := svc.Snapshot(tenant, client)
-		return ok && s.Generation == 2
+		return ok && s.Generation == 2 && s.PendingRemoval == nil
 	})
 
 	check(t, "deliveries", b.read(t, kafka.TopicDeliveries, nil, 3), []got{
@@ -425,8 +427,8 @@ func (a *answerLog) answers() []answerSeen {
 // TestServiceAnswersAfterPresence: with SetAnswers (the gateway of
 // `shoal all`) the service gives each answer to a Connect once what the
 // answer must follow is in the log (invariant 4: the takeover's kick and
-// subscription removals, then the presence), before the answer itself is
-// produced; and it still produces the answer.
+// any subscription removals, then the presence), before the answer itself
+// is produced; and it still produces the answer.
 func TestServiceAnswersAfterPresence(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts an embedded Kafka")
@@ -451,8 +453,9 @@ func TestServiceAnswersAfterPresence(t *testing.T) {
 		removals   int64           // in every partition of shoal.messages
 	}{
 		{a1, 1, 1, map[int32]int64{a1.slot: 0, a2.slot: 0}, 0},
-		// a1's answer and the kick that ends it, and a1's removals, before a2's.
-		{a2, 2, 2, map[int32]int64{a1.slot: 2, a2.slot: 0}, 1},
+		// a1's answer and the kick that ends it before a2's. The removal
+		// of a1's session waits for a1's end (Session.PendingRemoval).
+		{a2, 2, 2, map[int32]int64{a1.slot: 2, a2.slot: 0}, 0},
 	} {
 		s := seen[i]
 		if s.slot != want.g.slot || s.res.GetRequestId() != want.g.request || s.res.GetConnection() != want.g.connection ||

@@ -37,6 +37,16 @@ type Session struct {
 	// then removes from every partition, whatever its connection reports
 	// (Disconnect.router_partitions), which clears it.
 	RemoveEverywhere bool
+	// PendingRemoval is the route of a connection taken over whose end has
+	// not come yet, when the session it ended began with it: that
+	// connection's Disconnect names the partitions where it left entries,
+	// and the session's REMOVE_ALL goes there then, not to every partition
+	// at the takeover (machine.connect). Until then the routers route
+	// nothing to those entries: they are older than the generation the
+	// client's session began with (Presence.session_generation). Nil when
+	// none is pending. Should that Disconnect never come (its gateway
+	// died), the client's next session end removes everywhere.
+	PendingRemoval *eventspb.Route
 	// Active says a session exists: the client is connected, or its
 	// persistent session outlives its last connection. False before the
 	// first connection and after the session ended (its subscriptions were
@@ -151,6 +161,7 @@ func (s *Session) Clone() *Session {
 	}
 	c := *s
 	c.Route = s.Route.CloneVT()
+	c.PendingRemoval = s.PendingRemoval.CloneVT()
 	c.Will = s.Will.CloneVT()
 	if s.Inbox != nil {
 		c.Inbox = make([]*eventspb.InboxAppend, len(s.Inbox))
@@ -181,6 +192,7 @@ func (s *Session) Equal(o *Session) bool {
 	}
 	return s.Tenant == o.Tenant && s.ClientID == o.ClientID &&
 		s.Generation == o.Generation && s.SessionGeneration == o.SessionGeneration && s.Active == o.Active && s.Online == o.Online &&
+		s.RemoveEverywhere == o.RemoveEverywhere && s.PendingRemoval.EqualVT(o.PendingRemoval) &&
 		s.Route.EqualVT(o.Route) && s.Gateway == o.Gateway && s.RequestID == o.RequestID &&
 		s.ExpiryS == o.ExpiryS && s.ProtocolVersion == o.ProtocolVersion &&
 		s.Username == o.Username && s.Will.EqualVT(o.Will) &&

@@ -1010,6 +1010,12 @@ type SubscriptionChange struct {
 	// session through its inbox; this tells it so before the session's
 	// presence (shoal.presence, another topic) has reached it.
 	PersistentSession bool `protobuf:"varint,7,opt,name=persistent_session,json=persistentSession,proto3" json:"persistent_session,omitempty"`
+	// On an ADD: the generation the client's session began with
+	// (ConnectResult.session_generation). An entry of the client older than
+	// it belongs to an ended session, whose REMOVE_ALL may come later (after
+	// a takeover, the old connection's end brings it): the ADD is then a new
+	// subscription, not a change of that entry. 0 from gateways before it.
+	SessionGeneration uint64 `protobuf:"varint,8,opt,name=session_generation,json=sessionGeneration,proto3" json:"session_generation,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
 }
@@ -1091,6 +1097,13 @@ func (x *SubscriptionChange) GetPersistentSession() bool {
 		return x.PersistentSession
 	}
 	return false
+}
+
+func (x *SubscriptionChange) GetSessionGeneration() uint64 {
+	if x != nil {
+		return x.SessionGeneration
+	}
+	return 0
 }
 
 // Route says where a client is connected: the gateway slot (partition of
@@ -2855,7 +2868,7 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"\bno_local\x18\x02 \x01(\bR\anoLocal\x12.\n" +
 	"\x13retain_as_published\x18\x03 \x01(\bR\x11retainAsPublished\x12'\n" +
 	"\x0fretain_handling\x18\x04 \x01(\rR\x0eretainHandling\x12'\n" +
-	"\x0fsubscription_id\x18\x05 \x01(\rR\x0esubscriptionId\"\xed\x02\n" +
+	"\x0fsubscription_id\x18\x05 \x01(\rR\x0esubscriptionId\"\x9c\x03\n" +
 	"\x12SubscriptionChange\x12/\n" +
 	"\x02op\x18\x01 \x01(\x0e2\x1f.shoal.v1.SubscriptionChange.OpR\x02op\x12\x16\n" +
 	"\x06filter\x18\x02 \x01(\tR\x06filter\x12\x1f\n" +
@@ -2864,7 +2877,8 @@ const file_shoal_v1_events_proto_rawDesc = "" +
 	"\aoptions\x18\x04 \x01(\v2\x1d.shoal.v1.SubscriptionOptionsR\aoptions\x12%\n" +
 	"\x05route\x18\x05 \x01(\v2\x0f.shoal.v1.RouteR\x05route\x12\x16\n" +
 	"\x06resume\x18\x06 \x01(\bR\x06resume\x12-\n" +
-	"\x12persistent_session\x18\a \x01(\bR\x11persistentSession\"F\n" +
+	"\x12persistent_session\x18\a \x01(\bR\x11persistentSession\x12-\n" +
+	"\x12session_generation\x18\b \x01(\x04R\x11sessionGeneration\"F\n" +
 	"\x02Op\x12\x12\n" +
 	"\x0eOP_UNSPECIFIED\x10\x00\x12\n" +
 	"\n" +

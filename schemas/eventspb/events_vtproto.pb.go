@@ -358,6 +358,7 @@ func (m *SubscriptionChange) CloneVT() *SubscriptionChange {
 	r.Route = m.Route.CloneVT()
 	r.Resume = m.Resume
 	r.PersistentSession = m.PersistentSession
+	r.SessionGeneration = m.SessionGeneration
 	if len(m.unknownFields) > 0 {
 		r.unknownFields = make([]byte, len(m.unknownFields))
 		copy(r.unknownFields, m.unknownFields)
@@ -1541,6 +1542,9 @@ func (this *SubscriptionChange) EqualVT(that *SubscriptionChange) bool {
 		return false
 	}
 	if this.PersistentSession != that.PersistentSession {
+		return false
+	}
+	if this.SessionGeneration != that.SessionGeneration {
 		return false
 	}
 	return string(this.unknownFields) == string(that.unknownFields)
@@ -3085,6 +3089,11 @@ func (m *SubscriptionChange) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 	if m.unknownFields != nil {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
+	}
+	if m.SessionGeneration != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.SessionGeneration))
+		i--
+		dAtA[i] = 0x40
 	}
 	if m.PersistentSession {
 		i--
@@ -5028,6 +5037,9 @@ func (m *SubscriptionChange) SizeVT() (n int) {
 	}
 	if m.PersistentSession {
 		n += 2
+	}
+	if m.SessionGeneration != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.SessionGeneration))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -7682,6 +7694,25 @@ func (m *SubscriptionChange) UnmarshalVT(dAtA []byte) error {
 				}
 			}
 			m.PersistentSession = bool(v != 0)
+		case 8:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field SessionGeneration", wireType)
+			}
+			m.SessionGeneration = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.SessionGeneration |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
@@ -13263,6 +13294,25 @@ func (m *SubscriptionChange) UnmarshalVTUnsafe(dAtA []byte) error {
 				}
 			}
 			m.PersistentSession = bool(v != 0)
+		case 8:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field SessionGeneration", wireType)
+			}
+			m.SessionGeneration = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.SessionGeneration |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])

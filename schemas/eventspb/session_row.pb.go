@@ -57,6 +57,7 @@ type StoredSession struct {
 	Sources           []*Source              `protobuf:"bytes,19,rep,name=sources,proto3" json:"sources,omitempty"`
 	SessionGeneration uint64                 `protobuf:"varint,20,opt,name=session_generation,json=sessionGeneration,proto3" json:"session_generation,omitempty"`
 	RemoveEverywhere  bool                   `protobuf:"varint,21,opt,name=remove_everywhere,json=removeEverywhere,proto3" json:"remove_everywhere,omitempty"`
+	PendingRemoval    *Route                 `protobuf:"bytes,22,opt,name=pending_removal,json=pendingRemoval,proto3" json:"pending_removal,omitempty"` // absent when nil
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
 }
@@ -238,11 +239,18 @@ func (x *StoredSession) GetRemoveEverywhere() bool {
 	return false
 }
 
+func (x *StoredSession) GetPendingRemoval() *Route {
+	if x != nil {
+		return x.PendingRemoval
+	}
+	return nil
+}
+
 var File_shoal_v1_session_row_proto protoreflect.FileDescriptor
 
 const file_shoal_v1_session_row_proto_rawDesc = "" +
 	"\n" +
-	"\x1ashoal/v1/session_row.proto\x12\bshoal.v1\x1a\x15shoal/v1/events.proto\"\xef\x06\n" +
+	"\x1ashoal/v1/session_row.proto\x12\bshoal.v1\x1a\x15shoal/v1/events.proto\"\xa9\a\n" +
 	"\rStoredSession\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +
@@ -268,7 +276,8 @@ const file_shoal_v1_session_row_proto_rawDesc = "" +
 	"\x0elast_packet_id\x18\x12 \x01(\rR\flastPacketId\x12*\n" +
 	"\asources\x18\x13 \x03(\v2\x10.shoal.v1.SourceR\asources\x12-\n" +
 	"\x12session_generation\x18\x14 \x01(\x04R\x11sessionGeneration\x12+\n" +
-	"\x11remove_everywhere\x18\x15 \x01(\bR\x10removeEverywhereB\x12\n" +
+	"\x11remove_everywhere\x18\x15 \x01(\bR\x10removeEverywhere\x128\n" +
+	"\x0fpending_removal\x18\x16 \x01(\v2\x0f.shoal.v1.RouteR\x0ependingRemovalB\x12\n" +
 	"\x10_connected_at_usB\x15\n" +
 	"\x13_disconnected_at_usB\x11\n" +
 	"\x0f_will_due_at_usB7Z5github.com/shoal-mqtt/shoal/schemas/eventspb;eventspbb\x06proto3"
@@ -300,11 +309,12 @@ var file_shoal_v1_session_row_proto_depIdxs = []int32{
 	3, // 2: shoal.v1.StoredSession.subscriptions:type_name -> shoal.v1.SessionSubscription
 	4, // 3: shoal.v1.StoredSession.inbox:type_name -> shoal.v1.InboxAppend
 	5, // 4: shoal.v1.StoredSession.sources:type_name -> shoal.v1.Source
-	5, // [5:5] is the sub-list for method output_type
-	5, // [5:5] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	1, // 5: shoal.v1.StoredSession.pending_removal:type_name -> shoal.v1.Route
+	6, // [6:6] is the sub-list for method output_type
+	6, // [6:6] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_shoal_v1_session_row_proto_init() }

@@ -40,6 +40,7 @@ func (m *StoredSession) CloneVT() *StoredSession {
 	r.LastPacketId = m.LastPacketId
 	r.SessionGeneration = m.SessionGeneration
 	r.RemoveEverywhere = m.RemoveEverywhere
+	r.PendingRemoval = m.PendingRemoval.CloneVT()
 	if rhs := m.ConnectedAtUs; rhs != nil {
 		tmpVal := *rhs
 		r.ConnectedAtUs = &tmpVal
@@ -195,6 +196,9 @@ func (this *StoredSession) EqualVT(that *StoredSession) bool {
 	if this.RemoveEverywhere != that.RemoveEverywhere {
 		return false
 	}
+	if !this.PendingRemoval.EqualVT(that.PendingRemoval) {
+		return false
+	}
 	return string(this.unknownFields) == string(that.unknownFields)
 }
 
@@ -234,6 +238,18 @@ func (m *StoredSession) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 	if m.unknownFields != nil {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
+	}
+	if m.PendingRemoval != nil {
+		size, err := m.PendingRemoval.MarshalToSizedBufferVT(dAtA[:i])
+		if err != nil {
+			return 0, err
+		}
+		i -= size
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(size))
+		i--
+		dAtA[i] = 0x1
+		i--
+		dAtA[i] = 0xb2
 	}
 	if m.RemoveEverywhere {
 		i--
@@ -486,6 +502,10 @@ func (m *StoredSession) SizeVT() (n int) {
 	}
 	if m.RemoveEverywhere {
 		n += 3
+	}
+	if m.PendingRemoval != nil {
+		l = m.PendingRemoval.SizeVT()
+		n += 2 + l + protohelpers.SizeOfVarint(uint64(l))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -1030,6 +1050,42 @@ func (m *StoredSession) UnmarshalVT(dAtA []byte) error {
 				}
 			}
 			m.RemoveEverywhere = bool(v != 0)
+		case 22:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field PendingRemoval", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if m.PendingRemoval == nil {
+				m.PendingRemoval = &Route{}
+			}
+			if err := m.PendingRemoval.UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
@@ -1599,6 +1655,42 @@ func (m *StoredSession) UnmarshalVTUnsafe(dAtA []byte) error {
 				}
 			}
 			m.RemoveEverywhere = bool(v != 0)
+		case 22:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field PendingRemoval", wireType)
+			}
+			var msglen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				msglen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if msglen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + msglen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			if m.PendingRemoval == nil {
+				m.PendingRemoval = &Route{}
+			}
+			if err := m.PendingRemoval.UnmarshalVTUnsafe(dAtA[iNdEx:postIndex]); err != nil {
+				return err
+			}
+			iNdEx = postIndex
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])

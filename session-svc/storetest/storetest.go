@@ -59,17 +59,19 @@ func at(sec int64) time.Time { return time.Unix(sec, 123456000).UTC() }
 // full returns a session with every field set, for round trips.
 func full(tenant, client string, gen uint64) *sessionsvc.Session {
 	return &sessionsvc.Session{
-		Tenant:          tenant,
-		ClientID:        client,
-		Generation:      gen,
-		Active:          true,
-		Online:          true,
-		Route:           &eventspb.Route{Slot: 7, Connection: 1<<40 + 3, Generation: gen},
-		Gateway:         "gw-7",
-		RequestID:       99,
-		ExpiryS:         kafka.SessionExpiryNever,
-		ProtocolVersion: 5,
-		Username:        "üser",
+		Tenant:           tenant,
+		ClientID:         client,
+		Generation:       gen,
+		Active:           true,
+		Online:           true,
+		Route:            &eventspb.Route{Slot: 7, Connection: 1<<40 + 3, Generation: gen},
+		PendingRemoval:   &eventspb.Route{Slot: 6, Connection: 1<<40 + 2, Generation: gen - 1},
+		RemoveEverywhere: true,
+		Gateway:          "gw-7",
+		RequestID:        99,
+		ExpiryS:          kafka.SessionExpiryNever,
+		ProtocolVersion:  5,
+		Username:         "üser",
 		Will: &eventspb.Will{
 			DelayIntervalS: 30,
 			Message: &eventspb.Message{

@@ -117,8 +117,9 @@
 //     writes no REMOVE_ALL: that connection's Disconnect, which names the
 //     partitions where it left entries, brings it later
 //     (Session.PendingRemoval); the routers route nothing to those entries
-//     meanwhile. A Disconnect that names none, or none coming before the
-//     client's next session end or takeover, means every partition.
+//     meanwhile. A Disconnect that names none means every partition, and
+//     so does none coming: the connection's gateway found gone, or the
+//     client's next session end or takeover, whichever comes first.
 //   - A taken-over connection's will is due at the takeover (MQTT 5.0
 //     §3.1.4: the old connection closes without DISCONNECT): at once without
 //     a delay or when the session ends; a delayed will is cancelled when the

@@ -548,6 +548,20 @@ func (m *machine) removeTakenOver(k clientKey, sess *Session, gateway string, d 
 	return m.removeAll(k, env, parts, outs)
 }
 
+// takenOverGone writes the REMOVE_ALL that the session a takeover ended
+// still awaits (Session.PendingRemoval) to every partition: the gateway of
+// its connection is gone, and the connection's end will not come to name
+// them. Should that gateway be alive after all (cut off from the log), a
+// subscription change of the connection may still follow
+// (Session.RemoveEverywhere, as for gatewayGone).
+func (m *machine) takenOverGone(k clientKey, sess *Session, outs []output) []output {
+	pr := sess.PendingRemoval
+	m.log.Info("gateway of a connection taken over gone; its session leaves every partition", "tenant", k.tenant, "client", k.client,
+		"slot", pr.GetSlot(), "connection", pr.GetConnection())
+	// The removal names no gateway: the one gone is not kept.
+	return m.removeTakenOver(k, sess, "", &eventspb.Disconnect{Connection: pr.GetConnection(), Generation: pr.GetGeneration()}, outs)
+}
+
 // routerPartitions returns the partitions a Disconnect lists
 // (router_partitions), not nil even when there are none; nil (every
 // partition) when one is out of range: the gateway counts the partitions

@@ -1528,3 +1528,51 @@ func TestSessionGeneration(t *testing.T) {
 		t.Errorf("resumed session stored without it: session generation %d, want 3", g)
 	}
 }
+
+// The gateway of a connection taken over is gone before that connection's
+// end came (a restart on its slot, or silence): the old session's removal
+// goes to every partition then, instead of waiting for the client's next
+// session end, which a resumed persistent session may never have.
+func TestTakenOverConnectionOfAGoneGateway(t *testing.T) {
+	taker := conn{tenant: "acme", client: "acme-dev1", gateway: "gw-2", slot: 2, connection: 7<<24 | 1, request: 200}
+	gone := func() []output {
+		outs := wantRemoveAll(run5, 1)
+		for _, o := range outs {
+			o.env.Gateway = ""
+		}
+		return outs
+	}
+	t.Run("restarted", func(t *testing.T) {
+		h := newHarness(t)
+		h.batch(heartbeat(1, 5<<24, testNow), heartbeat(2, 7<<24, testNow), run5.connect(true, 0, nil))
+		h.batch(taker.connect(true, 0, nil))
+		if s := h.session(taker); s.PendingRemoval == nil {
+			t.Fatal("the takeover left no removal pending")
+		}
+		checkOutputs(t, h.batch(heartbeat(1, 6<<24, testNow.Add(time.Second))), gone())
+		if s := h.session(taker); s.PendingRemoval != nil || !s.RemoveEverywhere || !s.Online {
+			t.Errorf("after the old gateway's restart: pending %v, remove everywhere %v, online %v; want nil, true, true",
+				s.PendingRemoval, s.RemoveEverywhere, s.Online)
+		}
+	})
+	t.Run("silent", func(t *testing.T) {
+		h := newHarness(t)
+		h.batch(heartbeat(1, 5<<24, testNow), run5.connect(true, 0, nil))
+		h.batch(taker.connect(true, 0, nil))
+		for sec := 1; sec <= 20; sec++ {
+			at := testNow.Add(time.Duration(sec) * time.Second)
+			h.batch(heartbeat(2, 7<<24, at)) // the taker's gateway lives
+			if got := h.batch(tickAt(at)); len(got) > 0 {
+				if sec != 12 {
+					t.Errorf("the removal came at +%ds, want +12s (10 s after the first tick)", sec)
+				}
+				checkOutputs(t, got, gone())
+				if s := h.session(taker); s.PendingRemoval != nil || !s.Online {
+					t.Errorf("after the old gateway went silent: pending %v, online %v", s.PendingRemoval, s.Online)
+				}
+				return
+			}
+		}
+		t.Fatal("the silent gateway's connection taken over was never removed")
+	})
+}

@@ -316,8 +316,8 @@ func (b *batch) heartbeat(env *eventspb.Envelope, hb *eventspb.GatewayHeartbeat)
 		return nil
 	}
 	p.live[hb.GetSlot()] = &slotLiveness{base: base, marker: hb.GetMarkerOffset(), lastUs: ts}
-	return b.endConnections(p.m.eventTime(env), func(sess *Session) bool {
-		return sess.Route.GetSlot() == hb.GetSlot() && !sameRun(sess.Route.GetConnection(), base)
+	return b.endConnections(p.m.eventTime(env), func(r *eventspb.Route) bool {
+		return r.GetSlot() == hb.GetSlot() && !sameRun(r.GetConnection(), base)
 	})
 }
 
@@ -355,10 +355,17 @@ func (b *batch) tickSession(k clientKey, dead map[int32]uint64, now time.Time) e
 	sess := b.session(k)
 	outs := b.outs[:0]
 	changed := false
+	if pr := sess.PendingRemoval; pr != nil {
+		if base, isDead := dead[pr.GetSlot()]; isDead && sameRun(pr.GetConnection(), base) {
+			outs, changed = p.m.takenOverGone(k, sess, outs), true
+		}
+	}
 	if sess.Online {
 		slot := sess.Route.GetSlot()
 		if base, isDead := dead[slot]; isDead && sameRun(sess.Route.GetConnection(), base) {
-			outs, changed = p.m.gatewayGone(k, sess, now, outs)
+			var ended bool
+			outs, ended = p.m.gatewayGone(k, sess, now, outs)
+			changed = changed || ended
 		} else if p.live[slot] == nil {
 			p.live[slot] = &slotLiveness{lastUs: now.UnixMicro()} // grace
 		}
@@ -500,16 +507,23 @@ func (p *partition) silentGateways(nowUs int64) map[int32]uint64 {
 	return dead
 }
 
-// endConnections ends, uncleanly at at, the connections of the online
-// sessions that gone selects.
-func (b *batch) endConnections(at time.Time, gone func(*Session) bool) error {
+// endConnections ends, uncleanly at at, the connections whose routes
+// gone selects: those of online sessions, and those taken over whose end
+// was still awaited (Session.PendingRemoval: it will not come now).
+func (b *batch) endConnections(at time.Time, gone func(*eventspb.Route) bool) error {
 	p := b.p
 	for _, k := range p.keys(b.dirty) {
 		sess := b.session(k)
-		if !sess.Online || !gone(sess) {
-			continue
+		var outs []output
+		changed := false
+		if sess.PendingRemoval != nil && gone(sess.PendingRemoval) {
+			outs, changed = p.m.takenOverGone(k, sess, outs), true
 		}
-		outs, changed := p.m.gatewayGone(k, sess, at, nil)
+		if sess.Online && gone(sess.Route) {
+			var ended bool
+			outs, ended = p.m.gatewayGone(k, sess, at, outs)
+			changed = changed || ended
+		}
 		if changed {
 			b.dirty[k] = sess
 		}
@@ -571,6 +585,11 @@ func (p *partition) tickKeys(dirty map[clientKey]*Session, dead map[int32]uint64
 // under which the tick below calls gatewayGone, or machine.expire changes
 // the session), giving its slot its grace when it is online.
 func (p *partition) tickMayChange(s *Session, dead map[int32]uint64, now time.Time) bool {
+	if pr := s.PendingRemoval; pr != nil {
+		if base, isDead := dead[pr.GetSlot()]; isDead && sameRun(pr.GetConnection(), base) {
+			return true
+		}
+	}
 	if s.Online {
 		slot := s.Route.GetSlot()
 		if base, isDead := dead[slot]; isDead && sameRun(s.Route.GetConnection(), base) {

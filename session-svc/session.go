@@ -44,8 +44,9 @@ type Session struct {
 	// at the takeover (machine.connect). Until then the routers route
 	// nothing to those entries: they are older than the generation the
 	// client's session began with (Presence.session_generation). Nil when
-	// none is pending. Should that Disconnect never come (its gateway
-	// died), the client's next session end removes everywhere.
+	// none is pending. Should that Disconnect never come, the removal goes
+	// to every partition when that connection's gateway is found gone, or
+	// at the client's next session end, whichever comes first.
 	PendingRemoval *eventspb.Route
 	// Active says a session exists: the client is connected, or its
 	// persistent session outlives its last connection. False before the

@@ -61,10 +61,9 @@ func recordType(r *kafka.Record) string {
 	return kafka.EventType(r)
 }
 
-// decode decodes r's envelope into env; a tombstone has none, and gets the
-// tenant and the rest of its key (the client id on shoal.presence, the
-// gateway id on quotas, the name of shoal.quotas) for the filters and the
-// sinks.
+// decode decodes r's envelope into env. A tombstone has none: env gets the
+// tenant and the rest of its key instead, for the filters and the sinks
+// (the client id; the gateway id on quotas, the name shoal.quotas has).
 func decode(r *kafka.Record, env *eventspb.Envelope, quotas string) error {
 	if !tombstone(r) {
 		return kafka.DecodeEnvelope(r, env)

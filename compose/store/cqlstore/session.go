@@ -101,8 +101,10 @@ func (s *Store) LoadClients(ctx context.Context, partition int32, clients []sess
 		}
 		wg.Wait()
 	}
-	if err := errors.Join(errs...); err != nil {
-		return err
+	for _, err := range errs {
+		if err != nil {
+			return err // the first: with the database down, they all say the same
+		}
 	}
 	for _, sess := range found {
 		if sess == nil {

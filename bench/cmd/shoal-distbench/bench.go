@@ -151,8 +151,45 @@ func runTopology(ctx context.Context, opt options, topo string, sa shoalArgs, bb
 				return results, ctx.Err()
 			}
 		}
+		if opt.connects > 0 {
+			if err := c.connectWaves(ctx, opt, topo, round, stdout, stderr); err != nil {
+				return results, err
+			}
+		}
 	}
 	return results, nil
+}
+
+// connectWaves runs the connections scenario twice with the same client
+// ids: new to the broker, then returning after their sessions ended. It
+// writes each wave's JSON and a line; the tables hold the latency runs
+// alone.
+func (c *cluster) connectWaves(ctx context.Context, opt options, topo string, round int, stdout, stderr io.Writer) error {
+	for _, wave := range []string{"new", "returning"} {
+		cfg := load.DefaultConfig()
+		cfg.Scenario = load.ScenarioConnections
+		cfg.Clients = opt.connects
+		cfg.Warmup, cfg.Duration = time.Second, time.Second
+		cfg.SetupTimeout = setupTimeout
+		cfg.Prefix = fmt.Sprintf("bench-%s-c-r%d", topoShort(topo), round)
+		cfg.Name = "connections-" + wave
+		cfg.Label, cfg.Round = topo, round
+		cfg.Addr = c.gws[0].mqtt
+		cfg.BrokerPID = c.gws[0].pid()
+		cfg.Processes = c.named
+		res, err := load.Run(ctx, cfg, stderr)
+		if err != nil {
+			return fmt.Errorf("connections (%s ids): %w", wave, err)
+		}
+		if err := writeJSON(filepath.Join(opt.out, fmt.Sprintf("%s-%s-r%d.json", topo, cfg.Name, round)), res); err != nil {
+			return err
+		}
+		writeConnectLine(stdout, res)
+		if !load.Sleep(ctx, opt.pause+3*time.Second) { // the disconnects applied
+			return ctx.Err()
+		}
+	}
+	return nil
 }
 
 // cluster is the Shoal processes of one topology: a session service, a

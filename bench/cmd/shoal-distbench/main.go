@@ -53,6 +53,7 @@ type options struct {
 	pause       time.Duration // between two runs
 	timeout     time.Duration // the whole command; 0: computed
 	prime       time.Duration // an unrecorded run per topology before the rounds
+	connects    int           // clients of the connect waves after each round (0: none)
 	c1Only      bool
 	profile     bool
 	keep        bool
@@ -120,6 +121,7 @@ func parse(args []string, stderr io.Writer, now time.Time) (options, error) {
 	fs.BoolVar(&opt.c1Only, "c1", false, "run Kafka and Cassandra with the C1 compiler only (as the integration tests do: faster start, slower run) instead of the full JIT")
 	fs.BoolVar(&opt.profile, "profile", false, "serve /debug/pprof/ in the Shoal processes and write a CPU profile of each over every measured window into OUT/profiles")
 	fs.BoolVar(&opt.keep, "keep", false, "keep the work directory (Kafka and Cassandra data and logs)")
+	fs.IntVar(&opt.connects, "connects", 0, "after each round, a wave of this many clients that connect (64 at a time) with client ids new to the broker, then a wave with the same ids again (their sessions ended: the session service reads them back from the database); 0: none")
 	smoke := fs.Bool("smoke", false, "a quick check: -rounds 1 -warmup 1s -duration 2s -prime 0 unless given")
 	if err := fs.Parse(args); err != nil {
 		return opt, err

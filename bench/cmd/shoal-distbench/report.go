@@ -243,6 +243,26 @@ func writeRunLine(w io.Writer, r *load.Result) {
 	}
 }
 
+// writeConnectLine prints a connections run as a line: connects/s, the
+// CONNECT-to-CONNACK latency and each process's CPU.
+func writeConnectLine(w io.Writer, r *load.Result) {
+	cs := r.Connect
+	if cs == nil {
+		fmt.Fprintf(w, "%s %s round %d: no connect phase\n", r.Label, r.Name, r.Round)
+		return
+	}
+	var p50v, p99v float64
+	if l := cs.Latency; l != nil {
+		p50v, p99v = l.P50, l.P99
+	}
+	fmt.Fprintf(w, "%s %s round %d: %d of %d connected, %.0f connects/s, CONNACK p50 %s ms, p99 %s ms; CPU %%",
+		r.Label, r.Name, r.Round, cs.Connected, cs.Attempted, cs.PerSec, ms(p50v), ms(p99v))
+	for _, p := range r.Processes {
+		fmt.Fprintf(w, " %s %.0f", p.Name, p.CPUPercent)
+	}
+	fmt.Fprintln(w)
+}
+
 // writeTables writes the summary, CPU and per-run tables as markdown.
 func writeTables(w io.Writer, results []*load.Result) {
 	gs := groups(results)

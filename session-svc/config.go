@@ -39,12 +39,24 @@ type Config struct {
 	// (`session.gateway_timeout`). Checked at each SessionTick, so a dead
 	// gateway's clients go offline within GatewayTimeout + ExpiryCheck.
 	GatewayTimeout time.Duration `yaml:"gateway_timeout"`
+	// EndedCache bounds the ended sessions the service keeps in memory
+	// (`session.ended_cache`). An ended session is kept in the store, and
+	// read back from it when its client comes again (one read of the
+	// database per batch in distributed mode); up to EndedCache of the most
+	// recently ended stay in memory too, so that those clients skip the
+	// read. -1 (the default) is 0 with the embedded store, whose reads take
+	// microseconds, and DefaultEndedCache with a CQL store. Each costs about
+	// 600 bytes.
+	EndedCache int `yaml:"ended_cache"`
 }
+
+// DefaultEndedCache is session.ended_cache with a CQL store: about 60 MB.
+const DefaultEndedCache = 100_000
 
 // DefaultConfig returns the configuration Shoal runs with unless told
 // otherwise.
 func DefaultConfig() Config {
-	return Config{RetryBackoff: time.Second, ExpiryCheck: 5 * time.Second, MaxInbox: 1000, GatewayTimeout: 10 * time.Second}
+	return Config{RetryBackoff: time.Second, ExpiryCheck: 5 * time.Second, MaxInbox: 1000, GatewayTimeout: 10 * time.Second, EndedCache: -1}
 }
 
 // Validate checks the configuration and returns one error per bad key,
@@ -60,6 +72,9 @@ func (c Config) Validate() error {
 	}
 	if c.GatewayTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("session.gateway_timeout: must be > 0, is %s", c.GatewayTimeout))
+	}
+	if c.EndedCache < -1 {
+		errs = append(errs, fmt.Errorf("session.ended_cache: must be ≥ 0, or -1 for the store's default, is %d", c.EndedCache))
 	}
 	if c.ExpiryCheck <= 0 {
 		errs = append(errs, fmt.Errorf("session.expiry_check: must be > 0, is %s", c.ExpiryCheck))

@@ -2,6 +2,7 @@ package sessionsvc
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
@@ -116,4 +117,72 @@ func decoded(t *testing.T, env *eventspb.Envelope) *eventspb.Envelope {
 		t.Fatal(err)
 	}
 	return &dec
+}
+
+// With session.ended_cache, the most recently ended sessions stay in
+// memory too (their clients skip the store's read when they come back),
+// the oldest leave first, and a load at start keeps as many.
+func TestEndedCacheKeepsTheNewest(t *testing.T) {
+	h := newHarness(t)
+	h.m.endedPerPartition = 2
+	h.restart()
+	clients := []conn{connA, connB, {tenant: "acme", client: "acme-dev3", gateway: "gw-1", slot: 1, connection: 12, request: 102}}
+	for _, c := range clients {
+		h.batch(c.connect(true, 0, nil))
+		h.batch(knownOf(c, 1, nil))
+	}
+	if held(h, clients[0]) || !held(h, clients[1]) || !held(h, clients[2]) {
+		t.Fatalf("held %v %v %v, want the two newest ended sessions only", held(h, clients[0]), held(h, clients[1]), held(h, clients[2]))
+	}
+	// The second comes back and ends again: it is the newest now, and the
+	// third the oldest.
+	lookups := h.store.lookups
+	again := clients[1]
+	again.connection, again.request = 21, 201
+	h.batch(again.connect(true, 0, nil))
+	if h.store.lookups != lookups {
+		t.Errorf("%d store reads for a client whose ended session was held, want none", h.store.lookups-lookups)
+	}
+	h.batch(knownOf(again, 2, nil))
+	h.batch(clients[0].connect(true, 0, nil)) // read back from the store
+	h.batch(knownOf(clients[0], 2, nil))
+	if !held(h, clients[0]) || !held(h, clients[1]) || held(h, clients[2]) {
+		t.Errorf("held %v %v %v, want the first two (the newest ended)", held(h, clients[0]), held(h, clients[1]), held(h, clients[2]))
+	}
+	h.restart()
+	n := 0
+	for _, c := range clients {
+		if held(h, c) {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d ended sessions held after a restart, want 2", n)
+	}
+}
+
+// localMemStore is a memStore whose reads are local, as Pebble's.
+type localMemStore struct{ *memStore }
+
+func (localMemStore) LocalReads() bool { return true }
+
+func TestEndedCacheDefault(t *testing.T) {
+	cfg := DefaultConfig()
+	if got := endedCache(cfg, newMemStore()); got != DefaultEndedCache {
+		t.Errorf("default with a remote store: %d, want %d", got, DefaultEndedCache)
+	}
+	if got := endedCache(cfg, localMemStore{newMemStore()}); got != 0 {
+		t.Errorf("default with a local store: %d, want 0", got)
+	}
+	cfg.EndedCache = 7
+	if got := endedCache(cfg, localMemStore{newMemStore()}); got != 7 {
+		t.Errorf("set to 7: %d", got)
+	}
+	if m := newTestMachine().withEndedCache(10, 4); m.endedPerPartition != 3 {
+		t.Errorf("10 over 4 partitions: %d each, want 3", m.endedPerPartition)
+	}
+	cfg.EndedCache = -2
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "session.ended_cache") {
+		t.Errorf("ended_cache -2: %v, want an error naming the key", err)
+	}
 }

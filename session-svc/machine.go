@@ -73,6 +73,9 @@ type machine struct {
 	seq   *atomic.Uint64
 	now   func() time.Time
 	log   *slog.Logger
+	// endedPerPartition is how many ended (dormant) sessions a partition
+	// keeps in memory besides its store (session.ended_cache); 0: none.
+	endedPerPartition int
 	// maxInbox bounds the messages queued for one offline session;
 	// inboxDropped counts what it made the service drop.
 	maxInbox     int

@@ -67,6 +67,28 @@ type partition struct {
 	// names keeps one copy of the tenants and gateway ids the sessions
 	// hold (used by process only).
 	names *intern.Table
+	// ended holds the dormant sessions of sessions kept in memory (up to
+	// m.endedPerPartition, the most recently ended), each with the number
+	// of its entry in endedOrder, which lists them oldest first among
+	// stale entries (of sessions that left ended, or ended again since:
+	// their numbers differ, and they are skipped). Guarded by mu.
+	ended      map[clientKey]uint64
+	endedOrder []endedEntry
+	endedSeq   uint64
+}
+
+// endedEntry is an entry of partition.endedOrder.
+type endedEntry struct {
+	k   clientKey
+	seq uint64
+}
+
+// keepEnded adds k, a dormant session held in memory, to the ended
+// sessions kept (the newest). The caller holds mu.
+func (p *partition) keepEnded(k clientKey) {
+	p.endedSeq++
+	p.ended[k] = p.endedSeq
+	p.endedOrder = append(p.endedOrder, endedEntry{k, p.endedSeq})
 }
 
 // maxNames bounds a partition's table of tenants and gateway ids.
@@ -88,13 +110,17 @@ func sameRun(connection, base uint64) bool {
 // loadPartition restores partition id's state from store.
 func loadPartition(ctx context.Context, id int32, m *machine, store Store) (*partition, error) {
 	p := &partition{id: id, m: m, store: store, sessions: make(map[clientKey]*Session), live: make(map[int32]*slotLiveness),
-		names: intern.New(maxNames)}
+		names: intern.New(maxNames), ended: make(map[clientKey]uint64)}
 	off, err := store.LoadSessions(ctx, id, func(s *Session) error {
-		if s.dormant() {
+		if s.dormant() && len(p.ended) >= m.endedPerPartition {
 			return nil // read again when its client comes back (recall)
 		}
 		s.Tenant, s.Gateway = p.names.Get(s.Tenant), p.names.Get(s.Gateway)
-		p.sessions[clientKey{s.Tenant, s.ClientID}] = s
+		k := clientKey{s.Tenant, s.ClientID}
+		p.sessions[k] = s
+		if s.dormant() {
+			p.keepEnded(k)
+		}
 		p.counts.add(s, 1)
 		p.wakeUs = earliest(p.wakeUs, s.tickDueUs())
 		return nil
@@ -238,19 +264,46 @@ func (p *partition) forget(keys []clientKey, changed map[clientKey]*Session) {
 	p.forgetLocked(keys, changed)
 }
 
-// forgetLocked is forget for a caller that holds p.mu.
+// forgetLocked is forget for a caller that holds p.mu. The most recently
+// ended sessions stay, up to m.endedPerPartition, the oldest leave first.
 func (p *partition) forgetLocked(keys []clientKey, changed map[clientKey]*Session) {
-	drop := func(k clientKey) {
-		if s, ok := p.sessions[k]; ok && s.dormant() {
-			p.counts.add(s, -1)
-			delete(p.sessions, k)
+	note := func(k clientKey, again bool) {
+		s, ok := p.sessions[k]
+		_, kept := p.ended[k]
+		switch {
+		case ok && s.dormant() && (!kept || again):
+			p.keepEnded(k) // the newest (an earlier entry is stale now)
+		case (!ok || !s.dormant()) && kept:
+			delete(p.ended, k) // its entry in endedOrder is skipped
 		}
 	}
 	for _, k := range keys {
-		drop(k)
+		note(k, false)
 	}
 	for k := range changed {
-		drop(k)
+		note(k, true)
+	}
+	for len(p.ended) > p.m.endedPerPartition && len(p.endedOrder) > 0 {
+		e := p.endedOrder[0]
+		p.endedOrder = p.endedOrder[1:]
+		if seq, kept := p.ended[e.k]; !kept || seq != e.seq {
+			continue // stale
+		}
+		delete(p.ended, e.k)
+		if s, ok := p.sessions[e.k]; ok && s.dormant() {
+			p.counts.add(s, -1)
+			delete(p.sessions, e.k)
+		}
+	}
+	if len(p.endedOrder) > 2*len(p.ended)+64 {
+		// Mostly stale entries: keep the others, in order.
+		order := make([]endedEntry, 0, len(p.ended))
+		for _, e := range p.endedOrder {
+			if seq, kept := p.ended[e.k]; kept && seq == e.seq {
+				order = append(order, e)
+			}
+		}
+		p.endedOrder = order
 	}
 }
 

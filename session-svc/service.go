@@ -93,8 +93,17 @@ func New(cfg Config, client *kafka.Client, store Store, log *slog.Logger, clock 
 		store:              store,
 		topics:             topics,
 		sessionsPartitions: topics.Sessions.Partitions,
-		m:                  newMachine(cfg, topics, epoch, clock, log),
+		m:                  newMachine(cfg, topics, epoch, clock, log).withEndedCache(endedCache(cfg, store), topics.Sessions.Partitions),
 	}, nil
+}
+
+// withEndedCache sets the ended sessions each partition keeps in memory:
+// total (session.ended_cache, resolved) shared by the partitions parts.
+func (m *machine) withEndedCache(total int, parts int32) *machine {
+	if total > 0 && parts > 0 {
+		m.endedPerPartition = (total + int(parts) - 1) / int(parts)
+	}
+	return m
 }
 
 // newMachine returns the machine of a service (or a Rebuild) configured

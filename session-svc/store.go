@@ -57,3 +57,22 @@ func LoadClient(ctx context.Context, store Store, partition int32, tenant, clien
 	})
 	return found, err
 }
+
+// localStore is implemented by a store whose reads are local and take
+// microseconds (the embedded one): the service then keeps no ended
+// session in memory unless session.ended_cache says so.
+type localStore interface {
+	LocalReads() bool
+}
+
+// endedCache resolves session.ended_cache for store: -1 is 0 for a local
+// store, DefaultEndedCache for any other.
+func endedCache(cfg Config, store Store) int {
+	if cfg.EndedCache >= 0 {
+		return cfg.EndedCache
+	}
+	if l, ok := store.(localStore); ok && l.LocalReads() {
+		return 0
+	}
+	return DefaultEndedCache
+}

@@ -120,6 +120,10 @@ func (d *DB) LoadSessions(ctx context.Context, partition int32, fn func(*session
 	return offset, nil
 }
 
+// LocalReads tells the session service that reads take microseconds here
+// (it keeps no ended session in memory by default).
+func (d *DB) LocalReads() bool { return true }
+
 // LoadClients implements sessionsvc.Store: a point read per client, one
 // after another (each a few microseconds, the bloom filters answering for
 // most clients never seen), safe beside the partition's other calls

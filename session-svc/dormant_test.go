@@ -178,8 +178,12 @@ func TestEndedCacheDefault(t *testing.T) {
 	if got := endedCache(cfg, localMemStore{newMemStore()}); got != 7 {
 		t.Errorf("set to 7: %d", got)
 	}
-	if m := newTestMachine().withEndedCache(10, 4); m.endedPerPartition != 3 {
-		t.Errorf("10 over 4 partitions: %d each, want 3", m.endedPerPartition)
+	cfg.EndedCache = 10
+	if m := newTestMachine().withStore(cfg, newMemStore(), 4); m.endedPerPartition != 3 || !m.filterIDs {
+		t.Errorf("10 over 4 partitions, a remote store: %d each, filter %v; want 3, true", m.endedPerPartition, m.filterIDs)
+	}
+	if m := newTestMachine().withStore(cfg, localMemStore{newMemStore()}, 4); m.filterIDs {
+		t.Error("a filter of the stored clients with a local store")
 	}
 	cfg.EndedCache = -2
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "session.ended_cache") {

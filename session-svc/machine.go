@@ -73,6 +73,11 @@ type machine struct {
 	seq   *atomic.Uint64
 	now   func() time.Time
 	log   *slog.Logger
+	// filterIDs says each partition keeps a filter of the clients it has
+	// stored sessions of, so that the sessions of clients never seen are
+	// not read for (partition.stored): a store whose reads are round
+	// trips.
+	filterIDs bool
 	// endedPerPartition is how many ended (dormant) sessions a partition
 	// keeps in memory besides its store (session.ended_cache); 0: none.
 	endedPerPartition int

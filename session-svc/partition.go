@@ -75,6 +75,10 @@ type partition struct {
 	ended      map[clientKey]uint64
 	endedOrder []endedEntry
 	endedSeq   uint64
+	// stored holds every client the partition has a session of in the
+	// store, so that recall reads only for those (m.filterIDs: a store
+	// whose reads are round trips); nil otherwise. Used by process only.
+	stored *idFilter
 }
 
 // endedEntry is an entry of partition.endedOrder.
@@ -111,7 +115,13 @@ func sameRun(connection, base uint64) bool {
 func loadPartition(ctx context.Context, id int32, m *machine, store Store) (*partition, error) {
 	p := &partition{id: id, m: m, store: store, sessions: make(map[clientKey]*Session), live: make(map[int32]*slotLiveness),
 		names: intern.New(maxNames), ended: make(map[clientKey]uint64)}
+	if m.filterIDs {
+		p.stored = newIDFilter()
+	}
 	off, err := store.LoadSessions(ctx, id, func(s *Session) error {
+		if p.stored != nil {
+			p.stored.add(clientKey{s.Tenant, s.ClientID})
+		}
 		if s.dormant() && len(p.ended) >= m.endedPerPartition {
 			return nil // read again when its client comes back (recall)
 		}
@@ -220,7 +230,7 @@ func (p *partition) recall(ctx context.Context, recs []record, base int64) ([]cl
 			continue
 		}
 		k := clientKey{p.names.Get(env.GetTenant()), env.GetClientId()}
-		if _, ok := p.sessions[k]; !ok {
+		if _, ok := p.sessions[k]; !ok && (p.stored == nil || p.stored.mayHold(k)) {
 			missing = append(missing, k)
 		}
 	}
@@ -520,6 +530,13 @@ func (b *batch) commit(ctx context.Context, last int64) error {
 	})
 	if err := p.store.CommitSessions(ctx, p.id, last, changed); err != nil {
 		return fmt.Errorf("commit partition %d at offset %d: %w", p.id, last, err)
+	}
+	if p.stored != nil {
+		for k := range b.dirty {
+			if !p.stored.mayHold(k) {
+				p.stored.add(k)
+			}
+		}
 	}
 	p.mu.Lock()
 	p.counts.update(p.sessions, b.dirty)

@@ -93,16 +93,19 @@ func New(cfg Config, client *kafka.Client, store Store, log *slog.Logger, clock 
 		store:              store,
 		topics:             topics,
 		sessionsPartitions: topics.Sessions.Partitions,
-		m:                  newMachine(cfg, topics, epoch, clock, log).withEndedCache(endedCache(cfg, store), topics.Sessions.Partitions),
+		m:                  newMachine(cfg, topics, epoch, clock, log).withStore(cfg, store, topics.Sessions.Partitions),
 	}, nil
 }
 
-// withEndedCache sets the ended sessions each partition keeps in memory:
-// total (session.ended_cache, resolved) shared by the partitions parts.
-func (m *machine) withEndedCache(total int, parts int32) *machine {
-	if total > 0 && parts > 0 {
+// withStore fits m to store: the ended sessions each partition keeps in
+// memory (session.ended_cache, resolved for store, shared by the
+// partitions parts), and, unless its reads are local, a filter of the
+// clients stored.
+func (m *machine) withStore(cfg Config, store Store, parts int32) *machine {
+	if total := endedCache(cfg, store); total > 0 && parts > 0 {
 		m.endedPerPartition = (total + int(parts) - 1) / int(parts)
 	}
+	m.filterIDs = !localReads(store)
 	return m
 }
 

@@ -71,8 +71,14 @@ func endedCache(cfg Config, store Store) int {
 	if cfg.EndedCache >= 0 {
 		return cfg.EndedCache
 	}
-	if l, ok := store.(localStore); ok && l.LocalReads() {
+	if localReads(store) {
 		return 0
 	}
 	return DefaultEndedCache
+}
+
+// localReads reports whether store's reads are local (localStore).
+func localReads(store Store) bool {
+	l, ok := store.(localStore)
+	return ok && l.LocalReads()
 }

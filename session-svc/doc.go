@@ -94,10 +94,13 @@
 //   - Generations outlive sessions: a client keeps its record (Active
 //     false) after its session ended, so its generation never goes back.
 //     An ended session keeps its record (generation, no subscriptions) in
-//     the store alone: memory holds the sessions that are not dormant, and
-//     a batch first reads those of its clients it does not hold
-//     (Store.LoadClients), so that memory follows the clients with a
-//     session, not every client ever seen.
+//     the store; memory holds the sessions that are not dormant, and the
+//     session.ended_cache most recently ended ones (none with the embedded
+//     store). A batch first reads those of its clients it does not hold
+//     (Store.LoadClients), skipping, with a store whose reads are round
+//     trips, the clients a filter says were never stored (idfilter.go):
+//     memory follows the clients with a session, not every client ever
+//     seen.
 //   - A session that ends with the connection it began with, when that
 //     connection's gateway names its partitions and nothing of an earlier
 //     connection may still reach a router, writes the tombstone of the

@@ -36,7 +36,7 @@ func NewRebuild(cfg Config, cat kafka.Catalogue, store Store, log *slog.Logger) 
 	}
 	quiet := slog.New(slog.DiscardHandler) // the machine's per-event logs are the live service's business
 	return &Rebuild{
-		m:     newMachine(cfg, cat, 1, time.Now, quiet),
+		m:     newMachine(cfg, cat, 1, time.Now, quiet).withStore(cfg, store, cat.Sessions.Partitions),
 		store: store,
 		log:   log,
 		parts: make(map[int32]*partition),

@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # Sourced by the benchmark scripts (bench-compare.sh, restart-memory.sh,
-# steady-memory.sh): what they need to build what they measure and to run
+# steady-memory.sh, connect-cycle.sh, client-id-memory.sh): what they need to build what they measure and to run
 # brokers on loopback ports.
 #
 # free_port prints a loopback port nothing uses, below the ephemeral range:
@@ -63,4 +63,35 @@ build_tools() {
   # shellcheck disable=SC2034 # bench is the sourcing script's
   bench=$dir/shoal-bench
   go build -o "$bench" ./bench/cmd/shoal-bench
+}
+
+# stop_broker_on_exit makes the sourcing script stop the broker whose pid
+# is in broker_pid (set by start_shoal_all) and remove directory $1 when
+# it exits, also on Ctrl-C.
+stop_broker_on_exit() {
+  broker_pid=""
+  cleanup_dir=$1
+  trap 'stop_pid "$broker_pid"; rm -rf "$cleanup_dir"' EXIT
+  trap 'exit 130' INT TERM
+}
+
+# start_shoal_all BIN DIR MQTT HTTP LOG [ARGS...] starts `BIN all` on a new
+# data directory DIR/data, MQTT on loopback port MQTT and HTTP on HTTP (no
+# WebSocket or admin listener), with ARGS after, its output into LOG; sets
+# broker_pid and returns once /readyz answers, or fails (calling log) when
+# the broker exits or is not ready within a minute.
+start_shoal_all() {
+  local bin=$1 dir=$2 mqtt=$3 http=$4 out=$5
+  shift 5
+  rm -rf "$dir/data"
+  "$bin" all --data-dir "$dir/data" --mqtt-listen "127.0.0.1:$mqtt" --http-listen "127.0.0.1:$http" \
+    --ws-listen '' --admin-listen '' "$@" >"$out" 2>&1 &
+  broker_pid=$!
+  for _ in $(seq 1200); do
+    curl -sf "http://127.0.0.1:$http/readyz" >/dev/null 2>&1 && return 0
+    kill -0 "$broker_pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  log "$bin did not start (its output: $out)"
+  return 1
 }

@@ -30,7 +30,7 @@ clients=${CLIENTS:-10000}
 settle=${SETTLE:-8}
 tmp=$(mktemp -d /tmp/shoal-client-id-memory.XXXXXX)
 # shellcheck source=scripts/bench-lib.sh
-. "$root/scripts/bench-lib.sh" # build_tools, free_port, stop_pid, install_copy
+. "$root/scripts/bench-lib.sh" # build_tools, free_port, stop_pid, install_copy, start_shoal_all
 build_tools "$tmp"          # shoal, bench
 bins=("$shoal")
 if [ -n "${BASE_BIN:-}" ]; then
@@ -40,13 +40,7 @@ fi
 
 log() { echo "client-id-memory: $*" >&2; }
 
-broker_pid=""
-cleanup() {
-  stop_pid "$broker_pid"
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+stop_broker_on_exit "$tmp"
 
 # reading prints the heap in use (MB, after a collection) and the RSS
 # (MiB) of the broker whose HTTP listener is on port $1.
@@ -60,15 +54,7 @@ reading() {
 for bin in "${bins[@]}"; do
   mqtt=$(free_port)
   http=$(free_port)
-  rm -rf "$tmp/data"
-  "$bin" all --data-dir "$tmp/data" --mqtt-listen "127.0.0.1:$mqtt" --http-listen "127.0.0.1:$http" \
-    --ws-listen '' --admin-listen '' --pprof true >"$tmp/shoal.log" 2>&1 &
-  broker_pid=$!
-  for _ in $(seq 1200); do
-    curl -sf "http://127.0.0.1:$http/readyz" >/dev/null 2>&1 && break
-    kill -0 "$broker_pid" 2>/dev/null || { log "$bin did not start"; exit 1; }
-    sleep 0.05
-  done
+  start_shoal_all "$bin" "$tmp" "$mqtt" "$http" "$tmp/shoal.log" --pprof true
   sleep 2
   echo "$bin: 0 client ids: $(reading "$http")"
   for w in $(seq "$waves"); do

@@ -41,7 +41,7 @@ clients=${CLIENTS:-10000}
 settle=${SETTLE:-6}
 tmp=$(mktemp -d /tmp/shoal-connect-cycle.XXXXXX)
 # shellcheck source=scripts/bench-lib.sh
-. "$root/scripts/bench-lib.sh" # build_tools, free_port, stop_pid, install_copy
+. "$root/scripts/bench-lib.sh" # build_tools, free_port, stop_pid, install_copy, start_shoal_all
 build_tools "$tmp"          # shoal, bench
 base=""
 if [ -n "${BASE_BIN:-}" ]; then
@@ -51,13 +51,7 @@ fi
 
 log() { echo "connect-cycle: $*" >&2; }
 
-broker_pid=""
-cleanup() {
-  stop_pid "$broker_pid"
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+stop_broker_on_exit "$tmp"
 
 tck=$(getconf CLK_TCK)
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
@@ -80,15 +74,8 @@ start_broker() {
     local bin=$shoal
     [ "$label" = shoal ] || bin=$base
     http=$(free_port)
-    rm -rf "$tmp/data"
-    "$bin" all --data-dir "$tmp/data" --mqtt-listen "127.0.0.1:$mqtt" --http-listen "127.0.0.1:$http" \
-      --ws-listen '' --admin-listen '' >"$tmp/$label.log" 2>&1 &
-    broker_pid=$!
-    for _ in $(seq 1200); do
-      curl -sf "http://127.0.0.1:$http/readyz" >/dev/null 2>&1 && return 0
-      kill -0 "$broker_pid" 2>/dev/null || break
-      sleep 0.05
-    done
+    start_shoal_all "$bin" "$tmp" "$mqtt" "$http" "$tmp/$label.log"
+    return
     ;;
   esac
   log "$label did not start"

@@ -33,7 +33,10 @@ func (f *idFilter) hash(k clientKey) uint64 {
 	var h maphash.Hash
 	h.SetSeed(f.seed)
 	h.WriteString(k.tenant)
-	h.WriteByte(0) // no tenant holds NUL: tenant "a", client "bc" ≠ "ab", "c"
+	// A separator, so that tenant "a", client "bc" and "ab", "c" differ. A
+	// tenant holding NUL could still meet another key's bytes; that only
+	// adds a "maybe" (a read), never a "no" for a key added.
+	h.WriteByte(0)
 	h.WriteString(k.client)
 	return h.Sum64()
 }

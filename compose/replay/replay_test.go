@@ -503,3 +503,31 @@ func linesByPartition(b []byte) map[string][]string {
 	}
 	return out
 }
+
+// A tombstone (a keyed record without a value) is named by its key: the
+// tenant and the client id, or the gateway id on the quotas topic; a key
+// that is not a record key fails as an undecodable envelope does.
+func TestDecodeTombstone(t *testing.T) {
+	env := new(eventspb.Envelope)
+	pres := &kafka.Record{Topic: kafka.TopicPresence, Key: kafka.Key("a/b", "a/b-dev")}
+	if err := decode(pres, env, kafka.TopicQuotas); err != nil || env.Tenant != "a/b" || env.ClientId != "a/b-dev" || env.Gateway != "" {
+		t.Errorf("presence tombstone: %v, %v", env, err)
+	}
+	if typ := recordType(pres); typ != TypeTombstone {
+		t.Errorf("presence tombstone of type %q", typ)
+	}
+	quota := &kafka.Record{Topic: kafka.TopicQuotas, Key: kafka.Key("acme", "gw-1")}
+	if err := decode(quota, env, kafka.TopicQuotas); err != nil || env.Tenant != "acme" || env.Gateway != "gw-1" || env.ClientId != "" {
+		t.Errorf("quota tombstone: %v, %v", env, err)
+	}
+	for _, key := range []string{"no-separator", "bad%zz/c"} {
+		if err := decode(&kafka.Record{Topic: kafka.TopicPresence, Key: []byte(key)}, env, kafka.TopicQuotas); err == nil {
+			t.Errorf("tombstone key %q decoded as %v", key, env)
+		}
+	}
+	// Without a key a record without a value is no tombstone: an empty
+	// envelope.
+	if err := decode(&kafka.Record{Topic: kafka.TopicPresence}, env, kafka.TopicQuotas); err != nil || env.Tenant != "" || recordType(&kafka.Record{}) == TypeTombstone {
+		t.Errorf("keyless record without a value: %v, %v", env, err)
+	}
+}

@@ -181,8 +181,11 @@ func (c *conn) publishRecord(p *packet.Publish, name []byte) (*kafka.Record, int
 	// A persistent session's QoS 2 message carries its packet identifier:
 	// the router keeps it until PUBREL and drops the message should the
 	// client send it again after a reconnect (exactly once across
-	// connections, router-svc/unreleased.go).
-	kept := p.QoS == 2 && c.sessionExpiry != 0
+	// connections, router-svc/unreleased.go). So does a resumed session's,
+	// whatever expiry this connection asked for: an earlier connection
+	// may have left the identifier with the router, and a client that
+	// resumes with a session expiry of 0 resends what it has no PUBREC for.
+	kept := p.QoS == 2 && c.keepsPacketIDs()
 	if kept {
 		scratch.pub.PacketId, scratch.pub.SessionGeneration = uint32(p.PacketID), c.sessionGen
 	}
@@ -286,9 +289,9 @@ func (c *conn) refuseMessage(name []byte, props *packet.Properties, payload []by
 	return 0
 }
 
-// handlePubrel completes an incoming QoS 2 flow. For a persistent session
-// the router keeps the identifier too: PUBCOMP waits until its release is
-// durable, so the client never reuses an identifier the router still
+// handlePubrel completes an incoming QoS 2 flow. When the routers keep
+// the session's identifiers (keepsPacketIDs), PUBCOMP waits until the
+// release is durable, so the client never reuses an identifier the router still
 // holds. An identifier this connection does not know may have been
 // received by an earlier connection of a resumed session, on another
 // gateway: it is released in every partition. A connection may do that
@@ -307,7 +310,7 @@ func (c *conn) handlePubrel(id uint16) error {
 			c.produceThenAck(ack, []*kafka.Record{c.releaseRecord(id, part)})
 			return nil
 		}
-	case c.resumed && c.sessionExpiry != 0 && c.relBroadcasts < c.g.cfg.ReceiveMaximum:
+	case c.resumed && c.relBroadcasts < c.g.cfg.ReceiveMaximum:
 		c.relBroadcasts++
 		ack.uncounted = true
 		recs := make([]*kafka.Record, 0, c.g.msgParts)
@@ -322,6 +325,12 @@ func (c *conn) handlePubrel(id uint16) error {
 	c.queueAck(ack)
 	return nil
 }
+
+// keepsPacketIDs reports whether the routers keep the packet identifiers
+// of the session's QoS 2 messages until PUBREL: those of a persistent
+// session, and of any resumed one, whose earlier connections may have
+// left identifiers with them. The session's end forgets them.
+func (c *conn) keepsPacketIDs() bool { return c.sessionExpiry != 0 || c.resumed }
 
 // releaseRecord is the PublishRelease of packet identifier id for
 // partition part of shoal.messages.

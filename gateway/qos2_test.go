@@ -78,6 +78,44 @@ func TestQoS2PersistentSessionRelease(t *testing.T) {
 	}
 }
 
+// TestQoS2ResumedWithoutExpiryKeepsIdentifiers: a 5.0 client that
+// resumes its session with a session expiry of 0 on this connect resends
+// the QoS 2 PUBLISHes it has no PUBREC for; an earlier connection may have
+// left their identifiers with the router, so the Publish carries its
+// identifier and session generation (else the router would route the
+// resend again) and PUBREL releases it in the log.
+func TestQoS2ResumedWithoutExpiryKeepsIdentifiers(t *testing.T) {
+	fl := newFakeLog()
+	fl.answer = func(cr *eventspb.ConnectResult) {
+		cr.Generation, cr.SessionGeneration, cr.SessionPresent = 4, 2, true
+	}
+	g := startGateway(t, fl)
+	cp := &packet.Connect{Version: packet.V5, ClientID: []byte("t-z"), CleanStart: false}
+	nc, rd, ca := connectWith(t, g, cp)
+	if !ca.SessionPresent {
+		t.Fatalf("want CONNACK with session present, got %v", ca)
+	}
+	write(t, nc, &packet.Publish{QoS: 2, PacketID: 3, Dup: true, Topic: []byte("b"), Payload: []byte("2")})
+	fl.waitProduced(t, 1)
+	if _, env := fl.heldEnvelope(t, 0); env.GetPublish().GetPacketId() != 3 || env.GetPublish().GetSessionGeneration() != 2 {
+		t.Fatalf("resent publish carries packet id %d, session generation %d; want 3, 2",
+			env.GetPublish().GetPacketId(), env.GetPublish().GetSessionGeneration())
+	}
+	fl.complete(0, nil)
+	if a := readAck(t, nc, rd); a.Kind != packet.PUBREC || a.PacketID != 3 {
+		t.Fatalf("got %v %d, want PUBREC 3", a.Kind, a.PacketID)
+	}
+	write(t, nc, &packet.Ack{Kind: packet.PUBREL, PacketID: 3})
+	fl.waitProduced(t, 1)
+	if _, env := fl.heldEnvelope(t, 1); env.GetPublishRelease().GetPacketId() != 3 {
+		t.Fatalf("record after PUBREL is %v, want the release of 3", env)
+	}
+	fl.complete(1, nil)
+	if a := readAck(t, nc, rd); a.Kind != packet.PUBCOMP || a.PacketID != 3 || a.Code != 0 {
+		t.Fatalf("got %v %d %v, want PUBCOMP 3", a.Kind, a.PacketID, a.Code)
+	}
+}
+
 // TestQoS2CleanSessionKeepsNothingInTheRouter: without a persistent
 // session the identifiers die with the connection: the Publish carries no
 // packet identifier, PUBCOMP needs no log write, and an unknown

@@ -939,6 +939,21 @@ func TestCluster(t *testing.T) {
 		})
 	}
 
+	// A client library's persistence test: a client subscribed to its own
+	// topic sends QoS 2 messages through gateway A and disconnects before
+	// reading anything; a new client object from the same file store
+	// resumes on gateway B (in 5.0 with a session expiry of 0) and resends
+	// them. It, and an observer on gateway B, get each exactly once.
+	for _, v := range []int{4, 5} {
+		t.Run(fmt.Sprintf("QoS2PersistedClient/v%d", v), func(t *testing.T) {
+			proxy := qos2resend.NewProxy(t, ga.mqtt)
+			qos2resend.Persisted{
+				Version: v, ClientID: fmt.Sprintf("it-eop-%d", v), Topic: fmt.Sprintf("eop/%d", v), N: 6, Proxy: proxy,
+				ObserverAddr: gb.mqtt, Between: func() { proxy.SetTarget(gb.mqtt) }, Dir: t.TempDir(), Wait: clusterWait,
+			}.Run(t)
+		})
+	}
+
 	// Issue 14: tenant qt's max_connections (4) holds across the two
 	// gateways: each counts the other's clients from its reports on
 	// shoal.quotas.

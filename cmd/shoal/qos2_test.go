@@ -45,3 +45,23 @@ func TestQoS2ExactlyOnceAcrossReconnect(t *testing.T) {
 		})
 	}
 }
+
+// TestQoS2PersistedClient is the persistence test of a client library's
+// own suite: a client subscribed to its own topic at QoS 2 sends messages,
+// disconnects before it reads the PUBRECs and the deliveries, and a new
+// client object from the same file store resumes the session (in 5.0 with
+// a session expiry of 0 on that connect) and resends them. It and an
+// observer get each message exactly once.
+func TestQoS2PersistedClient(t *testing.T) {
+	for _, v := range []int{4, 5} {
+		t.Run(map[int]string{4: "3.1.1", 5: "5.0"}[v], func(t *testing.T) {
+			dir := t.TempDir()
+			dumpLogs(t, dir)
+			p := startShoal(t, dir)
+			qos2resend.Persisted{
+				Version: v, ClientID: "eo-persist", Topic: "eo/persist", N: 6,
+				Proxy: qos2resend.NewProxy(t, p.mqtt), ObserverAddr: p.mqtt, Dir: t.TempDir(),
+			}.Run(t)
+		})
+	}
+}

@@ -244,9 +244,48 @@ func consumed(bufs [][]byte, n int) net.Buffers {
 
 // writeNow writes b directly (before the connection is established).
 func (c *conn) writeNow(b []byte) {
-	_ = c.nc.SetWriteDeadline(c.g.clock().Add(c.g.cfg.WriteTimeout))
-	n, _ := c.nc.Write(b)
-	c.add(BytesSent, int64(n))
+	n, _ := c.writeProgressing(net.Buffers{b})
+	c.add(BytesSent, n)
+}
+
+// writeChunk is the most bytes one write with a fresh deadline carries.
+const writeChunk = 64 << 10
+
+// writeProgressing writes bufs (consuming them) with the socket's
+// blocking writes, failing only when a chunk of at most writeChunk bytes
+// makes no way for write_timeout: a client that fell behind and reads again
+// is not cut, however long the whole write takes. It clears the deadline
+// when it is done, because a deadline left on the socket outlives the
+// write: the non-blocking writes (writeNB) would fail the first write after
+// it passed, on a connection that had long recovered.
+func (c *conn) writeProgressing(bufs net.Buffers) (int64, error) {
+	var total int64
+	for len(bufs) > 0 {
+		k, size := 0, 0
+		for k < len(bufs) && size+len(bufs[k]) <= writeChunk {
+			size += len(bufs[k])
+			k++
+		}
+		_ = c.nc.SetWriteDeadline(c.g.clock().Add(c.g.cfg.WriteTimeout))
+		if k == 0 { // a buffer larger than a chunk: its first chunk
+			m, err := c.nc.Write(bufs[0][:writeChunk])
+			total += int64(m)
+			bufs[0] = bufs[0][m:]
+			if err != nil {
+				return total, err
+			}
+			continue
+		}
+		part := bufs[:k:k]
+		n, err := part.WriteTo(c.nc)
+		total += n
+		if err != nil {
+			return total, err
+		}
+		bufs = bufs[k:]
+	}
+	_ = c.nc.SetWriteDeadline(time.Time{})
+	return total, nil
 }
 
 // kickFlush queues the connection for a writer if it has bytes to write
@@ -273,20 +312,16 @@ func (c *conn) startFlushLocked() bool {
 
 // flushLoop is the blocking path of a flushing connection: it writes the
 // rest of w (rest, the part of w a non-blocking write left, or all of w
-// when rest is nil) with the write timeout, then the out buffer until it
-// is empty. Writers append under mu while a write is in progress; the
-// buffers are swapped, not copied.
+// when rest is nil) with the write timeout (writeProgressing), then the
+// out buffer until it is empty. Writers append under mu while a write is
+// in progress; the buffers are swapped, not copied.
 func (c *conn) flushLoop(w outBuf, rest net.Buffers) {
 	for {
-		_ = c.nc.SetWriteDeadline(c.g.clock().Add(c.g.cfg.WriteTimeout))
-		var n int64
-		var err error
-		if rest != nil {
-			n, err = rest.WriteTo(c.nc)
-			rest = nil
-		} else {
-			n, err = w.writeTo(c.nc)
+		if rest == nil {
+			rest = w.vectors()
 		}
+		n, err := c.writeProgressing(rest)
+		rest = nil
 		c.add(BytesSent, n)
 		w.reset()
 		c.mu.Lock()

@@ -71,6 +71,62 @@ func TestSlowReaderGetsEverythingInOrder(t *testing.T) {
 	expectSilence(t, nc, rd, 100*time.Millisecond)
 }
 
+// TestStallThatEndedDoesNotCut: a subscriber that stops reading while a
+// burst fills its socket, then reads everything, is not cut when the write
+// timeout has passed since the stall: the deadline measures a write that
+// makes no way, and none is left on the socket after the write.
+func TestStallThatEndedDoesNotCut(t *testing.T) {
+	fl := newFakeLog()
+	const timeout = 300 * time.Millisecond
+	g, recs, _, _ := loggedGateway(t, fl, nil, func(c *Config) { c.WriteTimeout = timeout })
+	nc, rd := dial(t, g)
+	c := connOf(t, g, "t-1")
+	if tc, ok := c.nc.(*net.TCPConn); ok {
+		_ = tc.SetWriteBuffer(8 << 10)
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetReadBuffer(16 << 10)
+	}
+	deliver := func(i int, size int) {
+		env := &eventspb.Envelope{Tenant: "t", Event: &eventspb.Envelope_Delivery{Delivery: &eventspb.Delivery{
+			Message: &eventspb.Message{Topic: "stall", Payload: bytes.Repeat([]byte{byte(i)}, size)},
+			Targets: []*eventspb.Target{{ClientId: "t-1", Connection: c.id}},
+			Source:  &eventspb.Source{Partition: 1, Offset: int64(i)},
+		}}}
+		fl.slot <- kafka.Batch{Records: []*kafka.Record{kafka.NewRecord(kafka.TopicDeliveries, nil, 0, env)}}
+	}
+	const n = 64 // 1 MiB: more than both sockets hold
+	for i := range n {
+		deliver(i, 16<<10)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for g.writes.blocked.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if g.writes.blocked.Load() == 0 {
+		t.Fatal("no write had to wait for the socket: the test did not fill it")
+	}
+	time.Sleep(timeout / 3) // the stall, shorter than the timeout
+	for i := range n {
+		if _, ok := read(t, nc, rd, 5*time.Second).(*packet.Publish); !ok {
+			t.Fatalf("message %d: not a PUBLISH", i)
+		}
+	}
+	// Well past the deadline the stalled write had: the next message
+	// arrives, and the connection stays.
+	time.Sleep(3 * timeout)
+	deliver(n, 100)
+	if p, ok := read(t, nc, rd, 5*time.Second).(*packet.Publish); !ok || len(p.Payload) != 100 {
+		t.Fatalf("after the stall: %v, want the 100-byte PUBLISH (log:\n%s)", p, recs)
+	}
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		t.Fatal("connection closed after a stall that ended")
+	}
+}
+
 // TestConsumed checks the bookkeeping of a partial vectored write.
 func TestConsumed(t *testing.T) {
 	bufs := func() [][]byte { return [][]byte{[]byte("abc"), []byte("de"), []byte("fghi")} }

@@ -202,6 +202,8 @@ type pendingAck struct {
 	remaining atomic.Int32
 	ready     bool
 	failed    bool
+	// tooLarge says the log refused a record as larger than it accepts.
+	tooLarge bool
 	// uncounted marks a PUBCOMP for an identifier an earlier connection
 	// of the session received: not in this connection's receive window.
 	uncounted bool

@@ -388,6 +388,27 @@ func TestFailedLogWriteClosesWithoutAck(t *testing.T) {
 	}
 }
 
+// TestFailedLogWriteDisconnectsV5: a 5.0 client whose message the log
+// refused is told why before the close: DISCONNECT 0x95 (packet too large)
+// when the log refused the record as too large, 0x80 for any other failure.
+func TestFailedLogWriteDisconnectsV5(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want packet.ReasonCode
+	}{
+		{errors.New("log unavailable"), packet.CodeUnspecifiedError},
+		{fmt.Errorf("produce: %w", kafka.ErrTooLarge), packet.CodePacketTooLarge},
+	} {
+		fl := newFakeLog()
+		g := startGateway(t, fl)
+		nc, rd, _ := connectWith(t, g, &packet.Connect{Version: packet.V5, ClientID: []byte("t-big"), CleanStart: true})
+		write(t, nc, &packet.Publish{QoS: 1, PacketID: 1, Topic: []byte("a"), Payload: []byte("x")})
+		fl.waitProduced(t, 1)
+		fl.complete(0, tc.err)
+		expectDisconnect(t, nc, rd, tc.want)
+	}
+}
+
 func TestTenant(t *testing.T) {
 	for _, c := range []struct{ id, sep, want string }{
 		{"acme-dev1", "-", "acme"},

@@ -549,6 +549,7 @@ func (c *conn) ackDone(ack *pendingAck, err error) {
 	if err != nil {
 		c.mu.Lock()
 		ack.failed = true
+		ack.tooLarge = ack.tooLarge || kafka.IsTooLarge(err)
 		c.mu.Unlock()
 	}
 	if ack.remaining.Add(-1) > 0 {
@@ -563,7 +564,9 @@ func (c *conn) ackDone(ack *pendingAck, err error) {
 
 // sendReadyAcks encodes the ready acknowledgements at the head of the
 // queue, in order. A failed write closes the connection without its
-// acknowledgement, so the client sends the message again. Holds c.mu.
+// acknowledgement, so the client sends the message again; a 5.0 client is
+// told why by a DISCONNECT: 0x95 (packet too large) when the log refused a
+// record as larger than it accepts, else 0x80. Holds c.mu.
 func (c *conn) sendReadyAcks() {
 	if c.flow == nil {
 		return
@@ -576,8 +579,12 @@ func (c *conn) sendReadyAcks() {
 		n++
 		if ack.failed {
 			endSpan(ack.span, "log write failed")
-			c.logClose(context.Background(), packet.CodeUnspecifiedError, causeLogWriteFailed, "packet", ack.kind)
-			go c.close()
+			code := packet.CodeUnspecifiedError
+			if ack.tooLarge {
+				code = packet.CodePacketTooLarge
+			}
+			c.logClose(context.Background(), code, causeLogWriteFailed, "packet", ack.kind)
+			go c.serverClose(code)
 			continue
 		}
 		endSpan(ack.span, "")

@@ -939,6 +939,34 @@ func TestCluster(t *testing.T) {
 		})
 	}
 
+	// A PUBLISH of exactly the Maximum Packet Size the CONNACK advertises
+	// crosses a real Kafka with its default message.max.bytes: the topics
+	// were created to take it (max.message.bytes), from gateway A to a
+	// subscriber on gateway B, at QoS 1 and QoS 0.
+	t.Run("MaxPacketSizeAcrossGateways", func(t *testing.T) {
+		sub, _ := dialMQTT(t, gb.mqtt, "it-big-sub", true, 0)
+		sub.subscribe("big/#", 1)
+		pub, ca := dialMQTT(t, ga.mqtt, "it-big-pub", true, 0)
+		limit := 1 << 20
+		if ca.Properties == nil || ca.Properties.MaximumPacketSize == nil || int(*ca.Properties.MaximumPacketSize) != limit {
+			t.Fatalf("CONNACK properties %+v, want a Maximum Packet Size of %d", ca.Properties, limit)
+		}
+		for _, qos := range []byte{1, 0} {
+			topic := fmt.Sprintf("big/%d", qos)
+			// Fixed header 4 bytes, topic 2+len, packet id 2 (QoS > 0),
+			// properties length 1, and the payload: the whole packet.
+			size := limit - 4 - 2 - len(topic) - 1
+			if qos > 0 {
+				size -= 2
+			}
+			payload := strings.Repeat(string(rune('a'+qos)), size)
+			if err := pub.publish(topic, payload, qos, false); err != nil {
+				t.Fatalf("QoS %d publish of a packet at the limit: %v", qos, err)
+			}
+			sub.expectPayload(payload)
+		}
+	})
+
 	// A client library's persistence test: a client subscribed to its own
 	// topic sends QoS 2 messages through gateway A and disconnects before
 	// reading anything; a new client object from the same file store

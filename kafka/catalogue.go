@@ -3,6 +3,7 @@ package kafka
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -129,8 +130,46 @@ type TopicSpec struct {
 	// partition); false always takes Record.Partition (deliveries: the
 	// gateway slot).
 	Keyed bool
+	// MaxMessageBytes is the largest record batch the topic accepts
+	// (max.message.bytes), set when the topic is created and raised on an
+	// existing topic that accepts less; 0 leaves it to the brokers'
+	// message.max.bytes (1 MiB by default). The producer's batches are
+	// bounded by the catalogue's largest (Catalogue.MaxMessageBytes).
+	MaxMessageBytes int32
 	// Doc says what the topic carries, for ARCHITECTURE.md and operators.
 	Doc string
+}
+
+// RecordHeadroom is what a record of the log may carry besides the MQTT
+// packet it comes from: the envelope (client id, tenant, gateway, message
+// id, timestamps), trace context, and a delivery's targets, at most
+// router.max_targets_per_delivery of them (DefaultMaxTargets: a thousand
+// targets with client ids of 500 bytes take half of it).
+const RecordHeadroom = 1 << 20
+
+// MaxMessageBytesFor is the max.message.bytes of the topics of a broker
+// whose gateways accept MQTT packets of up to maxPacket bytes: a PUBLISH or
+// a will of that size, wrapped in its event, fits in one record, also as a
+// delivery or in an inbox.
+func MaxMessageBytesFor(maxPacket uint32) int32 {
+	return int32(min(int64(maxPacket)+RecordHeadroom, math.MaxInt32))
+}
+
+// SetMaxMessageBytes sets every topic's MaxMessageBytes to n.
+func (c *Catalogue) SetMaxMessageBytes(n int32) {
+	for _, s := range c.specs() {
+		s.MaxMessageBytes = n
+	}
+}
+
+// MaxMessageBytes is the largest MaxMessageBytes of the catalogue's topics,
+// 0 when none sets one.
+func (c Catalogue) MaxMessageBytes() int32 {
+	var n int32
+	for _, s := range c.All() {
+		n = max(n, s.MaxMessageBytes)
+	}
+	return n
 }
 
 // Catalogue is the set of topics Shoal's roles talk through.

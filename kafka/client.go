@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
@@ -422,6 +423,12 @@ func NewClient(ctx context.Context, cfg Config, log *slog.Logger) (*Client, erro
 		kgo.ProducerBatchCompression(codec),
 		kgo.RecordPartitioner(partitioner(cfg.Catalogue)),
 	)
+	if n := cfg.Catalogue.MaxMessageBytes(); n > 0 {
+		// A batch as large as the topics accept: one record of the largest
+		// MQTT packet the gateways take fits, where franz-go's default
+		// (1,000,012 bytes) refused a PUBLISH just under 1 MiB.
+		opts = append(opts, kgo.ProducerBatchMaxBytes(n))
+	}
 	if c.tracing {
 		opts = append(opts, kgo.WithHooks(c.kotelTracer("")))
 	}
@@ -621,6 +628,17 @@ func (c *Client) produce(ctx context.Context, st *produceState) {
 	st.pc.order = c.cfg.Feed.taken(st.pc.r)
 	c.inflight.Add(1)
 	c.cl.Produce(context.Background(), &st.kr, promise)
+}
+
+// ErrTooLarge is the error of a record larger than the topic
+// (max.message.bytes) or the producer's batch bound accepts.
+var ErrTooLarge error = kerr.MessageTooLarge
+
+// IsTooLarge reports whether err says a record was too large to be
+// written (ErrTooLarge, or a broker's RECORD_LIST_TOO_LARGE): writing it
+// again cannot succeed.
+func IsTooLarge(err error) bool {
+	return errors.Is(err, ErrTooLarge) || errors.Is(err, kerr.RecordListTooLarge)
 }
 
 // promise is the franz-go callback of every record produced by Produce and

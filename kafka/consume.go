@@ -181,6 +181,10 @@ func (c *Client) ConsumePolls(ctx context.Context, cfg ConsumeConfig, handle fun
 		// recycles it at once: franz-go decodes the next fetches into the
 		// same record slices.
 		kgo.WithPools(&kgoRecords{}),
+		// A partition's fetch holds at least one of the largest batches
+		// the topics accept (a broker returns one larger batch anyway, but
+		// then only that one).
+		kgo.FetchMaxPartitionBytes(max(1<<20, c.cfg.Catalogue.MaxMessageBytes())),
 	)
 	if c.tracing {
 		opts = append(opts, kgo.WithHooks(c.kotelTracer(cfg.Group)))

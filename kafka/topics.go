@@ -49,6 +49,9 @@ func (s TopicSpec) topicConfigs() map[string]*string {
 	if s.SegmentBytes > 0 {
 		cfg["segment.bytes"] = kadm.StringPtr(strconv.FormatInt(s.SegmentBytes, 10))
 	}
+	if s.MaxMessageBytes > 0 {
+		cfg["max.message.bytes"] = kadm.StringPtr(strconv.Itoa(int(s.MaxMessageBytes)))
+	}
 	if s.Replication >= 3 {
 		// With acks=all, a write is then on at least two replicas
 		// before it is acknowledged (the broker default is one).
@@ -60,13 +63,14 @@ func (s TopicSpec) topicConfigs() map[string]*string {
 // EnsureTopics creates the catalogue's topics that do not exist, with their
 // partitions, replication, cleanup.policy, retention.ms and retention.bytes
 // (and
-// min.insync.replicas=2 when the replication is 3 or more, segment.ms and
-// segment.bytes when the spec sets them), and checks
+// min.insync.replicas=2 when the replication is 3 or more, segment.ms,
+// segment.bytes and max.message.bytes when the spec sets them), and checks
 // those that exist. It is idempotent and safe to run from several processes
 // at once. An existing topic fails the check when it has fewer partitions
 // than the catalogue says (records would go to partitions that do not
 // exist), when a keyed topic has more (PartitionForKey would disagree with
-// the producer), or when its cleanup.policy differs. A different retention
+// the producer), or when its cleanup.policy differs. A max.message.bytes
+// below the spec's is raised (raiseMaxMessageBytes). A different retention
 // (by time or size),
 // replication, or more partitions on an unkeyed topic are logged as
 // warnings naming the topic and both values, and left as they are:
@@ -228,8 +232,41 @@ func (c *Client) checkTopics(ctx context.Context, specs []TopicSpec, names []str
 					c.log.Warn("kafka topic retention by size differs from the configured one; left as it is",
 						"topic", s.Name, "retention_bytes", got, "configured_bytes", *want["retention.bytes"])
 				}
+			case "max.message.bytes":
+				if err := c.raiseMaxMessageBytes(ctx, s, cfg.MaybeValue()); err != nil {
+					errs = append(errs, err)
+				}
 			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// raiseMaxMessageBytes raises the max.message.bytes of an existing topic
+// that accepts smaller records than its spec (got is its value): the
+// largest packet the gateways accept must fit in a record, or a client's
+// publish of that size would fail in the log. A larger value is left alone.
+func (c *Client) raiseMaxMessageBytes(ctx context.Context, s TopicSpec, got string) error {
+	if s.MaxMessageBytes <= 0 {
+		return nil
+	}
+	n, err := strconv.ParseInt(got, 10, 64)
+	if err == nil && n >= int64(s.MaxMessageBytes) {
+		return nil
+	}
+	want := strconv.Itoa(int(s.MaxMessageBytes))
+	resp, err := c.adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "max.message.bytes", Value: &want}}, s.Name)
+	if err == nil {
+		var r kadm.AlterConfigsResponse
+		if r, err = resp.On(s.Name, nil); err == nil {
+			err = r.Err
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("ensure topic %s: raise max.message.bytes from %s to %s (the largest MQTT packet accepted, gateway.max_packet_size, with its event around it): %w; raise it with kafka-configs --alter --add-config max.message.bytes=%s",
+			s.Name, got, want, err, want)
+	}
+	c.log.Info("kafka topic max.message.bytes raised to fit the largest MQTT packet accepted",
+		"topic", s.Name, "max_message_bytes", want, "was", got)
+	return nil
 }

@@ -1,8 +1,10 @@
 package kafka
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/shoal-mqtt/shoal/internal/testutil/testlog"
+	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
 
 // topicConfig reads one configuration value of a topic from the broker.
@@ -198,5 +201,50 @@ func TestAdoptPartitions(t *testing.T) {
 	}
 	if got := topicConfig(t, n.adm, TopicPresence, "retention.bytes"); got != "-1" {
 		t.Errorf("the compacted %s: retention.bytes = %s, want -1", TopicPresence, got)
+	}
+}
+
+// TestMaxMessageBytes: the topics take a record of the largest MQTT packet
+// the gateways accept, with its event around it: new topics are created
+// with max.message.bytes, an existing topic that accepts less is raised,
+// and a Publish with a payload of the whole 1 MiB packet is written and
+// read back (franz-go's default batch bound refused one just under it).
+func TestMaxMessageBytes(t *testing.T) {
+	e := startEmbedded(t, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	boot, err := NewClient(ctx, e.ClientConfig(Config{}), testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer boot.Close()
+	if _, err := boot.adm.CreateTopic(ctx, 16, 1, map[string]*string{"max.message.bytes": kadm.StringPtr("1048588")}, TopicMessages); err != nil {
+		t.Fatal(err)
+	}
+	cat := DefaultCatalogue()
+	want := MaxMessageBytesFor(1 << 20)
+	cat.SetMaxMessageBytes(want)
+	c := newTestClient(t, e, Config{Catalogue: cat})
+	for _, s := range cat.All() {
+		if got := topicConfig(t, c.adm, s.Name, "max.message.bytes"); got != strconv.Itoa(int(want)) {
+			t.Errorf("%s max.message.bytes = %s, want %d", s.Name, got, want)
+		}
+	}
+
+	payload := bytes.Repeat([]byte{7}, 1<<20)
+	env := &eventspb.Envelope{Tenant: "t", ClientId: "t-big", Event: &eventspb.Envelope_Publish{Publish: &eventspb.Publish{
+		Message: &eventspb.Message{Topic: "big", Payload: payload, Qos: 1},
+	}}}
+	if err := c.ProduceSync(ctx, NewRecord(TopicMessages, []byte("t/big"), PartitionByKey, env)); err != nil {
+		t.Fatalf("produce a Publish of a 1 MiB payload: %v", err)
+	}
+	part := PartitionForKey([]byte("t/big"), c.Partitions(TopicMessages))
+	recs := consumeN(t, c, ConsumeConfig{Topic: TopicMessages, Partitions: []int32{part}}, 1)
+	got := new(eventspb.Envelope)
+	if err := DecodeEnvelope(recs[0], got); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.GetPublish().GetMessage().GetPayload(), payload) {
+		t.Fatalf("read back a payload of %d bytes, want the 1 MiB written", len(got.GetPublish().GetMessage().GetPayload()))
 	}
 }

@@ -191,8 +191,13 @@ func (b *Broker) openKafka(ctx context.Context, bb *backbone) error {
 		})
 		embedded = emb
 	}
+	// Every topic takes a record of the largest packet the gateways accept
+	// (gateway.max_packet_size, which every role of a deployment shares),
+	// with its event around it.
+	cat := cfg.Kafka.Catalogue()
+	cat.SetMaxMessageBytes(kafka.MaxMessageBytesFor(cfg.Gateway.MaxPacketSize))
 	kcfg := kafka.Config{
-		Brokers: cfg.Kafka.Brokers, ClientID: "shoal-" + strings.ReplaceAll(b.roles.String(), "+", "-"), Catalogue: cfg.Kafka.Catalogue(),
+		Brokers: cfg.Kafka.Brokers, ClientID: "shoal-" + strings.ReplaceAll(b.roles.String(), "+", "-"), Catalogue: cat,
 		GroupSessionTimeout: cfg.Kafka.GroupSessionTimeout,
 		Telemetry:           b.prov,
 		AdoptPartitions:     cfg.Kafka.AdoptPartitions(),

@@ -212,3 +212,74 @@ func TestServerCloseIsBounded(t *testing.T) {
 		})
 	}
 }
+
+// TestHeldDeliveriesKeepTheirOrder: deliveries that reach a connection
+// before its CONNACK is queued are held and follow the CONNACK; one that
+// arrives while they go out joins them instead of overtaking them. An
+// inbox entry that overtook them made the held ones look like repeats
+// (their sequence numbers below its own): they were dropped, and a
+// resumed session got only part of its inbox until its next reconnect.
+func TestHeldDeliveriesKeepTheirOrder(t *testing.T) {
+	fl := newFakeLog()
+	h, rel := make(chan *conn, 1), make(chan struct{})
+	fwd := func(c *conn, seq uint64) (*eventspb.Message, *eventspb.Target) {
+		return &eventspb.Message{Topic: "a", Payload: []byte{byte('0' + seq)}, Qos: 1},
+			&eventspb.Target{ClientId: "t-1", Connection: c.id, Qos: 1, PacketId: uint32(10 + seq), InboxSeq: seq}
+	}
+	g, stop := runGatewayWith(t, fl, func(g *Gateway) {
+		g.beforeConnack = func(c *conn) {
+			if c.clientID == "t-1" {
+				h <- c
+				<-rel
+			}
+		}
+		// Another delivery in the instant between the CONNACK and the
+		// held ones, as the slot consumer may make it.
+		g.afterConnack = func(c *conn) {
+			if c.clientID == "t-1" {
+				m, tg := fwd(c, 4)
+				c.deliver(nil, messageID{}, m, tg, g.clock())
+			}
+		}
+	})
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	nc, rd := sendConnect(t, g, "t-1")
+	c := heldConn(t, h)
+	for seq := uint64(1); seq <= 3; seq++ {
+		m, tg := fwd(c, seq)
+		env := &eventspb.Envelope{Tenant: "t", ClientId: "t-1", Event: &eventspb.Envelope_Delivery{Delivery: &eventspb.Delivery{
+			Message: m, Targets: []*eventspb.Target{tg},
+		}}}
+		fl.slot <- kafka.Batch{Records: []*kafka.Record{kafka.NewRecord(kafka.TopicDeliveries, nil, 0, env)}}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c.mu.Lock()
+		n := 0
+		if c.flow != nil {
+			n = len(c.early)
+		}
+		c.mu.Unlock()
+		if n == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d deliveries held before the CONNACK, want 3", n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(rel)
+	if _, ok := read(t, nc, rd, 5*time.Second).(*packet.Connack); !ok {
+		t.Fatal("want CONNACK first")
+	}
+	for seq := 1; seq <= 4; seq++ {
+		p, ok := read(t, nc, rd, 5*time.Second).(*packet.Publish)
+		if !ok || string(p.Payload) != string(rune('0'+seq)) {
+			t.Fatalf("delivery %d: got %+v, want the inbox entry %d", seq, p, seq)
+		}
+	}
+}

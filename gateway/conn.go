@@ -99,11 +99,16 @@ type conn struct {
 	// look at it without mu.
 	closing atomic.Bool
 
-	mu       sync.Mutex
-	ready    bool // CONNACK queued: deliveries may be written
-	closed   bool // nothing more is queued for the writers (closeWrite, finish)
-	flushing bool
-	resting  bool // the reader parked: the flusher drops the flow state it leaves idle
+	mu    sync.Mutex
+	ready bool // CONNACK queued: deliveries may be written
+	// earlyDraining is set while queueConnack delivers the deliveries
+	// that came before the CONNACK: newer ones join them (c.early) rather
+	// than overtake them, which would break their order, and drop every
+	// held inbox entry as a repeat of the newer one's sequence number.
+	earlyDraining bool
+	closed        bool // nothing more is queued for the writers (closeWrite, finish)
+	flushing      bool
+	resting       bool // the reader parked: the flusher drops the flow state it leaves idle
 	// closeAfterConnack records a close asked for before CONNACK was
 	// queued (a takeover, the gateway stopping): the handshake queues
 	// CONNACK, then closes with closeCode [MQTT-3.2.0-1]. closeCode is the

@@ -299,10 +299,7 @@ func (c *conn) queueConnack(ack *packet.Connack) {
 	c.out.b = ack.Append(c.out.b, c.version)
 	c.ready = true
 	closeNow, code := c.closeAfterConnack, c.closeCode
-	var early []earlyDelivery
-	if !closeNow {
-		early, c.early = c.early, nil
-	}
+	c.earlyDraining = !closeNow && len(c.early) > 0
 	c.mu.Unlock()
 	if closeNow {
 		// Closed while the CONNACK was not queued yet (taken over by a
@@ -312,10 +309,35 @@ func (c *conn) queueConnack(ack *packet.Connack) {
 		c.closeWrite(code)
 		return
 	}
-	// Deliveries that came before CONNACK follow it, in their order.
+	if c.g.afterConnack != nil {
+		c.g.afterConnack(c)
+	}
+	// Deliveries that came before CONNACK follow it, in their order, and
+	// so do those that arrive while they are delivered (earlyDraining):
+	// rounds until none is left.
 	now := c.g.clock()
-	for _, e := range early {
-		c.deliver(nil, e.mid, e.m, e.t, now) // owned copies; fresh when they arrived
+	for {
+		c.mu.Lock()
+		var early []earlyDelivery
+		if c.flow != nil {
+			early, c.early = c.early, nil
+		}
+		if len(early) == 0 {
+			c.earlyDraining = false
+			c.mu.Unlock()
+			break
+		}
+		c.mu.Unlock()
+		for _, e := range early {
+			// Owned copies; fresh when they arrived.
+			_, flush, sent := c.deliverFrom(nil, e.mid, e.m, e.t, now, nil, nil, true)
+			if sent {
+				c.add(MessagesSent, 1)
+			}
+			if flush {
+				c.g.writes.push(c)
+			}
+		}
 	}
 	c.kickFlush()
 }

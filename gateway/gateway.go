@@ -171,6 +171,9 @@ type Gateway struct {
 	// accepted connection just before its CONNACK is queued: a test holds
 	// the CONNACK there to order a takeover before it.
 	beforeConnack func(*conn)
+	// afterConnack, set only by tests, runs right after the CONNACK is
+	// queued, before the deliveries held for it go out.
+	afterConnack func(*conn)
 	// subscribeRead, set only by tests, runs when a SUBSCRIBE or
 	// UNSUBSCRIBE was read, before it is handled: a test holds it there
 	// to read a PUBLISH on another connection meanwhile.

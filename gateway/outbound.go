@@ -82,6 +82,13 @@ func (c *conn) deliver(src *eventspb.Source, mid messageID, m *eventspb.Message,
 // span, when not nil, is the target's mqtt.deliver span: ended here unless
 // a QoS 1/2 message goes in flight, whose acknowledgement ends it.
 func (c *conn) deliverCounted(src *eventspb.Source, mid messageID, m *eventspb.Message, t *eventspb.Target, now time.Time, pc *publishCache, span trace.Span) (kept, flush, sent bool) {
+	return c.deliverFrom(src, mid, m, t, now, pc, span, false)
+}
+
+// deliverFrom is deliverCounted; held says the delivery is one that came
+// before the CONNACK, delivered by queueConnack, which goes before any
+// delivery that arrives meanwhile.
+func (c *conn) deliverFrom(src *eventspb.Source, mid messageID, m *eventspb.Message, t *eventspb.Target, now time.Time, pc *publishCache, span trace.Span, held bool) (kept, flush, sent bool) {
 	qos := byte(min(t.Qos, 2))
 	if c.perms != nil && !t.Release && !c.perms.AllowReadString(m.Topic) {
 		// The ACL keeps it from this client (Mosquitto checks every
@@ -119,7 +126,7 @@ func (c *conn) deliverCounted(src *eventspb.Source, mid messageID, m *eventspb.M
 	}
 	c.useFlow()
 	c.receiving = true
-	if !c.ready {
+	if !c.ready || c.earlyDraining && !held {
 		c.early = append(c.early, earlyDelivery{m: m, t: t.CloneVT(), mid: mid})
 		c.mu.Unlock()
 		endSpan(span, "") // delivered once the CONNACK is sent

@@ -34,8 +34,8 @@ image: ## build the container image (docker or podman, whichever is installed)
 	"$$tool" build --build-arg VERSION="$$version" -t "$$ref" .
 
 .PHONY: run
-run: build ## start Shoal (shoal all) on the embedded backbone
-	./bin/shoal all
+run: build ## start Shoal (shoal all) on the embedded backbone; flags in ARGS (ARGS="--log-level debug"), SHOAL_* variables as they are
+	./bin/shoal all $(ARGS)
 
 .PHONY: test
 test: deps vet proto-check lint unit chart integration ## everything CI runs: test deps, vet, schema checks, lint, unit, Helm chart and integration tests with -race

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -157,5 +159,42 @@ func TestCtlCompletion(t *testing.T) {
 	code, out, _ := ctl(t, "help")
 	if code != 0 || !strings.Contains(out, "delete retained TOPIC") {
 		t.Errorf("ctl help: exit %d\n%s", code, out)
+	}
+}
+
+// TestEmptyClientIDIsAssigned: the CONNECT mosquitto_pub and mosquitto_sub
+// 2.0 send without -i (3.1.1, clean session, an empty client identifier,
+// captured from mosquitto-clients 2.0.11) gets an assigned identifier in
+// the default tenant (README.md, "Tenancy"), not one of a tenant mosq.
+func TestEmptyClientIDIsAssigned(t *testing.T) {
+	var dir string
+	b := brokertest.Start(t, func(c *config.Config) { dir = c.DataDir })
+	nc, err := net.DialTimeout("tcp", b.Addr("mqtt").String(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = nc.Close() }()
+	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+	mosquittoConnect := []byte{0x10, 0x0c, 0x00, 0x04, 'M', 'Q', 'T', 'T', 0x04, 0x02, 0x00, 0x3c, 0x00, 0x00}
+	if _, err := nc.Write(mosquittoConnect); err != nil {
+		t.Fatal(err)
+	}
+	connack := make([]byte, 4)
+	if _, err := io.ReadFull(nc, connack); err != nil || !bytes.Equal(connack, []byte{0x20, 0x02, 0x00, 0x00}) {
+		t.Fatalf("CONNACK % x, %v; want 20 02 00 00 (accepted)", connack, err)
+	}
+	server := "--server=" + b.Addr("admin").String()
+	code, out, errOut := ctl(t, "clients", server, "--data-dir", dir, "--all-tenants", "--format", "json")
+	var cl struct {
+		Clients []struct {
+			Tenant   string `json:"tenant"`
+			ClientID string `json:"client_id"`
+		} `json:"clients"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &cl) != nil {
+		t.Fatalf("clients --all-tenants: exit %d, stderr %q\n%s", code, errOut, out)
+	}
+	if len(cl.Clients) != 1 || cl.Clients[0].Tenant != "" || !regexp.MustCompile(`^shoal[0-9a-f]{24}$`).MatchString(cl.Clients[0].ClientID) {
+		t.Errorf("clients %+v, want one of the default tenant with an assigned identifier shoal<24 hex digits>", cl.Clients)
 	}
 }

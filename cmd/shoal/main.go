@@ -28,7 +28,11 @@ func main() {
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmd := "all"
-	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+	switch {
+	case len(args) > 0 && isHelp(args[0]):
+		usage(stdout)
+		return 0
+	case len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-':
 		cmd, args = args[0], args[1:]
 	}
 	switch cmd {
@@ -36,16 +40,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "shoal", version)
 		return 0
 	case "help":
-		usage(stdout)
-		return 0
+		if len(args) == 0 {
+			usage(stdout)
+			return 0
+		}
+		// shoal help COMMAND is shoal COMMAND -h.
+		return run(ctx, []string{args[0], "-h"}, stdout, stderr)
 	case "all":
-		return runRoles(ctx, "shoal all", broker.RolesAll, args, stderr)
+		return runRoles(ctx, "shoal all", broker.RolesAll, args, stdout, stderr)
 	case "gateway":
-		return runRoles(ctx, "shoal gateway", broker.RoleGateway, args, stderr)
+		return runRoles(ctx, "shoal gateway", broker.RoleGateway, args, stdout, stderr)
 	case "router":
-		return runRoles(ctx, "shoal router", broker.RoleRouter, args, stderr)
+		return runRoles(ctx, "shoal router", broker.RoleRouter, args, stdout, stderr)
 	case "session":
-		return runRoles(ctx, "shoal session", broker.RoleSession, args, stderr)
+		return runRoles(ctx, "shoal session", broker.RoleSession, args, stdout, stderr)
 	case "passwd":
 		return runPasswd(args, os.Stdin, stdout, stderr)
 	case "replay":
@@ -57,21 +65,31 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "views":
 		return runViews(ctx, args, stdout, stderr)
 	}
-	fmt.Fprintf(stderr, "shoal: unknown command %q\n", cmd)
-	usage(stderr)
+	fmt.Fprintf(stderr, "shoal: unknown command %q; see shoal -h\n", cmd)
 	return 2
 }
 
-func runRoles(ctx context.Context, name string, roles broker.Role, args []string, stderr io.Writer) int {
-	cfg, err := config.Load(name, args, os.LookupEnv, stderr)
+// isHelp reports whether arg asks for help the way the flag package
+// takes it.
+func isHelp(arg string) bool {
+	switch arg {
+	case "-h", "--h", "-help", "--help":
+		return true
+	}
+	return false
+}
+
+func runRoles(ctx context.Context, name string, roles broker.Role, args []string, stdout, stderr io.Writer) int {
+	cfg, err := config.Load(name, args, os.LookupEnv, stdout)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "shoal:", err)
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return 2
 	}
 	log := newLogger(cfg, stderr)
+	warnExposed(log, cfg, roles)
 	b := broker.NewRoles(cfg, roles, log, version)
 	// SIGHUP reloads the files Shoal reloads (the password file); a file
 	// that fails to parse is logged and the old one stays in force.
@@ -110,31 +128,35 @@ func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
 	return slog.New(telemetry.LogHandler(h))
 }
 
+// warnExposed warns, at start, of each operators' listener reachable
+// from beyond this machine, as the broker does of MQTT listeners without
+// authentication.
+func warnExposed(log *slog.Logger, cfg config.Config, roles broker.Role) {
+	for _, e := range cfg.Exposed(roles == broker.RolesAll) {
+		log.Warn(e.Warning, "listener", e.Key, "addr", e.Addr)
+	}
+}
+
 func usage(w io.Writer) {
 	fmt.Fprint(w, `usage: shoal [command] [flags]
 
-commands:
-  all       every role in one process (default): on the embedded backbone, or
-            on an external Kafka and CQL database (--kafka-brokers, --cql-hosts)
-  gateway   the MQTT listeners (needs --kafka-brokers; --cql-hosts to lease
-            its slot, or an explicit --gateway-slot)
-  router    matching and fan-out (needs --kafka-brokers and --cql-hosts)
-  session   sessions, takeover, wills, inboxes (needs --kafka-brokers and
-            --cql-hosts)
-  passwd    add or replace a user in a password file: shoal passwd FILE USER
-  replay    read the event log back, filtered, as JSON lines or a table, or
-            publish its messages again ("shoal replay -h")
-  trace     follow one message through the log: shoal trace MESSAGE-ID
-  ctl       inspect and manage a running deployment through its admin API:
-            clients, sessions, subscriptions, retained messages, kick,
-            delete ("shoal ctl help" lists its commands)
-  views     shoal views rebuild [--verify] [--swap] [--quiet]: rebuild the
-            router's and session service's views from the log, compare them
-            with the live ones, make them live (on a stopped deployment)
-  version   print the version
-  help      this text
+Shoal is an MQTT broker on Kafka. Without a command it runs shoal all.
 
-"shoal all -h" lists the flags; every flag is also a SHOAL_* environment
-variable and a key of the YAML file given with --config.
+commands:
+  all       every role in one process, on the embedded backbone or on Kafka
+  gateway   the MQTT listeners of a distributed deployment
+  router    matching and fan-out of a distributed deployment
+  session   sessions, takeover, wills and inboxes of a distributed deployment
+  passwd    add or replace a user in a password file
+  replay    read the event log back, or publish its messages again
+  trace     follow one message through the log
+  ctl       inspect and manage a running deployment through its admin API
+  views     rebuild the views from the log, compare them with the live ones
+  version   print the version
+  help      this text; shoal help COMMAND is shoal COMMAND -h
+
+"shoal COMMAND -h" lists a command's flags: "shoal all -h" those of the
+broker, each also a SHOAL_* environment variable and a key of the YAML file
+given with --config (README.md, "Configuration").
 `)
 }

@@ -20,17 +20,25 @@ import (
 // (data_dir, kafka.*, cql.*, the router's and session service's
 // sections), also from SHOAL_* variables and --config.
 func runViews(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] != "rebuild" {
-		fmt.Fprintln(stderr, "shoal views: usage: shoal views rebuild [--verify] [--swap] [--quiet] [flags of shoal all]")
+	switch {
+	case len(args) == 0:
+		fmt.Fprint(stderr, viewsUsage)
+		return 2
+	case isHelp(args[0]) || args[0] == "help":
+		fmt.Fprint(stdout, viewsUsage)
+		return 0
+	case args[0] != "rebuild":
+		fmt.Fprintf(stderr, "shoal views: unknown command %q; see shoal views -h\n", args[0])
 		return 2
 	}
+	const name = "shoal views rebuild"
 	args = args[1:]
 	var verify, swap, quiet bool
 	own := map[string]*bool{"verify": &verify, "swap": &swap, "quiet": &quiet}
 	rest := args[:0:0]
 	for _, a := range args {
-		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if p, ok := own[name]; ok && strings.HasPrefix(a, "-") {
+		flagName, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if p, ok := own[flagName]; ok && strings.HasPrefix(a, "-") {
 			*p = !hasVal || val == "true"
 			continue
 		}
@@ -45,15 +53,14 @@ func runViews(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		return v, ok
 	}
-	cfg, err := config.Load("shoal views rebuild", rest, lookupEnv, stderr)
+	// Its help is its own flags; the deployment's are shoal all's.
+	cfg, err := config.Load(name, rest, lookupEnv, io.Discard)
 	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(stderr, "  -verify\n    \tcompare the live views with the rebuilt ones key by key; exit 1 on any difference\n"+
-			"  -swap\n    \tmake the rebuilt views live (the deployment must be stopped)\n"+
-			"  -quiet\n    \tno progress bar")
+		fmt.Fprint(stdout, rebuildUsage)
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "shoal views:", err)
+		fmt.Fprintf(stderr, "%s: %s\n", name, strings.ReplaceAll(err.Error(), "\n", "; "))
 		return 2
 	}
 	var bar io.Writer
@@ -74,3 +81,29 @@ func runViews(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	return 0
 }
+
+const viewsUsage = `usage: shoal views COMMAND [flags]
+
+commands:
+  rebuild   rebuild the router's and session service's views from the log,
+            compare them with the live ones (--verify), make them live (--swap)
+
+"shoal views rebuild -h" lists its flags.
+`
+
+const rebuildUsage = `usage: shoal views rebuild [--verify] [--swap] [--quiet] [deployment flags]
+
+Replays the log into fresh views with the router's and the session
+service's own code, writing nothing to Kafka (README.md, "Rebuilding and
+verifying the views").
+
+flags:
+  --verify   compare the live views with the rebuilt ones key by key; exit 1
+             on any difference (the deployment must be stopped)
+  --swap     make the rebuilt views live (the deployment must be stopped)
+  --quiet    no progress bar
+
+The deployment flags say where its log and views are: --config, --data-dir,
+--kafka-*, --cql-* and the others of shoal all, also as SHOAL_* variables
+("shoal all -h" lists them).
+`

@@ -59,7 +59,7 @@ func serve(t *testing.T, roles Roles) string {
 
 func TestHandlerRefusesWrongToken(t *testing.T) {
 	url := serve(t, Roles{})
-	for _, auth := range []string{"", "Bearer", "Bearer wrong", "Bearer secre", "Basic secret", "bearer secret"} {
+	for _, auth := range []string{"", "Bearer", "Bearer ", "Bearer wrong", "Bearer secre", "Basic secret", "bearer wrong", "Bearersecret", "Bear secret"} {
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, url+"/v1/roles", nil)
 		if auth != "" {
 			req.Header.Set("Authorization", auth)
@@ -71,6 +71,25 @@ func TestHandlerRefusesWrongToken(t *testing.T) {
 		_ = resp.Body.Close()
 		if resp.StatusCode != http.StatusUnauthorized {
 			t.Errorf("Authorization %q: %d, want 401", auth, resp.StatusCode)
+		}
+	}
+}
+
+// TestHandlerTakesTheSchemeInAnyCase: the authentication scheme is
+// case-insensitive (RFC 9110 §11.1), and one or more spaces separate it
+// from the token (§11.4).
+func TestHandlerTakesTheSchemeInAnyCase(t *testing.T) {
+	url := serve(t, Roles{})
+	for _, auth := range []string{"Bearer secret", "bearer secret", "BEARER secret", "bEaReR secret", "Bearer   secret"} {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, url+"/v1/roles", nil)
+		req.Header.Set("Authorization", auth)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("Authorization %q: %d, want 200", auth, resp.StatusCode)
 		}
 	}
 }
@@ -170,5 +189,20 @@ func TestTokenMadeOnceWithMode0600(t *testing.T) {
 	}
 	if _, err := ReadToken(path); err == nil || strings.Contains(err.Error(), tok) {
 		t.Errorf("empty token file: %v", err)
+	}
+}
+
+// TestCtlBadFlagIsOneLine: an unknown flag, or one without its value, is
+// one line naming it as the help spells it, exit 2.
+func TestCtlBadFlagIsOneLine(t *testing.T) {
+	for args, want := range map[string]string{
+		"clients --foo":    "shoal ctl: unknown flag --foo; see shoal ctl -h\n",
+		"clients --tenant": "shoal ctl: flag needs an argument: --tenant; see shoal ctl -h\n",
+	} {
+		var out, errOut strings.Builder
+		code := Ctl(t.Context(), strings.Fields(args), &out, &errOut, nil)
+		if code != ExitUsage || out.Len() > 0 || errOut.String() != want {
+			t.Errorf("shoal ctl %s: exit %d, stdout %q, stderr %q; want %d and %q", args, code, out.String(), errOut.String(), ExitUsage, want)
+		}
 	}
 }

@@ -105,7 +105,7 @@ func parseCtl(args []string) (ctlFlags, []string, error) {
 			if errors.Is(err, flag.ErrHelp) {
 				return f, nil, err
 			}
-			return f, nil, fmt.Errorf("%w (shoal ctl help lists the flags)", err)
+			return f, nil, flagError(err)
 		}
 		if fs.NArg() == 0 {
 			break
@@ -123,6 +123,19 @@ func parseCtl(args []string) (ctlFlags, []string, error) {
 		return f, nil, errors.New("--tenant and --all-tenants exclude each other")
 	}
 	return f, words, nil
+}
+
+// flagError is the flag package's error about the command line in the
+// words of shoal's other commands: the flag as the help spells it
+// (--name), and the help to read.
+func flagError(err error) error {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		msg = "unknown flag --" + name
+	} else if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		msg = "flag needs an argument: --" + name
+	}
+	return fmt.Errorf("%s; see shoal ctl -h", msg)
 }
 
 // token reads --token-file, or the token shoal all made in --data-dir.

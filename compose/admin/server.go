@@ -79,7 +79,7 @@ func Handler(roles Roles, token string, log *slog.Logger) http.Handler {
 		writeError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path)
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		got, ok := bearerToken(r.Header.Get("Authorization"))
 		if !ok || !tokenMatches(got, token) {
 			log.Warn("admin request refused: wrong or missing token", "remote", r.RemoteAddr, "path", r.URL.Path)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="shoal admin"`)
@@ -88,6 +88,17 @@ func Handler(roles Roles, token string, log *slog.Logger) http.Handler {
 		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// bearerToken returns the token of an Authorization header of the Bearer
+// scheme, which RFC 9110 §11.1 makes case-insensitive ("bearer" too), one
+// or more spaces before the token (§11.4).
+func bearerToken(header string) (string, bool) {
+	scheme, token, ok := strings.Cut(header, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return strings.TrimLeft(token, " "), true
 }
 
 type server struct {

@@ -22,6 +22,11 @@ type Admin struct {
 // DefaultAdmin is loopback only, with the token shoal all makes.
 func DefaultAdmin() Admin { return Admin{Listen: "127.0.0.1:9091"} }
 
+// Serves reports whether a process serves the admin API: admin.listen is
+// set and a token is at hand, admin.token_file's or, for shoal all (all),
+// the one it makes in its data directory.
+func (a Admin) Serves(all bool) bool { return a.Listen != "" && (a.TokenFile != "" || all) }
+
 // Validate checks admin.listen.
 func (a Admin) Validate() error {
 	if a.Listen == "" {

@@ -51,6 +51,9 @@ type Config struct {
 	// process (kill -9) but not of the machine.
 	DataSync bool `yaml:"data_sync"`
 	// HTTPListen serves /metrics, /healthz and /readyz ("" disables).
+	// Loopback by default, as every listener without authentication:
+	// a scraper or a load balancer's health check on another machine
+	// needs an address such as ":9090".
 	HTTPListen string `yaml:"http_listen"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `yaml:"log_level"`
@@ -191,7 +194,7 @@ type Kafka struct {
 func Default() Config {
 	return Config{
 		DataDir:    "./shoal-data",
-		HTTPListen: ":9090",
+		HTTPListen: "127.0.0.1:9090",
 		LogLevel:   "info",
 		LogFormat:  "text",
 		Kafka: Kafka{
@@ -344,7 +347,7 @@ func options() []option {
 		{"tls-identity", "field of a client certificate that names the client's identity: cn, san-dns, san-email or san-uri (tls.identity)", strOpt(func(c *Config) *string { return &c.Gateway.TLS.Identity })},
 		{"admin-listen", "address of the admin API that shoal ctl talks to, never an MQTT listener; empty disables it (admin.listen)", strOpt(func(c *Config) *string { return &c.Admin.Listen })},
 		{"admin-token-file", "file holding the admin API's bearer token; empty: shoal all makes one in data_dir/admin.token, a distributed role serves no admin API (admin.token_file)", strOpt(func(c *Config) *string { return &c.Admin.TokenFile })},
-		{"http-listen", "HTTP address of /metrics, /healthz, /readyz (http_listen)", strOpt(func(c *Config) *string { return &c.HTTPListen })},
+		{"http-listen", "HTTP address of /metrics, /healthz, /readyz and, with --pprof, /debug/pprof/, none of them authenticated; loopback by default, :9090 serves every interface; empty disables it (http_listen)", strOpt(func(c *Config) *string { return &c.HTTPListen })},
 		{"data-dir", "directory of the embedded backbone (data_dir)", strOpt(func(c *Config) *string { return &c.DataDir })},
 		{"data-sync", "true fsyncs the embedded log and view store on every write (data_sync)", boolOpt("data_sync", func(c *Config) *bool { return &c.DataSync })},
 		{"password-file", "password file (mosquitto_passwd format, bcrypt, argon2id; `shoal passwd` writes one): clients must authenticate (auth.password_file)", strOpt(func(c *Config) *string { return &c.Auth.PasswordFile })},
@@ -352,7 +355,7 @@ func options() []option {
 		{"acl-file", "ACL file in Mosquitto's format, applied inside each client's tenant (auth.acl_file)", strOpt(func(c *Config) *string { return &c.Auth.ACLFile })},
 		{"jwt-jwks-file", "JSON Web Key Set file whose keys verify JWTs sent as passwords (auth.jwt.jwks_file)", strOpt(func(c *Config) *string { return &c.Auth.JWT.JWKSFile })},
 		{"jwt-public-key-file", "PEM public key (RSA, ECDSA, Ed25519) that verifies JWTs sent as passwords (auth.jwt.public_key_file)", strOpt(func(c *Config) *string { return &c.Auth.JWT.PublicKeyFile })},
-		{"jwt-hmac-secret-file", "file holding the HMAC secret (≥ 32 bytes) that verifies JWTs sent as passwords (auth.jwt.hmac_secret_file)", strOpt(func(c *Config) *string { return &c.Auth.JWT.HMACSecretFile })},
+		{"jwt-hmac-secret-file", "file holding the HMAC secret (≥ 32 bytes; one trailing line break dropped) that verifies JWTs sent as passwords (auth.jwt.hmac_secret_file)", strOpt(func(c *Config) *string { return &c.Auth.JWT.HMACSecretFile })},
 		{"jwt-issuer", "required iss of JWTs (auth.jwt.issuer)", strOpt(func(c *Config) *string { return &c.Auth.JWT.Issuer })},
 		{"jwt-audience", "required aud of JWTs (auth.jwt.audience)", strOpt(func(c *Config) *string { return &c.Auth.JWT.Audience })},
 		{"tenant-separator", "client-id tenant separator; empty switches tenancy off (gateway.tenant_separator)", strOpt(func(c *Config) *string { return &c.Gateway.TenantSeparator })},
@@ -414,12 +417,12 @@ func options() []option {
 			c.Kafka.Retention = d
 			return nil
 		}},
-		{"kafka-retention-bytes", "bytes each partition of the event topics Shoal creates keeps at most, e.g. 20971520; 0: 320 MiB per topic split over its partitions on the embedded backbone, no limit on Kafka; -1: no size limit (kafka.retention_bytes)", func(c *Config, v string) error {
-			n, err := strconv.ParseInt(v, 10, 64)
+		{"kafka-retention-bytes", "bytes each partition of the event topics Shoal creates keeps at most, e.g. 20MiB or 20971520; 0: 320 MiB per topic split over its partitions on the embedded backbone, no limit on Kafka; -1: no size limit (kafka.retention_bytes)", func(c *Config, v string) error {
+			n, err := ParseByteSize(v)
 			if err != nil {
 				return fmt.Errorf("kafka.retention_bytes: %w", err)
 			}
-			c.Kafka.RetentionBytes = n
+			c.Kafka.RetentionBytes = int64(n)
 			return nil
 		}},
 		{"kafka-local-delivery", "false makes the roles of shoal all read every record through a fetch instead of passing them inside the process (kafka.local_delivery)", boolOpt("kafka.local_delivery", func(c *Config) *bool { return &c.Kafka.LocalDelivery })},
@@ -447,11 +450,15 @@ func envName(flagName string) string {
 // Load builds the configuration from defaults, the YAML file named by
 // --config or SHOAL_CONFIG, SHOAL_* variables (lookupEnv, as os.LookupEnv;
 // a variable set to the empty string sets the empty value) and the flags in
-// args, in that order of precedence (flags win). Usage goes to out.
+// args, in that order of precedence (flags win). name is the command, as
+// the user types it ("shoal all"). -h prints the flags to out and returns
+// flag.ErrHelp; a command line that does not parse is an error of one
+// line that says where the flags are listed, and nothing is printed.
 func Load(name string, args []string, lookupEnv func(string) (string, bool), out io.Writer) (Config, error) {
 	c := Default()
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(out)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	opts := options()
 	vals := make(map[string]*string, len(opts))
 	for _, o := range opts {
@@ -459,10 +466,19 @@ func Load(name string, args []string, lookupEnv func(string) (string, bool), out
 	}
 	cfgFile := fs.String("config", "", "YAML configuration file; env SHOAL_CONFIG")
 	if err := fs.Parse(args); err != nil {
-		return c, err
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(out, "usage: %s [flags]\n\n"+
+				"Every flag is also the SHOAL_* environment variable it names, and the key\n"+
+				"in parentheses of the YAML file of --config; flags win over variables,\n"+
+				"variables over the file.\n\n", name)
+			fs.SetOutput(out)
+			fs.PrintDefaults()
+			return c, err
+		}
+		return c, commandLineError(name, err)
 	}
 	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		return c, fmt.Errorf("unexpected argument %q; see %s -h", fs.Arg(0), name)
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -476,6 +492,9 @@ func Load(name string, args []string, lookupEnv func(string) (string, bool), out
 		b, err := os.ReadFile(file)
 		if err != nil {
 			return c, fmt.Errorf("config: %w", err)
+		}
+		if b, err = sizesInBytes(b); err != nil {
+			return c, fmt.Errorf("config %s: %w", file, err)
 		}
 		dec := yaml.NewDecoder(bytes.NewReader(b))
 		dec.KnownFields(true)
@@ -505,6 +524,18 @@ func Load(name string, args []string, lookupEnv func(string) (string, bool), out
 	}
 	c.loopbackWithoutAuth(listenGiven(set, lookupEnv, yamlListens))
 	return c, c.Validate()
+}
+
+// commandLineError is the flag package's error about args, in one line
+// that names the flag as the help spells it (--name) and the help to read.
+func commandLineError(name string, err error) error {
+	msg := err.Error()
+	if flagName, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		msg = "unknown flag --" + flagName
+	} else if flagName, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		msg = "flag needs an argument: --" + flagName
+	}
+	return fmt.Errorf("%s; see %s -h", msg, name)
 }
 
 // fileShape is the YAML file: Config, and the top-level tls section,

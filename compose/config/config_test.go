@@ -263,7 +263,7 @@ func TestKafkaTopicKeysRefused(t *testing.T) {
 		{args: []string{"--config", yaml("kafka:\n  replication_factor: 0\n")}, want: []string{"kafka.replication_factor", "is 0"}},
 		{args: []string{"--config", yaml("kafka:\n  retention: -5m\n")}, want: []string{"kafka.retention", "is -5m0s"}},
 		{args: []string{"--kafka-retention-bytes", "-2"}, want: []string{"kafka.retention_bytes", "is -2"}},
-		{env: map[string]string{"SHOAL_KAFKA_RETENTION_BYTES": "1GiB"}, want: []string{"SHOAL_KAFKA_RETENTION_BYTES", "kafka.retention_bytes"}},
+		{env: map[string]string{"SHOAL_KAFKA_RETENTION_BYTES": "1 GeB"}, want: []string{"SHOAL_KAFKA_RETENTION_BYTES", "kafka.retention_bytes", "unknown unit"}},
 		{args: []string{"--config", yaml("kafka:\n  retention_bytes: -10\n")}, want: []string{"kafka.retention_bytes", "is -10"}},
 	} {
 		_, err := Load("shoal", tc.args, env(tc.env), io.Discard)

@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/shoal-mqtt/shoal/gateway/quota"
 	routersvc "github.com/shoal-mqtt/shoal/router-svc"
 )
@@ -186,59 +184,4 @@ func tenantKey(name string) string {
 		return strconv.Quote(name)
 	}
 	return name
-}
-
-// ByteSize is a number of bytes, written as a plain integer or with a
-// unit: k, M, G (or kB, MB, GB: powers of 1000) and Ki, Mi, Gi (or KiB,
-// MiB, GiB: powers of 1024), upper or lower case, a space allowed before
-// the unit: 10MB is 10,000,000 bytes, 10MiB 10,485,760.
-type ByteSize int64
-
-// UnmarshalYAML implements yaml.Unmarshaler.
-func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
-	var s string
-	if err := n.Decode(&s); err != nil {
-		return fmt.Errorf("line %d: want a number of bytes: %w", n.Line, err)
-	}
-	v, err := ParseByteSize(s)
-	if err != nil {
-		return fmt.Errorf("line %d: %w", n.Line, err)
-	}
-	*b = v
-	return nil
-}
-
-// ParseByteSize parses a ByteSize: 1048576, 512k, 10MB, 1.5GiB.
-func ParseByteSize(s string) (ByteSize, error) {
-	t := strings.TrimSpace(s)
-	i := strings.IndexFunc(t, func(r rune) bool { return (r < '0' || r > '9') && r != '.' && r != '-' && r != '+' })
-	num, unit := t, ""
-	if i >= 0 {
-		num, unit = t[:i], strings.TrimSpace(t[i:])
-	}
-	mult, ok := byteUnits[strings.ToLower(unit)]
-	if !ok {
-		return 0, fmt.Errorf("%q: unknown unit %q (use B, kB, MB, GB, KiB, MiB or GiB)", s, unit)
-	}
-	if n, err := strconv.ParseInt(num, 10, 64); err == nil {
-		if n > math.MaxInt64/mult || n < math.MinInt64/mult {
-			return 0, fmt.Errorf("%q: too large", s)
-		}
-		return ByteSize(n * mult), nil
-	}
-	f, err := strconv.ParseFloat(num, 64)
-	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-		return 0, fmt.Errorf("%q is not a number of bytes", s)
-	}
-	v := f * float64(mult)
-	if v >= math.MaxInt64 || v <= math.MinInt64 {
-		return 0, fmt.Errorf("%q: too large", s)
-	}
-	return ByteSize(math.Round(v)), nil
-}
-
-var byteUnits = map[string]int64{
-	"": 1, "b": 1,
-	"k": 1e3, "kb": 1e3, "m": 1e6, "mb": 1e6, "g": 1e9, "gb": 1e9,
-	"ki": 1 << 10, "kib": 1 << 10, "mi": 1 << 20, "mib": 1 << 20, "gi": 1 << 30, "gib": 1 << 30,
 }

@@ -112,7 +112,7 @@ tenants:
 func TestParseByteSize(t *testing.T) {
 	for in, want := range map[string]ByteSize{
 		"0": 0, "1024": 1024, "10MB": 10_000_000, "10 mb": 10_000_000, "512k": 512_000, "512KiB": 512 << 10,
-		"1.5GiB": 3 << 29, "2G": 2_000_000_000, "7B": 7, "1Mi": 1 << 20,
+		"1.5GiB": 3 << 29, "2G": 2_000_000_000, "7B": 7, "1Mi": 1 << 20, "1 MiB": 1 << 20, "1TiB": 1 << 40, "3 TB": 3e12,
 	} {
 		if got, err := ParseByteSize(in); err != nil || got != want {
 			t.Errorf("ParseByteSize(%q) = %d, %v; want %d", in, got, err, want)

@@ -66,9 +66,11 @@
 // one longer than 8 KiB is refused before it is parsed. The keys come from
 // local files only, nothing is fetched (a JWKS "x5u" is not followed):
 //
-//   - hmac_secret_file: the file's bytes, trailing line breaks dropped, are
-//     an HMAC secret of at least 32 bytes. It takes HS256, and HS384 and
-//     HS512 when it is at least 48 and 64 bytes long (RFC 7518 §3.2).
+//   - hmac_secret_file: the file's bytes, but one trailing line break (\n
+//     or \r\n, as editors add), are an HMAC secret of at least 32 bytes;
+//     white space before it is kept, with a warning. It takes HS256, and
+//     HS384 and HS512 when it is at least 48 and 64 bytes long (RFC 7518
+//     §3.2).
 //   - public_key_file: PEM blocks "PUBLIC KEY", "RSA PUBLIC KEY" or
 //     "CERTIFICATE" (the certificate's key; its dates and chain are not
 //     checked). RSA keys of at least 2048 bits take RS256, RS384, RS512,

@@ -34,8 +34,10 @@ const (
 // JWTConfig configures JWT authentication: the CONNECT password carries a
 // signed token. At least one key file makes it configured.
 type JWTConfig struct {
-	// HMACSecretFile holds an HMAC secret (HS256, HS384, HS512): the raw
-	// bytes of the file, its trailing line breaks dropped, at least 32.
+	// HMACSecretFile holds an HMAC secret (HS256, HS384, HS512), at least
+	// 32 bytes: the file's bytes but one trailing line break (\n or \r\n,
+	// as editors add), dropped; white space before it is the secret's, and
+	// the load warns of it.
 	HMACSecretFile string `yaml:"hmac_secret_file"`
 	// PublicKeyFile holds PEM public keys or certificates: RSA (RS256,
 	// RS384, RS512, PS256, PS384, PS512), ECDSA (ES256, ES384, ES512 by
@@ -175,7 +177,7 @@ func OpenJWT(cfg JWTConfig, clock func() time.Time, log *slog.Logger) (*JWT, err
 	}
 	j.keys.Store(ks)
 	j.seen = st
-	log.Info("jwt keys loaded", ks.logAttrs()...)
+	ks.logLoaded(log, "jwt keys loaded")
 	return j, nil
 }
 
@@ -299,7 +301,7 @@ func (j *JWT) reloadLocked() error {
 		return err
 	}
 	j.keys.Store(ks)
-	j.log.Info("jwt keys reloaded", ks.logAttrs()...)
+	ks.logLoaded(j.log, "jwt keys reloaded")
 	return nil
 }
 

@@ -691,7 +691,7 @@ func TestOpenJWTKeyFileErrors(t *testing.T) {
 	}{
 		{"missing", "hmac_secret_file", nil, "no such file"},
 		{"short secret", "hmac_secret_file", []byte("short-secret\n"), "HMAC secret of 12 bytes, want at least 32"},
-		{"secret of line breaks", "hmac_secret_file", []byte("\n\r\n"), "HMAC secret of 0 bytes"},
+		{"secret of a line break", "hmac_secret_file", []byte("\r\n"), "HMAC secret of 0 bytes"},
 		{"empty PEM", "public_key_file", []byte{}, "no PEM block"},
 		{"not PEM", "public_key_file", []byte("hello"), "no PEM block"},
 		{"private key", "public_key_file", pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: privDER}), "a private key"},

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -65,6 +66,12 @@ type jwtKeys struct {
 	algs    []string // every algorithm some key takes, sorted
 	skipped int      // JWKS keys for encryption, not signatures
 	parser  *jwt.Parser
+
+	// hmacBytes is the length of hmac_secret_file's secret (0: none),
+	// logged to compare with the issuer's; hmacSpace says that it ends
+	// in white space, which is kept (hmacSecretOf).
+	hmacBytes int
+	hmacSpace bool
 }
 
 // newJWTKeys indexes vs and builds the parser that accepts their
@@ -105,7 +112,22 @@ func newJWTKeys(vs []verifier, skipped int, cfg JWTConfig, clock func() time.Tim
 }
 
 func (ks *jwtKeys) logAttrs() []any {
-	return []any{"keys", len(ks.keys), "algorithms", strings.Join(ks.algs, ","), "skipped_encryption_keys", ks.skipped}
+	attrs := []any{"keys", len(ks.keys), "algorithms", strings.Join(ks.algs, ","), "skipped_encryption_keys", ks.skipped}
+	if ks.hmacBytes > 0 {
+		attrs = append(attrs, "hmac_secret_bytes", ks.hmacBytes)
+	}
+	return attrs
+}
+
+// logLoaded logs a load of ks (msg), and warns of an HMAC secret that
+// ends in white space: an editor's second line break, or a space, that
+// the issuer's secret may not have.
+func (ks *jwtKeys) logLoaded(log *slog.Logger, msg string) {
+	log.Info(msg, ks.logAttrs()...)
+	if ks.hmacSpace {
+		log.Warn("jwt hmac secret ends in white space, which is part of it: only one trailing line break is dropped",
+			"key", "auth.jwt."+hmacSecretKey, "hmac_secret_bytes", ks.hmacBytes)
+	}
 }
 
 // keyFor is the parser's key function; the parser has checked that the
@@ -225,9 +247,10 @@ func readKeyFile(path string) ([]byte, watchfile.Stamp, error) {
 func (j *JWT) load() (*jwtKeys, []watchfile.Stamp, error) {
 	st := make([]watchfile.Stamp, len(j.files))
 	var (
-		vs      []verifier
-		skipped int
-		errs    []error
+		vs                 []verifier
+		skipped, hmacBytes int
+		hmacSpace          bool
+		errs               []error
 	)
 	for i, f := range j.files {
 		data, s, err := readKeyFile(f.path)
@@ -243,12 +266,21 @@ func (j *JWT) load() (*jwtKeys, []watchfile.Stamp, error) {
 		}
 		vs = append(vs, got...)
 		skipped += n
+		if f.key == hmacSecretKey {
+			secret := hmacSecretOf(data)
+			hmacBytes = len(secret)
+			hmacSpace = len(bytes.TrimRight(secret, " \t\r\n")) < len(secret)
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, st, err
 	}
 	ks, err := newJWTKeys(vs, skipped, j.cfg, j.clock)
-	return ks, st, err
+	if err != nil {
+		return nil, st, err
+	}
+	ks.hmacBytes, ks.hmacSpace = hmacBytes, hmacSpace
+	return ks, st, nil
 }
 
 // parseKeyFile parses the contents of the key file of configuration key
@@ -256,7 +288,7 @@ func (j *JWT) load() (*jwtKeys, []watchfile.Stamp, error) {
 func parseKeyFile(key string, data []byte) (vs []verifier, skipped int, err error) {
 	switch key {
 	case hmacSecretKey:
-		secret := bytes.TrimRight(data, "\r\n")
+		secret := hmacSecretOf(data)
 		algs, err := algorithmsFor(secret)
 		if err != nil {
 			return nil, 0, err
@@ -269,6 +301,19 @@ func parseKeyFile(key string, data []byte) (vs []verifier, skipped int, err erro
 		return parseJWKS(data)
 	}
 	return nil, 0, fmt.Errorf("unknown key file %s", key)
+}
+
+// hmacSecretOf returns the secret of an HMAC secret file: its bytes but
+// one trailing line break (\n or \r\n), which editors and echo add and
+// an issuer's secret seldom has. Every other byte is the secret's, white
+// space and further line breaks too, so that any secret can be written
+// (a binary one that ends in \n with one more).
+func hmacSecretOf(data []byte) []byte {
+	if s, ok := bytes.CutSuffix(data, []byte("\r\n")); ok {
+		return s
+	}
+	s, _ := bytes.CutSuffix(data, []byte("\n"))
+	return s
 }
 
 // parsePEMKeys parses every PEM block of data: PUBLIC KEY (PKIX), RSA

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/shoal-mqtt/shoal/compose/config"
 	"github.com/shoal-mqtt/shoal/compose/replay"
 	"github.com/shoal-mqtt/shoal/kafka"
+	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
 
 // connectionFlags are the configuration flags replay passes on to
@@ -38,8 +38,9 @@ var connectionFlags = []struct{ name, usage string }{
 	{"kafka-tls-server-name", "name the brokers' certificates must carry; env SHOAL_KAFKA_TLS_SERVER_NAME"},
 }
 
-// replayFlags parses replay's command line into options, the output
-// format and the arguments for config.Load.
+// replayFlags parses replay's and trace's command line into options, the
+// output format, the arguments for config.Load and the positional
+// arguments.
 type replayFlags struct {
 	o                    replay.Options
 	format, to           string
@@ -49,21 +50,45 @@ type replayFlags struct {
 	since, from, through string
 	parts, types, topics string
 	messageID            string
+	args                 []string
 }
 
-func parseReplayFlags(args []string, stderr io.Writer) (*replayFlags, error) {
-	rf := &replayFlags{o: replay.DefaultOptions()}
-	fs := flag.NewFlagSet("shoal replay", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `usage: shoal replay [flags]
+// The usage texts of the commands that parse replayFlags.
+const (
+	replayUsage = `usage: shoal replay [flags]
 
 Reads Shoal's event log back: a running or stopped shoal all (--data-dir) or
 a Kafka cluster (--kafka-brokers). Without a range it reads everything the
-log holds, up to its end when it started.
+log holds, up to its end when it started, in time order across partitions
+and topics.
 
 flags:
-`)
+`
+	traceUsage = `usage: shoal trace MESSAGE-ID [flags]
+
+Follows one message through the log: its publish, the publisher's
+connection, every delivery, inbox entry and acknowledgement. MESSAGE-ID is
+the message_id shoal replay prints (0f3a9c0d11e5b7a2-17); flags go before
+or after it. --format table (the default) prints the timeline, json the
+events as replay prints them.
+
+flags:
+`
+)
+
+// parseReplayFlags parses the command line of `shoal replay` (name "shoal
+// replay") or `shoal trace`: flags before and after the positional
+// arguments, which it returns in args.
+func parseReplayFlags(name string, args []string, stderr io.Writer) (*replayFlags, error) {
+	rf := &replayFlags{o: replay.DefaultOptions()}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	usage, format, formatUsage := replayUsage, "json", "json (one object a line), table, or mqtt (publish the messages again, see --to)"
+	if name == "shoal trace" {
+		usage, format, formatUsage = traceUsage, "table", "table (the timeline) or json (the events, one object a line)"
+	}
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage)
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&rf.topics, "topics", "messages", "topics to read: messages, sessions, deliveries, presence, quotas, or all")
@@ -81,19 +106,18 @@ flags:
 	fs.IntVar(&rf.o.QoS, "qos", -1, "only messages of this QoS")
 	fs.StringVar(&rf.messageID, "message-id", "", "only events of this message (its id as replay prints it)")
 	fs.Int64Var(&rf.o.Limit, "limit", 0, "stop after this many events")
-	fs.StringVar(&rf.format, "format", "json", "json (one object a line), table, or mqtt (publish the messages again, see --to)")
+	fs.StringVar(&rf.format, "format", format, formatUsage)
 	fs.Float64Var(&rf.rate, "rate", 100, "with --format mqtt: messages a second at most")
 	fs.BoolVar(&rf.quiet, "quiet", false, "no progress bar")
 	conn := map[string]*string{}
 	for _, c := range connectionFlags {
 		conn[c.name] = fs.String(c.name, "", c.usage)
 	}
-	if err := fs.Parse(args); err != nil {
+	flags, positional := interspersed(fs, args)
+	if err := fs.Parse(flags); err != nil {
 		return nil, err
 	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
+	rf.args = append(positional, fs.Args()...)
 	var errs []error
 	fs.Visit(func(f *flag.Flag) {
 		if v, ok := conn[f.Name]; ok {
@@ -199,9 +223,12 @@ func openLogFor(ctx context.Context, name string, rf *replayFlags, stderr io.Wri
 
 // runReplay is `shoal replay`.
 func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	rf, err := parseReplayFlags(args, stderr)
+	rf, err := parseReplayFlags("shoal replay", args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
+	}
+	if err == nil && len(rf.args) > 0 {
+		err = fmt.Errorf("unexpected argument %q", rf.args[0])
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "shoal replay:", oneLine(err))
@@ -252,32 +279,26 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int
 }
 
 // runTrace is `shoal trace MESSAGE-ID [flags]`: replay's connection and
-// range flags; --format table (the default) prints the timeline, json the
-// events as replay prints them.
+// range flags, before or after the id; --format table (the default) prints
+// the timeline, json the events as replay prints them.
 func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
-			fmt.Fprintln(stdout, "usage: shoal trace MESSAGE-ID [--data-dir DIR | --kafka-brokers LIST] [--since D | --from T --to T] [--tenant T] [--format table|json]")
-			return 0
-		}
-		fmt.Fprintln(stderr, "shoal trace: give the message id first (as shoal replay prints it: 0f3a9c0d11e5b7a2-17)")
-		return 2
-	}
-	id, err := kafka.ParseMessageID(args[0])
-	if err != nil {
-		fmt.Fprintln(stderr, "shoal trace:", oneLine(err))
-		return 2
-	}
-	rest := args[1:]
-	if !slices.ContainsFunc(rest, func(a string) bool { return strings.HasPrefix(strings.TrimLeft(a, "-"), "format") }) {
-		rest = append([]string{"--format", "table"}, rest...)
-	}
-	rf, err := parseReplayFlags(rest, stderr)
+	rf, err := parseReplayFlags("shoal trace", args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
 	if err == nil && rf.format == "mqtt" {
 		err = errors.New("--format: table or json")
+	}
+	var id *eventspb.MessageID
+	if err == nil {
+		switch len(rf.args) {
+		case 0:
+			err = errors.New("give the message id (as shoal replay prints it: 0f3a9c0d11e5b7a2-17)")
+		case 1:
+			id, err = kafka.ParseMessageID(rf.args[0])
+		default:
+			err = fmt.Errorf("unexpected argument %q: give one message id", rf.args[1])
+		}
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "shoal trace:", oneLine(err))

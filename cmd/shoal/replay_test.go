@@ -54,14 +54,40 @@ func TestReplayCommand(t *testing.T) {
 		!strings.Contains(tout.String(), `publish      acme-cli on "cli/x"`) || !strings.Contains(tout.String(), "connect      acme-cli from 127.0.0.1:") {
 		t.Errorf("trace %s: exit %d, stdout:\n%s\nstderr:\n%s", id, code, tout.String(), terr.String())
 	}
+	// Flags go before or after the id: the same events either way.
+	trace := func(args ...string) string {
+		t.Helper()
+		var o, e bytes.Buffer
+		if code := run(t.Context(), append([]string{"trace"}, args...), &o, &e); code != 0 {
+			t.Errorf("trace %q: exit %d, stderr %q", args, code, e.String())
+		}
+		return o.String()
+	}
+	after := trace(id, "--data-dir", dir, "--kafka-partitions", "4", "--format", "json")
+	if strings.Count(after, "\n") < 2 || !strings.Contains(after, `"type":"publish"`) || !strings.Contains(after, `"type":"connect"`) {
+		t.Errorf("trace %s --format json: %q, want the connect and the publish as JSON lines", id, after)
+	}
+	for _, args := range [][]string{
+		{"--format", "json", "--data-dir", dir, "--kafka-partitions=4", id},
+		{"--data-dir", dir, id, "--format=json", "--kafka-partitions", "4"},
+		{"--format", "json", "--data-dir", dir, "--kafka-partitions", "4", "--", id},
+	} {
+		if got := trace(args...); got != after {
+			t.Errorf("trace %q:\n%s\nwant, as with the flags after the id:\n%s", args, got, after)
+		}
+	}
 	for _, tc := range []struct {
 		args []string
 		code int
 		want string
 	}{
 		{[]string{"trace", "0000000000000001-1", "--data-dir", dir, "--kafka-partitions", "4"}, 1, "no such message"},
+		{[]string{"trace", "--data-dir", dir, "--kafka-partitions", "4", "0000000000000001-1"}, 1, "no such message"},
 		{[]string{"trace", "17", "--data-dir", dir}, 2, "message id"},
-		{[]string{"trace", "--data-dir", dir}, 2, "give the message id first"},
+		{[]string{"trace", "--data-dir", dir}, 2, "give the message id"},
+		{[]string{"trace", "--data-dir", dir, id, "--format", "mqtt"}, 2, "--format"},
+		{[]string{"trace", id, "--data-dir", dir, id}, 2, "unexpected argument"},
+		{[]string{"replay", "--data-dir", dir, "extra", "--type", "publish"}, 2, `unexpected argument "extra"`},
 	} {
 		var o, e bytes.Buffer
 		if code := run(t.Context(), tc.args, &o, &e); code != tc.code || !strings.Contains(e.String(), tc.want) || strings.Count(e.String(), "\n") != 1 {

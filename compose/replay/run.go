@@ -15,13 +15,14 @@ import (
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
 
-// Sink receives the selected events, one call at a time, in each
-// partition's order. It must not keep e or what it refers to after Write
-// returns.
+// Sink receives the selected events, one call at a time, in time order
+// (Run merges the partitions it reads), so that what happened reads as it
+// happened. It must not keep e or what it refers to after
+// Write returns.
 type Sink interface {
 	Write(e *Event) error
 	// Flush writes out what the sink buffers; Run calls it at the end and,
-	// when following, whenever the log has nothing new.
+	// when following, whenever it waits for the log.
 	Flush() error
 }
 
@@ -50,7 +51,8 @@ type Stats struct {
 var ErrNoEvents = errors.New("no event in the range matches")
 
 // span is the part of one partition a Run reads: offsets [start, end),
-// end -1 when following.
+// end being where the partition ended when the Run began (a follow reads
+// on past it).
 type span struct {
 	partition  int32
 	start, end int64
@@ -59,58 +61,74 @@ type span struct {
 // Run reads what o selects from the log and writes it to sink, then
 // returns; with o.Follow it reads on until ctx ends (then returns nil).
 // prog may be nil.
+//
+// Each partition has a reader of its own, which filters and decodes its
+// records; the merge writes their events in time order: the earliest next
+// event of all partitions first (ties: the topic first in o.Topics's
+// order messages, sessions, presence, deliveries, quotas, then the lower
+// partition; a partition's events keep their offset order, whatever their
+// times). A reader that is mergeBuffer events ahead of the merge waits,
+// so memory does not grow with the range. Following, the merge is exact
+// up to the end the log had when Run began; beyond it a partition that
+// has nothing new does not hold the others back, and new events come out
+// as they are read.
 func Run(ctx context.Context, log *kafka.Client, o Options, sink Sink, prog Progress) (Stats, error) {
+	return run(ctx, log, o, sink, prog, nil)
+}
+
+// run is Run; observe, when not nil, sees every decoded envelope before
+// the filters decide on it (from the readers' goroutines, concurrently).
+func run(ctx context.Context, log *kafka.Client, o Options, sink Sink, prog Progress, observe func(*kafka.Record, *eventspb.Envelope)) (Stats, error) {
 	if err := o.Validate(); err != nil {
 		return Stats{}, err
 	}
 	cat := log.Catalogue()
-	f := newFilter(o, cat)
-	type topicPlan struct {
-		spec  kafka.TopicSpec
-		spans []span
-	}
-	var plans []topicPlan
+	var st Stats
+	var streams []*stream
 	var total int64
-	for _, spec := range o.topicSpecs(cat) {
+	for rank, spec := range o.topicSpecs(cat) {
 		spans, err := plan(ctx, log, spec, o)
 		if err != nil {
 			return Stats{}, err
 		}
-		plans = append(plans, topicPlan{spec, spans})
+		st.Partitions += len(spans)
 		for _, s := range spans {
-			total += s.end - s.start
+			total += max(0, s.end-s.start)
+			if s.start >= s.end && !o.Follow {
+				continue
+			}
+			str := newStream(spec, rank, s, mergeBuffer)
+			if s.start >= s.end {
+				str.state = caughtUp
+			}
+			streams = append(streams, str)
 		}
 	}
 	if o.Follow {
 		total = -1
 	}
-	var st Stats
-	for _, p := range plans {
-		st.Partitions += len(p.spans)
-	}
-	r := &reader{o: o, f: f, sink: sink, prog: prog, quotas: cat.Quotas.Name}
+	r := &reader{o: o, f: newFilter(o, cat), quotas: cat.Quotas.Name, prog: prog, observe: observe, m: newMerge(streams)}
 	if prog != nil {
 		prog.Start(total)
 		defer prog.Finish()
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	r.cancel = cancel
+	defer context.AfterFunc(rctx, r.m.stop)()
 	var wg sync.WaitGroup
-	errs := make([]error, len(plans))
-	for i, p := range plans {
-		work := slices.DeleteFunc(slices.Clone(p.spans), func(s span) bool { return s.end >= 0 && s.start >= s.end })
-		if len(work) == 0 {
-			continue
-		}
-		r.open.Add(int64(len(work)))
-		wg.Go(func() { errs[i] = r.consume(rctx, log, p.spec, work) })
+	errs := make([]error, len(streams))
+	for i, s := range streams {
+		wg.Go(func() {
+			if errs[i] = r.consume(rctx, log, s); errs[i] != nil {
+				cancel()
+			}
+		})
 	}
-	if r.open.Load() > 0 {
-		wg.Wait()
-	}
+	werr := r.write(sink)
+	cancel()
+	wg.Wait()
 	st.Read, st.Selected = r.read.Load(), r.selected
-	if err := errors.Join(append(errs, r.err)...); err != nil {
+	if err := errors.Join(append(errs, werr)...); err != nil {
 		return st, err
 	}
 	if err := sink.Flush(); err != nil {
@@ -173,9 +191,6 @@ func plan(ctx context.Context, log *kafka.Client, spec kafka.TopicSpec, o Option
 		if o.ToOffset >= 0 {
 			s.end = min(s.end, o.ToOffset+1)
 		}
-		if o.Follow {
-			s.end = -1
-		}
 		spans = append(spans, s)
 	}
 	return spans, nil
@@ -202,58 +217,63 @@ func pushDown(spec kafka.TopicSpec, o Options, n int32, cat kafka.Catalogue) (in
 	return 0, false
 }
 
-// reader is one Run's state shared by its topics' consumers.
+// reader is one Run's state shared by its partitions' readers and the
+// merge.
 type reader struct {
-	o      Options
-	quotas string // shoal.quotas's name: its tombstones' keys name gateways
-	f      *filter
-	prog   Progress
-	cancel context.CancelFunc
-	open   atomic.Int64 // partitions not read to their end yet
-	read   atomic.Int64
+	o       Options
+	quotas  string // shoal.quotas's name: its tombstones' keys name gateways
+	f       *filter
+	observe func(*kafka.Record, *eventspb.Envelope)
+	m       *merge
+	read    atomic.Int64
 
-	mu       sync.Mutex // serialises sink, prog, selected and err
-	sink     Sink
-	selected int64
-	err      error
+	mu   sync.Mutex // serialises prog
+	prog Progress
+
+	selected int64 // written by write alone
 }
 
-// consume reads spec's spans, and ends the run when the last partition of
-// every topic reached its end (or the limit was reached).
-func (r *reader) consume(ctx context.Context, log *kafka.Client, spec kafka.TopicSpec, spans []span) error {
-	start := make(map[int32]int64, len(spans))
-	end := make(map[int32]int64, len(spans))
-	parts := make([]int32, 0, len(spans))
-	for _, s := range spans {
-		start[s.partition], end[s.partition] = s.start, s.end
-		parts = append(parts, s.partition)
-	}
-	done := map[int32]bool{}
-	env := new(eventspb.Envelope)
-	ev := new(Event)
+// errCaughtUp stops a partition's reader at the end of its span.
+var errCaughtUp = errors.New("end of the range")
+
+// consume reads s's partition, filters and decodes its records and pushes
+// the selected events to the merge, until the end of its span (on, when
+// following) or until the merge stops.
+func (r *reader) consume(ctx context.Context, log *kafka.Client, s *stream) error {
+	evs := make([]*item, 0, mergeChunk)
+	var it *item // decoded into, and not selected yet
 	err := log.Consume(ctx, kafka.ConsumeConfig{
-		Topic: spec.Name, Partitions: parts, Reuse: true,
-		Start: func(p int32) int64 { return start[p] },
+		Topic: s.spec.Name, Partitions: []int32{s.partition}, Reuse: true,
+		Start: func(int32) int64 { return s.start },
 	}, func(ctx context.Context, b kafka.Batch) error {
-		e := end[b.Partition]
 		var n int64
 		for _, rec := range b.Records {
-			if e >= 0 && rec.Offset >= e {
+			if !r.o.Follow && rec.Offset >= s.end {
 				break
 			}
 			n++
-			if !r.f.keep(spec, rec) {
+			if !r.f.keep(s.spec, rec) {
 				continue
 			}
-			if err := decode(rec, env, r.quotas); err != nil {
-				return fmt.Errorf("decode %s partition %d offset %d: %w", spec.Name, rec.Partition, rec.Offset, err)
+			if it == nil {
+				it = r.m.newItem()
 			}
-			if !r.f.match(env) {
+			if err := decode(rec, &it.env, r.quotas); err != nil {
+				return fmt.Errorf("decode %s partition %d offset %d: %w", s.spec.Name, rec.Partition, rec.Offset, err)
+			}
+			if r.observe != nil {
+				r.observe(rec, &it.env)
+			}
+			if !r.f.match(&it.env) {
 				continue
 			}
-			ev.fill(rec, env)
-			if err := r.write(ev); err != nil {
-				return err
+			it.ev.fill(rec, &it.env)
+			evs, it = append(evs, it), nil
+			if len(evs) == mergeChunk {
+				if !r.m.push(s, evs, reading) {
+					return errCaughtUp
+				}
+				evs = evs[:0]
 			}
 		}
 		r.read.Add(n)
@@ -262,49 +282,51 @@ func (r *reader) consume(ctx context.Context, log *kafka.Client, spec kafka.Topi
 			r.prog.Add(n)
 		}
 		r.mu.Unlock()
-		if last := b.Records[len(b.Records)-1].Offset; e >= 0 && last+1 >= e && !done[b.Partition] {
-			done[b.Partition] = true
-			if r.open.Add(-1) == 0 {
-				r.cancel()
+		state := reading
+		if b.Records[len(b.Records)-1].Offset+1 >= s.end {
+			state = caughtUp
+			if !r.o.Follow {
+				state = finished
 			}
 		}
-		if e < 0 {
-			return r.flushIdle()
+		ok := r.m.push(s, evs, state)
+		evs = evs[:0]
+		if !ok || state == finished {
+			return errCaughtUp
 		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, errLimit) {
-		return fmt.Errorf("read %s: %w", spec.Name, err)
+	if err != nil && !errors.Is(err, errCaughtUp) {
+		return fmt.Errorf("read %s: %w", s.spec.Name, err)
 	}
 	return nil
 }
 
-// errLimit stops a consumer once Options.Limit events were written.
-var errLimit = errors.New("limit reached")
-
-func (r *reader) write(ev *Event) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.o.Limit > 0 && r.selected >= r.o.Limit {
-		r.cancel()
-		return errLimit
+// write writes the merge's events to sink until the merge ends, the limit
+// is reached or the sink fails, then stops the merge.
+func (r *reader) write(sink Sink) error {
+	defer r.m.stop()
+	var idle func() error
+	if r.o.Follow {
+		// A tail shows what it read as soon as it waits for more.
+		idle = func() error {
+			if err := sink.Flush(); err != nil {
+				return fmt.Errorf("write: %w", err)
+			}
+			return nil
+		}
 	}
-	if err := r.sink.Write(ev); err != nil {
-		r.err = fmt.Errorf("write: %w", err)
-		r.cancel()
-		return r.err
-	}
-	r.selected++
-	if r.o.Limit > 0 && r.selected >= r.o.Limit {
-		r.cancel()
+	for r.o.Limit <= 0 || r.selected < r.o.Limit {
+		it, err := r.m.next(idle)
+		if it == nil {
+			return err
+		}
+		err = sink.Write(&it.ev)
+		r.m.release(it)
+		if err != nil {
+			return fmt.Errorf("write: %w", err)
+		}
+		r.selected++
 	}
 	return nil
-}
-
-// flushIdle flushes the sink while following, so that a tail shows each
-// poll's events at once.
-func (r *reader) flushIdle() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.sink.Flush()
 }

@@ -41,7 +41,7 @@ run: build ## start Shoal (shoal all) on the embedded backbone; flags in ARGS (A
 test: deps vet proto-check lint unit chart integration ## everything CI runs: test deps, vet, schema checks, lint, unit, Helm chart and integration tests with -race
 
 .PHONY: deps
-deps: ## install what the tests drive (mosquitto-clients) when missing
+deps: ## install what the tests drive when missing (mosquitto, mosquitto-clients, haproxy, kcat)
 	./scripts/test-deps.sh
 
 .PHONY: vet

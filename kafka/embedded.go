@@ -30,8 +30,13 @@ const (
 	// SocketName is the Unix socket tools of other processes attach to.
 	SocketName = "kafka.sock"
 	// CredentialsName holds the SASL/SCRAM credentials every client of the
-	// embedded broker authenticates with (librdkafka's property names).
+	// embedded broker authenticates with (librdkafka's property names:
+	// `kcat -F`, confluent-kafka-python).
 	CredentialsName = "client.properties"
+	// JavaCredentialsName holds the same credentials in the Java client's
+	// property names (the Kafka distribution's console tools), made from
+	// CredentialsName at every start.
+	JavaCredentialsName = "client-java.properties"
 )
 
 // EmbeddedConfig configures the embedded backbone.
@@ -208,6 +213,9 @@ func openEmbedded(cfg EmbeddedConfig, lock *os.File, log *slog.Logger) (*Embedde
 	if err != nil {
 		return nil, err
 	}
+	if err := writeJavaCredentials(filepath.Join(cfg.Dir, JavaCredentialsName), sasl); err != nil {
+		return nil, err
+	}
 	// kfake keeps the users in sasl.json and, at start, prefers them to
 	// the ones it is given: releases before 14 left an empty list there,
 	// and a user added since over the protocol is not Shoal's. The one
@@ -245,7 +253,7 @@ func openEmbedded(cfg EmbeddedConfig, lock *os.File, log *slog.Logger) (*Embedde
 			}
 			e.dialer.add(l)
 			ln = l
-			return l, nil
+			return toolListener{l}, nil
 		}),
 	}
 	if cfg.SyncWrites {

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Fetches Apache Kafka's broker jars (kafka_2.13 plus slf4j-simple for its
 # logs) from Maven Central with Maven, for the integration tests' real
-# Kafka (internal/localserver/realkafka). The jars go to
+# Kafka (internal/localserver/realkafka), and the jar of its command-line
+# tools (kafka-tools: the console producer and consumer, kafka-topics),
+# which integration/kafkatools_test.go runs against the embedded Kafka.
+# The jars go to
 # ${SHOAL_CACHE:-$HOME/.cache/shoal}/kafka-<version>/lib and Maven's own
 # repository to ${SHOAL_CACHE:-$HOME/.cache/shoal}/m2, outside the work tree,
 # so that every clone on the machine shares them.
@@ -17,7 +20,9 @@ home=$cache/kafka-$version
 lib=$home/lib
 marker=$lib/.complete
 
-if [ -f "$marker" ]; then
+# A lib of an earlier version of this script lacks the tools' jar.
+complete() { [ -f "$marker" ] && [ -f "$lib/kafka-tools-$version.jar" ]; }
+if complete; then
   echo "$lib"
   exit 0
 fi
@@ -28,7 +33,7 @@ mkdir -p "$home"
 # once); whoever waited finds the marker and is done.
 exec 9>"$home/.fetch.lock"
 flock 9
-if [ -f "$marker" ]; then
+if complete; then
   echo "$lib"
   exit 0
 fi
@@ -53,6 +58,19 @@ cat >"$tmp/pom.xml" <<EOF
       <artifactId>kafka_2.13</artifactId>
       <version>$version</version>
     </dependency>
+    <!-- The tools need nothing that kafka_2.13 does not bring; their own
+         dependencies are Kafka Connect's, Jetty and Jersey (46 jars). -->
+    <dependency>
+      <groupId>org.apache.kafka</groupId>
+      <artifactId>kafka-tools</artifactId>
+      <version>$version</version>
+      <exclusions>
+        <exclusion>
+          <groupId>*</groupId>
+          <artifactId>*</artifactId>
+        </exclusion>
+      </exclusions>
+    </dependency>
     <dependency>
       <groupId>org.slf4j</groupId>
       <artifactId>slf4j-simple</artifactId>
@@ -73,10 +91,12 @@ if ! mvn -q -B -f "$tmp/pom.xml" \
   exit 1
 fi
 n=$(find "$tmp/lib" -name '*.jar' | wc -l)
-if ! ls "$tmp/lib"/kafka_2.13-"$version".jar >/dev/null 2>&1; then
-  echo "fetch-kafka: maven finished but kafka_2.13-$version.jar is missing from $tmp/lib" >&2
-  exit 1
-fi
+for jar in kafka_2.13-$version.jar kafka-tools-$version.jar; do
+  if [ ! -f "$tmp/lib/$jar" ]; then
+    echo "fetch-kafka: maven finished but $jar is missing from $tmp/lib" >&2
+    exit 1
+  fi
+done
 rm -rf "$lib"
 mv "$tmp/lib" "$lib"
 echo "$version ($n jars)" >"$marker"

@@ -151,12 +151,12 @@ func TestViewsHelp(t *testing.T) {
 			t.Errorf("shoal %q: exit %d, stderr %q, stdout:\n%s\nwant 0 and the commands", args, code, errOut, out)
 		}
 	}
-	code, out, errOut := runShoal(t, "views")
+	code, _, errOut := runShoal(t, "views")
 	if code != 2 || !strings.Contains(errOut, "rebuild") {
 		t.Errorf("shoal views: exit %d, stderr %q; want 2 and the commands", code, errOut)
 	}
 	for _, args := range [][]string{{"views", "rebuild", "-h"}, {"views", "rebuild", "--verify", "--help"}} {
-		code, out, errOut = runShoal(t, args...)
+		code, out, errOut := runShoal(t, args...)
 		if code != 0 || errOut != "" {
 			t.Errorf("shoal %q: exit %d, stderr %q; want 0 and nothing", args, code, errOut)
 		}

@@ -90,7 +90,7 @@ func TestMaxPacketSizeEndToEnd(t *testing.T) {
 				p.PacketID = 1
 			}
 			// The payload that makes the whole packet the advertised size.
-			full := bytes.Repeat([]byte{byte(qos)}, limit)
+			full := bytes.Repeat([]byte{qos}, limit)
 			p.Payload = full[:limit-len(p.Append(nil, v))-2] // the remaining length takes 2 bytes more
 			for n := len(p.Append(nil, v)); n != limit; n = len(p.Append(nil, v)) {
 				p.Payload = p.Payload[:len(p.Payload)+limit-n]

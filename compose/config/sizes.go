@@ -96,8 +96,8 @@ var sizeKeys = []struct {
 // left to the decoder, which refuses it as not a number.
 func sizesInBytes(doc []byte) ([]byte, error) {
 	var root yaml.Node
-	if yaml.Unmarshal(doc, &root) != nil {
-		return doc, nil // the decoder says what is wrong
+	if err := yaml.Unmarshal(doc, &root); err != nil {
+		return doc, nil //nolint:nilerr // the decoder that follows reports what is wrong, with its line
 	}
 	type edit struct {
 		at, n int

@@ -196,7 +196,10 @@ func (m *merge) stop() {
 
 // newItem returns an item to decode an event into.
 func (m *merge) newItem() *item {
-	it := m.items.Get().(*item)
+	it, ok := m.items.Get().(*item)
+	if !ok {
+		it = new(item)
+	}
 	it.ev.Env = &it.env
 	return it
 }
@@ -230,7 +233,7 @@ func (h streamHeap) Swap(i, j int) {
 }
 
 func (h *streamHeap) Push(x any) {
-	s := x.(*stream)
+	s := x.(*stream) //nolint:errcheck // container/heap pushes only what Push was given: streams
 	s.idx = len(*h)
 	*h = append(*h, s)
 }

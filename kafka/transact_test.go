@@ -1,0 +1,123 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// plainClient is a franz-go client of e that owes nothing to Client.
+func plainClient(t *testing.T, e *Embedded, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cfg := e.ClientConfig(Config{})
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.Dialer(cfg.Dial), kgo.SASL(saslMechanism(*cfg.SASL)), kgo.SeedBrokers(cfg.Brokers...)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// readCommitted reads topic from its start with a read_committed consumer
+// until it holds at least want records and nothing more came for half a
+// second (or the test timeout), and returns their values.
+func readCommitted(t *testing.T, e *Embedded, topic string, want int) []string {
+	t.Helper()
+	cl := plainClient(t, e, kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	var got []string
+	for {
+		pctx, pcancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		fs := cl.PollFetches(pctx)
+		pcancel()
+		n := len(got)
+		fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+		switch {
+		case ctx.Err() != nil:
+			t.Fatalf("read %d committed records of %s, want %d", len(got), topic, want)
+		case len(got) == n && len(got) >= want:
+			return got
+		}
+	}
+}
+
+// TestTransactExactlyOnce copies a topic through Transact while the
+// handler fails once in the middle of a poll (after producing part of it)
+// and a second session takes over from the first: a read_committed
+// consumer of the output sees every input record exactly once, in order
+// per key.
+func TestTransactExactlyOnce(t *testing.T) {
+	e := startEmbedded(t, t.TempDir())
+	c := newTestClient(t, e, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	adm := kadm.NewClient(c.cl)
+	if _, err := adm.CreateTopic(ctx, 4, 1, nil, "tx.in"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.CreateTopic(ctx, 2, 1, nil, "tx.out"); err != nil {
+		t.Fatal(err)
+	}
+	const n = 400
+	in := plainClient(t, e)
+	for i := range n {
+		r := &kgo.Record{Topic: "tx.in", Key: []byte(strconv.Itoa(i % 7)), Value: []byte(strconv.Itoa(i))}
+		if err := in.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var copied atomic.Int64
+	var failOnce atomic.Bool
+	copyTopic := func(ctx context.Context) error {
+		return c.Transact(ctx, TransactConfig{Topic: "tx.in", Group: "tx-copy", TransactionalID: "tx-copy-0", MaxPollRecords: 50},
+			func(_ context.Context, bs []Batch, tx *Tx) error {
+				for _, b := range bs {
+					for i, r := range b.Records {
+						tx.Produce(&Record{Topic: "tx.out", Key: r.Key, Value: r.Value})
+						if i == len(b.Records)/2 && copied.Load() > n/3 && !failOnce.Swap(true) {
+							return errors.New("handler fails halfway through a poll")
+						}
+					}
+					copied.Add(int64(len(b.Records)))
+				}
+				return nil
+			})
+	}
+	if err := copyTopic(ctx); err == nil || err.Error() != "handler fails halfway through a poll" {
+		t.Fatalf("Transact returned %v, want the handler's error", err)
+	}
+	rctx, rcancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- copyTopic(rctx) }()
+	got := readCommitted(t, e, "tx.out", n)
+	rcancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Transact after the failure: %v", err)
+	}
+	seen := make(map[string]int)
+	last := make(map[int]int)
+	for _, v := range got {
+		seen[v]++
+		i, _ := strconv.Atoi(v)
+		if prev, ok := last[i%7]; ok && prev > i {
+			t.Errorf("key %d: %d after %d", i%7, i, prev)
+		}
+		last[i%7] = i
+	}
+	for i := range n {
+		if seen[strconv.Itoa(i)] != 1 {
+			t.Errorf("record %d seen %d times by a read_committed consumer, want once", i, seen[strconv.Itoa(i)])
+		}
+	}
+	if len(got) != n {
+		t.Fatalf("%d records, want %d", len(got), n)
+	}
+}

@@ -15,6 +15,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/shoal-mqtt/shoal/bridge"
 	"github.com/shoal-mqtt/shoal/compose/store/cqlstore"
 	"github.com/shoal-mqtt/shoal/compose/telemetry"
 	"github.com/shoal-mqtt/shoal/gateway"
@@ -88,6 +89,43 @@ type Config struct {
 	// Telemetry is OpenTelemetry: traces, metrics pushed besides
 	// /metrics, the tenant label cap (the OTEL_* variables override it).
 	Telemetry telemetry.Config `yaml:"telemetry"`
+
+	// Bridges are the data bridges: bridges.kafka maps MQTT topics to
+	// Kafka records and back (package bridge). YAML only, no flags.
+	Bridges Bridges `yaml:"bridges"`
+}
+
+// Bridges is the bridges section.
+type Bridges struct {
+	Kafka BridgeKafka `yaml:"kafka"`
+}
+
+// BridgeKafka is bridges.kafka: the mappings (bridge.Config) and, for a
+// cluster of their own (bridges.kafka.brokers), its SASL and TLS, as
+// kafka.sasl and kafka.tls configure Shoal's cluster.
+type BridgeKafka struct {
+	bridge.Config `yaml:",inline"`
+	SASL          KafkaSASL `yaml:"sasl"`
+	TLS           KafkaTLS  `yaml:"tls"`
+}
+
+// validate checks bridges.kafka, naming the bad keys.
+func (b BridgeKafka) validate() []error {
+	var errs []error
+	if err := b.Validate(); err != nil { // the mappings' (bridge.Config)
+		errs = append(errs, err)
+	}
+	if len(b.Brokers) == 0 {
+		if b.SASL != (KafkaSASL{}) || b.TLS != (KafkaTLS{}) {
+			errs = append(errs, errors.New("bridges.kafka.sasl, bridges.kafka.tls: they secure bridges.kafka.brokers; without brokers the bridge uses kafka.* and its security"))
+		}
+		return errs
+	}
+	// kafka.*'s checks, under this section's keys.
+	for _, err := range (Kafka{Brokers: b.Brokers, SASL: b.SASL, TLS: b.TLS}).validateSecurity() {
+		errs = append(errs, errors.New(strings.ReplaceAll(err.Error(), "kafka.", "bridges.kafka.")))
+	}
+	return errs
 }
 
 // Auth configures how the gateway authenticates clients (gateway.Auth).
@@ -262,6 +300,7 @@ func (c *Config) Validate() error {
 	if err := c.Telemetry.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, c.Bridges.Kafka.validate()...)
 	for _, err := range []error{c.Gateway.Validate(), c.Router.Validate(), c.Session.Validate()} {
 		if err != nil {
 			errs = append(errs, err)

@@ -35,6 +35,10 @@ type Config struct {
 	Out []OutMapping `yaml:"out"`
 	// In are the mappings from Kafka to MQTT.
 	In []InMapping `yaml:"in"`
+	// InstanceID names this bridge among the deployment's (Options):
+	// stable across its restarts. Empty: "0" in shoal all, the host name
+	// for shoal bridge (the pod's name in Kubernetes).
+	InstanceID string `yaml:"instance_id"`
 }
 
 // OutMapping bridges the messages of one tenant whose topic matches
@@ -281,6 +285,16 @@ func (m *Mappings) MatchOut(tenant, name string, dst []*Out) []*Out {
 func (m *Mappings) InFor(kafkaTopic string) *In {
 	if i, ok := m.in[kafkaTopic]; ok {
 		return &m.In[i]
+	}
+	return nil
+}
+
+// inByName returns the in mapping named name, nil when there is none.
+func (m *Mappings) inByName(name string) *In {
+	for i := range m.In {
+		if m.In[i].Name == name {
+			return &m.In[i]
+		}
 	}
 	return nil
 }

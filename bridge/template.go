@@ -74,6 +74,17 @@ type OutTemplate struct {
 	parts []part
 }
 
+// Literal returns the text of a template without placeholders, and
+// whether it has none: a kafka_topic known before any message.
+func (t OutTemplate) Literal() (string, bool) {
+	for _, p := range t.parts {
+		if p.kind != partLiteral {
+			return "", false
+		}
+	}
+	return t.src, t.src != ""
+}
+
 // InTemplate is a compiled template of an in mapping: mqtt_topic. Its
 // placeholders are {key} (the record's key) and {header.NAME} (the value
 // of the record's first header NAME; a header the record does not have

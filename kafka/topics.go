@@ -78,7 +78,16 @@ func (s TopicSpec) topicConfigs() map[string]*string {
 // With Replication -1 the brokers choose; a topic that got fewer than 3
 // replicas on a cluster of 3 or more brokers is warned about.
 func (c *Client) EnsureTopics(ctx context.Context) error {
-	specs, names := c.cfg.Catalogue.All(), c.cfg.Catalogue.names()
+	return c.EnsureSpecs(ctx, c.cfg.Catalogue.All()...)
+}
+
+// EnsureSpecs is EnsureTopics for topics of other specs than the
+// catalogue's (a role's own: the Kafka bridge's state).
+func (c *Client) EnsureSpecs(ctx context.Context, specs ...TopicSpec) error {
+	names := make([]string, len(specs))
+	for i, s := range specs {
+		names[i] = s.Name
+	}
 	existing, _, err := c.describeTopics(ctx, names)
 	if err != nil {
 		return fmt.Errorf("ensure topics: %w", err)
@@ -269,4 +278,61 @@ func (c *Client) raiseMaxMessageBytes(ctx context.Context, s TopicSpec, got stri
 	c.log.Info("kafka topic max.message.bytes raised to fit the largest MQTT packet accepted",
 		"topic", s.Name, "max_message_bytes", want, "was", got)
 	return nil
+}
+
+// EnsureTopic creates the topic name, when it does not exist, with the
+// partitions and replication of the catalogue's shoal.messages, its
+// max.message.bytes and min.insync.replicas, and the brokers' retention:
+// a topic Shoal writes for its users (the Kafka bridge's), whose retention
+// is theirs to set. It is idempotent and safe to run from several
+// processes at once; an error names the topic (a cluster that does not let
+// this client create topics: create it, or grant the right).
+func (c *Client) EnsureTopic(ctx context.Context, name string) error {
+	details, _, err := c.describeTopics(ctx, []string{name})
+	if err != nil {
+		return fmt.Errorf("ensure topic %s: %w", name, err)
+	}
+	switch d := details[name]; {
+	case d.err == nil:
+		return nil
+	case !errors.Is(d.err, kerr.UnknownTopicOrPartition):
+		return fmt.Errorf("ensure topic %s: %w", name, d.err)
+	}
+	spec := c.cfg.Catalogue.Messages
+	cfg := map[string]*string{}
+	if spec.MaxMessageBytes > 0 {
+		cfg["max.message.bytes"] = kadm.StringPtr(strconv.Itoa(int(spec.MaxMessageBytes)))
+	}
+	if spec.Replication >= 3 {
+		cfg["min.insync.replicas"] = kadm.StringPtr("2")
+	}
+	_, err = c.adm.CreateTopic(ctx, spec.Partitions, spec.Replication, cfg, name)
+	switch {
+	case err == nil:
+		c.log.Info("kafka topic created", "topic", name, "partitions", spec.Partitions, "replication", spec.Replication)
+	case errors.Is(err, kerr.TopicAlreadyExists):
+	default:
+		return fmt.Errorf("ensure topic %s: create: %w", name, err)
+	}
+	// Created: wait until the brokers know it, as EnsureTopics does.
+	for backoff := 20 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+		details, _, err := c.describeTopics(ctx, []string{name})
+		if err != nil {
+			return fmt.Errorf("ensure topic %s: %w", name, err)
+		}
+		d := details[name]
+		if d.err == nil {
+			return nil
+		}
+		if !errors.Is(d.err, kerr.UnknownTopicOrPartition) && !errors.Is(d.err, kerr.LeaderNotAvailable) {
+			return fmt.Errorf("ensure topic %s: %w", name, d.err)
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("ensure topic %s: waiting for it: %w", name, ctx.Err())
+		case <-t.C:
+		}
+	}
 }

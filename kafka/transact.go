@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -31,6 +32,10 @@ type TransactConfig struct {
 	// MaxPollRecords bounds the records of one poll, and so of one
 	// transaction; 0 means 10,000.
 	MaxPollRecords int
+	// ManualTopics are the topics whose records the handler gives their
+	// partition (Record.Partition); the others' records are partitioned
+	// by key.
+	ManualTopics []string
 }
 
 // Tx is the transaction of one poll: what the handler produces in it
@@ -42,13 +47,22 @@ type Tx struct {
 
 	mu  sync.Mutex
 	err error
+
+	afterCommit []func()
 }
+
+// AfterCommit has f called once the transaction committed, never when it
+// aborts: what the handler keeps in memory of a poll it applies there, or
+// an aborted poll read again would find it applied already.
+func (tx *Tx) AfterCommit(f func()) { tx.afterCommit = append(tx.afterCommit, f) }
 
 // Produce adds r to the transaction: a plain record (Value, Key, Headers,
 // Timestamp) for r.Topic, its partition chosen by its key as Kafka's
-// default partitioner does (no key: any). r is not kept.
+// default partitioner does (no key: any), or r.Partition on one of the
+// ManualTopics. r is not kept; its bytes must not change until the
+// transaction ends.
 func (tx *Tx) Produce(r *Record) {
-	kr := &kgo.Record{Topic: r.Topic, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}
+	kr := &kgo.Record{Topic: r.Topic, Partition: r.Partition, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}
 	if len(r.Headers) > 0 {
 		kr.Headers = make([]kgo.RecordHeader, len(r.Headers))
 		for i, h := range r.Headers {
@@ -57,6 +71,11 @@ func (tx *Tx) Produce(r *Record) {
 	}
 	tx.sess.Produce(tx.ctx, kr, tx.done)
 }
+
+// Fail aborts the transaction: its poll is read again by a new session,
+// after a backoff (a record that cannot be written yet: its topic cannot
+// be made). err is logged.
+func (tx *Tx) Fail(err error) { tx.done(nil, err) }
 
 func (tx *Tx) done(_ *kgo.Record, err error) {
 	if err == nil {
@@ -139,7 +158,7 @@ func (c *Client) transactSession(ctx context.Context, cfg TransactConfig, handle
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxWait(fetchMaxWait),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
+		kgo.RecordPartitioner(txPartitioner{manual: cfg.ManualTopics, byKey: kgo.StickyKeyPartitioner(nil)}),
 		kgo.FetchMaxPartitionBytes(max(1<<20, c.cfg.Catalogue.MaxMessageBytes())),
 	)
 	if n := c.cfg.Catalogue.MaxMessageBytes(); n > 0 {
@@ -218,6 +237,10 @@ func (c *Client) transactSession(ctx context.Context, cfg TransactConfig, handle
 			return fmt.Errorf("transact: end: %w", err)
 		case !committed:
 			c.log.Debug("kafka transaction aborted by a rebalance; the poll is read again", "topic", cfg.Topic, "group", cfg.Group)
+		default:
+			for _, f := range tx.afterCommit {
+				f()
+			}
 		}
 	}
 }
@@ -234,3 +257,95 @@ func fromKgo(kr *kgo.Record) *Record {
 	}
 	return r
 }
+
+// ReadCommitted calls fn with each record of partition part of topic, in
+// offset order, from the partition's start to its last stable offset as it
+// is when ReadCommitted is called: what committed transactions wrote, as a
+// read_committed consumer sees it. A role rebuilds from it the state it
+// writes in its transactions (the Kafka bridge's). fn's record is valid
+// only during the call.
+func (c *Client) ReadCommitted(ctx context.Context, topic string, part int32, fn func(*Record) error) error {
+	ends, err := c.adm.ListCommittedOffsets(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("read %s/%d: end offset: %w", topic, part, err)
+	}
+	end, ok := ends.Lookup(topic, part)
+	switch {
+	case !ok:
+		return fmt.Errorf("read %s/%d: no end offset: no such partition", topic, part)
+	case end.Err != nil:
+		return fmt.Errorf("read %s/%d: end offset: %w", topic, part, end.Err)
+	}
+	if end.Offset <= 0 {
+		return nil
+	}
+	opts := append(c.common[:len(c.common):len(c.common)],
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {part: kgo.NewOffset().AtStart()}}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.FetchMaxWait(fetchMaxWait),
+		// The transaction markers come too: the last offset before the
+		// end is often one, and seeing it says the read is complete.
+		kgo.KeepControlRecords(),
+	)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("read %s/%d: %w", topic, part, err)
+	}
+	defer cl.Close()
+	for {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return fmt.Errorf("read %s/%d: %w", topic, part, ctx.Err())
+		}
+		var ferr error
+		fs.EachError(func(_ string, _ int32, err error) {
+			if ferr == nil {
+				ferr = err
+			}
+		})
+		if ferr != nil {
+			return fmt.Errorf("read %s/%d: %w", topic, part, ferr)
+		}
+		done := false
+		var herr error
+		fs.EachRecord(func(kr *kgo.Record) {
+			if done || herr != nil {
+				return
+			}
+			if kr.Offset >= end.Offset {
+				done = true
+				return
+			}
+			if !kr.Attrs.IsControl() {
+				herr = fn(fromKgo(kr))
+			}
+			done = kr.Offset+1 >= end.Offset
+		})
+		if herr != nil {
+			return herr
+		}
+		if done {
+			return nil
+		}
+	}
+}
+
+// txPartitioner takes the record's partition on the manual topics and
+// partitions the others by key.
+type txPartitioner struct {
+	manual []string
+	byKey  kgo.Partitioner
+}
+
+func (p txPartitioner) ForTopic(topic string) kgo.TopicPartitioner {
+	if slices.Contains(p.manual, topic) {
+		return manualPartitioner{}
+	}
+	return p.byKey.ForTopic(topic)
+}
+
+// manualPartitioner takes Record.Partition.
+type manualPartitioner struct{}
+
+func (manualPartitioner) RequiresConsistency(*kgo.Record) bool { return true }
+func (manualPartitioner) Partition(r *kgo.Record, _ int) int   { return int(r.Partition) }

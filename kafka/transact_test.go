@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -119,5 +120,47 @@ func TestTransactExactlyOnce(t *testing.T) {
 	}
 	if len(got) != n {
 		t.Fatalf("%d records, want %d", len(got), n)
+	}
+}
+
+// TestReadCommitted: what committed transactions wrote, up to the end of
+// the log, and nothing of an aborted one; the read ends though the last
+// offsets are transaction markers.
+func TestReadCommitted(t *testing.T) {
+	e := startEmbedded(t, t.TempDir())
+	c := newTestClient(t, e, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	if _, err := kadm.NewClient(c.cl).CreateTopic(ctx, 2, 1, nil, "rc.state"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ReadCommitted(ctx, "rc.state", 0, func(*Record) error { return errors.New("a record of an empty partition") }); err != nil {
+		t.Fatalf("empty partition: %v", err)
+	}
+	tp := plainClient(t, e, kgo.TransactionalID("rc-writer"), kgo.DefaultProduceTopic("rc.state"),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for round, commit := range []bool{true, false, true} {
+		if err := tp.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3 {
+			r := &kgo.Record{Partition: 0, Value: []byte(strconv.Itoa(10*round + i))}
+			if err := tp.ProduceSync(ctx, r).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := tp.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	if err := c.ReadCommitted(ctx, "rc.state", 0, func(r *Record) error {
+		got = append(got, string(r.Value))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"0", "1", "2", "20", "21", "22"}; !slices.Equal(got, want) {
+		t.Fatalf("read %q, want %q", got, want)
 	}
 }

@@ -54,6 +54,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runRoles(ctx, "shoal router", broker.RoleRouter, args, stdout, stderr)
 	case "session":
 		return runRoles(ctx, "shoal session", broker.RoleSession, args, stdout, stderr)
+	case "bridge":
+		return runRoles(ctx, "shoal bridge", broker.RoleBridge, args, stdout, stderr)
 	case "passwd":
 		return runPasswd(args, os.Stdin, stdout, stderr)
 	case "replay":
@@ -147,6 +149,7 @@ commands:
   gateway   the MQTT listeners of a distributed deployment
   router    matching and fan-out of a distributed deployment
   session   sessions, takeover, wills and inboxes of a distributed deployment
+  bridge    the Kafka data bridge of a distributed deployment (bridges.kafka)
   passwd    add or replace a user in a password file
   replay    read the event log back, or publish its messages again
   trace     follow one message through the log

@@ -35,7 +35,7 @@ type group struct {
 // actors builds the run group for the roles newRoles created.
 func (b *Broker) actors(ctx context.Context, bb *backbone) (*group, error) {
 	b.mu.Lock()
-	gw, router, session := b.gateway, b.router, b.session
+	gw, router, session, br := b.gateway, b.router, b.session, b.bridge
 	b.mu.Unlock()
 	grp := &group{gwDone: make(chan struct{})}
 
@@ -111,6 +111,9 @@ func (b *Broker) actors(ctx context.Context, bb *backbone) (*group, error) {
 	}
 	if session != nil {
 		addBack("session", session.Run)
+	}
+	if br != nil {
+		addBack("bridge", br.Run)
 	}
 	return grp, nil
 }

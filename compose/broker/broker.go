@@ -7,10 +7,12 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/shoal-mqtt/shoal/bridge"
 	"github.com/shoal-mqtt/shoal/compose/config"
 	"github.com/shoal-mqtt/shoal/compose/telemetry"
 	"github.com/shoal-mqtt/shoal/gateway"
@@ -27,8 +29,11 @@ const (
 	RoleGateway Role = 1 << iota
 	RoleRouter
 	RoleSession
+	// RoleBridge is the Kafka data bridge (package bridge): in `shoal all`
+	// it runs when bridges.kafka has mappings.
+	RoleBridge
 	// RolesAll is `shoal all`.
-	RolesAll = RoleGateway | RoleRouter | RoleSession
+	RolesAll = RoleGateway | RoleRouter | RoleSession | RoleBridge
 )
 
 // String names the roles of r, joined by "+": "gateway+router".
@@ -37,7 +42,7 @@ func (r Role) String() string {
 	for _, x := range []struct {
 		role Role
 		name string
-	}{{RoleGateway, "gateway"}, {RoleRouter, "router"}, {RoleSession, "session"}} {
+	}{{RoleGateway, "gateway"}, {RoleRouter, "router"}, {RoleSession, "session"}, {RoleBridge, "bridge"}} {
 		if r&x.role != 0 {
 			names = append(names, x.name)
 		}
@@ -62,6 +67,7 @@ type Broker struct {
 	gateway  *gateway.Gateway
 	router   *routersvc.Router
 	session  *sessionsvc.Service
+	bridge   *bridge.Bridge // nil without mappings (bridges.kafka)
 	httpAddr net.Addr
 	// tel is the process's telemetry: given with SetTelemetry, or made
 	// by Run from the configuration.
@@ -310,10 +316,44 @@ func (b *Broker) newRoles(bb *backbone) (err error) {
 	if session != nil {
 		session.SetTelemetry(b.prov)
 	}
+	br, err := b.newBridge(bb)
+	if err != nil {
+		return err
+	}
 	b.mu.Lock()
-	b.router, b.session, b.gateway = router, session, gw
+	b.router, b.session, b.gateway, b.bridge = router, session, gw, br
 	b.mu.Unlock()
 	return nil
+}
+
+// newBridge makes the Kafka data bridge when the broker runs it and
+// bridges.kafka has mappings (nil otherwise; `shoal bridge` without
+// mappings is an error).
+func (b *Broker) newBridge(bb *backbone) (*bridge.Bridge, error) {
+	bk := b.cfg.Bridges.Kafka
+	if b.roles&RoleBridge == 0 {
+		return nil, nil
+	}
+	if len(bk.Out) == 0 && len(bk.In) == 0 {
+		if b.roles == RoleBridge {
+			return nil, errors.New("bridges.kafka: `shoal bridge` has no mappings (bridges.kafka.out, bridges.kafka.in)")
+		}
+		return nil, nil
+	}
+	if len(bk.Brokers) > 0 {
+		return nil, errors.New("bridges.kafka.brokers: a cluster of the bridge's own is not supported yet: the bridge writes to and reads from kafka.brokers (leave bridges.kafka.brokers empty)")
+	}
+	m, err := bk.Compile()
+	if err != nil {
+		return nil, err
+	}
+	id := bk.InstanceID
+	if id == "" && b.roles == RoleBridge {
+		if id, err = os.Hostname(); err != nil {
+			return nil, fmt.Errorf("bridges.kafka.instance_id: not set, and no host name to take: %w", err)
+		}
+	}
+	return bridge.New(m, bb.client, b.log, b.clock, bridge.Options{InstanceID: id, Telemetry: b.prov})
 }
 
 // Reload reads the files this broker reloads on SIGHUP again: the

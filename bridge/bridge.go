@@ -1,0 +1,149 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/shoal-mqtt/shoal/internal/obs"
+	"github.com/shoal-mqtt/shoal/kafka"
+)
+
+// Options are what a Bridge needs besides its mappings and its Kafka.
+type Options struct {
+	// InstanceID names this bridge among the deployment's: its producer's
+	// transactional id is derived from it, so that a restarted instance
+	// fences the transaction its previous run left open at once (a new id
+	// leaves it to the transaction timeout). Stable across restarts: the
+	// pod's name in Kubernetes. Empty means "0" (shoal all, one instance).
+	InstanceID string
+	// Group is the out direction's consumer group; empty means
+	// DefaultOutGroup.
+	Group string
+	// Telemetry is where the bridge's instruments go (noop when empty).
+	Telemetry obs.Providers
+}
+
+// DefaultOutGroup is the consumer group of the out direction: its
+// instances share the partitions of shoal.messages.
+const DefaultOutGroup = "shoal-bridge-out"
+
+// StateTopic is the compacted topic of the out direction's state: the
+// packet identifiers of QoS 2 messages of persistent sessions that it
+// bridged and their clients have not released (state.go).
+const StateTopic = "shoal.bridge"
+
+// Bridge is the Kafka data bridge role: it writes the messages of its out
+// mappings to Kafka topics, exactly once for read_committed consumers,
+// and (in.go) publishes the records of its in mappings' topics. It is
+// complete when New returns; Run runs it.
+type Bridge struct {
+	client   *kafka.Client
+	log      *slog.Logger
+	clock    func() time.Time
+	opts     Options
+	mappings atomic.Pointer[Mappings]
+	met      *metrics
+
+	messages string // shoal.messages' name in the client's catalogue
+
+	// The out direction's handler state: touched only by it (Transact
+	// never calls it concurrently), and by its callbacks.
+	out outState
+
+	// ensured holds the Kafka topics known to exist (EnsureTopic).
+	ensureMu sync.Mutex
+	ensured  map[string]bool
+}
+
+// New makes the bridge of mappings on client.
+func New(m *Mappings, client *kafka.Client, log *slog.Logger, clock func() time.Time, opts Options) (*Bridge, error) {
+	if m == nil {
+		return nil, errors.New("new bridge: no mappings")
+	}
+	if opts.InstanceID == "" {
+		opts.InstanceID = "0"
+	}
+	if opts.Group == "" {
+		opts.Group = DefaultOutGroup
+	}
+	met, err := newMetrics(opts.Telemetry.WithDefaults())
+	if err != nil {
+		return nil, fmt.Errorf("new bridge: %w", err)
+	}
+	b := &Bridge{
+		client: client, log: log.With("role", "bridge"), clock: clock, opts: opts, met: met,
+		messages: client.Catalogue().Messages.Name, ensured: make(map[string]bool),
+	}
+	b.mappings.Store(m)
+	b.out.init()
+	return b, nil
+}
+
+// Reload replaces the out mappings; the next poll of the out direction
+// uses them. The in mappings take effect at the next start.
+func (b *Bridge) Reload(m *Mappings) {
+	if m != nil {
+		b.mappings.Store(m)
+	}
+}
+
+// Run bridges until ctx ends, then returns nil; an error is one the
+// bridge cannot go on after (its state topic cannot be made).
+func (b *Bridge) Run(ctx context.Context) error {
+	m := b.mappings.Load()
+	if len(m.Out) == 0 {
+		<-ctx.Done()
+		return nil
+	}
+	if err := b.client.EnsureSpecs(ctx, b.stateSpec()); err != nil {
+		return fmt.Errorf("bridge: %w", err)
+	}
+	// The topics the out mappings name without placeholders must be
+	// there: a cluster that cannot create them fails the start.
+	for _, o := range m.Out {
+		if name, ok := o.KafkaTopic.Literal(); ok {
+			if err := b.ensure(ctx, name); err != nil {
+				return fmt.Errorf("bridge: out mapping %s: %w", o.Name, err)
+			}
+		}
+	}
+	b.log.Info("kafka bridge started", "out", len(m.Out), "in", len(m.In), "group", b.opts.Group)
+	return b.client.Transact(ctx, kafka.TransactConfig{
+		Topic: b.messages, Group: b.opts.Group, TransactionalID: b.opts.Group + "-" + b.opts.InstanceID,
+		OnAssigned: b.assigned, OnRevoked: b.revoked, ManualTopics: []string{StateTopic},
+	}, b.handleOut)
+}
+
+// stateSpec is StateTopic's spec: compacted, one partition per partition
+// of shoal.messages (a record's partition is the one whose messages it
+// is about), as replicated as shoal.messages.
+func (b *Bridge) stateSpec() kafka.TopicSpec {
+	msgs := b.client.Catalogue().Messages
+	return kafka.TopicSpec{
+		Name: StateTopic, Partitions: b.client.Partitions(b.messages), Replication: msgs.Replication,
+		Compacted: true, MaxMessageBytes: msgs.MaxMessageBytes,
+		Doc: "the Kafka bridge's unreleased QoS 2 packet identifiers, partition = the shoal.messages partition, compacted",
+	}
+}
+
+// ensure makes sure the Kafka topic name exists, once per name.
+func (b *Bridge) ensure(ctx context.Context, name string) error {
+	b.ensureMu.Lock()
+	ok := b.ensured[name]
+	b.ensureMu.Unlock()
+	if ok {
+		return nil
+	}
+	if err := b.client.EnsureTopic(ctx, name); err != nil {
+		return err
+	}
+	b.ensureMu.Lock()
+	b.ensured[name] = true
+	b.ensureMu.Unlock()
+	return nil
+}

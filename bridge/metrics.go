@@ -1,0 +1,87 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/shoal-mqtt/shoal/internal/obs"
+)
+
+// The bridge's instruments: records and bytes bridged per mapping and
+// direction, records skipped and failures by cause. Made once by New.
+
+// Causes of a skipped record or a failure (the cause attribute).
+const (
+	causeDecode      = "decode"        // a record of the log that does not decode
+	causeRepeat      = "repeat"        // a QoS 2 message its client sent again
+	causeBadTopic    = "invalid_topic" // the template rendered no valid topic name
+	causeLoop        = "loop"          // a message an in mapping published, back to its topic
+	causeCreateTopic = "create_topic"  // a target topic could not be made (retried)
+)
+
+type metrics struct {
+	records metric.Int64Counter
+	bytes   metric.Int64Counter
+	skips   metric.Int64Counter
+	errs    metric.Int64Counter
+
+	// warned is when each mapping last logged a warning (warnEvery).
+	mu     sync.Mutex
+	warned map[string]time.Time
+}
+
+func newMetrics(p obs.Providers) (*metrics, error) {
+	m := p.Meter.Meter(obs.Scope)
+	met := &metrics{warned: make(map[string]time.Time)}
+	var errs [4]error
+	met.records, errs[0] = m.Int64Counter("shoal.bridge.records", metric.WithUnit("{record}"),
+		metric.WithDescription("Records the Kafka bridge wrote, per mapping and direction (out: MQTT to Kafka; in: Kafka to MQTT)."))
+	met.bytes, errs[1] = m.Int64Counter("shoal.bridge.bytes", metric.WithUnit("By"),
+		metric.WithDescription("Payload bytes the Kafka bridge wrote, per mapping and direction."))
+	met.skips, errs[2] = m.Int64Counter("shoal.bridge.skipped", metric.WithUnit("{record}"),
+		metric.WithDescription("Messages or records the Kafka bridge did not bridge, per mapping and cause (repeat, invalid_topic, loop)."))
+	met.errs, errs[3] = m.Int64Counter("shoal.bridge.errors", metric.WithUnit("{error}"),
+		metric.WithDescription("Failures of the Kafka bridge, per mapping and cause (decode, create_topic); the records are bridged once the cause is gone, except decode."))
+	return met, errors.Join(errs[:]...)
+}
+
+func attrs(mapping, dir string) metric.MeasurementOption {
+	return metric.WithAttributeSet(attribute.NewSet(attribute.String("mapping", mapping), attribute.String("direction", dir)))
+}
+
+func (m *metrics) bridged(ctx context.Context, mapping string, n int) {
+	a := attrs(mapping, "out")
+	m.records.Add(ctx, 1, a)
+	m.bytes.Add(ctx, int64(n), a)
+}
+
+func (m *metrics) skipped(ctx context.Context, mapping, cause string) {
+	m.skips.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(attribute.String("mapping", mapping), attribute.String("cause", cause))))
+}
+
+func (m *metrics) failed(ctx context.Context, mapping, cause string) {
+	m.errs.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(attribute.String("mapping", mapping), attribute.String("cause", cause))))
+}
+
+// warnInterval is how often one mapping logs a warning at most.
+const warnInterval = time.Minute
+
+// warnEvery logs a warning of mapping at most once per warnInterval.
+func (b *Bridge) warnEvery(mapping, msg string, args ...any) {
+	m := b.met
+	now := b.clock()
+	m.mu.Lock()
+	last, ok := m.warned[mapping]
+	if ok && now.Sub(last) < warnInterval {
+		m.mu.Unlock()
+		return
+	}
+	m.warned[mapping] = now
+	m.mu.Unlock()
+	b.log.Warn(msg, args...)
+}

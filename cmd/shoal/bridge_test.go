@@ -1,0 +1,85 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestBridgeOutToKcat: `shoal all` with an out mapping in its YAML file; an
+// MQTT client publishes, and Debian's kcat, a read_committed consumer with
+// data_dir/kafka/client.properties, reads the message from the mapping's
+// topic as a plain record: the key the template makes, the payload as it
+// was, the headers of the contract. Another tenant's message is not there.
+func TestBridgeOutToKcat(t *testing.T) {
+	kcat, err := exec.LookPath("kcat")
+	if err != nil {
+		t.Fatalf("kcat not found (%v): run scripts/test-deps.sh (make test does)", err)
+	}
+	dir := t.TempDir()
+	dumpLogs(t, dir)
+	cfg := filepath.Join(t.TempDir(), "shoal.yaml")
+	if err := os.WriteFile(cfg, []byte(`bridges:
+  kafka:
+    out:
+      - name: telemetry
+        tenant: acme
+        mqtt_filter: "plant/+/telemetry"
+        kafka_topic: "iot.telemetry"
+        key: "{topic}"
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var p *shoalProc
+	var kaddr string
+	for attempt := 1; p == nil; attempt++ {
+		kaddr = freePort(t)
+		var busy bool
+		if p, busy = tryStartShoal(t, dir, []string{"SHOAL_KAFKA_EMBEDDED_ADDR=" + kaddr, "SHOAL_CONFIG=" + cfg}); p == nil && (!busy || attempt == 5) {
+			t.Fatal("shoal did not start") // tryStartShoal logged why
+		}
+	}
+	c, _ := connect(t, p.mqtt, "acme-dev1", true)
+	c.publish(t, "plant/7/telemetry", "21.5", 1, false)
+	o, _ := connect(t, p.mqtt, "other-dev1", true)
+	o.publish(t, "plant/7/telemetry", "not acme's", 1, false)
+
+	props := filepath.Join(dir, "kafka", "client.properties")
+	var out string
+	for deadline := time.Now().Add(wait); ; {
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		var stdout, stderr bytes.Buffer
+		cmd := exec.CommandContext(ctx, kcat, "-F", props, "-b", kaddr, "-X", "isolation.level=read_committed",
+			"-C", "-t", "iot.telemetry", "-o", "beginning", "-e", "-q", "-f", "%k|%s|%h\n")
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		cancel()
+		out = stdout.String()
+		if err == nil && out != "" || time.Now().After(deadline) {
+			if err != nil {
+				t.Fatalf("kcat: %v\n%s", err, &stderr)
+			}
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != 1 {
+		t.Fatalf("kcat read %d records from iot.telemetry, want acme's one:\n%s", len(lines), out)
+	}
+	key, rest, _ := strings.Cut(lines[0], "|")
+	value, headers, _ := strings.Cut(rest, "|")
+	if key != "plant/7/telemetry" || value != "21.5" {
+		t.Errorf("record key %q value %q, want plant/7/telemetry and 21.5", key, value)
+	}
+	for _, h := range []string{"mqtt.topic=plant/7/telemetry", "mqtt.qos=1", "mqtt.retain=false", "mqtt.client_id=acme-dev1", "shoal.tenant=acme", "shoal.message_id="} {
+		if !strings.Contains(headers, h) {
+			t.Errorf("headers %q lack %q", headers, h)
+		}
+	}
+}

@@ -2,6 +2,8 @@ package bridge
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -26,6 +28,9 @@ type Options struct {
 	Group string
 	// Telemetry is where the bridge's instruments go (noop when empty).
 	Telemetry obs.Providers
+	// Authorizer applies the ACL to what the in mappings publish; nil
+	// allows every topic of a mapping's tenant.
+	Authorizer Authorizer
 }
 
 // DefaultOutGroup is the consumer group of the out direction: its
@@ -50,6 +55,11 @@ type Bridge struct {
 	met      *metrics
 
 	messages string // shoal.messages' name in the client's catalogue
+
+	// epoch and seq make the ids of the messages the in mappings publish,
+	// as a gateway's: epoch random per start.
+	epoch uint64
+	seq   atomic.Uint64
 
 	// The out direction's handler state: touched only by it (Transact
 	// never calls it concurrently), and by its callbacks.
@@ -79,6 +89,11 @@ func New(m *Mappings, client *kafka.Client, log *slog.Logger, clock func() time.
 		client: client, log: log.With("role", "bridge"), clock: clock, opts: opts, met: met,
 		messages: client.Catalogue().Messages.Name, ensured: make(map[string]bool),
 	}
+	var e [8]byte
+	if _, err := rand.Read(e[:]); err != nil {
+		return nil, fmt.Errorf("new bridge: epoch: %w", err)
+	}
+	b.epoch = binary.BigEndian.Uint64(e[:])
 	b.mappings.Store(m)
 	b.out.init()
 	return b, nil
@@ -93,26 +108,30 @@ func (b *Bridge) Reload(m *Mappings) {
 }
 
 // Run bridges until ctx ends, then returns nil; an error is one the
-// bridge cannot go on after (its state topic cannot be made).
+// bridge cannot go on after (a topic it needs cannot be made).
 func (b *Bridge) Run(ctx context.Context) error {
 	m := b.mappings.Load()
-	if len(m.Out) == 0 {
-		<-ctx.Done()
-		return nil
-	}
-	if err := b.client.EnsureSpecs(ctx, b.stateSpec()); err != nil {
+	b.log.Info("kafka bridge started", "out", len(m.Out), "in", len(m.In), "instance", b.opts.InstanceID)
+	if err := b.runAll(ctx, m); err != nil {
 		return fmt.Errorf("bridge: %w", err)
+	}
+	return nil
+}
+
+// runOut runs the out direction until ctx ends.
+func (b *Bridge) runOut(ctx context.Context) error {
+	if err := b.client.EnsureSpecs(ctx, b.stateSpec()); err != nil {
+		return err
 	}
 	// The topics the out mappings name without placeholders must be
 	// there: a cluster that cannot create them fails the start.
-	for _, o := range m.Out {
+	for _, o := range b.mappings.Load().Out {
 		if name, ok := o.KafkaTopic.Literal(); ok {
 			if err := b.ensure(ctx, name); err != nil {
-				return fmt.Errorf("bridge: out mapping %s: %w", o.Name, err)
+				return fmt.Errorf("out mapping %s: %w", o.Name, err)
 			}
 		}
 	}
-	b.log.Info("kafka bridge started", "out", len(m.Out), "in", len(m.In), "group", b.opts.Group)
 	return b.client.Transact(ctx, kafka.TransactConfig{
 		Topic: b.messages, Group: b.opts.Group, TransactionalID: b.opts.Group + "-" + b.opts.InstanceID,
 		OnAssigned: b.assigned, OnRevoked: b.revoked, ManualTopics: []string{StateTopic},

@@ -22,6 +22,8 @@ const (
 	causeBadTopic    = "invalid_topic" // the template rendered no valid topic name
 	causeLoop        = "loop"          // a message an in mapping published, back to its topic
 	causeCreateTopic = "create_topic"  // a target topic could not be made (retried)
+	causeDenied      = "denied"        // the ACL denies an in mapping's topic
+	causeHeader      = "header"        // a record header that does not parse (the rest is published)
 )
 
 type metrics struct {
@@ -56,6 +58,12 @@ func attrs(mapping, dir string) metric.MeasurementOption {
 
 func (m *metrics) bridged(ctx context.Context, mapping string, n int) {
 	a := attrs(mapping, "out")
+	m.records.Add(ctx, 1, a)
+	m.bytes.Add(ctx, int64(n), a)
+}
+
+func (m *metrics) bridgedIn(ctx context.Context, mapping string, n int) {
+	a := attrs(mapping, "in")
 	m.records.Add(ctx, 1, a)
 	m.bytes.Add(ctx, int64(n), a)
 }

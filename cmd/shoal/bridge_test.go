@@ -11,12 +11,15 @@ import (
 	"time"
 )
 
-// TestBridgeOutToKcat: `shoal all` with an out mapping in its YAML file; an
-// MQTT client publishes, and Debian's kcat, a read_committed consumer with
-// data_dir/kafka/client.properties, reads the message from the mapping's
-// topic as a plain record: the key the template makes, the payload as it
-// was, the headers of the contract. Another tenant's message is not there.
-func TestBridgeOutToKcat(t *testing.T) {
+// TestBridgeWithKcat: `shoal all` with an out and an in mapping in its YAML
+// file. An MQTT client publishes, and Debian's kcat, a read_committed
+// consumer with data_dir/kafka/client.properties, reads the message from the
+// mapping's topic as a plain record: the key the template makes, the payload
+// as it was, the headers of the contract; another tenant's message is not
+// there. kcat produces a record to the in mapping's topic, and
+// mosquitto_sub, a client of the mapping's tenant, receives it as a
+// retained message on the topic the template renders.
+func TestBridgeWithKcat(t *testing.T) {
 	kcat, err := exec.LookPath("kcat")
 	if err != nil {
 		t.Fatalf("kcat not found (%v): run scripts/test-deps.sh (make test does)", err)
@@ -32,6 +35,12 @@ func TestBridgeOutToKcat(t *testing.T) {
         mqtt_filter: "plant/+/telemetry"
         kafka_topic: "iot.telemetry"
         key: "{topic}"
+    in:
+      - name: commands
+        tenant: acme
+        kafka_topic: "iot.commands"
+        mqtt_topic: "plant/{key}/command"
+        qos: 1
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -81,5 +90,20 @@ func TestBridgeOutToKcat(t *testing.T) {
 		if !strings.Contains(headers, h) {
 			t.Errorf("headers %q lack %q", headers, h)
 		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	prod := exec.CommandContext(ctx, kcat, "-F", props, "-b", kaddr, "-P", "-t", "iot.commands", "-k", "7", "-H", "mqtt.retain=true")
+	prod.Stdin = strings.NewReader("open")
+	if out, err := prod.CombinedOutput(); err != nil {
+		t.Fatalf("kcat -P: %v\n%s", err, out)
+	}
+	host, port, _ := strings.Cut(p.mqtt, ":")
+	sub := exec.CommandContext(ctx, "mosquitto_sub", "-h", host, "-p", port, "-i", "acme-sub", "-t", "plant/+/command",
+		"-q", "1", "-v", "-C", "1", "-W", "20")
+	got, err := sub.CombinedOutput()
+	if err != nil || strings.TrimSpace(string(got)) != "plant/7/command open" {
+		t.Fatalf("mosquitto_sub: %v, printed %q; want the bridged-in retained message plant/7/command open", err, got)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/shoal-mqtt/shoal/compose/store/cqlstore"
@@ -35,6 +36,7 @@ type backbone struct {
 	views       views
 	leaser      gateway.SlotLeaser
 	auth        gateway.Auth // how the gateway authenticates CONNECTs
+	acl         *acl.ACL     // auth.acl_file's rules; nil without one
 	reloadables []reloadable // the auth files, reloaded when they change and on SIGHUP
 
 	closers []func() error // run in reverse by close
@@ -137,6 +139,7 @@ func (b *Broker) openAuth(bb *backbone) error {
 			return fmt.Errorf("auth.acl_file: %w", err)
 		}
 		a.ACL = aclAuthorizer{rules}
+		bb.acl = rules
 		bb.reloadables = append(bb.reloadables, rules)
 	}
 	if a.Passwords != nil || a.Tokens != nil {
@@ -166,6 +169,25 @@ type aclAuthorizer struct{ a *acl.ACL }
 
 func (z aclAuthorizer) For(user, clientID string, anonymous bool) gateway.Permissions {
 	return z.a.For(user, clientID, anonymous)
+}
+
+// bridgeACL applies the ACL file to what the bridge's in mappings publish,
+// as to an anonymous client of the mapping's client id ($bridge/<name>).
+type bridgeACL struct {
+	a       *acl.ACL
+	mu      sync.Mutex
+	clients map[string]*acl.Client
+}
+
+func (z *bridgeACL) AllowPublish(clientID string, topic []byte) bool {
+	z.mu.Lock()
+	c := z.clients[clientID]
+	if c == nil {
+		c = z.a.For("", clientID, true)
+		z.clients[clientID] = c
+	}
+	z.mu.Unlock()
+	return c.AllowPublish(topic)
 }
 
 // openKafka connects the Kafka clients, to the embedded backbone (started

@@ -16,6 +16,7 @@ import (
 	"github.com/shoal-mqtt/shoal/compose/config"
 	"github.com/shoal-mqtt/shoal/compose/telemetry"
 	"github.com/shoal-mqtt/shoal/gateway"
+	"github.com/shoal-mqtt/shoal/gateway/acl"
 	"github.com/shoal-mqtt/shoal/internal/obs"
 	routersvc "github.com/shoal-mqtt/shoal/router-svc"
 	sessionsvc "github.com/shoal-mqtt/shoal/session-svc"
@@ -353,7 +354,19 @@ func (b *Broker) newBridge(bb *backbone) (*bridge.Bridge, error) {
 			return nil, fmt.Errorf("bridges.kafka.instance_id: not set, and no host name to take: %w", err)
 		}
 	}
-	return bridge.New(m, bb.client, b.log, b.clock, bridge.Options{InstanceID: id, Telemetry: b.prov})
+	opts := bridge.Options{InstanceID: id, Telemetry: b.prov}
+	rules := bb.acl
+	if rules == nil && b.cfg.Auth.ACLFile != "" {
+		// shoal bridge alone: the gateway did not open the ACL file.
+		if rules, err = acl.Open(b.cfg.Auth.ACLFile, b.log); err != nil {
+			return nil, fmt.Errorf("auth.acl_file: %w", err)
+		}
+		bb.reloadables = append(bb.reloadables, rules)
+	}
+	if rules != nil {
+		opts.Authorizer = &bridgeACL{a: rules, clients: make(map[string]*acl.Client)}
+	}
+	return bridge.New(m, bb.client, b.log, b.clock, opts)
 }
 
 // Reload reads the files this broker reloads on SIGHUP again: the

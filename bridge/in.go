@@ -1,0 +1,146 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/shoal-mqtt/shoal/kafka"
+	"github.com/shoal-mqtt/shoal/schemas/eventspb"
+)
+
+// Authorizer says whether a mapping may publish on a topic: the ACL file,
+// applied to a bridged-in publish as to a client named InClientPrefix and
+// the mapping's name. Nil allows every topic of the mapping's tenant.
+type Authorizer interface {
+	AllowPublish(clientID string, topic []byte) bool
+}
+
+// DefaultInGroupPrefix begins the consumer group of each in mapping: the
+// mapping's name follows.
+const DefaultInGroupPrefix = "shoal-bridge-in-"
+
+// HeaderDeadLetterCause names why a record was sent to its mapping's
+// dead-letter topic (the record's own headers are kept, this one is
+// added): invalid_topic or denied.
+const HeaderDeadLetterCause = "shoal.dead_letter_cause"
+
+// runIn publishes the records of one in mapping's Kafka topic until ctx
+// ends: each as the Publish of a message of the mapping's tenant on the
+// rendered topic, written to shoal.messages in the poll's transaction with
+// the poll's offsets. Routers read shoal.messages as it is written, so a
+// publish reaches subscribers once, unless the bridge fails between the
+// write and the commit: the poll is then read again and its publishes
+// written again (at least once; exactly once for read_committed readers
+// of shoal.messages, the out direction among them).
+func (b *Bridge) runIn(ctx context.Context, im *In) error {
+	if err := b.client.EnsureTopic(ctx, im.KafkaTopic); err != nil {
+		return err
+	}
+	if im.DeadLetterTopic != "" {
+		if err := b.ensure(ctx, im.DeadLetterTopic); err != nil {
+			return err
+		}
+	}
+	group := DefaultInGroupPrefix + im.Name
+	h := &inHandler{b: b, im: im, client: InClientPrefix + im.Name}
+	return b.client.Transact(ctx, kafka.TransactConfig{
+		Topic: im.KafkaTopic, Group: group, TransactionalID: group + "-" + b.opts.InstanceID,
+		ManualTopics: []string{b.messages},
+	}, h.handle)
+}
+
+// inHandler is one in mapping's handler and its scratch.
+type inHandler struct {
+	b      *Bridge
+	im     *In
+	client string // the publishes' client id
+	buf    []byte
+}
+
+func (h *inHandler) handle(ctx context.Context, bs []kafka.Batch, tx *kafka.Tx) error {
+	b, im := h.b, h.im
+	now := b.clock()
+	parts := b.client.Partitions(b.messages)
+	for _, batch := range bs {
+		for _, r := range batch.Records {
+			h.buf = im.MQTTTopic.Append(h.buf[:0], r.Key, r.Headers)
+			if err := ValidTopic(string(h.buf)); err != nil {
+				h.reject(ctx, r, tx, causeBadTopic, "in mapping rendered no valid mqtt topic", err)
+				continue
+			}
+			if b.opts.Authorizer != nil && !b.opts.Authorizer.AllowPublish(h.client, h.buf) {
+				h.reject(ctx, r, tx, causeDenied, "the acl denies the in mapping's topic", errors.New("not authorized"))
+				continue
+			}
+			msg := &eventspb.Message{Topic: string(h.buf), Payload: r.Value, Qos: uint32(im.QoS)}
+			if err := ReadHeaders(msg, r.Headers, now); err != nil {
+				// What parsed is kept; the record is published.
+				b.met.failed(ctx, im.Name, causeHeader)
+				b.warnEvery(im.Name, "record header not carried into the message", "mapping", im.Name,
+					"topic", im.KafkaTopic, "partition", r.Partition, "offset", r.Offset, "err", err)
+			}
+			env := &eventspb.Envelope{
+				Tenant: im.Tenant, ClientId: h.client, Gateway: "bridge-" + b.opts.InstanceID,
+				TimestampUs: now.UnixMicro(),
+				MessageId:   &eventspb.MessageID{GatewayEpoch: b.epoch, Seq: b.seq.Add(1)},
+				Event:       &eventspb.Envelope_Publish{Publish: &eventspb.Publish{Message: msg}},
+			}
+			key := kafka.AppendKey(nil, im.Tenant, msg.Topic)
+			rec := kafka.NewRecord(b.messages, key, kafka.PartitionForKey(key, parts), env)
+			rec.AddTraceChild(r.Header(kafka.HeaderTraceparent))
+			tx.Produce(rec)
+			b.met.bridgedIn(ctx, im.Name, len(r.Value))
+		}
+	}
+	return nil
+}
+
+// reject counts a record that cannot be published and sends it, as it
+// came, to the mapping's dead-letter topic, or logs (once a minute) and
+// skips it: never a stuck partition.
+func (h *inHandler) reject(ctx context.Context, r *kafka.Record, tx *kafka.Tx, cause, msg string, err error) {
+	b, im := h.b, h.im
+	b.met.skipped(ctx, im.Name, cause)
+	if im.DeadLetterTopic == "" {
+		b.warnEvery(im.Name, msg+"; record skipped", "mapping", im.Name, "topic", im.KafkaTopic,
+			"partition", r.Partition, "offset", r.Offset, "mqtt_topic", string(h.buf), "err", err)
+		return
+	}
+	dl := &kafka.Record{Topic: im.DeadLetterTopic, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp,
+		Headers: append(append([]kafka.Header(nil), r.Headers...), kafka.Header{Key: HeaderDeadLetterCause, Value: []byte(cause)})}
+	tx.Produce(dl)
+}
+
+// runAll runs the out direction (when there are out mappings) and each in
+// mapping until ctx ends or one fails; the first error is returned.
+func (b *Bridge) runAll(ctx context.Context, m *Mappings) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	n := len(m.In)
+	if len(m.Out) > 0 {
+		n++
+	}
+	errs := make(chan error, n)
+	if len(m.Out) > 0 {
+		go func() { errs <- b.runOut(ctx) }()
+	}
+	for i := range m.In {
+		im := &m.In[i]
+		go func() {
+			err := b.runIn(ctx, im)
+			if err != nil {
+				err = fmt.Errorf("in mapping %s: %w", im.Name, err)
+			}
+			errs <- err
+		}()
+	}
+	var first error
+	for range n {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+			cancel()
+		}
+	}
+	return first
+}

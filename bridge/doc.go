@@ -2,7 +2,10 @@
 // of configured topics to Kafka topics as plain records, which any Kafka
 // consumer can read without Shoal's schema, and publishes the records of
 // configured Kafka topics as MQTT messages. Mappings are per tenant, in both
-// directions (Config, the bridges.kafka section).
+// directions (Config, the bridges.kafka section). docs/bridge.md is the
+// design: how the out direction writes exactly once (Kafka transactions
+// over shoal.messages, its QoS 2 state in StateTopic, state.go), how the
+// in direction publishes, where the role runs.
 //
 // # Mappings
 //

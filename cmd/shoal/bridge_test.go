@@ -3,12 +3,18 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/eclipse/paho.golang/paho"
 )
 
 // TestBridgeWithKcat: `shoal all` with an out and an in mapping in its YAML
@@ -105,5 +111,128 @@ func TestBridgeWithKcat(t *testing.T) {
 	got, err := sub.CombinedOutput()
 	if err != nil || strings.TrimSpace(string(got)) != "plant/7/command open" {
 		t.Fatalf("mosquitto_sub: %v, printed %q; want the bridged-in retained message plant/7/command open", err, got)
+	}
+}
+
+// TestBridgeKillUnderLoad: shoal all, with an out mapping, is killed with
+// SIGKILL while two publishers send QoS 1 and QoS 2 messages as fast as
+// they are acknowledged, and restarted. Read by kcat as a read_committed
+// consumer, the mapping's topic then holds every acknowledged message
+// exactly once, and each publisher's in the order it sent them; a message
+// that was written but not acknowledged may be there, once.
+func TestBridgeKillUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills a real shoal process under load: skipped with -short")
+	}
+	kcat, err := exec.LookPath("kcat")
+	if err != nil {
+		t.Fatalf("kcat not found (%v): run scripts/test-deps.sh (make test does)", err)
+	}
+	dir := t.TempDir()
+	dumpLogs(t, dir)
+	cfg := filepath.Join(t.TempDir(), "shoal.yaml")
+	if err := os.WriteFile(cfg, []byte(`bridges:
+  kafka:
+    out:
+      - name: load
+        mqtt_filter: "load/#"
+        kafka_topic: "bridge.load"
+        key: "{topic}"
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	start := func() (*shoalProc, string) {
+		for attempt := 1; ; attempt++ {
+			kaddr := freePort(t)
+			p, busy := tryStartShoal(t, dir, []string{"SHOAL_KAFKA_EMBEDDED_ADDR=" + kaddr, "SHOAL_CONFIG=" + cfg})
+			if p != nil {
+				return p, kaddr
+			}
+			if !busy || attempt == 5 {
+				t.Fatal("shoal did not start") // tryStartShoal logged why
+			}
+		}
+	}
+	p, _ := start()
+	var mu sync.Mutex
+	acked := map[string][]int{} // by topic, in order
+	var n atomic.Int64
+	var wg sync.WaitGroup
+	for i, qos := range []byte{1, 2} {
+		pub := dialRecorded(t, p.mqtt, fmt.Sprintf("bkpub%d", i), true, nil) // the default tenant, the mapping's
+		topic := fmt.Sprintf("load/%d", qos)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := 0; k < 1_000_000; k++ {
+				ctx, cancel := context.WithTimeout(context.Background(), wait)
+				_, err := pub.Publish(ctx, &paho.Publish{Topic: topic, QoS: qos, Payload: []byte(strconv.Itoa(k))})
+				cancel()
+				if err != nil {
+					return // the process died
+				}
+				mu.Lock()
+				acked[topic] = append(acked[topic], k)
+				mu.Unlock()
+				n.Add(1)
+			}
+		}()
+	}
+	for deadline := time.Now().Add(wait); n.Load() < 1500; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d messages acknowledged in %v", n.Load(), wait)
+		}
+	}
+	p.kill()
+	wg.Wait()
+	t.Logf("killed after %d acknowledged publishes (QoS 1 %d, QoS 2 %d)", n.Load(), len(acked["load/1"]), len(acked["load/2"]))
+
+	_, kaddr := start()
+	props := filepath.Join(dir, "kafka", "client.properties")
+	read := func() map[string][]int {
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		var stdout, stderr bytes.Buffer
+		cmd := exec.CommandContext(ctx, kcat, "-F", props, "-b", kaddr, "-X", "isolation.level=read_committed",
+			"-C", "-t", "bridge.load", "-o", "beginning", "-e", "-q", "-f", "%k %s\n")
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("kcat: %v\n%s", err, &stderr)
+		}
+		got := map[string][]int{}
+		for _, line := range strings.Split(strings.TrimSuffix(stdout.String(), "\n"), "\n") {
+			key, v, ok := strings.Cut(line, " ")
+			if !ok {
+				continue
+			}
+			k, err := strconv.Atoi(v)
+			if err != nil {
+				t.Fatalf("record %q: not a message number", line)
+			}
+			got[key] = append(got[key], k)
+		}
+		return got
+	}
+	var got map[string][]int
+	for deadline := time.Now().Add(2 * wait); ; time.Sleep(200 * time.Millisecond) {
+		got = read()
+		if len(got["load/1"]) >= len(acked["load/1"]) && len(got["load/2"]) >= len(acked["load/2"]) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the restart the bridged topic holds %d and %d records, want at least the %d and %d acknowledged",
+				len(got["load/1"]), len(got["load/2"]), len(acked["load/1"]), len(acked["load/2"]))
+		}
+	}
+	for topic, sent := range acked {
+		recs := got[topic]
+		for i, k := range recs {
+			if k != i {
+				t.Fatalf("%s: record %d is message %d: every message exactly once and in order, want %d (records %v…)", topic, i, k, i, recs[:min(len(recs), i+3)])
+			}
+		}
+		if len(recs) > len(sent)+1 {
+			t.Errorf("%s: %d records for %d acknowledged messages: at most one more (written, not acknowledged) may be there", topic, len(recs), len(sent))
+		}
 	}
 }

@@ -650,10 +650,12 @@ func stream(t *testing.T, addr, id, topic string, n int, at func(i int)) {
 func TestCluster(t *testing.T) {
 	began := time.Now()
 	c := newCluster(t)
+	c.appendConfig(clusterBridges)
 	sess := c.start("session", "session")
 	r1, r2 := c.start("router", "router-1"), c.start("router", "router-2")
 	ga, gb := c.start("gateway", "gw-a"), c.start("gateway", "gw-b")
-	for _, p := range []*proc{sess, r1, r2, ga, gb} {
+	br := c.start("bridge", "bridge")
+	for _, p := range []*proc{sess, r1, r2, ga, gb, br} {
 		p.waitReady()
 	}
 	t.Logf("cluster ready in %s", time.Since(began).Round(time.Millisecond))
@@ -966,6 +968,8 @@ func TestCluster(t *testing.T) {
 			sub.expectPayload(payload)
 		}
 	})
+
+	t.Run("KafkaBridge", func(t *testing.T) { testClusterBridge(t, c, ga, gb, br) })
 
 	// A client library's persistence test: a client subscribed to its own
 	// topic sends QoS 2 messages through gateway A and disconnects before

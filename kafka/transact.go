@@ -23,7 +23,10 @@ type TransactConfig struct {
 	Group string
 	// TransactionalID names the member's producer; members of one group
 	// need ids of their own (KIP-447 fences by the group's generation, not
-	// by the id).
+	// by the id). It is also the member's static group instance id
+	// (KIP-345): a member that restarts with it takes its partitions back
+	// at once, and its producer fences the transaction its previous run
+	// left open, instead of both waiting for the session's timeout.
 	TransactionalID string
 	// OnAssigned and OnRevoked are called with the partitions given to
 	// and taken from this member (may be nil). They are never called while
@@ -152,7 +155,11 @@ func (c *Client) transactSession(ctx context.Context, cfg TransactConfig, handle
 	opts := append(c.common[:len(c.common):len(c.common)],
 		kgo.WithLogger(kgoLogger{c.log.With("transact", cfg.Topic, "group", cfg.Group)}),
 		kgo.TransactionalID(cfg.TransactionalID),
+		kgo.TransactionTimeout(c.cfg.GroupSessionTimeout),
 		kgo.ConsumerGroup(cfg.Group),
+		kgo.InstanceID(cfg.TransactionalID),
+		kgo.SessionTimeout(c.cfg.GroupSessionTimeout),
+		kgo.HeartbeatInterval(c.cfg.GroupSessionTimeout/10),
 		kgo.ConsumeTopics(cfg.Topic),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),

@@ -26,11 +26,22 @@ type Options struct {
 	// Group is the out direction's consumer group; empty means
 	// DefaultOutGroup.
 	Group string
+	// FreshProducers gives the transactional producers an id of their own
+	// at every start (the instance's, and a random run id), for a Kafka
+	// that does not end a crashed producer's transaction with a marker:
+	// the embedded backbone, after a kill, aborts it without one, and
+	// read_committed clients then skip that producer id's later records
+	// until they see its abort marker, which never comes. On Kafka the id
+	// stays the instance's, so that a restart fences at once.
+	FreshProducers bool
 	// Telemetry is where the bridge's instruments go (noop when empty).
 	Telemetry obs.Providers
 	// Authorizer applies the ACL to what the in mappings publish; nil
 	// allows every topic of a mapping's tenant.
 	Authorizer Authorizer
+	// LagInterval is how often the mappings' lag is measured; 0 means
+	// DefaultLagInterval.
+	LagInterval time.Duration
 }
 
 // DefaultOutGroup is the consumer group of the out direction: its
@@ -61,6 +72,9 @@ type Bridge struct {
 	epoch uint64
 	seq   atomic.Uint64
 
+	// txnSuffix ends the transactional ids (Options.FreshProducers).
+	txnSuffix string
+
 	// The out direction's handler state: touched only by it (Transact
 	// never calls it concurrently), and by its callbacks.
 	out outState
@@ -81,6 +95,9 @@ func New(m *Mappings, client *kafka.Client, log *slog.Logger, clock func() time.
 	if opts.Group == "" {
 		opts.Group = DefaultOutGroup
 	}
+	if opts.LagInterval <= 0 {
+		opts.LagInterval = DefaultLagInterval
+	}
 	met, err := newMetrics(opts.Telemetry.WithDefaults())
 	if err != nil {
 		return nil, fmt.Errorf("new bridge: %w", err)
@@ -94,6 +111,10 @@ func New(m *Mappings, client *kafka.Client, log *slog.Logger, clock func() time.
 		return nil, fmt.Errorf("new bridge: epoch: %w", err)
 	}
 	b.epoch = binary.BigEndian.Uint64(e[:])
+	b.txnSuffix = opts.InstanceID
+	if opts.FreshProducers {
+		b.txnSuffix = fmt.Sprintf("%s-%016x", opts.InstanceID, b.epoch)
+	}
 	b.mappings.Store(m)
 	b.out.init()
 	return b, nil
@@ -133,7 +154,8 @@ func (b *Bridge) runOut(ctx context.Context) error {
 		}
 	}
 	return b.client.Transact(ctx, kafka.TransactConfig{
-		Topic: b.messages, Group: b.opts.Group, TransactionalID: b.opts.Group + "-" + b.opts.InstanceID,
+		Topic: b.messages, Group: b.opts.Group, TransactionalID: b.opts.Group + "-" + b.txnSuffix,
+		InstanceID: b.opts.Group + "-" + b.opts.InstanceID,
 		OnAssigned: b.assigned, OnRevoked: b.revoked, ManualTopics: []string{StateTopic},
 	}, b.handleOut)
 }

@@ -45,7 +45,8 @@ func (b *Bridge) runIn(ctx context.Context, im *In) error {
 	group := DefaultInGroupPrefix + im.Name
 	h := &inHandler{b: b, im: im, client: InClientPrefix + im.Name}
 	return b.client.Transact(ctx, kafka.TransactConfig{
-		Topic: im.KafkaTopic, Group: group, TransactionalID: group + "-" + b.opts.InstanceID,
+		Topic: im.KafkaTopic, Group: group, TransactionalID: group + "-" + b.txnSuffix,
+		InstanceID:   group + "-" + b.opts.InstanceID,
 		ManualTopics: []string{b.messages},
 	}, h.handle)
 }
@@ -122,6 +123,7 @@ func (b *Bridge) runAll(ctx context.Context, m *Mappings) error {
 		n++
 	}
 	errs := make(chan error, n)
+	go b.watchLag(ctx, m)
 	if len(m.Out) > 0 {
 		go func() { errs <- b.runOut(ctx) }()
 	}

@@ -27,6 +27,11 @@ const (
 )
 
 type metrics struct {
+	// lag is what each mapping has yet to read, by mapping and direction
+	// (lag.go), observed by the shoal.bridge.lag gauge.
+	lagMu sync.Mutex
+	lag   map[[2]string]int64
+
 	records metric.Int64Counter
 	bytes   metric.Int64Counter
 	skips   metric.Int64Counter
@@ -39,8 +44,8 @@ type metrics struct {
 
 func newMetrics(p obs.Providers) (*metrics, error) {
 	m := p.Meter.Meter(obs.Scope)
-	met := &metrics{warned: make(map[string]time.Time)}
-	var errs [4]error
+	met := &metrics{warned: make(map[string]time.Time), lag: make(map[[2]string]int64)}
+	var errs [6]error
 	met.records, errs[0] = m.Int64Counter("shoal.bridge.records", metric.WithUnit("{record}"),
 		metric.WithDescription("Records the Kafka bridge wrote, per mapping and direction (out: MQTT to Kafka; in: Kafka to MQTT)."))
 	met.bytes, errs[1] = m.Int64Counter("shoal.bridge.bytes", metric.WithUnit("By"),
@@ -49,7 +54,27 @@ func newMetrics(p obs.Providers) (*metrics, error) {
 		metric.WithDescription("Messages or records the Kafka bridge did not bridge, per mapping and cause (repeat, invalid_topic, loop)."))
 	met.errs, errs[3] = m.Int64Counter("shoal.bridge.errors", metric.WithUnit("{error}"),
 		metric.WithDescription("Failures of the Kafka bridge, per mapping and cause (decode, create_topic); the records are bridged once the cause is gone, except decode."))
+	var lag metric.Int64ObservableGauge
+	lag, errs[4] = m.Int64ObservableGauge("shoal.bridge.lag", metric.WithUnit("{record}"),
+		metric.WithDescription("Records a mapping has yet to read: of shoal.messages for the out mappings (one consumer group for all of them), of its Kafka topic for an in mapping; refreshed every few seconds."))
+	if errs[4] == nil {
+		_, errs[5] = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+			met.lagMu.Lock()
+			defer met.lagMu.Unlock()
+			for k, n := range met.lag {
+				o.ObserveInt64(lag, n, metric.WithAttributeSet(attribute.NewSet(attribute.String("mapping", k[0]), attribute.String("direction", k[1]))))
+			}
+			return nil
+		}, lag)
+	}
 	return met, errors.Join(errs[:]...)
+}
+
+// setLag records what mapping (of direction dir) has yet to read.
+func (m *metrics) setLag(mapping, dir string, n int64) {
+	m.lagMu.Lock()
+	m.lag[[2]string{mapping, dir}] = n
+	m.lagMu.Unlock()
 }
 
 func attrs(mapping, dir string) metric.MeasurementOption {

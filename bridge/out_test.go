@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -80,11 +81,18 @@ func (bb *backbone) write(t *testing.T, tenant, client, topic string, ev any) {
 // run starts a bridge of the configuration on bb until the returned stop.
 func (bb *backbone) run(t *testing.T, cfg Config) (stop func()) {
 	t.Helper()
+	_, stop = bb.runBridge(t, cfg)
+	return stop
+}
+
+// runBridge is run that returns the bridge too.
+func (bb *backbone) runBridge(t *testing.T, cfg Config) (b *Bridge, stop func()) {
+	t.Helper()
 	m, err := cfg.Compile()
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := New(m, bb.c, testlog.New(t), time.Now, Options{})
+	b, err = New(m, bb.c, testlog.New(t), time.Now, Options{LagInterval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +111,7 @@ func (bb *backbone) run(t *testing.T, cfg Config) (stop func()) {
 		}
 	}
 	t.Cleanup(stop)
-	return stop
+	return b, stop
 }
 
 // consumer is a read_committed consumer of topics, a stock franz-go client
@@ -241,4 +249,26 @@ func TestOutQoS2ResendOnce(t *testing.T) {
 // scramOf is the embedded backbone's SASL mechanism for a franz-go client.
 func scramOf(s *kafka.SASL) sasl.Mechanism {
 	return scram.Auth{User: s.User, Pass: s.Password}.AsSha512Mechanism()
+}
+
+// TestOutLag: the out mappings' lag is what the out group has yet to read
+// of shoal.messages: 0 once the bridge caught up.
+func TestOutLag(t *testing.T) {
+	bb := startBackbone(t)
+	for i := range 5 {
+		bb.publish(t, "acme", "acme-d", "plant/1/telemetry", strconv.Itoa(i))
+	}
+	b, _ := bb.runBridge(t, telemetry)
+	next(t, bb.consumer(t, "iot.telemetry"), 5)
+	deadline := time.Now().Add(testWait)
+	for {
+		lag := b.Lag()["out"]
+		if n, ok := lag["telemetry"]; ok && n == 0 && lag["per-plant"] == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lag %v after the bridge caught up, want 0 for both out mappings", b.Lag())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -336,3 +336,24 @@ func (c *Client) EnsureTopic(ctx context.Context, name string) error {
 		}
 	}
 }
+
+// GroupLag returns how many records each of groups has yet to read of its
+// topics: the end offsets less the committed offsets, summed over the
+// partitions (a partition without a commit counts from its start). A group
+// that cannot be described or whose offsets cannot be fetched is an error.
+func (c *Client) GroupLag(ctx context.Context, groups ...string) (map[string]int64, error) {
+	lags, err := c.adm.Lag(ctx, groups...)
+	if err != nil {
+		return nil, fmt.Errorf("group lag: %w", err)
+	}
+	out := make(map[string]int64, len(groups))
+	var errs []error
+	lags.Each(func(l kadm.DescribedGroupLag) {
+		if err := l.Error(); err != nil {
+			errs = append(errs, fmt.Errorf("group lag of %s: %w", l.Group, err))
+			return
+		}
+		out[l.Group] = l.Lag.Total()
+	})
+	return out, errors.Join(errs...)
+}

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -23,11 +24,14 @@ type TransactConfig struct {
 	Group string
 	// TransactionalID names the member's producer; members of one group
 	// need ids of their own (KIP-447 fences by the group's generation, not
-	// by the id). It is also the member's static group instance id
-	// (KIP-345): a member that restarts with it takes its partitions back
-	// at once, and its producer fences the transaction its previous run
-	// left open, instead of both waiting for the session's timeout.
+	// by the id). A producer that restarts with its id fences the
+	// transaction its previous run left open at once, instead of leaving
+	// it to the transaction timeout.
 	TransactionalID string
+	// InstanceID, when set, is the member's static group instance id
+	// (KIP-345): a member that restarts with it takes its partitions back
+	// at once instead of waiting for the session's timeout.
+	InstanceID string
 	// OnAssigned and OnRevoked are called with the partitions given to
 	// and taken from this member (may be nil). They are never called while
 	// the handler runs.
@@ -157,7 +161,6 @@ func (c *Client) transactSession(ctx context.Context, cfg TransactConfig, handle
 		kgo.TransactionalID(cfg.TransactionalID),
 		kgo.TransactionTimeout(c.cfg.GroupSessionTimeout),
 		kgo.ConsumerGroup(cfg.Group),
-		kgo.InstanceID(cfg.TransactionalID),
 		kgo.SessionTimeout(c.cfg.GroupSessionTimeout),
 		kgo.HeartbeatInterval(c.cfg.GroupSessionTimeout/10),
 		kgo.ConsumeTopics(cfg.Topic),
@@ -170,6 +173,9 @@ func (c *Client) transactSession(ctx context.Context, cfg TransactConfig, handle
 	)
 	if n := c.cfg.Catalogue.MaxMessageBytes(); n > 0 {
 		opts = append(opts, kgo.ProducerBatchMaxBytes(n))
+	}
+	if cfg.InstanceID != "" {
+		opts = append(opts, kgo.InstanceID(cfg.InstanceID))
 	}
 	if cfg.OnAssigned != nil {
 		opts = append(opts, kgo.OnPartitionsAssigned(func(ctx context.Context, _ *kgo.Client, m map[string][]int32) {
@@ -265,14 +271,22 @@ func fromKgo(kr *kgo.Record) *Record {
 	return r
 }
 
-// ReadCommitted calls fn with each record of partition part of topic, in
-// offset order, from the partition's start to its last stable offset as it
-// is when ReadCommitted is called: what committed transactions wrote, as a
-// read_committed consumer sees it. A role rebuilds from it the state it
-// writes in its transactions (the Kafka bridge's). fn's record is valid
-// only during the call.
+// ReadCommitted calls fn with each record of partition part of topic that
+// a committed transaction wrote, or that was written outside any
+// transaction, from the partition's start to its end as it is when
+// ReadCommitted is called: what a role writes in its transactions, read
+// back to rebuild its state (the Kafka bridge's). A transaction's records
+// are handed over at its commit marker, in their order; those of an
+// aborted transaction, or of one without a marker by the end (still open,
+// or aborted by a broker that lost it: the embedded backbone after a
+// crash writes no marker), never. fn's record is valid only during the
+// call.
+//
+// It reads uncommitted and filters by the markers itself: a read_committed
+// consumer skips aborted records without a trace, so when the last records
+// before the end are aborted it cannot tell that it reached the end.
 func (c *Client) ReadCommitted(ctx context.Context, topic string, part int32, fn func(*Record) error) error {
-	ends, err := c.adm.ListCommittedOffsets(ctx, topic)
+	ends, err := c.adm.ListEndOffsets(ctx, topic)
 	if err != nil {
 		return fmt.Errorf("read %s/%d: end offset: %w", topic, part, err)
 	}
@@ -282,16 +296,13 @@ func (c *Client) ReadCommitted(ctx context.Context, topic string, part int32, fn
 		return fmt.Errorf("read %s/%d: no end offset: no such partition", topic, part)
 	case end.Err != nil:
 		return fmt.Errorf("read %s/%d: end offset: %w", topic, part, end.Err)
-	}
-	if end.Offset <= 0 {
+	case end.Offset <= 0:
 		return nil
 	}
 	opts := append(c.common[:len(c.common):len(c.common)],
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {part: kgo.NewOffset().AtStart()}}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.FetchIsolationLevel(kgo.ReadUncommitted()),
 		kgo.FetchMaxWait(fetchMaxWait),
-		// The transaction markers come too: the last offset before the
-		// end is often one, and seeing it says the read is complete.
 		kgo.KeepControlRecords(),
 	)
 	cl, err := kgo.NewClient(opts...)
@@ -299,6 +310,7 @@ func (c *Client) ReadCommitted(ctx context.Context, topic string, part int32, fn
 		return fmt.Errorf("read %s/%d: %w", topic, part, err)
 	}
 	defer cl.Close()
+	pending := make(map[int64][]*kgo.Record) // by producer id: an open transaction's records
 	for {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
@@ -323,10 +335,23 @@ func (c *Client) ReadCommitted(ctx context.Context, topic string, part int32, fn
 				done = true
 				return
 			}
-			if !kr.Attrs.IsControl() {
+			done = kr.Offset+1 >= end.Offset
+			switch {
+			case kr.Attrs.IsControl():
+				recs := pending[kr.ProducerID]
+				delete(pending, kr.ProducerID)
+				if len(kr.Key) >= 4 && binary.BigEndian.Uint16(kr.Key[2:4]) == 1 { // a COMMIT marker
+					for _, r := range recs {
+						if herr = fn(fromKgo(r)); herr != nil {
+							return
+						}
+					}
+				}
+			case kr.Attrs.IsTransactional():
+				pending[kr.ProducerID] = append(pending[kr.ProducerID], kr)
+			default:
 				herr = fn(fromKgo(kr))
 			}
-			done = kr.Offset+1 >= end.Offset
 		})
 		if herr != nil {
 			return herr

@@ -354,7 +354,9 @@ func (b *Broker) newBridge(bb *backbone) (*bridge.Bridge, error) {
 			return nil, fmt.Errorf("bridges.kafka.instance_id: not set, and no host name to take: %w", err)
 		}
 	}
-	opts := bridge.Options{InstanceID: id, Telemetry: b.prov}
+	// The embedded backbone ends a killed producer's transaction without
+	// a marker (bridge.Options.FreshProducers).
+	opts := bridge.Options{InstanceID: id, Telemetry: b.prov, FreshProducers: len(b.cfg.Kafka.Brokers) == 0}
 	rules := bb.acl
 	if rules == nil && b.cfg.Auth.ACLFile != "" {
 		// shoal bridge alone: the gateway did not open the ACL file.

@@ -26,14 +26,7 @@ import (
 // mosquitto_sub, a client of the mapping's tenant, receives it as a
 // retained message on the topic the template renders.
 func TestBridgeWithKcat(t *testing.T) {
-	kcat, err := exec.LookPath("kcat")
-	if err != nil {
-		t.Fatalf("kcat not found (%v): run scripts/test-deps.sh (make test does)", err)
-	}
-	dir := t.TempDir()
-	dumpLogs(t, dir)
-	cfg := filepath.Join(t.TempDir(), "shoal.yaml")
-	if err := os.WriteFile(cfg, []byte(`bridges:
+	b := newBridgeShoal(t, `bridges:
   kafka:
     out:
       - name: telemetry
@@ -47,24 +40,15 @@ func TestBridgeWithKcat(t *testing.T) {
         kafka_topic: "iot.commands"
         mqtt_topic: "plant/{key}/command"
         qos: 1
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var p *shoalProc
-	var kaddr string
-	for attempt := 1; p == nil; attempt++ {
-		kaddr = freePort(t)
-		var busy bool
-		if p, busy = tryStartShoal(t, dir, []string{"SHOAL_KAFKA_EMBEDDED_ADDR=" + kaddr, "SHOAL_CONFIG=" + cfg}); p == nil && (!busy || attempt == 5) {
-			t.Fatal("shoal did not start") // tryStartShoal logged why
-		}
-	}
+`)
+	kcat := b.kcat
+	p, kaddr := b.start()
 	c, _ := connect(t, p.mqtt, "acme-dev1", true)
 	c.publish(t, "plant/7/telemetry", "21.5", 1, false)
 	o, _ := connect(t, p.mqtt, "other-dev1", true)
 	o.publish(t, "plant/7/telemetry", "not acme's", 1, false)
 
-	props := filepath.Join(dir, "kafka", "client.properties")
+	props := b.props()
 	var out string
 	for deadline := time.Now().Add(wait); ; {
 		ctx, cancel := context.WithTimeout(context.Background(), wait)
@@ -129,35 +113,16 @@ func TestBridgeKillUnderLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills a real shoal process under load: skipped with -short")
 	}
-	kcat, err := exec.LookPath("kcat")
-	if err != nil {
-		t.Fatalf("kcat not found (%v): run scripts/test-deps.sh (make test does)", err)
-	}
-	dir := t.TempDir()
-	dumpLogs(t, dir)
-	cfg := filepath.Join(t.TempDir(), "shoal.yaml")
-	if err := os.WriteFile(cfg, []byte(`bridges:
+	b := newBridgeShoal(t, `bridges:
   kafka:
     out:
       - name: load
         mqtt_filter: "load/#"
         kafka_topic: "bridge.load"
         key: "{topic}"
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	start := func() (*shoalProc, string) {
-		for attempt := 1; ; attempt++ {
-			kaddr := freePort(t)
-			p, busy := tryStartShoal(t, dir, []string{"SHOAL_KAFKA_EMBEDDED_ADDR=" + kaddr, "SHOAL_CONFIG=" + cfg})
-			if p != nil {
-				return p, kaddr
-			}
-			if !busy || attempt == 5 {
-				t.Fatal("shoal did not start") // tryStartShoal logged why
-			}
-		}
-	}
+`)
+	kcat := b.kcat
+	start := b.start
 	p, _ := start()
 	var mu sync.Mutex
 	acked := map[string][]int{} // by topic, in order
@@ -193,7 +158,7 @@ func TestBridgeKillUnderLoad(t *testing.T) {
 	t.Logf("killed after %d acknowledged publishes (QoS 1 %d, QoS 2 %d)", n.Load(), len(acked["load/1"]), len(acked["load/2"]))
 
 	_, kaddr := start()
-	props := filepath.Join(dir, "kafka", "client.properties")
+	props := b.props()
 	read := func() map[string][]int {
 		ctx, cancel := context.WithTimeout(context.Background(), wait)
 		defer cancel()
@@ -225,16 +190,6 @@ func TestBridgeKillUnderLoad(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			if os.Getenv("SHOAL_TEST_DEBUG_BRIDGE") != "" {
-				for _, iso := range []string{"read_committed", "read_uncommitted"} {
-					ctx, cancel := context.WithTimeout(context.Background(), wait)
-					out, _ := exec.CommandContext(ctx, kcat, "-F", props, "-b", kaddr, "-X", "isolation.level="+iso,
-						"-C", "-t", "bridge.load", "-o", "beginning", "-e", "-q", "-f", "%p %o %k %s\n").CombinedOutput()
-					cancel()
-					_ = os.WriteFile(filepath.Join("/tmp", "bridge-"+iso+".txt"), out, 0o644)
-				}
-				_ = exec.Command("cp", "-r", dir, "/tmp/bridge-data").Run()
-			}
 			t.Fatalf("after the restart the bridged topic holds %d and %d records, want at least the %d and %d acknowledged",
 				len(got["load/1"]), len(got["load/2"]), len(acked["load/1"]), len(acked["load/2"]))
 		}
@@ -266,3 +221,43 @@ func TestBridgeKillUnderLoad(t *testing.T) {
 		t.Logf("%s: %d messages acknowledged, %d in the topic, %d repeated", topic, len(sent), next, repeats)
 	}
 }
+
+// bridgeShoal is shoal all with the YAML configuration yaml and the
+// embedded Kafka on a TCP address for kcat; start starts it (again, on the
+// same data directory), returning the process and the Kafka address.
+type bridgeShoal struct {
+	t        *testing.T
+	kcat     string // kcat's path
+	dir, cfg string
+}
+
+func newBridgeShoal(t *testing.T, yaml string) *bridgeShoal {
+	t.Helper()
+	kcat, err := exec.LookPath("kcat")
+	if err != nil {
+		t.Fatalf("kcat not found (%v): run scripts/test-deps.sh (make test does)", err)
+	}
+	b := &bridgeShoal{t: t, kcat: kcat, dir: t.TempDir(), cfg: filepath.Join(t.TempDir(), "shoal.yaml")}
+	dumpLogs(t, b.dir)
+	if err := os.WriteFile(b.cfg, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func (b *bridgeShoal) start() (*shoalProc, string) {
+	b.t.Helper()
+	for attempt := 1; ; attempt++ {
+		kaddr := freePort(b.t)
+		p, busy := tryStartShoal(b.t, b.dir, []string{"SHOAL_KAFKA_EMBEDDED_ADDR=" + kaddr, "SHOAL_CONFIG=" + b.cfg})
+		if p != nil {
+			return p, kaddr
+		}
+		if !busy || attempt == 5 {
+			b.t.Fatal("shoal did not start") // tryStartShoal logged why
+		}
+	}
+}
+
+// props is the client properties file kcat reads.
+func (b *bridgeShoal) props() string { return filepath.Join(b.dir, "kafka", "client.properties") }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/shoal-mqtt/shoal/compose/admin"
+	"github.com/shoal-mqtt/shoal/compose/config"
 )
 
 // adminToken returns the admin API's bearer token: admin.token_file's, or
@@ -70,7 +71,7 @@ func (b *Broker) addAdmin(grp *group) error {
 	b.mu.Lock()
 	b.adminAddr = ln.Addr()
 	b.mu.Unlock()
-	b.log.Info("admin API listening", "addr", ln.Addr().String(), "loopback", onLoopback(ln.Addr().String()))
+	b.log.Info("admin API listening", "addr", ln.Addr().String(), "loopback", config.Loopback(ln.Addr().String()))
 	srv := &http.Server{
 		Handler:           admin.Handler(roles, token, b.log.With("component", "admin")),
 		ReadHeaderTimeout: 5 * time.Second,

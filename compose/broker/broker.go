@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/netip"
 	"os"
 	"strings"
 	"sync"
@@ -407,22 +406,8 @@ func (b *Broker) logAuth() {
 		"gateway.mqtt_listen": cfg.Gateway.MQTTListen, "gateway.ws_listen": cfg.Gateway.WSListen,
 		"gateway.mqtts_listen": cfg.Gateway.MQTTSListen, "gateway.wss_listen": cfg.Gateway.WSSListen,
 	} {
-		if addr != "" && !onLoopback(addr) {
+		if addr != "" && !config.Loopback(addr) {
 			b.log.Warn("no authentication configured: every client is accepted on a listener beyond loopback", "listener", key, "addr", addr)
 		}
 	}
-}
-
-// onLoopback reports whether a listen address binds a loopback address
-// only.
-func onLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
 }

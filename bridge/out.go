@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/shoal-mqtt/shoal/kafka"
@@ -27,6 +28,12 @@ type outState struct {
 	env     eventspb.Envelope
 	matches []*Out
 	buf     []byte
+
+	// revoked are the partitions taken away since the last poll, whose
+	// state the next poll drops: the group's callbacks may run while a
+	// poll is handled.
+	revokedMu sync.Mutex
+	revoked   []int32
 }
 
 func (s *outState) init() { s.parts = make(map[int32]partState) }
@@ -36,9 +43,10 @@ func (s *outState) init() { s.parts = make(map[int32]partState) }
 func (b *Bridge) assigned(context.Context, []int32) {}
 
 func (b *Bridge) revoked(_ context.Context, parts []int32) {
-	for _, p := range parts {
-		delete(b.out.parts, p)
-	}
+	s := &b.out
+	s.revokedMu.Lock()
+	s.revoked = append(s.revoked, parts...)
+	s.revokedMu.Unlock()
 }
 
 // handleOut bridges one poll of shoal.messages: each Publish of a tenant and
@@ -46,6 +54,12 @@ func (b *Bridge) revoked(_ context.Context, parts []int32) {
 // transaction.
 func (b *Bridge) handleOut(ctx context.Context, bs []kafka.Batch, tx *kafka.Tx) error {
 	s := &b.out
+	s.revokedMu.Lock()
+	for _, p := range s.revoked {
+		delete(s.parts, p)
+	}
+	s.revoked = s.revoked[:0]
+	s.revokedMu.Unlock()
 	if s.pending {
 		clear(s.parts) // the last poll aborted: its changes are not in the log
 	}
@@ -58,7 +72,10 @@ func (b *Bridge) handleOut(ctx context.Context, bs []kafka.Batch, tx *kafka.Tx) 
 		if st == nil {
 			var err error
 			if st, err = b.loadState(ctx, batch.Partition); err != nil {
-				return err
+				// Tried again with the poll, after a backoff: a Kafka
+				// that does not answer now may later.
+				tx.Fail(err)
+				return nil
 			}
 			s.parts[batch.Partition] = st
 		}

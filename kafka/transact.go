@@ -33,8 +33,8 @@ type TransactConfig struct {
 	// at once instead of waiting for the session's timeout.
 	InstanceID string
 	// OnAssigned and OnRevoked are called with the partitions given to
-	// and taken from this member (may be nil). They are never called while
-	// the handler runs.
+	// and taken from this member (may be nil), from the group's goroutine:
+	// they may run while the handler runs, and must not block.
 	OnAssigned, OnRevoked func(ctx context.Context, partitions []int32)
 	// MaxPollRecords bounds the records of one poll, and so of one
 	// transaction; 0 means 10,000.
@@ -116,9 +116,10 @@ var ErrTransactionAborted = errors.New("transaction aborted")
 // transaction aborts and the poll is read again; an error of handle is
 // then returned. Errors of Kafka (a broker down, the producer fenced) end
 // the session: Transact logs them and starts a new one after a backoff,
-// until ctx ends; then it returns nil. handle and the callbacks are never
-// called concurrently. A record is read committed: a transactional
-// producer's aborted records are never seen.
+// until ctx ends; then it returns nil. handle is never called
+// concurrently with itself (the callbacks may be: TransactConfig). A
+// record is read committed: a transactional producer's aborted records are
+// never seen.
 func (c *Client) Transact(ctx context.Context, cfg TransactConfig, handle func(ctx context.Context, bs []Batch, tx *Tx) error) error {
 	if cfg.Topic == "" || cfg.Group == "" || cfg.TransactionalID == "" {
 		return fmt.Errorf("transact: topic, group and transactional id are required")

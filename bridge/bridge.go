@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/shoal-mqtt/shoal/internal/obs"
 	"github.com/shoal-mqtt/shoal/kafka"
 )
@@ -64,6 +66,7 @@ type Bridge struct {
 	opts     Options
 	mappings atomic.Pointer[Mappings]
 	met      *metrics
+	tracer   trace.Tracer
 
 	messages string // shoal.messages' name in the client's catalogue
 
@@ -78,6 +81,11 @@ type Bridge struct {
 	// The out direction's handler state: touched only by it (Transact
 	// never calls it concurrently), and by its callbacks.
 	out outState
+
+	// reloaded wakes Run when Reload stored new mappings; runners are
+	// the directions Run runs (run.go), for Ready.
+	reloaded chan struct{}
+	runners  atomic.Pointer[[]*runner]
 
 	// ensured holds the Kafka topics known to exist (EnsureTopic).
 	ensureMu sync.Mutex
@@ -98,13 +106,16 @@ func New(m *Mappings, client *kafka.Client, log *slog.Logger, clock func() time.
 	if opts.LagInterval <= 0 {
 		opts.LagInterval = DefaultLagInterval
 	}
-	met, err := newMetrics(opts.Telemetry.WithDefaults())
+	opts.Telemetry = opts.Telemetry.WithDefaults()
+	met, err := newMetrics(opts.Telemetry)
 	if err != nil {
 		return nil, fmt.Errorf("new bridge: %w", err)
 	}
 	b := &Bridge{
 		client: client, log: log.With("role", "bridge"), clock: clock, opts: opts, met: met,
+		tracer:   opts.Telemetry.Tracer.Tracer(obs.Scope),
 		messages: client.Catalogue().Messages.Name, ensured: make(map[string]bool),
+		reloaded: make(chan struct{}, 1),
 	}
 	var e [8]byte
 	if _, err := rand.Read(e[:]); err != nil {
@@ -120,27 +131,9 @@ func New(m *Mappings, client *kafka.Client, log *slog.Logger, clock func() time.
 	return b, nil
 }
 
-// Reload replaces the out mappings; the next poll of the out direction
-// uses them. The in mappings take effect at the next start.
-func (b *Bridge) Reload(m *Mappings) {
-	if m != nil {
-		b.mappings.Store(m)
-	}
-}
-
-// Run bridges until ctx ends, then returns nil; an error is one the
-// bridge cannot go on after (a topic it needs cannot be made).
-func (b *Bridge) Run(ctx context.Context) error {
-	m := b.mappings.Load()
-	b.log.Info("kafka bridge started", "out", len(m.Out), "in", len(m.In), "instance", b.opts.InstanceID)
-	if err := b.runAll(ctx, m); err != nil {
-		return fmt.Errorf("bridge: %w", err)
-	}
-	return nil
-}
-
-// runOut runs the out direction until ctx ends.
-func (b *Bridge) runOut(ctx context.Context) error {
+// runOut runs the out direction until ctx ends; ready is called once its
+// topics are there, before it joins its group.
+func (b *Bridge) runOut(ctx context.Context, ready func()) error {
 	if err := b.client.EnsureSpecs(ctx, b.stateSpec()); err != nil {
 		return err
 	}
@@ -153,6 +146,7 @@ func (b *Bridge) runOut(ctx context.Context) error {
 			}
 		}
 	}
+	ready()
 	return b.client.Transact(ctx, kafka.TransactConfig{
 		Topic: b.messages, Group: b.opts.Group, TransactionalID: b.opts.Group + "-" + b.txnSuffix,
 		InstanceID: b.opts.Group + "-" + b.opts.InstanceID,

@@ -3,7 +3,8 @@ package bridge
 import (
 	"context"
 	"errors"
-	"fmt"
+
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
@@ -33,7 +34,9 @@ const HeaderDeadLetterCause = "shoal.dead_letter_cause"
 // write and the commit: the poll is then read again and its publishes
 // written again (at least once; exactly once for read_committed readers
 // of shoal.messages, the out direction among them).
-func (b *Bridge) runIn(ctx context.Context, im *In) error {
+//
+// ready is called once its topics are there, before it joins its group.
+func (b *Bridge) runIn(ctx context.Context, im *In, ready func()) error {
 	if err := b.client.EnsureTopic(ctx, im.KafkaTopic); err != nil {
 		return err
 	}
@@ -42,6 +45,7 @@ func (b *Bridge) runIn(ctx context.Context, im *In) error {
 			return err
 		}
 	}
+	ready()
 	group := DefaultInGroupPrefix + im.Name
 	h := &inHandler{b: b, im: im, client: InClientPrefix + im.Name}
 	return b.client.Transact(ctx, kafka.TransactConfig{
@@ -57,6 +61,7 @@ type inHandler struct {
 	im     *In
 	client string // the publishes' client id
 	buf    []byte
+	tp     []byte // a span's traceparent, copied into its record
 }
 
 func (h *inHandler) handle(ctx context.Context, bs []kafka.Batch, tx *kafka.Tx) error {
@@ -89,9 +94,19 @@ func (h *inHandler) handle(ctx context.Context, bs []kafka.Batch, tx *kafka.Tx) 
 			}
 			key := kafka.AppendKey(nil, im.Tenant, msg.Topic)
 			rec := kafka.NewRecord(b.messages, key, kafka.PartitionForKey(key, parts), env)
-			rec.AddTraceChild(r.Header(kafka.HeaderTraceparent))
+			span, tp := b.hopSpan(ctx, spanIn, r.Header(kafka.HeaderTraceparent), r, im.Name, h.tp[:0])
+			if span != nil {
+				h.tp = tp
+				rec.AddHeader(kafka.HeaderTraceparent, tp)
+			} else {
+				rec.AddTraceChild(r.Header(kafka.HeaderTraceparent))
+			}
 			tx.Produce(rec)
 			b.met.bridgedIn(ctx, im.Name, len(r.Value))
+			if span != nil {
+				span.SetAttributes(attribute.String("mqtt.topic", msg.Topic), attribute.String("shoal.tenant", im.Tenant))
+				span.End()
+			}
 		}
 	}
 	return nil
@@ -111,38 +126,4 @@ func (h *inHandler) reject(ctx context.Context, r *kafka.Record, tx *kafka.Tx, c
 	dl := &kafka.Record{Topic: im.DeadLetterTopic, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp,
 		Headers: append(append([]kafka.Header(nil), r.Headers...), kafka.Header{Key: HeaderDeadLetterCause, Value: []byte(cause)})}
 	tx.Produce(dl)
-}
-
-// runAll runs the out direction (when there are out mappings) and each in
-// mapping until ctx ends or one fails; the first error is returned.
-func (b *Bridge) runAll(ctx context.Context, m *Mappings) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	n := len(m.In)
-	if len(m.Out) > 0 {
-		n++
-	}
-	errs := make(chan error, n)
-	go b.watchLag(ctx, m)
-	if len(m.Out) > 0 {
-		go func() { errs <- b.runOut(ctx) }()
-	}
-	for i := range m.In {
-		im := &m.In[i]
-		go func() {
-			err := b.runIn(ctx, im)
-			if err != nil {
-				err = fmt.Errorf("in mapping %s: %w", im.Name, err)
-			}
-			errs <- err
-		}()
-	}
-	var first error
-	for range n {
-		if err := <-errs; err != nil && first == nil {
-			first = err
-			cancel()
-		}
-	}
-	return first
 }

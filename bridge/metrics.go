@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -75,6 +76,19 @@ func (m *metrics) setLag(mapping, dir string, n int64) {
 	m.lagMu.Lock()
 	m.lag[[2]string{mapping, dir}] = n
 	m.lagMu.Unlock()
+}
+
+// keepLag forgets the lag of the mappings m does not have (a reload
+// removed them).
+func (m *metrics) keepLag(ms *Mappings) {
+	m.lagMu.Lock()
+	defer m.lagMu.Unlock()
+	for k := range m.lag {
+		if (k[1] == "out" && !slices.ContainsFunc(ms.Out, func(o Out) bool { return o.Name == k[0] })) ||
+			(k[1] == "in" && ms.inByName(k[0]) == nil) {
+			delete(m.lag, k)
+		}
+	}
 }
 
 func attrs(mapping, dir string) metric.MeasurementOption {

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
@@ -147,9 +149,18 @@ func (b *Bridge) bridgeOut(ctx context.Context, m *Mappings, st partState, r *ka
 		if !o.Key.IsZero() {
 			out.Key = o.Key.Append(nil, env.Tenant, msg.Topic, env.ClientId)
 		}
-		out.Headers, _ = AppendHeaders(nil, nil, msg, origin, now)
+		hop := origin
+		span, tp := b.hopSpan(ctx, spanOut, origin.Traceparent, r, o.Name, nil)
+		if span != nil {
+			hop.Traceparent = tp
+		}
+		out.Headers, _ = AppendHeaders(nil, nil, msg, hop, now)
 		tx.Produce(out)
 		b.met.bridged(ctx, o.Name, len(msg.Payload))
+		if span != nil {
+			span.SetAttributes(attribute.String("shoal.bridge.kafka_topic", name), attribute.String("mqtt.topic", msg.Topic))
+			span.End()
+		}
 	}
 }
 

@@ -86,13 +86,17 @@ func (bb *backbone) run(t *testing.T, cfg Config) (stop func()) {
 }
 
 // runBridge is run that returns the bridge too.
-func (bb *backbone) runBridge(t *testing.T, cfg Config) (b *Bridge, stop func()) {
+func (bb *backbone) runBridge(t *testing.T, cfg Config, opts ...func(*Options)) (b *Bridge, stop func()) {
 	t.Helper()
 	m, err := cfg.Compile()
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err = New(m, bb.c, testlog.New(t), time.Now, Options{LagInterval: 50 * time.Millisecond})
+	o := Options{LagInterval: 50 * time.Millisecond}
+	for _, f := range opts {
+		f(&o)
+	}
+	b, err = New(m, bb.c, testlog.New(t), time.Now, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,12 +266,16 @@ func TestOutLag(t *testing.T) {
 	next(t, bb.consumer(t, "iot.telemetry"), 5)
 	deadline := time.Now().Add(testWait)
 	for {
-		lag := b.Lag()["out"]
-		if n, ok := lag["telemetry"]; ok && n == 0 && lag["per-plant"] == 0 {
+		st := b.Status()
+		caughtUp := len(st) == 2
+		for _, m := range st {
+			caughtUp = caughtUp && m.Direction == "out" && m.LagKnown && m.Lag == 0 && m.Running
+		}
+		if caughtUp {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("lag %v after the bridge caught up, want 0 for both out mappings", b.Lag())
+			t.Fatalf("status %+v after the bridge caught up, want both out mappings running with lag 0", st)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -261,3 +264,105 @@ func (b *bridgeShoal) start() (*shoalProc, string) {
 
 // props is the client properties file kcat reads.
 func (b *bridgeShoal) props() string { return filepath.Join(b.dir, "kafka", "client.properties") }
+
+// TestBridgeReloadOnSIGHUP: shoal all starts with an out mapping; its YAML
+// gains an in mapping and SIGHUP loads it: `shoal ctl bridges` lists both
+// with their lag, and a record kcat produces reaches mosquitto_sub. A file
+// whose mapping is invalid is refused at the next SIGHUP, naming the key,
+// and the mappings in force stay.
+func TestBridgeReloadOnSIGHUP(t *testing.T) {
+	const outOnly = `bridges:
+  kafka:
+    out:
+      - name: telemetry
+        tenant: acme
+        mqtt_filter: "plant/+/telemetry"
+        kafka_topic: "iot.telemetry"
+        key: "{topic}"
+`
+	b := newBridgeShoal(t, outOnly)
+	p, kaddr := b.start()
+	admin := "http://" + p.admin
+	bridges := func() string {
+		t.Helper()
+		code, out, errOut := ctl(t, "bridges", "--server", admin, "--data-dir", b.dir, "--tenant", "acme")
+		if code != 0 {
+			t.Fatalf("shoal ctl bridges: exit %d, %s", code, errOut)
+		}
+		return out
+	}
+	waitFor := func(what string, ok func(string) bool) string {
+		t.Helper()
+		var out string
+		for deadline := time.Now().Add(wait); !ok(out); time.Sleep(100 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("shoal ctl bridges printed\n%s\nwant %s", out, what)
+			}
+			out = bridges()
+		}
+		return out
+	}
+	waitFor("the out mapping running with its lag", func(s string) bool {
+		return regexpFind(`(?m)^out\s+telemetry\s+acme\s+plant/\+/telemetry\s+iot\.telemetry\s+\d+\s+running$`, s)
+	})
+
+	reload := func(yaml string) {
+		t.Helper()
+		if err := os.WriteFile(b.cfg, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reload(outOnly + `    in:
+      - name: commands
+        tenant: acme
+        kafka_topic: "iot.commands"
+        mqtt_topic: "plant/{key}/command"
+        qos: 1
+`)
+	waitFor("the in mapping running too", func(s string) bool {
+		return regexpFind(`(?m)^in\s+commands\s+acme\s+iot\.commands\s+plant/\{key\}/command\s+\S+\s+running$`, s)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	prod := exec.CommandContext(ctx, b.kcat, "-F", b.props(), "-b", kaddr, "-P", "-t", "iot.commands", "-k", "3", "-H", "mqtt.retain=true")
+	prod.Stdin = strings.NewReader("close")
+	if out, err := prod.CombinedOutput(); err != nil {
+		t.Fatalf("kcat -P: %v\n%s", err, out)
+	}
+	host, port, _ := strings.Cut(p.mqtt, ":")
+	got, err := exec.CommandContext(ctx, "mosquitto_sub", "-h", host, "-p", port, "-i", "acme-sub", "-t", "plant/+/command",
+		"-q", "1", "-v", "-C", "1", "-W", "20").CombinedOutput()
+	if err != nil || strings.TrimSpace(string(got)) != "plant/3/command close" {
+		t.Fatalf("mosquitto_sub: %v, printed %q; want plant/3/command close from the mapping the reload brought", err, got)
+	}
+
+	reload(outOnly + `    in:
+      - name: commands
+        tenant: acme
+        kafka_topic: "iot.commands"
+        mqtt_topic: "plant/{key}/command"
+        qos: 3
+`)
+	for deadline := time.Now().Add(wait); ; time.Sleep(100 * time.Millisecond) {
+		log, _ := os.ReadFile(p.log)
+		if strings.Contains(string(log), "bridges.kafka.in[0].qos") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no error naming bridges.kafka.in[0].qos after the SIGHUP; the log:\n%s", log)
+		}
+	}
+	if out := bridges(); !strings.Contains(out, "commands") || !strings.Contains(out, "telemetry") {
+		t.Fatalf("after a refused reload shoal ctl bridges printed\n%s\nwant both mappings still in force", out)
+	}
+	if resp, err := http.Get("http://" + p.http + "/readyz"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("/readyz after the reloads: %v %v, want 200", resp, err)
+	} else {
+		_ = resp.Body.Close()
+	}
+}
+
+func regexpFind(re, s string) bool { return regexp.MustCompile(re).MatchString(s) }

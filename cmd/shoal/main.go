@@ -93,7 +93,8 @@ func runRoles(ctx context.Context, name string, roles broker.Role, args []string
 	log := newLogger(cfg, stderr)
 	warnExposed(log, cfg, roles)
 	b := broker.NewRoles(cfg, roles, log, version)
-	// SIGHUP reloads the files Shoal reloads (the password file); a file
+	// SIGHUP reloads the files Shoal reloads (the password file) and the
+	// Kafka bridge's mappings, read again from the configuration; a file
 	// that fails to parse is logged and the old one stays in force.
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -105,6 +106,9 @@ func runRoles(ctx context.Context, name string, roles broker.Role, args []string
 			case <-hup:
 				log.Info("SIGHUP: reloading")
 				_ = b.Reload() // logged by the reload itself
+				if roles&broker.RoleBridge != 0 {
+					reloadBridges(b, log, name, args)
+				}
 			case <-done:
 				return
 			}
@@ -115,6 +119,19 @@ func runRoles(ctx context.Context, name string, roles broker.Role, args []string
 		return 1
 	}
 	return 0
+}
+
+// reloadBridges reads the configuration again, as it was read at start
+// (the same flags, the environment as it is now), and reloads the
+// bridge's mappings from it. A configuration that does not load keeps
+// the mappings in force.
+func reloadBridges(b *broker.Broker, log *slog.Logger, name string, args []string) {
+	cfg, err := config.Load(name, args, os.LookupEnv, io.Discard)
+	if err != nil {
+		log.Error("SIGHUP: configuration not read again; the bridge's mappings in force stay", "err", err)
+		return
+	}
+	_ = b.ReloadBridges(cfg.Bridges.Kafka) // logged by the reload itself
 }
 
 // newLogger is the process's logger: a line logged with the context of an

@@ -36,13 +36,14 @@ const wait = 30 * time.Second
 
 // shoalProc is a shoal all process on loopback ports and a data directory.
 type shoalProc struct {
-	t    *testing.T
-	cmd  *exec.Cmd
-	mqtt string
-	http string
-	dir  string
-	log  string // its standard error: the log
-	out  string // its standard output
+	t     *testing.T
+	cmd   *exec.Cmd
+	mqtt  string
+	http  string
+	admin string // the admin API's address
+	dir   string
+	log   string // its standard error: the log
+	out   string // its standard output
 
 	done    chan struct{} // closed when the process has exited
 	waitErr error         // its exit status, once done is closed
@@ -81,9 +82,9 @@ func startShoal(t *testing.T, dir string, env ...string) *shoalProc {
 func tryStartShoal(t *testing.T, dir string, env []string) (*shoalProc, bool) {
 	t.Helper()
 	stamp := time.Now().UnixNano()
-	p := &shoalProc{t: t, dir: dir, mqtt: freePort(t), http: freePort(t), done: make(chan struct{}),
+	p := &shoalProc{t: t, dir: dir, mqtt: freePort(t), http: freePort(t), admin: freePort(t), done: make(chan struct{}),
 		log: filepath.Join(dir, fmt.Sprintf("shoal-%d.log", stamp)), out: filepath.Join(dir, fmt.Sprintf("shoal-%d.out", stamp))}
-	args := []string{"all", "--data-dir", dir, "--mqtt-listen", p.mqtt, "--ws-listen", "", "--http-listen", p.http, "--admin-listen", "127.0.0.1:0",
+	args := []string{"all", "--data-dir", dir, "--mqtt-listen", p.mqtt, "--ws-listen", "", "--http-listen", p.http, "--admin-listen", p.admin,
 		"--kafka-partitions", "4", "--log-level", logLevel()}
 	p.cmd = exec.Command(os.Args[0], "-test.run=^$")
 	p.cmd.Env = append(os.Environ(), "SHOAL_TEST_RUN_MAIN=1", "SHOAL_TEST_ARGS="+strings.Join(args, "\x1f"))

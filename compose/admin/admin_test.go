@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shoal-mqtt/shoal/bridge"
 	routersvc "github.com/shoal-mqtt/shoal/router-svc"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 	sessionsvc "github.com/shoal-mqtt/shoal/session-svc"
@@ -204,5 +205,53 @@ func TestCtlBadFlagIsOneLine(t *testing.T) {
 		if code != ExitUsage || out.Len() > 0 || errOut.String() != want {
 			t.Errorf("shoal ctl %s: exit %d, stdout %q, stderr %q; want %d and %q", args, code, out.String(), errOut.String(), ExitUsage, want)
 		}
+	}
+}
+
+type fakeBridge []bridge.MappingStatus
+
+func (f fakeBridge) Status() []bridge.MappingStatus { return f }
+
+// TestCtlBridges: shoal ctl bridges lists each mapping of the tenant once
+// across the bridge instances given, with its lag ("-" not measured) and
+// "running" when any instance runs it.
+func TestCtlBridges(t *testing.T) {
+	one := fakeBridge{
+		{Direction: "out", Name: "telemetry", Tenant: "acme", From: "plant/+/telemetry", To: "iot.telemetry", Lag: 42, LagKnown: true, Running: true},
+		{Direction: "in", Name: "commands", Tenant: "acme", From: "iot.commands", To: "plant/{key}/command"},
+		{Direction: "out", Name: "other", Tenant: "other", From: "#", To: "other.all", LagKnown: true},
+	}
+	two := fakeBridge{
+		{Direction: "out", Name: "telemetry", Tenant: "acme", From: "plant/+/telemetry", To: "iot.telemetry", Lag: 42, LagKnown: true, Running: true},
+		{Direction: "in", Name: "commands", Tenant: "acme", From: "iot.commands", To: "plant/{key}/command", Running: true},
+	}
+	dir := t.TempDir()
+	tok := filepath.Join(dir, "token")
+	if err := os.WriteFile(tok, []byte("secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"bridges", "--server", serve(t, Roles{Bridge: one}) + "," + serve(t, Roles{Bridge: two}), "--token-file", tok, "--tenant", "acme"}
+	var out, errOut strings.Builder
+	if code := Ctl(t.Context(), args, &out, &errOut, nil); code != ExitOK {
+		t.Fatalf("shoal ctl bridges: exit %d, %s", code, errOut.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	want := [][]string{
+		{"DIRECTION", "NAME", "TENANT", "FROM", "TO", "LAG", "STATE"},
+		{"out", "telemetry", "acme", "plant/+/telemetry", "iot.telemetry", "42", "running"},
+		{"in", "commands", "acme", "iot.commands", "plant/{key}/command", "-", "running"},
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("shoal ctl bridges printed\n%s\nwant %d lines", out.String(), len(want))
+	}
+	for i, w := range want {
+		if got := strings.Fields(lines[i]); strings.Join(got, " ") != strings.Join(w, " ") {
+			t.Errorf("line %d: %q, want %q", i, got, w)
+		}
+	}
+	out.Reset()
+	if code := Ctl(t.Context(), append(args[:len(args)-2], "--all-tenants", "--format", "json"), &out, &errOut, nil); code != ExitOK ||
+		!strings.Contains(out.String(), `"name": "other"`) || !strings.Contains(out.String(), `"lag": 0`) {
+		t.Errorf("shoal ctl bridges --all-tenants --format json: exit %d, %s %s", code, out.String(), errOut.String())
 	}
 }

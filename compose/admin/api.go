@@ -5,6 +5,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/shoal-mqtt/shoal/bridge"
 	"github.com/shoal-mqtt/shoal/gateway"
 	routersvc "github.com/shoal-mqtt/shoal/router-svc"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
@@ -117,6 +118,28 @@ type RetainedList struct {
 	Retained []Retained `json:"retained"`
 }
 
+// BridgeMapping is a mapping of the Kafka data bridge, with its lag.
+type BridgeMapping struct {
+	// Direction is "out" (MQTT to Kafka) or "in" (Kafka to MQTT).
+	Direction string `json:"direction"`
+	Name      string `json:"name"`
+	Tenant    string `json:"tenant"`
+	// From is what it reads: an out mapping's MQTT filter, an in
+	// mapping's Kafka topic; To is the template of what it writes.
+	From string `json:"from"`
+	To   string `json:"to"`
+	// Lag is the records it has yet to read (absent: not measured yet).
+	Lag *int64 `json:"lag,omitempty"`
+	// State is "running", or "starting" while its direction makes its
+	// topics or is started again after a failure.
+	State string `json:"state"`
+}
+
+// Bridges is GET /v1/bridges.
+type Bridges struct {
+	Mappings []BridgeMapping `json:"mappings"`
+}
+
 // Accepted answers a mutation: the event written to the log.
 type Accepted struct {
 	// Event is the event written: "session_command" or "publish".
@@ -177,6 +200,18 @@ func subscriptionOf(s routersvc.Subscription) Subscription {
 		RetainHandling: o.GetRetainHandling(), SubscriptionID: o.GetSubscriptionId(),
 		Generation: s.Route.GetGeneration(),
 	}
+}
+
+func bridgeMappingOf(m bridge.MappingStatus) BridgeMapping {
+	out := BridgeMapping{Direction: m.Direction, Name: m.Name, Tenant: m.Tenant, From: m.From, To: m.To, State: "starting"}
+	if m.LagKnown {
+		n := m.Lag
+		out.Lag = &n
+	}
+	if m.Running {
+		out.State = "running"
+	}
+	return out
 }
 
 func retainedOf(env *eventspb.Envelope) Retained {

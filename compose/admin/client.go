@@ -242,6 +242,37 @@ func (c *APIClient) Retained(ctx context.Context, sc Scope, filter string) ([]Re
 	return l.Retained, nil
 }
 
+// Bridges lists the Kafka bridge's mappings and their lag. Every bridge
+// instance serves the same mappings and the lag of their shared consumer
+// groups: a mapping is listed once, as the first server that runs a
+// bridge reports it, "running" when any instance runs it.
+func (c *APIClient) Bridges(ctx context.Context, sc Scope) ([]BridgeMapping, error) {
+	servers, err := c.serversOf(ctx, "bridge")
+	if err != nil {
+		return nil, err
+	}
+	out := []BridgeMapping{}
+	at := map[[2]string]int{}
+	for _, s := range servers {
+		var l Bridges
+		if err := c.do(ctx, http.MethodGet, s, "/v1/bridges", sc.values(), &l); err != nil {
+			return nil, err
+		}
+		for _, m := range l.Mappings {
+			k := [2]string{m.Direction, m.Name}
+			i, seen := at[k]
+			switch {
+			case !seen:
+				at[k] = len(out)
+				out = append(out, m)
+			case m.State == "running":
+				out[i].State = m.State
+			}
+		}
+	}
+	return out, nil
+}
+
 // Kick closes a client's connection (0x98 Administrative Action).
 func (c *APIClient) Kick(ctx context.Context, tenant, clientID string) (Accepted, error) {
 	return c.sessionCommand(ctx, "/v1/kick", tenant, clientID)

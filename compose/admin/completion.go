@@ -18,6 +18,7 @@ commands:
   subscriptions show CLIENT one client's subscriptions
   retained [list]           retained messages (--filter F: whose topic F matches)
   retained show TOPIC       one retained message
+  bridges [list]            the Kafka bridge's mappings and their lag
   kick CLIENT               close a client's connection (0x98 administrative action)
   delete session CLIENT     end a session (kick if connected; inbox discarded)
   delete retained TOPIC     delete a retained message
@@ -68,7 +69,7 @@ _shoal_ctl() {
         COMPREPLY=($(compgen -W "ctl all gateway router session passwd version help" -- "$cur")); return
     fi
     case "$cmd" in
-        "") COMPREPLY=($(compgen -W "clients sessions subscriptions retained kick delete completion help" -- "$cur")) ;;
+        "") COMPREPLY=($(compgen -W "clients sessions subscriptions retained bridges kick delete completion help" -- "$cur")) ;;
         clients|sessions|subscriptions|retained) [[ -z "$sub" ]] && COMPREPLY=($(compgen -W "list show" -- "$cur")) ;;
         delete) [[ -z "$sub" ]] && COMPREPLY=($(compgen -W "session retained" -- "$cur")) ;;
         completion) [[ -z "$sub" ]] && COMPREPLY=($(compgen -W "bash zsh" -- "$cur")) ;;
@@ -106,7 +107,7 @@ _shoal_ctl() {
         clients|sessions|subscriptions|retained) [[ -z $sub || $sub == $words[CURRENT] ]] && _values 'action' list show ;;
         delete) [[ -z $sub || $sub == $words[CURRENT] ]] && _values 'what' session retained ;;
         completion) [[ -z $sub || $sub == $words[CURRENT] ]] && _values 'shell' bash zsh ;;
-        *) _values 'ctl command' clients sessions subscriptions retained kick delete completion help ;;
+        *) _values 'ctl command' clients sessions subscriptions retained bridges kick delete completion help ;;
     esac
 }
 compdef _shoal_ctl shoal

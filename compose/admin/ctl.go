@@ -165,7 +165,7 @@ func (f ctlFlags) scope(listing bool) (Scope, error) {
 
 // command is one parsed subcommand.
 type command struct {
-	kind  string // clients, sessions, subscriptions, retained, kick, delete-session, delete-retained
+	kind  string // clients, sessions, subscriptions, retained, bridges, kick, delete-session, delete-retained
 	show  string // the argument of show, kick and delete
 	scope Scope
 }
@@ -194,6 +194,12 @@ func parseCommand(words []string, f ctlFlags) (command, error) {
 			c.show, err = arg(what, words[2:])
 		default:
 			err = fmt.Errorf("%s: unknown action %q (list or show %s)", w, words[1], what)
+		}
+	case "bridges":
+		c.kind = w
+		listing = true
+		if len(words) > 1 && (len(words) > 2 || words[1] != "list") {
+			err = fmt.Errorf("bridges: unknown action %q (list)", words[1])
 		}
 	case "kick":
 		c.kind = "kick"
@@ -271,6 +277,12 @@ func (cmd command) run(ctx context.Context, c *APIClient, f ctlFlags, w io.Write
 			return output(w, f.format, l[0], true)
 		}
 		return output(w, f.format, RetainedList{Retained: l}, false)
+	case "bridges":
+		l, err := c.Bridges(ctx, cmd.scope)
+		if err != nil {
+			return err
+		}
+		return output(w, f.format, Bridges{Mappings: l}, false)
 	}
 	var a Accepted
 	var err error
@@ -392,6 +404,11 @@ func cell(name string, v reflect.Value) string {
 			return "-"
 		}
 		return x.Format(time.RFC3339)
+	case *int64:
+		if x == nil {
+			return "-"
+		}
+		return strconv.FormatInt(*x, 10)
 	case uint32:
 		if name == "expiry_s" && x == ^uint32(0) {
 			return "never"

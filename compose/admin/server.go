@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/shoal-mqtt/shoal/bridge"
 	"github.com/shoal-mqtt/shoal/gateway"
 	routersvc "github.com/shoal-mqtt/shoal/router-svc"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
@@ -39,6 +40,12 @@ type Router interface {
 	DeleteRetained(ctx context.Context, tenant, topic string) error
 }
 
+// Bridge is what the API needs of a Kafka data bridge: its mappings and
+// their lag (*bridge.Bridge).
+type Bridge interface {
+	Status() []bridge.MappingStatus
+}
+
 // Roles are the roles a server serves; nil for a role the process does
 // not run.
 type Roles struct {
@@ -46,6 +53,7 @@ type Roles struct {
 	GatewayID string
 	Sessions  SessionService
 	Router    Router
+	Bridge    Bridge
 }
 
 // Handler serves the admin API of roles, to requests with the bearer
@@ -56,6 +64,7 @@ type Roles struct {
 //	GET  /v1/sessions?tenant=T[&client=C]       a session service's sessions
 //	GET  /v1/subscriptions?tenant=T[&client=C][&filter=F]
 //	GET  /v1/retained?tenant=T[&filter=F]       the router's view
+//	GET  /v1/bridges?tenant=T                   the Kafka bridge's mappings and lag
 //	POST /v1/kick?tenant=T&client=C             SessionCommand OP_KICK
 //	POST /v1/delete-session?tenant=T&client=C   SessionCommand OP_DELETE_SESSION
 //	POST /v1/delete-retained?tenant=T&topic=N   an empty, expired retained Publish
@@ -72,6 +81,7 @@ func Handler(roles Roles, token string, log *slog.Logger) http.Handler {
 	mux.HandleFunc("GET /v1/sessions", s.sessions)
 	mux.HandleFunc("GET /v1/subscriptions", s.subscriptions)
 	mux.HandleFunc("GET /v1/retained", s.retained)
+	mux.HandleFunc("GET /v1/bridges", s.bridges)
 	mux.HandleFunc("POST /v1/kick", s.command(eventspb.SessionCommand_OP_KICK))
 	mux.HandleFunc("POST /v1/delete-session", s.command(eventspb.SessionCommand_OP_DELETE_SESSION))
 	mux.HandleFunc("POST /v1/delete-retained", s.deleteRetained)
@@ -116,6 +126,9 @@ func (s *server) listRoles(w http.ResponseWriter, _ *http.Request) {
 	}
 	if s.roles.Sessions != nil {
 		out.Roles = append(out.Roles, "session")
+	}
+	if s.roles.Bridge != nil {
+		out.Roles = append(out.Roles, "bridge")
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -243,6 +256,24 @@ func (s *server) retained(w http.ResponseWriter, r *http.Request) {
 	out := RetainedList{Retained: make([]Retained, 0, len(envs))}
 	for _, env := range envs {
 		out.Retained = append(out.Retained, retainedOf(env))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *server) bridges(w http.ResponseWriter, r *http.Request) {
+	if s.roles.Bridge == nil {
+		writeError(w, http.StatusNotFound, "this server runs no kafka bridge")
+		return
+	}
+	sc, ok := scopeOf(w, r, false)
+	if !ok {
+		return
+	}
+	out := Bridges{Mappings: []BridgeMapping{}}
+	for _, m := range s.roles.Bridge.Status() {
+		if sc.all || m.Tenant == sc.tenant {
+			out.Mappings = append(out.Mappings, bridgeMappingOf(m))
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }

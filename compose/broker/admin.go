@@ -63,6 +63,9 @@ func (b *Broker) addAdmin(grp *group) error {
 	if b.router != nil {
 		roles.Router = b.router
 	}
+	if b.bridge != nil {
+		roles.Bridge = b.bridge
+	}
 	b.mu.Unlock()
 	ln, err := net.Listen("tcp", b.cfg.Admin.Listen)
 	if err != nil {

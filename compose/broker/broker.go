@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -145,6 +146,13 @@ func (b *Broker) readiness() []roleReady {
 		r := roleReady{name: "gateway"}
 		if b.gateway != nil {
 			r.ready = b.gateway.Ready
+		}
+		rs = append(rs, r)
+	}
+	if b.roles == RoleBridge || b.bridge != nil {
+		r := roleReady{name: "bridge"}
+		if b.bridge != nil {
+			r.ready = b.bridge.Ready
 		}
 		rs = append(rs, r)
 	}
@@ -326,20 +334,18 @@ func (b *Broker) newRoles(bb *backbone) (err error) {
 	return nil
 }
 
-// newBridge makes the Kafka data bridge when the broker runs it and
-// bridges.kafka has mappings (nil otherwise; `shoal bridge` without
-// mappings is an error).
+// newBridge makes the Kafka data bridge when the broker runs it (nil
+// otherwise; `shoal bridge` without mappings is an error).
 func (b *Broker) newBridge(bb *backbone) (*bridge.Bridge, error) {
 	bk := b.cfg.Bridges.Kafka
 	if b.roles&RoleBridge == 0 {
 		return nil, nil
 	}
-	if len(bk.Out) == 0 && len(bk.In) == 0 {
-		if b.roles == RoleBridge {
-			return nil, errors.New("bridges.kafka: `shoal bridge` has no mappings (bridges.kafka.out, bridges.kafka.in)")
-		}
-		return nil, nil
+	if len(bk.Out) == 0 && len(bk.In) == 0 && b.roles == RoleBridge {
+		return nil, errors.New("bridges.kafka: `shoal bridge` has no mappings (bridges.kafka.out, bridges.kafka.in)")
 	}
+	// With other roles, the bridge runs even without mappings, idle: a
+	// SIGHUP may bring some (ReloadBridges).
 	if len(bk.Brokers) > 0 {
 		return nil, errors.New("bridges.kafka.brokers: a cluster of the bridge's own is not supported yet: the bridge writes to and reads from kafka.brokers (leave bridges.kafka.brokers empty)")
 	}
@@ -386,6 +392,38 @@ func (b *Broker) Reload() error {
 		errs = append(errs, gw.ReloadTLS())
 	}
 	return errors.Join(errs...)
+}
+
+// ReloadBridges makes the mappings of bk (the bridges.kafka section of the
+// configuration read again) those of the running bridge. Mappings that do
+// not compile are refused, naming their key, and those in force stay; a
+// change of brokers or instance_id takes effect at the next start.
+func (b *Broker) ReloadBridges(bk config.BridgeKafka) error {
+	b.mu.Lock()
+	br := b.bridge
+	b.mu.Unlock()
+	if br == nil {
+		if len(bk.Out) > 0 || len(bk.In) > 0 {
+			b.log.Warn("bridges.kafka: mappings not loaded: this process runs no kafka bridge (shoal all or shoal bridge runs one)")
+		}
+		return nil
+	}
+	m, err := bk.Compile()
+	if err != nil {
+		b.log.Error("bridges.kafka: mappings not reloaded; those in force stay", "err", err)
+		return err
+	}
+	old := b.cfg.Bridges.Kafka
+	if !slices.Equal(old.Brokers, bk.Brokers) || old.InstanceID != bk.InstanceID {
+		b.log.Warn("bridges.kafka: brokers and instance_id take effect at the next start; the mappings are reloaded")
+	}
+	if len(m.Out) == 0 && len(m.In) == 0 && b.roles == RoleBridge {
+		err := errors.New("bridges.kafka: no mappings left; `shoal bridge` keeps those in force")
+		b.log.Error("bridges.kafka: mappings not reloaded", "err", err)
+		return err
+	}
+	br.Reload(m)
+	return nil
 }
 
 // logAuth says at start how clients are authenticated: with no source

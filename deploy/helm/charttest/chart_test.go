@@ -113,9 +113,10 @@ func TestStrictDecodeCanFail(t *testing.T) {
 }
 
 // TestPods checks what every pod of every combination must have: resource
-// requests and probes; for Shoal's roles and HAProxy, non-root containers
-// with a read-only root file system and no privilege, and for Shoal's
-// roles probes on /healthz and /readyz. The databases' own images are
+// requests and probes; for Shoal's roles (the bridge's too) and HAProxy,
+// non-root containers with a read-only root file system and no privilege,
+// and for Shoal's roles args starting with the role and probes on /healthz
+// and /readyz. The databases' own images are
 // held to less: apache/kafka runs as its user but writes its
 // server.properties into the image at start, and ScyllaDB's image runs
 // its supervisor as root, as the Scylla Operator runs it.
@@ -177,7 +178,7 @@ func checkPod(t *testing.T, o Object, component string, spec *corev1.PodSpec) {
 		}
 	}
 	switch component {
-	case "gateway", "router", "session", "haproxy":
+	case "gateway", "router", "session", "bridge", "haproxy":
 	case "kafka":
 		if psc := spec.SecurityContext; psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot {
 			t.Errorf("%s: Kafka may run as root", o)
@@ -205,7 +206,7 @@ func checkPod(t *testing.T, o Object, component string, spec *corev1.PodSpec) {
 		}
 	}
 	switch component {
-	case "gateway", "router", "session":
+	case "gateway", "router", "session", "bridge":
 	default:
 		return
 	}
@@ -403,9 +404,10 @@ func renderNotes(t *testing.T, values []string, set ...string) string {
 	return stringField(t, objs[0], "data", "notes")
 }
 
-// TestNotes: what `helm install` prints tells how to connect: the
-// Service and port, the generated user's password when the chart made
-// one, WebSocket and TLS ports, and how HAProxy picks a tenant's pool.
+// TestNotes: what `helm install` prints tells what runs (the bridges only
+// with mappings) and how to connect: the Service and port, the generated
+// user's password when the chart made one, WebSocket and TLS ports, and
+// how HAProxy picks a tenant's pool.
 func TestNotes(t *testing.T) {
 	for _, c := range []struct {
 		name   string
@@ -427,7 +429,10 @@ func TestNotes(t *testing.T) {
 		{"no-haproxy", []string{"testdata/values/no-haproxy.yaml"}, []string{
 			"port-forward svc/shoal-mqtt 1883:1883",
 			"3 gateways, 2 routers, 2 session services.",
-		}, []string{"HAProxy"}},
+		}, []string{"HAProxy", "bridges"}},
+		{"bridge", []string{bridgeValues}, []string{
+			"2 gateways, 2 routers, 2 session services, 2 Kafka data bridges, behind HAProxy.",
+		}, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			notes := renderNotes(t, c.values)

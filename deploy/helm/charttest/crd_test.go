@@ -122,7 +122,7 @@ func TestCRDOperatorValuesRefused(t *testing.T) {
 		{[]string{"cql.operator.members=0"}, []string{"cql/operator/members"}},
 		{[]string{"cql.operator.version="}, []string{"cql/operator/version"}},
 	} {
-		t.Run(strings.Join(c.set, ","), func(t *testing.T) { refused(t, c.set, c.want) })
+		t.Run(strings.Join(c.set, ","), func(t *testing.T) { refused(t, nil, c.set, c.want) })
 	}
 }
 

@@ -8,8 +8,9 @@
 // combination's shoal.yaml with golden files (testdata/golden, which
 // compose/config's TestHelmChartConfigs loads with Shoal's own loader),
 // checks that values.schema.json refuses bad values by name, that the
-// chart's README documents every value, that the rendered NOTES say how to
-// connect, and that the Dockerfile fits the chart and builds a static
+// chart's README documents every value, that the bridge's Deployment comes
+// with its mappings only (bridge_test.go), that the rendered NOTES say how
+// to connect, and that the Dockerfile fits the chart and builds a static
 // binary. helm comes from $HELM or the tool cache (scripts/tools.sh).
 //
 // It is a module of its own so that the Kubernetes API types stay out of

@@ -38,18 +38,21 @@ func TestValuesRefused(t *testing.T) {
 		{[]string{"haproxy.tenants.acme=gold"}, []string{"haproxy.tenants.acme", "gold"}},
 		{[]string{"haproxy.pools.default={0,5}"}, []string{"haproxy.pools.default", "gateway 5"}},
 		{[]string{"kafka.mode=external", "kafka.external.brokers={k:9092}", "kafka.external.sasl.mechanism=PLAIN"}, []string{"kafka.external.sasl.passwordSecret.name"}},
+		{[]string{"bridge.replicas=0"}, []string{"bridge", "replicas"}},
+		{[]string{"bridge.mappings.both=true"}, []string{"bridge", "mappings", "both"}},
+		{[]string{"config.bridges.kafka.instance_id=bridge-0"}, []string{"config.bridges", "bridge.mappings"}},
 	} {
-		t.Run(strings.Join(c.set, ","), func(t *testing.T) { refused(t, c.set, c.want) })
+		t.Run(strings.Join(c.set, ","), func(t *testing.T) { refused(t, nil, c.set, c.want) })
 	}
 }
 
-// refused renders the chart with the --set pairs set, which must fail with
-// an error naming every string of want.
-func refused(t *testing.T, set, want []string) {
+// refused renders the chart with the values files and the --set pairs
+// set, which must fail with an error naming every string of want.
+func refused(t *testing.T, values, set, want []string) {
 	t.Helper()
-	_, err := helm(t, templateArgs(nil, set...)...)
+	_, err := helm(t, templateArgs(values, set...)...)
 	if err == nil {
-		t.Fatalf("rendered with %v", set)
+		t.Fatalf("rendered with %v %v", values, set)
 	}
 	for _, w := range want {
 		if !strings.Contains(err.Error(), w) {

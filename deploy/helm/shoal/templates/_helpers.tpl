@@ -35,6 +35,22 @@ app.kubernetes.io/instance: {{ .ctx.Release.Name }}
 app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
+{{/* Non-empty when the Kafka data bridge runs: bridge.mappings has a mapping. */}}
+{{- define "shoal.bridgeEnabled" -}}
+{{- if or .Values.bridge.mappings.out .Values.bridge.mappings.in -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{/* The components of Shoal that use Kafka, as a list: its roles, and the bridge when it runs. */}}
+{{- define "shoal.kafkaClients" -}}
+{{- $out := list "gateway" "router" "session" -}}
+{{- if include "shoal.bridgeEnabled" . -}}
+{{- $out = append $out "bridge" -}}
+{{- end -}}
+{{- toJson $out -}}
+{{- end -}}
+
 {{- define "shoal.image" -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}

@@ -1,0 +1,148 @@
+package bridge
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/shoal-mqtt/shoal/internal/obs"
+	"github.com/shoal-mqtt/shoal/kafka"
+	"github.com/shoal-mqtt/shoal/schemas/eventspb"
+)
+
+// waitStatus polls the bridge's status until ok holds, to testWait.
+func waitStatus(t *testing.T, b *Bridge, what string, ok func([]MappingStatus) bool) {
+	t.Helper()
+	deadline := time.Now().Add(testWait)
+	for !ok(b.Status()) || !b.Ready() {
+		if time.Now().After(deadline) {
+			t.Fatalf("bridge status %+v (ready %t), want %s", b.Status(), b.Ready(), what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestReload: a reload changes the out mappings at the next poll, starts
+// an in mapping that is new, and stops one that is gone; started again,
+// it goes on from its committed offsets, each record published once.
+func TestReload(t *testing.T) {
+	bb := startBackbone(t)
+	b, _ := bb.runBridge(t, telemetry)
+	waitStatus(t, b, "two out mappings running", func(st []MappingStatus) bool { return len(st) == 2 && st[0].Running })
+	bb.publish(t, "acme", "acme-d", "plant/1/telemetry", "before")
+	next(t, bb.consumer(t, "iot.telemetry"), 1)
+
+	commands := InMapping{Name: "commands", Tenant: "acme", KafkaTopic: "iot.commands", MQTTTopic: "plant/{key}/command", QoS: 1}
+	reload := func(c Config) {
+		t.Helper()
+		m, err := c.Compile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Reload(m)
+	}
+	reload(Config{
+		Out: []OutMapping{{Name: "telemetry", Tenant: "acme", MQTTFilter: "plant/+/telemetry", KafkaTopic: "iot.telemetry.v2", Key: "{topic}"}},
+		In:  []InMapping{commands},
+	})
+	waitStatus(t, b, "one out and one in mapping running", func(st []MappingStatus) bool {
+		return len(st) == 2 && st[0].To == "iot.telemetry.v2" && st[1].Direction == "in" && st[1].Running
+	})
+	bb.publish(t, "acme", "acme-d", "plant/1/telemetry", "after")
+	if recs := next(t, bb.consumer(t, "iot.telemetry.v2"), 1); len(recs) != 1 || string(recs[0].Value) != "after" {
+		t.Fatalf("iot.telemetry.v2 holds %d records, want the one published after the reload", len(recs))
+	}
+	p := bb.producer(t)
+	produce := func(key string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), testWait)
+		defer cancel()
+		if err := p.ProduceSync(ctx, &kgo.Record{Topic: "iot.commands", Key: []byte(key), Value: []byte("go")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produce("1")
+	bb.publishes(t, 3) // the two above, and the in mapping's first
+
+	reload(telemetry) // the in mapping goes
+	waitStatus(t, b, "the in mapping gone", func(st []MappingStatus) bool { return len(st) == 2 && st[1].Direction == "out" })
+	produce("2") // while no mapping reads it
+	reload(Config{Out: telemetry.Out, In: []InMapping{commands}})
+	waitStatus(t, b, "the in mapping back", func(st []MappingStatus) bool { return len(st) == 3 && st[2].Running })
+
+	var topics []string
+	for _, env := range bb.publishes(t, 4) {
+		if env.ClientId == InClientPrefix+"commands" {
+			topics = append(topics, env.GetPublish().GetMessage().GetTopic())
+		}
+	}
+	if len(topics) != 2 || topics[0] != "plant/1/command" || topics[1] != "plant/2/command" {
+		t.Fatalf("the in mapping published on %q, want plant/1/command then plant/2/command, once each", topics)
+	}
+}
+
+// TestHopSpans: with tracing on, a message whose trace is sampled gets a
+// bridge.out span, child of its record's traceparent, and the bridged
+// record's traceparent is the span's; a record of an in mapping's topic
+// gets a bridge.in span, whose traceparent the Publish carries.
+func TestHopSpans(t *testing.T) {
+	bb := startBackbone(t)
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	cfg := Config{Out: telemetry.Out[:1], In: []InMapping{{Name: "commands", Tenant: "acme", KafkaTopic: "iot.commands", MQTTTopic: "plant/{key}/command"}}}
+	bb.runBridge(t, cfg, func(o *Options) { o.Telemetry = obs.Providers{Tracer: tp, Tracing: true} })
+
+	const parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	env := &eventspb.Envelope{Tenant: "acme", ClientId: "acme-d", TimestampUs: time.Now().UnixMicro(),
+		MessageId: &eventspb.MessageID{GatewayEpoch: 7, Seq: 1},
+		Event:     &eventspb.Envelope_Publish{Publish: &eventspb.Publish{Message: &eventspb.Message{Topic: "plant/1/telemetry", Payload: []byte("x")}}}}
+	r := kafka.NewRecord(kafka.TopicMessages, kafka.AppendKey(nil, "acme", "plant/1/telemetry"), kafka.PartitionByKey, env)
+	kafka.WithTraceparent(r, parent)
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	defer cancel()
+	if err := bb.c.ProduceSync(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	out := next(t, bb.consumer(t, "iot.telemetry"), 1)
+	got, _ := header(out[0], HeaderTraceparent)
+
+	if err := bb.producer(t).ProduceSync(ctx, &kgo.Record{Topic: "iot.commands", Key: []byte("3"), Value: []byte("go"),
+		Headers: []kgo.RecordHeader{{Key: HeaderTraceparent, Value: []byte(parent)}}}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	var in *kafka.Record
+	for _, r := range next(t, bb.consumer(t, kafka.TopicMessages), 2) {
+		if string(r.Key) != string(kafka.AppendKey(nil, "acme", "plant/1/telemetry")) {
+			in = &kafka.Record{Headers: []kafka.Header{}}
+			for _, h := range r.Headers {
+				in.Headers = append(in.Headers, kafka.Header{Key: h.Key, Value: h.Value})
+			}
+		}
+	}
+	if in == nil {
+		t.Fatal("no publish of the in mapping in shoal.messages")
+	}
+
+	spans := map[string]sdktrace.ReadOnlySpan{}
+	for _, s := range rec.Ended() {
+		spans[s.Name()] = s
+	}
+	for name, tpHeader := range map[string]string{spanOut: got, spanIn: kafka.Traceparent(in)} {
+		s, ok := spans[name]
+		if !ok {
+			t.Errorf("no %s span among %d", name, len(rec.Ended()))
+			continue
+		}
+		if s.Parent().SpanID().String() != "00f067aa0ba902b7" || s.SpanContext().TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" {
+			t.Errorf("%s span of trace %s, parent %s; want the record's", name, s.SpanContext().TraceID(), s.Parent().SpanID())
+		}
+		if want := string(obs.AppendTraceparent(nil, s.SpanContext())); tpHeader != want {
+			t.Errorf("%s: the record written carries traceparent %q, want the span's %q", name, tpHeader, want)
+		}
+	}
+}

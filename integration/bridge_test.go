@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shoal-mqtt/shoal/internal/localserver/serverproc"
 )
 
 // clusterBridges are the cluster's Kafka bridge mappings (shoal bridge):
@@ -68,26 +70,135 @@ func (c *cluster) kcat(t *testing.T, stdin string, args ...string) string {
 }
 
 // testClusterBridge: the bridge of a distributed deployment, on a real
-// Kafka, with stock kcat on the other side. MQTT messages of QoS 1 and 2
-// from gateway A land in the mapping's topic, read_committed, each once
+// Kafka, with stock clients on the other side: kcat and the Kafka
+// distribution's console consumer and producer. MQTT messages of QoS 1 and
+// 2 from gateway A land in the mapping's topic, read_committed, each once
 // and in order per topic, also with the bridge killed (SIGKILL) and
-// restarted in the middle of the stream; a record kcat produces reaches a
-// subscriber on gateway B.
+// restarted in the middle of the stream; a record each producer writes
+// reaches a subscriber on gateway B.
 func testClusterBridge(t *testing.T, c *cluster, ga, gb, br *proc) {
-	pub, _ := dialMQTT(t, ga.mqtt, "it-kb-pub", true, 0)
 	const n = 300
 	var restarted time.Time
-	for i := range n {
+	retried := bridgeStream(t, ga.mqtt, "it-kb-pub", "kb/kill", n, func(i int) {
 		if i == n/2 {
 			br.kill()
 			br.restart()
 			restarted = time.Now()
 		}
-		qos := byte(1 + i%2)
-		if err := pub.publish(fmt.Sprintf("kb/%d", qos), strconv.Itoa(i), qos, false); err != nil {
-			t.Fatalf("publish %d: %v", i, err)
+	})
+	got := c.readBridged(t, "kb/kill", n)
+	t.Logf("%d records read committed %v after the bridge's restart", n, time.Since(restarted).Round(time.Millisecond))
+	checkBridged(t, got, "kb/kill", n, retried)
+
+	// The console consumer of the Kafka distribution, read_committed.
+	lib := kafkaToolsLib(t)
+	java, err := serverproc.JavaPath("the Kafka tools need Java 17 or newer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bootstrap := strings.Join(c.kafka.Brokers(), ",")
+	out := javaTool(t, lib, java, bootstrap, "", "", toolConsumer, "--topic", "it.kb", "--from-beginning",
+		"--isolation-level", "read_committed", "--max-messages", strconv.Itoa(n), "--timeout-ms", "60000",
+		"--formatter-property", "print.key=true")
+	fromJava := map[string][]int{}
+	for _, line := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		key, v, _ := strings.Cut(line, "\t")
+		k, err := strconv.Atoi(v)
+		if err != nil {
+			t.Fatalf("console consumer record %q: not a message number", line)
+		}
+		fromJava[key] = append(fromJava[key], k)
+	}
+	checkBridged(t, fromJava, "kb/kill", n, retried)
+
+	sub, _ := dialMQTT(t, gb.mqtt, "it-kb-sub", true, 0)
+	sub.subscribe("cmd/+", 1)
+	expect := func(topic, payload, from string) {
+		t.Helper()
+		select {
+		case m := <-sub.msgs:
+			if m.Topic != topic || string(m.Payload) != payload {
+				t.Fatalf("subscriber got %q on %s, want %s on %s", m.Payload, m.Topic, payload, topic)
+			}
+		case <-time.After(clusterWait):
+			t.Fatalf("the record %s produced to it.commands never reached the subscriber", from)
 		}
 	}
+	c.kcat(t, "reboot", "-P", "-t", "it.commands", "-k", "dev7")
+	expect("cmd/dev7", "reboot", "kcat")
+	javaTool(t, lib, java, bootstrap, "", "dev8:halt\n", toolProducer, "--topic", "it.commands",
+		"--reader-property", "parse.key=true", "--reader-property", "key.separator=:")
+	expect("cmd/dev8", "halt", "the console producer")
+}
+
+// testClusterBridgeKafkaRestart: Kafka stops and starts again under a
+// stream of bridged QoS 1 and 2 messages: every acknowledged message lands
+// once in the mapping's topic, in order per MQTT topic (one the publisher
+// sent again after a failed publish may land twice, as MQTT allows).
+func testClusterBridgeKafkaRestart(t *testing.T, c *cluster, ga *proc) {
+	rk := restartable(t, c.kafka)
+	const n = 300
+	restarted := make(chan struct{})
+	retried := bridgeStream(t, ga.mqtt, "it-kbr-pub", "kb/restart", n, func(i int) {
+		if i != n/3 {
+			return
+		}
+		go func() {
+			defer close(restarted)
+			if err := rk.Stop(); err != nil {
+				t.Errorf("stop kafka: %v", err)
+				return
+			}
+			stopped := time.Now()
+			t.Log("kafka stopped")
+			ctx, cancel := context.WithTimeout(context.Background(), clusterWait)
+			defer cancel()
+			if err := rk.Restart(ctx); err != nil {
+				t.Errorf("restart kafka: %v", err)
+				return
+			}
+			t.Logf("kafka restarted, down for %s", time.Since(stopped).Round(time.Millisecond))
+		}()
+	})
+	<-restarted
+	began := time.Now()
+	got := c.readBridged(t, "kb/restart", n)
+	t.Logf("%d messages streamed (%d sent again), read committed %s after the stream", n, len(retried), time.Since(began).Round(time.Millisecond))
+	checkBridged(t, got, "kb/restart", n, retried)
+}
+
+// bridgeStream publishes n numbered messages from a client of tenant it on
+// gateway addr, QoS 1 and 2 in turn on prefix/1 and prefix/2, calling at
+// before each. A publish that fails is sent again on a new connection; the
+// numbers of those are returned.
+func bridgeStream(t *testing.T, addr, id, prefix string, n int, at func(i int)) map[int]bool {
+	t.Helper()
+	retried := map[int]bool{}
+	pub, _ := dialMQTT(t, addr, id, true, 0)
+	for i := range n {
+		at(i)
+		qos := byte(1 + i%2)
+		for attempt := 1; ; attempt++ {
+			err := pub.publish(fmt.Sprintf("%s/%d", prefix, qos), strconv.Itoa(i), qos, false)
+			if err == nil {
+				break
+			}
+			if attempt == 5 {
+				t.Fatalf("publish %d: %v (after %d attempts)", i, err, attempt)
+			}
+			t.Logf("publish %d: %v; reconnecting", i, err)
+			retried[i] = true
+			pub = redial(t, addr, id)
+		}
+	}
+	return retried
+}
+
+// readBridged reads it.kb read_committed with kcat until the records of
+// prefix's topics number n (or clusterWait passed): the message numbers by
+// MQTT topic.
+func (c *cluster) readBridged(t *testing.T, prefix string, n int) map[string][]int {
+	t.Helper()
 	got := map[string][]int{}
 	for deadline := time.Now().Add(clusterWait); ; time.Sleep(200 * time.Millisecond) {
 		clear(got)
@@ -95,7 +206,7 @@ func testClusterBridge(t *testing.T, c *cluster, ga, gb, br *proc) {
 		total := 0
 		for _, line := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
 			key, v, ok := strings.Cut(line, " ")
-			if !ok {
+			if !ok || !strings.HasPrefix(key, prefix+"/") {
 				continue
 			}
 			k, err := strconv.Atoi(v)
@@ -106,32 +217,32 @@ func testClusterBridge(t *testing.T, c *cluster, ga, gb, br *proc) {
 			total++
 		}
 		if total >= n || time.Now().After(deadline) {
-			t.Logf("%d records read committed %v after the bridge's restart", total, time.Since(restarted).Round(time.Millisecond))
-			break
+			return got
 		}
 	}
+}
+
+// checkBridged checks that the records of prefix/1 and prefix/2 are the
+// stream's messages of QoS 1 and 2, each once and in order; a message
+// sent again (retried) may be there twice in a row.
+func checkBridged(t *testing.T, got map[string][]int, prefix string, n int, retried map[int]bool) {
+	t.Helper()
 	for _, qos := range []int{1, 2} {
-		key := fmt.Sprintf("kb/%d", qos)
-		recs := got[key]
+		key := fmt.Sprintf("%s/%d", prefix, qos)
+		var recs []int
+		for i, k := range got[key] {
+			if i > 0 && k == got[key][i-1] && retried[k] {
+				continue
+			}
+			recs = append(recs, k)
+		}
 		if len(recs) != n/2 {
-			t.Errorf("%s: %d records, want each of the %d messages once", key, len(recs), n/2)
+			t.Errorf("%s: %d records (%d with repeats of messages sent again), want each of the %d messages once", key, len(recs), len(got[key]), n/2)
 		}
 		for i, k := range recs {
 			if want := 2*i + qos - 1; k != want {
-				t.Fatalf("%s: record %d is message %d, want %d: once each, in order (%v)", key, i, k, want, recs)
+				t.Fatalf("%s: record %d is message %d, want %d: once each, in order (%v)", key, i, k, want, got[key])
 			}
 		}
-	}
-
-	sub, _ := dialMQTT(t, gb.mqtt, "it-kb-sub", true, 0)
-	sub.subscribe("cmd/+", 1)
-	c.kcat(t, "reboot", "-P", "-t", "it.commands", "-k", "dev7")
-	select {
-	case m := <-sub.msgs:
-		if m.Topic != "cmd/dev7" || string(m.Payload) != "reboot" {
-			t.Fatalf("subscriber got %q on %s, want reboot on cmd/dev7", m.Payload, m.Topic)
-		}
-	case <-time.After(clusterWait):
-		t.Fatal("the record kcat produced to it.commands never reached the subscriber")
 	}
 }

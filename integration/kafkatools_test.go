@@ -66,42 +66,24 @@ func TestKafkaToolsOnEmbedded(t *testing.T) {
 	addr := e.Addrs()[0]
 	tool := func(stdin, class string, args ...string) string {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), toolsTimeout)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, java, append([]string{"-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-			"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", filepath.Join(lib, "*"), class,
-			"--bootstrap-server", addr, "--command-config", props}, args...)...)
-		cmd.Stdin = strings.NewReader(stdin)
-		var out, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &stderr
-		began := time.Now()
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("%s %s: %v\nstdout:\n%s\nstderr:\n%s", class, strings.Join(args, " "), err, &out, &stderr)
-		}
-		t.Logf("%s %s: %s", class, strings.Join(args, " "), time.Since(began).Round(time.Millisecond))
-		return out.String()
+		return javaTool(t, lib, java, addr, props, stdin, class, args...)
 	}
-	const (
-		topics   = "org.apache.kafka.tools.TopicCommand"
-		producer = "org.apache.kafka.tools.ConsoleProducer"
-		consumer = "org.apache.kafka.tools.consumer.ConsoleConsumer"
-	)
 
-	list := strings.Fields(tool("", topics, "--list"))
+	list := strings.Fields(tool("", toolTopics, "--list"))
 	for _, want := range []string{kafka.TopicMessages, kafka.TopicSessions, kafka.TopicDeliveries} {
 		if !slices.Contains(list, want) {
 			t.Errorf("kafka-topics --list: %q lacks %s", list, want)
 		}
 	}
 	const topic = "tools.java"
-	if out := tool("", topics, "--create", "--topic", topic, "--partitions", "2", "--replication-factor", "1"); !strings.Contains(out, "Created topic "+topic) {
+	if out := tool("", toolTopics, "--create", "--topic", topic, "--partitions", "2", "--replication-factor", "1"); !strings.Contains(out, "Created topic "+topic) {
 		t.Errorf("kafka-topics --create: %q", out)
 	}
-	if out := tool("", topics, "--describe", "--topic", topic); !strings.Contains(out, "PartitionCount: 2") {
+	if out := tool("", toolTopics, "--describe", "--topic", topic); !strings.Contains(out, "PartitionCount: 2") {
 		t.Errorf("kafka-topics --describe: %q", out)
 	}
 
-	tool("k1:from java 1\nk2:from java 2\n", producer, "--topic", topic,
+	tool("k1:from java 1\nk2:from java 2\n", toolProducer, "--topic", topic,
 		"--reader-property", "parse.key=true", "--reader-property", "key.separator=:")
 	got := map[string]string{}
 	done := errors.New("done")
@@ -121,16 +103,47 @@ func TestKafkaToolsOnEmbedded(t *testing.T) {
 		t.Errorf("Shoal's client read %v, want %v", got, want)
 	}
 
-	out := tool("", consumer, "--topic", topic, "--from-beginning", "--max-messages", "2", "--formatter-property", "print.key=true")
+	out := tool("", toolConsumer, "--topic", topic, "--from-beginning", "--max-messages", "2", "--formatter-property", "print.key=true")
 	for _, want := range []string{"k1\tfrom java 1\n", "k2\tfrom java 2\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("console consumer of %s: %q lacks %q", topic, out, want)
 		}
 	}
-	out = tool("", consumer, "--topic", kafka.TopicMessages, "--from-beginning", "--max-messages", "1", "--formatter-property", "print.key=true")
+	out = tool("", toolConsumer, "--topic", kafka.TopicMessages, "--from-beginning", "--max-messages", "1", "--formatter-property", "print.key=true")
 	if want := "acme/plant/9\twritten by shoal\n"; out != want {
 		t.Errorf("console consumer of %s: %q, want %q", kafka.TopicMessages, out, want)
 	}
+}
+
+// The Kafka tools' main classes.
+const (
+	toolTopics   = "org.apache.kafka.tools.TopicCommand"
+	toolProducer = "org.apache.kafka.tools.ConsoleProducer"
+	toolConsumer = "org.apache.kafka.tools.consumer.ConsoleConsumer"
+)
+
+// javaTool runs the Kafka tool class (the jars of lib, on java) against
+// the brokers of bootstrap, with the client properties props ("" for
+// none), and returns its standard output.
+func javaTool(t *testing.T, lib, java, bootstrap, props, stdin, class string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), toolsTimeout)
+	defer cancel()
+	argv := []string{"-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+		"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", filepath.Join(lib, "*"), class, "--bootstrap-server", bootstrap}
+	if props != "" {
+		argv = append(argv, "--command-config", props)
+	}
+	cmd := exec.CommandContext(ctx, java, append(argv, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	began := time.Now()
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s %s: %v\nstdout:\n%s\nstderr:\n%s", class, strings.Join(args, " "), err, &out, &stderr)
+	}
+	t.Logf("%s %s: %s", class, strings.Join(args, " "), time.Since(began).Round(time.Millisecond))
+	return out.String()
 }
 
 // kafkaToolsLib returns the directory of the Kafka jars, the tools' among

@@ -44,7 +44,18 @@ type Options struct {
 	// LagInterval is how often the mappings' lag is measured; 0 means
 	// DefaultLagInterval.
 	LagInterval time.Duration
+	// Target is the client of the cluster of the mappings' Kafka topics
+	// (bridges.kafka.brokers), nil for Shoal's own. On another cluster the
+	// consumed offsets are kept beside the records, in OffsetsTopic
+	// (kafka/across.go): the transactions stay exactly once.
+	Target *kafka.Client
 }
+
+// OffsetsTopic keeps, on the cluster a direction writes to, the offsets it
+// consumed on the other, when the mappings' topics are on a cluster of
+// their own (Options.Target): compacted, in the transactions of the
+// records they cover.
+const OffsetsTopic = "shoal.bridge.offsets"
 
 // DefaultOutGroup is the consumer group of the out direction: its
 // instances share the partitions of shoal.messages.
@@ -75,8 +86,9 @@ type Bridge struct {
 	epoch uint64
 	seq   atomic.Uint64
 
-	// txnSuffix ends the transactional ids (Options.FreshProducers).
-	txnSuffix string
+	// txnSuffix ends the transactional ids: the instance's, and
+	// runSuffix, the run's with Options.FreshProducers.
+	txnSuffix, runSuffix string
 
 	// The out direction's handler state: touched only by it (Transact
 	// never calls it concurrently), and by its callbacks.
@@ -124,7 +136,8 @@ func New(m *Mappings, client *kafka.Client, log *slog.Logger, clock func() time.
 	b.epoch = binary.BigEndian.Uint64(e[:])
 	b.txnSuffix = opts.InstanceID
 	if opts.FreshProducers {
-		b.txnSuffix = fmt.Sprintf("%s-%016x", opts.InstanceID, b.epoch)
+		b.runSuffix = fmt.Sprintf("-%016x", b.epoch)
+		b.txnSuffix += b.runSuffix
 	}
 	b.mappings.Store(m)
 	b.out.init()
@@ -134,7 +147,11 @@ func New(m *Mappings, client *kafka.Client, log *slog.Logger, clock func() time.
 // runOut runs the out direction until ctx ends; ready is called once its
 // topics are there, before it joins its group.
 func (b *Bridge) runOut(ctx context.Context, ready func()) error {
-	if err := b.client.EnsureSpecs(ctx, b.stateSpec()); err != nil {
+	specs := []kafka.TopicSpec{b.stateSpec()}
+	if b.across() {
+		specs = append(specs, b.offsetsSpec())
+	}
+	if err := b.users().EnsureSpecs(ctx, specs...); err != nil {
 		return err
 	}
 	// The topics the out mappings name without placeholders must be
@@ -147,11 +164,43 @@ func (b *Bridge) runOut(ctx context.Context, ready func()) error {
 		}
 	}
 	ready()
-	return b.client.Transact(ctx, kafka.TransactConfig{
-		Topic: b.messages, Group: b.opts.Group, TransactionalID: b.opts.Group + "-" + b.txnSuffix,
-		InstanceID: b.opts.Group + "-" + b.opts.InstanceID,
+	return b.client.Transact(ctx, b.transactConfig(kafka.TransactConfig{
+		Topic: b.messages, Group: b.opts.Group,
 		OnAssigned: b.assigned, OnRevoked: b.revoked, ManualTopics: []string{StateTopic},
-	}, b.handleOut)
+	}, b.opts.Target), b.handleOut)
+}
+
+// transactConfig completes cfg with the transactional ids, the static
+// membership, and the target (nil: the cluster read) and its offsets
+// topic. On one cluster the producer's id is the instance's; across two,
+// each partition's producer has the partition's (kafka/across.go), so the
+// id is the group's.
+func (b *Bridge) transactConfig(cfg kafka.TransactConfig, target *kafka.Client) kafka.TransactConfig {
+	cfg.InstanceID = cfg.Group + "-" + b.opts.InstanceID
+	cfg.TransactionalID = cfg.Group + "-" + b.txnSuffix
+	if b.across() {
+		cfg.TransactionalID = cfg.Group + b.runSuffix
+		cfg.Target, cfg.OffsetsTopic, cfg.OffsetsPartitions = target, OffsetsTopic, b.offsetsSpec().Partitions
+	}
+	return cfg
+}
+
+// across reports whether the mappings' topics are on a cluster of their
+// own.
+func (b *Bridge) across() bool { return b.opts.Target != nil && b.opts.Target != b.client }
+
+// users is the client of the mappings' Kafka topics.
+func (b *Bridge) users() *kafka.Client {
+	if b.across() {
+		return b.opts.Target
+	}
+	return b.client
+}
+
+// offsetsSpec is OffsetsTopic's spec: as many partitions as
+// shoal.messages, as replicated.
+func (b *Bridge) offsetsSpec() kafka.TopicSpec {
+	return kafka.OffsetsSpec(OffsetsTopic, b.client.Partitions(b.messages), b.client.Catalogue().Messages.Replication)
 }
 
 // stateSpec is StateTopic's spec: compacted, one partition per partition
@@ -174,7 +223,7 @@ func (b *Bridge) ensure(ctx context.Context, name string) error {
 	if ok {
 		return nil
 	}
-	if err := b.client.EnsureTopic(ctx, name); err != nil {
+	if err := b.users().EnsureTopic(ctx, name); err != nil {
 		return err
 	}
 	b.ensureMu.Lock()

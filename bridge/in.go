@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"go.opentelemetry.io/otel/attribute"
 
@@ -37,7 +38,7 @@ const HeaderDeadLetterCause = "shoal.dead_letter_cause"
 //
 // ready is called once its topics are there, before it joins its group.
 func (b *Bridge) runIn(ctx context.Context, im *In, ready func()) error {
-	if err := b.client.EnsureTopic(ctx, im.KafkaTopic); err != nil {
+	if err := b.users().EnsureTopic(ctx, im.KafkaTopic); err != nil {
 		return err
 	}
 	if im.DeadLetterTopic != "" {
@@ -45,14 +46,17 @@ func (b *Bridge) runIn(ctx context.Context, im *In, ready func()) error {
 			return err
 		}
 	}
+	if b.across() {
+		if err := b.client.EnsureSpecs(ctx, b.offsetsSpec()); err != nil {
+			return err
+		}
+	}
 	ready()
 	group := DefaultInGroupPrefix + im.Name
 	h := &inHandler{b: b, im: im, client: InClientPrefix + im.Name}
-	return b.client.Transact(ctx, kafka.TransactConfig{
-		Topic: im.KafkaTopic, Group: group, TransactionalID: group + "-" + b.txnSuffix,
-		InstanceID:   group + "-" + b.opts.InstanceID,
-		ManualTopics: []string{b.messages},
-	}, h.handle)
+	return b.users().Transact(ctx, b.transactConfig(kafka.TransactConfig{
+		Topic: im.KafkaTopic, Group: group, ManualTopics: []string{b.messages},
+	}, b.client), h.handle)
 }
 
 // inHandler is one in mapping's handler and its scratch.
@@ -125,5 +129,13 @@ func (h *inHandler) reject(ctx context.Context, r *kafka.Record, tx *kafka.Tx, c
 	}
 	dl := &kafka.Record{Topic: im.DeadLetterTopic, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp,
 		Headers: append(append([]kafka.Header(nil), r.Headers...), kafka.Header{Key: HeaderDeadLetterCause, Value: []byte(cause)})}
-	tx.Produce(dl)
+	if !b.across() {
+		tx.Produce(dl)
+		return
+	}
+	// The poll's transaction is on Shoal's cluster, the dead-letter topic
+	// on the mappings': the record is written there first, at least once.
+	if err := b.users().ProduceSync(ctx, dl); err != nil {
+		tx.Fail(fmt.Errorf("dead letter to %s: %w", im.DeadLetterTopic, err))
+	}
 }

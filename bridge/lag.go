@@ -2,6 +2,8 @@ package bridge
 
 import (
 	"context"
+	"errors"
+	"maps"
 	"time"
 )
 
@@ -68,12 +70,22 @@ func (b *Bridge) watchLag(ctx context.Context) {
 		for _, im := range m.In {
 			groups = append(groups, DefaultInGroupPrefix+im.Name)
 		}
-		var lags map[string]int64
-		var err error
-		if len(groups) > 0 {
-			lags, err = b.client.GroupLag(ctx, groups...)
+		// The out group is on Shoal's cluster, the in groups on the
+		// mappings' (the same one unless bridges.kafka.brokers).
+		lags := map[string]int64{}
+		var errs []error
+		if len(groups) > 0 && groups[0] == b.opts.Group {
+			l, err := b.client.GroupLag(ctx, groups[0])
+			maps.Copy(lags, l)
+			errs = append(errs, err)
+			groups = groups[1:]
 		}
-		if err != nil && ctx.Err() == nil {
+		if len(groups) > 0 {
+			l, err := b.users().GroupLag(ctx, groups...)
+			maps.Copy(lags, l)
+			errs = append(errs, err)
+		}
+		if err := errors.Join(errs...); err != nil && ctx.Err() == nil {
 			b.log.Debug("bridge lag not measured", "err", err)
 		}
 		b.met.keepLag(m)

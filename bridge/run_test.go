@@ -146,3 +146,56 @@ func TestHopSpans(t *testing.T) {
 		}
 	}
 }
+
+// TestAcrossClusters: with the mappings' topics on a cluster of their own
+// (bridges.kafka.brokers), a message of Shoal's cluster lands once in the
+// other's topic, also when its client sends it again after the bridge
+// restarted (the state and the offsets are kept on that cluster); a record
+// of the other cluster becomes a Publish on Shoal's, and one the mapping
+// cannot publish goes to its dead-letter topic there.
+func TestAcrossClusters(t *testing.T) {
+	shoal, users := startBackbone(t), startBackbone(t)
+	cfg := Config{Out: telemetry.Out[:1], In: []InMapping{{Name: "commands", Tenant: "acme", KafkaTopic: "iot.commands",
+		MQTTTopic: "plant/{key}/command", QoS: 1, DeadLetterTopic: "iot.commands.dead"}}}
+	across := func(o *Options) { o.Target = users.c }
+	_, stop := shoal.runBridge(t, cfg, across)
+	qos2 := func(p *eventspb.Publish) { p.Message.Qos, p.PacketId, p.SessionGeneration = 2, 9, 4 }
+	shoal.publish(t, "acme", "acme-d", "plant/1/telemetry", "first", qos2)
+	shoal.publish(t, "acme", "acme-d", "plant/1/telemetry", "second")
+	out := users.consumer(t, "iot.telemetry")
+	if recs := next(t, out, 2); len(recs) != 2 {
+		t.Fatalf("%d records on the other cluster, want 2", len(recs))
+	}
+	stop()
+	shoal.runBridge(t, cfg, across)
+	shoal.publish(t, "acme", "acme-d", "plant/1/telemetry", "first", qos2) // the resend
+	shoal.publish(t, "acme", "acme-d", "plant/1/telemetry", "third")
+	var got []string
+	for _, r := range next(t, out, 1) {
+		got = append(got, string(r.Value))
+	}
+	if len(got) != 1 || got[0] != "third" {
+		t.Fatalf("after the restart the other cluster got %q, want only third: the resend and the poll before are not bridged again", got)
+	}
+
+	p := users.producer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	defer cancel()
+	for _, key := range []string{"5", "+"} {
+		if err := p.ProduceSync(ctx, &kgo.Record{Topic: "iot.commands", Key: []byte(key), Value: []byte("go")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var in []string
+	for _, env := range shoal.publishes(t, 5) {
+		if env.ClientId == InClientPrefix+"commands" {
+			in = append(in, env.GetPublish().GetMessage().GetTopic())
+		}
+	}
+	if len(in) != 1 || in[0] != "plant/5/command" {
+		t.Fatalf("publishes of the in mapping on Shoal's cluster %q, want plant/5/command once", in)
+	}
+	if dead := next(t, users.consumer(t, "iot.commands.dead"), 1); len(dead) != 1 || string(dead[0].Key) != "+" {
+		t.Fatalf("dead letters on the other cluster: %d, want the record of key +", len(dead))
+	}
+}

@@ -84,7 +84,7 @@ func (b *Bridge) stateRecord(part int32, c clientKey, id uint16, gen uint64, for
 // loadState reads partition part's kept identifiers from StateTopic.
 func (b *Bridge) loadState(ctx context.Context, part int32) (partState, error) {
 	st := make(partState)
-	err := b.client.ReadCommitted(ctx, StateTopic, part, func(r *kafka.Record) error {
+	err := b.users().ReadCommitted(ctx, StateTopic, part, func(r *kafka.Record) error {
 		c, id, err := parseStateKey(r.Key)
 		if err != nil {
 			return err

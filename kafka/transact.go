@@ -43,14 +43,21 @@ type TransactConfig struct {
 	// partition (Record.Partition); the others' records are partitioned
 	// by key.
 	ManualTopics []string
+	// Target is the client of the cluster the handler's records go to;
+	// nil is this one. A target of another cluster keeps the offsets in
+	// OffsetsTopic, of OffsetsPartitions partitions (OffsetsSpec), in the
+	// same transactions: across.go.
+	Target            *Client
+	OffsetsTopic      string
+	OffsetsPartitions int32
 }
 
 // Tx is the transaction of one poll: what the handler produces in it
 // becomes visible to read_committed consumers when the poll's offsets
 // commit, and never otherwise.
 type Tx struct {
-	sess *kgo.GroupTransactSession
-	ctx  context.Context
+	produce func(context.Context, *kgo.Record, func(*kgo.Record, error))
+	ctx     context.Context
 
 	mu  sync.Mutex
 	err error
@@ -76,7 +83,7 @@ func (tx *Tx) Produce(r *Record) {
 			kr.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
 		}
 	}
-	tx.sess.Produce(tx.ctx, kr, tx.done)
+	tx.produce(tx.ctx, kr, tx.done)
 }
 
 // Fail aborts the transaction: its poll is read again by a new session,
@@ -119,13 +126,19 @@ var ErrTransactionAborted = errors.New("transaction aborted")
 // until ctx ends; then it returns nil. handle is never called
 // concurrently with itself (the callbacks may be: TransactConfig). A
 // record is read committed: a transactional producer's aborted records are
-// never seen.
+// never seen. With a cfg.Target of another cluster, the records go there
+// and each partition's poll is a transaction of its own, the offsets kept
+// beside the records (across.go).
 func (c *Client) Transact(ctx context.Context, cfg TransactConfig, handle func(ctx context.Context, bs []Batch, tx *Tx) error) error {
 	if cfg.Topic == "" || cfg.Group == "" || cfg.TransactionalID == "" {
 		return fmt.Errorf("transact: topic, group and transactional id are required")
 	}
+	session := c.transactSession
+	if cfg.Target != nil && cfg.Target != c {
+		session = c.transactAcross
+	}
 	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
-		err := c.transactSession(ctx, cfg, handle)
+		err := session(ctx, cfg, handle)
 		if ctx.Err() != nil {
 			return nil //nolint:nilerr // the session ends with ctx: how Transact stops
 		}
@@ -227,7 +240,7 @@ func (c *Client) transactSession(ctx context.Context, cfg TransactConfig, handle
 		if err := sess.Begin(); err != nil {
 			return fmt.Errorf("transact: begin: %w", err)
 		}
-		tx := &Tx{sess: sess, ctx: ctx}
+		tx := &Tx{produce: sess.Produce, ctx: ctx}
 		herr := handle(ctx, bs, tx)
 		if herr == nil {
 			// Every record's outcome is known before the commit is tried:

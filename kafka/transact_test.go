@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"slices"
 	"strconv"
@@ -172,4 +173,110 @@ func TestReadCommitted(t *testing.T) {
 	if want := []string{"0", "1", "2", "20", "21", "22"}; !slices.Equal(got, want) {
 		t.Fatalf("read %q, want %q", got, want)
 	}
+}
+
+// TestTransactAcross copies a topic of one cluster to another, where a
+// transaction cannot hold the source's offsets: two members share the
+// partitions, the handler fails once halfway through a poll, and one
+// member leaves in the middle, so that the other takes its partitions
+// over from the offsets kept on the target. A read_committed consumer of
+// the output sees every record once, in order per key, and the offsets
+// topic holds each partition's next offset.
+func TestTransactAcross(t *testing.T) {
+	src, dst := startEmbedded(t, t.TempDir()), startEmbedded(t, t.TempDir())
+	c, target := newTestClient(t, src, Config{}), newTestClient(t, dst, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	if _, err := kadm.NewClient(c.cl).CreateTopic(ctx, 4, 1, nil, "x.in"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kadm.NewClient(target.cl).CreateTopic(ctx, 2, 1, nil, "x.out"); err != nil {
+		t.Fatal(err)
+	}
+	if err := target.EnsureSpecs(ctx, OffsetsSpec("x.offsets", 2, 1)); err != nil {
+		t.Fatal(err)
+	}
+	const n = 600
+	in := plainClient(t, src)
+	for i := range n {
+		r := &kgo.Record{Topic: "x.in", Key: []byte(strconv.Itoa(i % 7)), Value: []byte(strconv.Itoa(i))}
+		if err := in.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var copied atomic.Int64
+	var failOnce atomic.Bool
+	copyTopic := func(ctx context.Context, member string) error {
+		return c.Transact(ctx, TransactConfig{Topic: "x.in", Group: "x-copy", TransactionalID: "x-copy", MaxPollRecords: 20,
+			Target: target, OffsetsTopic: "x.offsets", OffsetsPartitions: 2},
+			func(_ context.Context, bs []Batch, tx *Tx) error {
+				for _, b := range bs {
+					for i, r := range b.Records {
+						tx.Produce(&Record{Topic: "x.out", Key: r.Key, Value: r.Value})
+						if i == len(b.Records)/2 && copied.Load() > n/4 && !failOnce.Swap(true) {
+							return errors.New("handler fails halfway through a poll")
+						}
+					}
+					copied.Add(int64(len(b.Records)))
+					time.Sleep(time.Millisecond) // so that the members overlap
+				}
+				return nil
+			})
+	}
+	if err := copyTopic(ctx, "a"); err == nil || err.Error() != "handler fails halfway through a poll" {
+		t.Fatalf("Transact returned %v, want the handler's error", err)
+	}
+	actx, acancel := context.WithCancel(ctx)
+	bctx, bcancel := context.WithCancel(ctx)
+	adone, bdone := make(chan error, 1), make(chan error, 1)
+	go func() { adone <- copyTopic(actx, "a") }()
+	go func() { bdone <- copyTopic(bctx, "b") }()
+	for copied.Load() < n/2 && ctx.Err() == nil {
+		time.Sleep(5 * time.Millisecond)
+	}
+	acancel() // a leaves; b takes its partitions from the target's offsets
+	if err := <-adone; err != nil {
+		t.Fatalf("member a: %v", err)
+	}
+	got := readCommitted(t, dst, "x.out", n)
+	bcancel()
+	if err := <-bdone; err != nil {
+		t.Fatalf("member b: %v", err)
+	}
+	seen := make(map[string]int)
+	last := make(map[int]int)
+	for _, v := range got {
+		seen[v]++
+		i, _ := strconv.Atoi(v)
+		if prev, ok := last[i%7]; ok && prev > i {
+			t.Errorf("key %d: %d after %d", i%7, i, prev)
+		}
+		last[i%7] = i
+	}
+	for i := range n {
+		if seen[strconv.Itoa(i)] != 1 {
+			t.Errorf("record %d seen %d times by a read_committed consumer, want once", i, seen[strconv.Itoa(i)])
+		}
+	}
+	if len(got) != n {
+		t.Fatalf("%d records, want %d", len(got), n)
+	}
+	next := map[string]int64{}
+	for p := range int32(2) {
+		if err := target.ReadCommitted(ctx, "x.offsets", p, func(r *Record) error {
+			next[string(r.Key)] = int64(binary.BigEndian.Uint64(r.Value))
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ends, err := kadm.NewClient(c.cl).ListEndOffsets(ctx, "x.in")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends.Each(func(o kadm.ListedOffset) {
+		if k := "x-copy/x.in/" + strconv.Itoa(int(o.Partition)); next[k] != o.Offset {
+			t.Errorf("offsets topic: %s = %d, want the partition's end %d", k, next[k], o.Offset)
+		}
+	})
 }

@@ -18,6 +18,9 @@ import (
 	"time"
 
 	"github.com/eclipse/paho.golang/paho"
+
+	"github.com/shoal-mqtt/shoal/internal/testutil/testlog"
+	"github.com/shoal-mqtt/shoal/kafka"
 )
 
 // TestBridgeWithKcat: `shoal all` with an out and an in mapping in its YAML
@@ -366,3 +369,83 @@ func TestBridgeReloadOnSIGHUP(t *testing.T) {
 }
 
 func regexpFind(re, s string) bool { return regexp.MustCompile(re).MatchString(s) }
+
+// TestBridgeToAnotherCluster: shoal all with bridges.kafka.brokers, a Kafka
+// cluster of the bridge's own (a second embedded one, with SASL/SCRAM as
+// bridges.kafka.sasl): a device's message is a plain record there, read
+// committed by kcat, and a record kcat produces there reaches
+// mosquitto_sub. Nothing lands in Shoal's own cluster.
+func TestBridgeToAnotherCluster(t *testing.T) {
+	usersDir := t.TempDir()
+	users, err := kafka.StartEmbedded(kafka.EmbeddedConfig{Dir: usersDir, Addr: "127.0.0.1:0"}, testlog.New(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = users.Close() })
+	creds := users.ClientConfig(kafka.Config{}).SASL
+	pw := filepath.Join(t.TempDir(), "password")
+	if err := os.WriteFile(pw, []byte(creds.Password+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	uaddr := users.Addrs()[0]
+	b := newBridgeShoal(t, fmt.Sprintf(`bridges:
+  kafka:
+    brokers: [%q]
+    sasl:
+      mechanism: %s
+      user: %s
+      password_file: %s
+    out:
+      - name: telemetry
+        tenant: acme
+        mqtt_filter: "plant/+/telemetry"
+        kafka_topic: "iot.telemetry"
+        key: "{topic}"
+    in:
+      - name: commands
+        tenant: acme
+        kafka_topic: "iot.commands"
+        mqtt_topic: "plant/{key}/command"
+        qos: 1
+`, uaddr, creds.Mechanism, creds.User, pw))
+	p, kaddr := b.start()
+	c, _ := connect(t, p.mqtt, "acme-dev1", true)
+	c.publish(t, "plant/3/telemetry", "7.5", 1, false)
+
+	uprops := filepath.Join(usersDir, kafka.CredentialsName)
+	kcat := func(props, addr, stdin string, args ...string) (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, b.kcat, append([]string{"-F", props, "-b", addr}, args...)...)
+		var out, errOut bytes.Buffer
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(stdin), &out, &errOut
+		if err := cmd.Run(); err != nil {
+			return out.String(), fmt.Errorf("kcat %v: %w: %s", args, err, &errOut)
+		}
+		return out.String(), nil
+	}
+	var out string
+	for deadline := time.Now().Add(wait); out == ""; time.Sleep(200 * time.Millisecond) {
+		out, err = kcat(uprops, uaddr, "", "-X", "isolation.level=read_committed", "-C", "-t", "iot.telemetry", "-o", "beginning", "-e", "-q", "-f", "%k %s\n")
+		if err != nil || time.Now().After(deadline) {
+			t.Fatalf("the other cluster's iot.telemetry: %q, %v", out, err)
+		}
+	}
+	if out != "plant/3/telemetry 7.5\n" {
+		t.Fatalf("the other cluster's iot.telemetry holds %q, want the one message", out)
+	}
+	if out, err := kcat(b.props(), kaddr, "", "-L", "-t", "iot.telemetry"); err == nil && strings.Contains(out, "partition 0") {
+		t.Errorf("Shoal's own cluster has a topic iot.telemetry:\n%s", out)
+	}
+	if _, err := kcat(uprops, uaddr, "open", "-P", "-t", "iot.commands", "-k", "4", "-H", "mqtt.retain=true"); err != nil {
+		t.Fatal(err)
+	}
+	host, port, _ := strings.Cut(p.mqtt, ":")
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	got, err := exec.CommandContext(ctx, "mosquitto_sub", "-h", host, "-p", port, "-i", "acme-sub", "-t", "plant/+/command",
+		"-q", "1", "-v", "-C", "1", "-W", "20").CombinedOutput()
+	if err != nil || strings.TrimSpace(string(got)) != "plant/4/command open" {
+		t.Fatalf("mosquitto_sub: %v, printed %q; want plant/4/command open from the other cluster", err, got)
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/shoal-mqtt/shoal/gateway"
 	"github.com/shoal-mqtt/shoal/gateway/acl"
 	"github.com/shoal-mqtt/shoal/internal/obs"
+	"github.com/shoal-mqtt/shoal/kafka"
 	routersvc "github.com/shoal-mqtt/shoal/router-svc"
 	sessionsvc "github.com/shoal-mqtt/shoal/session-svc"
 )
@@ -237,7 +238,7 @@ func (b *Broker) Run(ctx context.Context) (err error) {
 			err = cerr
 		}
 	}()
-	if err := b.newRoles(bb); err != nil {
+	if err := b.newRoles(ctx, bb); err != nil {
 		return err
 	}
 	if err := b.registerMetrics(tel.MeterProvider().Meter(telemetry.Scope)); err != nil {
@@ -252,7 +253,7 @@ func (b *Broker) Run(ctx context.Context) (err error) {
 }
 
 // newRoles creates the roles this broker runs, over the backbone bb.
-func (b *Broker) newRoles(bb *backbone) (err error) {
+func (b *Broker) newRoles(ctx context.Context, bb *backbone) (err error) {
 	cfg := b.cfg
 	var router *routersvc.Router
 	var session *sessionsvc.Service
@@ -324,7 +325,7 @@ func (b *Broker) newRoles(bb *backbone) (err error) {
 	if session != nil {
 		session.SetTelemetry(b.prov)
 	}
-	br, err := b.newBridge(bb)
+	br, err := b.newBridge(ctx, bb)
 	if err != nil {
 		return err
 	}
@@ -336,7 +337,7 @@ func (b *Broker) newRoles(bb *backbone) (err error) {
 
 // newBridge makes the Kafka data bridge when the broker runs it (nil
 // otherwise; `shoal bridge` without mappings is an error).
-func (b *Broker) newBridge(bb *backbone) (*bridge.Bridge, error) {
+func (b *Broker) newBridge(ctx context.Context, bb *backbone) (*bridge.Bridge, error) {
 	bk := b.cfg.Bridges.Kafka
 	if b.roles&RoleBridge == 0 {
 		return nil, nil
@@ -346,9 +347,6 @@ func (b *Broker) newBridge(bb *backbone) (*bridge.Bridge, error) {
 	}
 	// With other roles, the bridge runs even without mappings, idle: a
 	// SIGHUP may bring some (ReloadBridges).
-	if len(bk.Brokers) > 0 {
-		return nil, errors.New("bridges.kafka.brokers: a cluster of the bridge's own is not supported yet: the bridge writes to and reads from kafka.brokers (leave bridges.kafka.brokers empty)")
-	}
 	m, err := bk.Compile()
 	if err != nil {
 		return nil, err
@@ -362,6 +360,11 @@ func (b *Broker) newBridge(bb *backbone) (*bridge.Bridge, error) {
 	// The embedded backbone ends a killed producer's transaction without
 	// a marker (bridge.Options.FreshProducers).
 	opts := bridge.Options{InstanceID: id, Telemetry: b.prov, FreshProducers: len(b.cfg.Kafka.Brokers) == 0}
+	if len(bk.Brokers) > 0 {
+		if opts.Target, err = b.bridgeTarget(ctx, bb); err != nil {
+			return nil, err
+		}
+	}
 	rules := bb.acl
 	if rules == nil && b.cfg.Auth.ACLFile != "" {
 		// shoal bridge alone: the gateway did not open the ACL file.
@@ -392,6 +395,29 @@ func (b *Broker) Reload() error {
 		errs = append(errs, gw.ReloadTLS())
 	}
 	return errors.Join(errs...)
+}
+
+// bridgeTarget is the client of the cluster of the bridge's own
+// (bridges.kafka.brokers, secured by bridges.kafka.sasl and .tls), closed
+// with the backbone.
+func (b *Broker) bridgeTarget(ctx context.Context, bb *backbone) (*kafka.Client, error) {
+	bk := b.cfg.Bridges.Kafka
+	sec := config.Kafka{Brokers: bk.Brokers, SASL: bk.SASL, TLS: bk.TLS}
+	sasl, tlsCfg, err := sec.Security()
+	if err != nil {
+		return nil, fmt.Errorf("bridges.%w", err) // its keys are kafka.*'s under bridges.
+	}
+	cat := b.cfg.Kafka.Catalogue()
+	cat.SetMaxMessageBytes(kafka.MaxMessageBytesFor(b.cfg.Gateway.MaxPacketSize))
+	c, err := kafka.NewClient(ctx, kafka.Config{
+		Brokers: bk.Brokers, ClientID: "shoal-bridge", Catalogue: cat, SASL: sasl, TLS: tlsCfg,
+		GroupSessionTimeout: b.cfg.Kafka.GroupSessionTimeout, Telemetry: b.prov,
+	}, b.log.With("cluster", "bridges.kafka.brokers"))
+	if err != nil {
+		return nil, fmt.Errorf("bridges.kafka.brokers: %w", err)
+	}
+	bb.closers = append(bb.closers, closeNil(c.Close))
+	return c, nil
 }
 
 // ReloadBridges makes the mappings of bk (the bridges.kafka section of the

@@ -7,7 +7,7 @@ import (
 )
 
 // readOrder makes what a gateway reads take effect in that order across
-// its connections (issue 12 §6): a SUBSCRIBE or UNSUBSCRIBE read before a
+// its connections (TestSubscribeReadFirstIsWrittenFirst): a SUBSCRIBE or UNSUBSCRIBE read before a
 // PUBLISH, on any connection, is applied by the routers before that
 // PUBLISH. Each connection has its own reader, so two packets read one
 // after the other on two connections can reach the producer the other way

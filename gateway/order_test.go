@@ -9,7 +9,7 @@ import (
 	"github.com/shoal-mqtt/shoal/kafka"
 )
 
-// TestSubscribeReadFirstIsWrittenFirst is issue 12 §6: a SUBSCRIBE the
+// TestSubscribeReadFirstIsWrittenFirst: a SUBSCRIBE the
 // gateway read before a PUBLISH on another connection reaches the log
 // first, however the two connections' goroutines are scheduled. The
 // SUBSCRIBE is held after it was read (subscribeRead); the PUBLISH read

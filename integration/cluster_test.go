@@ -806,7 +806,7 @@ func TestCluster(t *testing.T) {
 		}
 	})
 
-	// Issue 12 §6: client B sends SUBSCRIBE and, a moment later and before
+	// Client B sends SUBSCRIBE and, a moment later and before
 	// its SUBACK, client A publishes on that topic (Paho's 5.0
 	// interoperability test request/response). On B's gateway the
 	// subscription takes effect when the gateway reads it: no message is
@@ -879,7 +879,7 @@ func TestCluster(t *testing.T) {
 		t.Logf("SUBSCRIBE → SUBACK: %s; SUBSCRIBE → effective for the other gateway: %s", quantiles(subacks), quantiles(effective))
 	})
 
-	// Issue 12 §2: a will with a delay arrives at min(delay, session
+	// A will with a delay arrives at min(delay, session
 	// expiry) after the close, within 0.5 s, in distributed mode too (the
 	// client on gateway A, its watcher on gateway B).
 	t.Run("WillDelayOnTime", func(t *testing.T) {
@@ -923,7 +923,7 @@ func TestCluster(t *testing.T) {
 		}
 	})
 
-	// Issue 12 §1: a QoS 2 publisher on gateway A loses its connection
+	// A QoS 2 publisher on gateway A loses its connection
 	// before it reads the PUBRECs, resumes its session on gateway B and
 	// sends its messages again (DUP): each reaches the subscribers once.
 	for _, v := range []int{4, 5} {
@@ -986,7 +986,7 @@ func TestCluster(t *testing.T) {
 		})
 	}
 
-	// Issue 14: tenant qt's max_connections (4) holds across the two
+	// Tenant qt's max_connections (4) holds across the two
 	// gateways: each counts the other's clients from its reports on
 	// shoal.quotas.
 	t.Run("TenantQuotaAcrossGateways", func(t *testing.T) {

@@ -432,7 +432,7 @@ func TestCQLMigrationsConcurrentAndTwice(t *testing.T) {
 
 // TestCQLKeyspaceReplicationFitsTheCluster: on the one-node cluster a
 // keyspace of three replicas is not created (every QUORUM request on it
-// would fail, issue 12: "Cannot achieve consistency level QUORUM"): Open
+// would fail: "Cannot achieve consistency level QUORUM"): Open
 // is refused, naming cql.replication_factor and the node count. The same
 // keyspace then opens with a factor of 1 and serves QUORUM reads and
 // writes, so the refused Open left nothing behind.

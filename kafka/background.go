@@ -14,8 +14,7 @@ import (
 // background linger before they go to franz-go, so that they share few,
 // large requests: on the embedded backbone every request costs the
 // producer, the broker, the segment write and every local consumer a
-// round of work (measured in bench/README.md, issue 19 stage 11: at
-// 10,000 msg/s QoS 0 the broker's CPU fell by about a sixth).
+// round of work (bench/README.md measures what it saves).
 //
 // Order is the client's as before: every Produce, ProduceAll and
 // ProduceSync first hands the held records to franz-go, so a record

@@ -101,9 +101,9 @@ const (
 	// flight keep it busy at any rate a `shoal all` reaches; the
 	// default's 50,000 (for a Kafka a network away) only held memory: a
 	// client flooding QoS 0 filled both producers' buffers, 100,000
-	// pooled records, about 90 MiB of a flood's heap. 2,048 with
-	// FeedMaxBacklog's 1,024 per partition (stage 8 of issue 19 measured
-	// 8,192 and 1,024 too).
+	// pooled records, about 90 MiB of a flood's heap. 2,048 goes with
+	// FeedMaxBacklog's 1,024 per partition (bench/README.md compares
+	// other bounds).
 	EmbeddedMaxBufferedRecords = 2048
 	// CompactEvery is how often the embedded broker compacts the
 	// compacted topics (kfake's log.cleaner.backoff.ms, one hour): each

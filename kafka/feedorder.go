@@ -135,11 +135,10 @@ func raise(v *atomic.Int64, offset int64) {
 // the log, so no record is deleted before the consumer has read it, and
 // well within a subscription's inbox (feedMaxInbox), so none is read back
 // from the log; and they are polls large enough for the router to
-// amortise its writes. Measured under floods and saturating pairs
-// (bench/README.md, stage 8): against 4,096, half the RSS and 10-20 %
-// less CPU for the same or more deliveries per second (records held in
-// the pipeline cost the collector's work and make the router no faster);
-// at 512 the pipeline runs dry (a fifth fewer deliveries per second).
+// amortise its writes. A larger bound only holds records in the pipeline,
+// which cost the collector's work and make the router no faster; a
+// smaller one lets the pipeline run dry. bench/README.md has the
+// measurements under floods and saturating pairs.
 const FeedMaxBacklog = 1024
 
 // Room reports whether fewer than FeedMaxBacklog records of the process's

@@ -35,22 +35,18 @@ import (
 //     stored state, so they go through the log too.
 
 // expressMaxInFlight is the most records the express path's producer may
-// have in franz-go for a publish to go the express way: beyond it the
+// have in franz-go for a publish to go the express way. Beyond it the
 // broker is busy, and publishes go through the log, where the router takes
-// them a poll at a time (measured: saturating QoS 0 pairs, every message
-// expressed, had a quarter fewer deliveries per CPU-second than through
-// the log; again in stage 12: 95-97k against 139-140k). The records the
-// producer holds back (gateway.express_linger,
-// kafka.Client.ProduceBackground) do not count until they go to franz-go,
-// and then go together: one batch of them, up to kafka.BackgroundMaxHeld,
-// is what a steady rate sends every linger, not a backlog, so the bound is
-// one and a half of those. With the 10 ms linger, 10,000 msg/s sends about
-// 200 records every 10 ms; at 256, the bound of stage 11, 13,000 msg/s
-// already sent publishes the log's way for the half millisecond each batch
-// was in flight (p99 3.5 ms at 15,000 msg/s, against 1.8 ms at 768). Under
-// a saturating load the batches overlap and the bound closes the path as
-// before (bench/README.md, issue 19 stage 12). Which way a publish goes
-// never changes its order (Settled).
+// them a poll at a time: under a saturating load that costs less CPU per
+// delivery than routing each publish at once. The records the producer
+// holds back (gateway.express_linger, kafka.Client.ProduceBackground) do
+// not count until they go to franz-go, and then go together. One batch of
+// them, up to kafka.BackgroundMaxHeld, is what a steady rate sends every
+// linger, not a backlog, so the bound is one and a half batches: a steady
+// rate stays on the express path while its batch is in flight, and
+// overlapping batches close it. bench/README.md has the figures behind
+// both choices. Which way a publish goes never changes its order
+// (Settled).
 const expressMaxInFlight = kafka.BackgroundMaxHeld * 3 / 2
 
 // EnableExpress makes the router take QoS 0 publishes of its process's

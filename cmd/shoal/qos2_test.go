@@ -6,7 +6,7 @@ import (
 	"github.com/shoal-mqtt/shoal/internal/testutil/qos2resend"
 )
 
-// TestQoS2ExactlyOnceAcrossReconnect is issue 12 §1: a persistent publisher
+// TestQoS2ExactlyOnceAcrossReconnect: a persistent publisher
 // sends six QoS 2 messages, loses its connection before it reads the
 // PUBRECs, resumes its session and sends them again with DUP, as MQTT
 // requires; its subscribers get each message once. With Paho's 3.1.1 and

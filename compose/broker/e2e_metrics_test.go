@@ -16,7 +16,7 @@ import (
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
 )
 
-// The metrics of issue 17 end to end: `shoal all` driven by MQTT clients,
+// The metrics end to end: `shoal all` driven by MQTT clients,
 // /metrics read as a Prometheus server reads it (scrape).
 
 // series returns the samples of family name whose labels include kv

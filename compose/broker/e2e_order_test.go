@@ -8,7 +8,7 @@ import (
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
 )
 
-// TestSubscribeBeforePublishAcrossConnections is issue 12 §6, as Paho's
+// TestSubscribeBeforePublishAcrossConnections, as Paho's
 // 5.0 interoperability test request/response does it: client B sends
 // SUBSCRIBE and, a moment later and before B's SUBACK, client A on the
 // same gateway publishes on that topic. What the gateway read first takes

@@ -303,7 +303,7 @@ func TestSubscriptionIdentifiersAndOverlap(t *testing.T) {
 	if !ok {
 		t.Fatal("want PUBLISH")
 	}
-	// Every matching identifier, in ascending order (issue 12 §4).
+	// Every matching identifier, in ascending order.
 	if ids := p.Props.SubscriptionIDs; p.QoS != 2 || !slices.Equal(ids, []uint32{10, 11}) {
 		t.Fatalf("overlapping subscriptions: QoS %d ids %v, want one delivery at QoS 2 with ids [10 11]", p.QoS, ids)
 	}

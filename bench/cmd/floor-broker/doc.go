@@ -6,6 +6,6 @@
 // and writes each QoS 0 PUBLISH it reads, unchanged, to the connections
 // subscribed to its topic name, from the publisher's goroutine. No QoS 1
 // or 2, no retained messages, no sessions, no keep-alive, no log: point
-// shoal-bench's latency scenario at it (bench/README.md, issue 19 stage
-// 11) and nothing else.
+// shoal-bench's latency scenario at it (bench/README.md) and nothing
+// else.
 package main

@@ -1,4 +1,4 @@
-// Package qos2resend drives the scenario of issue 12 §1 against a running
+// Package qos2resend drives the QoS 2 resend scenario against a running
 // Shoal, with real client libraries: a persistent publisher sends QoS 2
 // messages, loses its connection before it reads the PUBRECs, reconnects,
 // resumes its session and sends them again with DUP, as MQTT requires

@@ -64,8 +64,7 @@ type FailureDelay interface {
 	Succeeded(addr netip.Addr)
 }
 
-// Auth is how the gateway authenticates CONNECTs; set it with SetAuth
-// before Run. The zero value has no source: every client is accepted,
+// Auth is how the gateway authenticates CONNECTs (WithAuth). The zero value has no source: every client is accepted,
 // anonymous, and its tenant is its client identifier's (the rule without
 // authentication).
 //
@@ -126,10 +125,6 @@ func (c *conn) authorize(cp *packet.Connect) bool {
 func (a *Auth) configured() bool {
 	return a.Passwords != nil || a.Tokens != nil || a.CertIdentity != nil
 }
-
-// SetAuth sets how CONNECTs are authenticated. It must be called before
-// Run.
-func (g *Gateway) SetAuth(a Auth) { g.auth = a }
 
 // authenticate is the handshake's authentication step: it sets c.ident
 // to the proven identity, or refuses the connection. Nothing of the

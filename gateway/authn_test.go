@@ -165,7 +165,7 @@ func TestAuthenticatedAssignedID(t *testing.T) {
 // says (set before Run, as SetAuth requires).
 func startGatewayAuth(t *testing.T, a Auth) *Gateway {
 	t.Helper()
-	g, stop := runGatewayWith(t, newFakeLog(), func(g *Gateway) { g.SetAuth(a) })
+	g, stop := runGatewayWith(t, newFakeLog(), func(g *Gateway) { WithAuth(a)(g) })
 	t.Cleanup(func() {
 		if err := stop(); err != nil {
 			t.Error(err)

@@ -242,7 +242,7 @@ func TestCloseLogNormalDisconnect(t *testing.T) {
 func TestCloseLogAuthFailure(t *testing.T) {
 	const secret = "hunter2-secret"
 	g, recs, _, _ := loggedGateway(t, newFakeLog(), func(g *Gateway) {
-		g.SetAuth(Auth{Passwords: fakePasswords{"u": "right"}})
+		WithAuth(Auth{Passwords: fakePasswords{"u": "right"}})(g)
 	})
 	code, _, _ := connackFor(t, g, &packet.Connect{Version: packet.V5, ClientID: []byte("t-a"), CleanStart: true,
 		UsernameFlag: true, Username: []byte("u"), PasswordFlag: true, Password: []byte(secret)})

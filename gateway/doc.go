@@ -52,7 +52,7 @@
 //   - connect.go: CONNECT: the handshake, asking the session service
 //     (askSession) and abandoning a connect it gave up on. In shoal all
 //     every record for shoal.sessions goes through the process's producer
-//     that does not linger (SetSessionLog), and the session service gives
+//     that does not linger (WithSessionLog), and the session service gives
 //     the answer before producing it (Answer, handoff.go).
 //   - read.go: the read loop, keep alive and the dispatch of client packets.
 //   - inbound.go: client → log: PUBLISH, PUBREL, SUBSCRIBE, UNSUBSCRIBE and

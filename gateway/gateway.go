@@ -44,19 +44,7 @@ type Producer interface {
 	ProduceSync(ctx context.Context, rs ...*kafka.Record) error
 }
 
-// SetSessionLog makes the gateway write every record for shoal.sessions
-// through p: the Connect requests, the Disconnects, the heartbeats, the
-// inboxes' acknowledgements and returns. In `shoal all` the gateway's own
-// producer lingers (Config.ProduceLinger) to share requests between
-// publishes, while a CONNECT waits for its Connect to be written and
-// answered: p is then the process's producer that sends at once, which
-// takes the linger off every connect. One producer for the whole topic
-// keeps the order of the gateway's records in each of its partitions (a
-// client's acknowledgements and Disconnect, then its next Connect). Call
-// it before Run.
-func (g *Gateway) SetSessionLog(p Producer) { g.sessionLog, g.splitLog = p, true }
-
-// producer returns the producer of topic's records (SetSessionLog).
+// producer returns the producer of topic's records (WithSessionLog).
 func (g *Gateway) producer(topic string) Producer {
 	if g.splitLog && topic == g.topics.Sessions.Name {
 		return g.sessionLog
@@ -97,12 +85,12 @@ type Gateway struct {
 	eventLog Log
 	clock    func() time.Time
 	epoch    uint64 // random per start: the gateway_epoch of message ids
-	// tel is what the gateway reports through (SetTelemetry, before Run).
+	// tel is what the gateway reports through (WithTelemetry).
 	tel obs.Providers
 	met *gatewayMetrics // its instruments (metrics.go), made from tel
 	// topics is the log's catalogue, which names the topics.
 	topics kafka.Catalogue
-	// express is the router of the process (SetExpress, before Run); nil:
+	// express is the router of the process (WithExpress); nil:
 	// none.
 	express Express
 	// room tells whether the process's router keeps up with a partition
@@ -117,7 +105,7 @@ type Gateway struct {
 	// (kafka.Client.ProduceBackground); nil: eventLog.Produce.
 	background backgroundLog
 	// sessionLog writes the records for shoal.sessions when splitLog
-	// (SetSessionLog, before Run); otherwise eventLog writes every record.
+	// (WithSessionLog); otherwise eventLog writes every record.
 	sessionLog Producer
 	splitLog   bool
 
@@ -225,10 +213,10 @@ func (c *conn) add(k Counter, n int64) {
 	}
 }
 
-// New returns a gateway that writes to and reads from eventLog.
-// clock may be nil (time.Now); version is the version it publishes in
-// $SYS/broker/version.
-func New(cfg Config, eventLog Log, log *slog.Logger, clock func() time.Time, version string) (*Gateway, error) {
+// New returns a gateway that writes to and reads from eventLog, complete
+// with what opts give it. clock may be nil (time.Now); version is the
+// version it publishes in $SYS/broker/version.
+func New(cfg Config, eventLog Log, log *slog.Logger, clock func() time.Time, version string, opts ...Option) (*Gateway, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -258,7 +246,10 @@ func New(cfg Config, eventLog Log, log *slog.Logger, clock func() time.Time, ver
 		version:   version,
 		writes:    newWriteQueue(),
 	}
-	g.met, _ = newGatewayMetrics(g.tel) // noop instruments: no error
+	for _, o := range opts {
+		o(g)
+	}
+	g.useTelemetry(g.tel)
 	if r, ok := eventLog.(interface{ Room(string, int32) bool }); ok {
 		g.room, g.roomGates = r, make([]roomGate, g.msgParts)
 	}

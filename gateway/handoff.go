@@ -196,7 +196,3 @@ type Express interface {
 	// it. rec is the gateway's again when it returns.
 	Express(rec *kafka.Record) bool
 }
-
-// SetExpress makes the gateway offer its QoS 0 publishes to x before it
-// produces them. Call it before Run; with tracing on it has no effect.
-func (g *Gateway) SetExpress(x Express) { g.express = x }

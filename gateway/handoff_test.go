@@ -168,7 +168,7 @@ func (l promptLog) ProduceSync(_ context.Context, rs ...*kafka.Record) error {
 func TestAnswerHandedOff(t *testing.T) {
 	fl := newFakeLog()
 	pl := promptLog{connects: make(chan *eventspb.Connect, 10), disconnects: new(atomic.Int64)}
-	g, stop := runGatewayWith(t, fl, func(g *Gateway) { g.SetSessionLog(pl) })
+	g, stop := runGatewayWith(t, fl, func(g *Gateway) { WithSessionLog(pl)(g) })
 	t.Cleanup(func() {
 		if err := stop(); err != nil {
 			t.Error(err)

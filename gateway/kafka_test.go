@@ -65,7 +65,7 @@ func runOnBackbone(t *testing.T, kl Log, cfg Config, l SlotLeaser) *gatewayRun {
 	t.Helper()
 	return runOnBackboneWith(t, kl, cfg, func(g *Gateway) {
 		if l != nil {
-			g.SetSlotLeaser(l)
+			WithSlotLeaser(l)(g)
 		}
 	})
 }

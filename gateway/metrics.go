@@ -15,7 +15,7 @@ import (
 // The gateway's instruments (its Stats are /metrics' legacy counters,
 // registered by compose/broker): PUBACK latency, publish → delivery
 // latency, dropped messages by cause, and CONNACKs by result and reason.
-// They are made once, by SetTelemetry; recording allocates nothing (the
+// They are made once, by New; recording allocates nothing (the
 // attribute options are made once per cause, per reason and tenant).
 
 // gatewayMetrics are the gateway's instruments. The zero value is not

@@ -24,7 +24,7 @@ func startMeasured(t *testing.T, fl *fakeLog, skew *atomic.Int64, setup func(*Ga
 	p, r := testmetrics.New(t, 10)
 	g, stop := runGatewayWith(t, fl, func(g *Gateway) {
 		g.clock = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
-		g.SetTelemetry(p)
+		g.useTelemetry(p)
 		if setup != nil {
 			setup(g)
 		}
@@ -119,7 +119,7 @@ func TestConnectsByReason(t *testing.T) {
 	}
 	var skew atomic.Int64
 	g, r := startMeasured(t, fl, &skew, func(g *Gateway) {
-		g.SetAuth(Auth{Passwords: failingPasswords{}, AllowAnonymous: true})
+		WithAuth(Auth{Passwords: failingPasswords{}, AllowAnonymous: true})(g)
 	})
 	connect := func(cp *packet.Connect) packet.ReasonCode {
 		t.Helper()
@@ -215,7 +215,7 @@ func TestMetricsAllocations(t *testing.T) {
 	const rounds = 50
 	f := newFanOut(t, 1, 0, packet.V5)
 	fp, fr := testmetrics.New(t, 10)
-	f.g.SetTelemetry(fp)
+	f.g.useTelemetry(fp)
 	f.setPublished(t, time.Now().UnixMicro())
 	if n := testing.AllocsPerRun(rounds-1, f.round); n != 0 { // rounds rounds, with its warm-up
 		t.Errorf("a measured fan-out to one subscriber: %v allocations, want 0", n)

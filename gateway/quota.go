@@ -38,15 +38,6 @@ type connQuota struct {
 	timer *time.Timer // the reader's wait, reused
 }
 
-// SetQuotas sets the tenants' quotas (nil: none, every check is skipped).
-// It must be called before Run. Quotas kept by a quota.Shared (made for
-// this gateway's Config.ID) are counted with the other gateways' through
-// shoal.quotas (quotashare.go).
-func (g *Gateway) SetQuotas(q *quota.Quotas) {
-	g.quotas = q
-	g.share, _ = q.Backend().(*quota.Shared)
-}
-
 // Quotas returns the tenants' quotas, nil without any.
 func (g *Gateway) Quotas() *quota.Quotas { return g.quotas }
 

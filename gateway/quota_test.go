@@ -135,7 +135,7 @@ func startQuotaGateway(t *testing.T, q quota.Config, opts ...func(*Config)) (*Ga
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.SetQuotas(quota.New(q, nil))
+	WithQuotas(quota.New(q, nil))(g)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- g.Run(ctx) }()

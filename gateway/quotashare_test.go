@@ -22,7 +22,7 @@ func runSharing(t *testing.T, kl *kafka.Client, id string, slot int32, limits qu
 	cfg := DefaultConfig()
 	cfg.ID, cfg.Slot, cfg.Heartbeat = id, slot, quotaHeartbeat
 	r := runOnBackboneWith(t, kl, cfg, func(g *Gateway) {
-		g.SetQuotas(quota.New(quota.Config{Tenants: map[string]quota.Limits{"t": limits}}, quota.NewShared(id)))
+		WithQuotas(quota.New(quota.Config{Tenants: map[string]quota.Limits{"t": limits}}, quota.NewShared(id)))(g)
 	})
 	r.waitReady(t)
 	return r

@@ -21,10 +21,6 @@ type SlotLeaser interface {
 	ReleaseSlot(ctx context.Context, slot int32, owner string) error
 }
 
-// SetSlotLeaser makes the gateway lease its slot from l (before Run): a
-// free one when Config.Slot is -1, else Config.Slot itself.
-func (g *Gateway) SetSlotLeaser(l SlotLeaser) { g.leaser = l }
-
 // Slot returns the gateway's slot (known once Run has leased it).
 func (g *Gateway) Slot() int32 { return g.slot.Load() }
 

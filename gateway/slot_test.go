@@ -66,7 +66,7 @@ func runLeasedClock(t *testing.T, l SlotLeaser, ttl time.Duration, clock func() 
 		t.Fatal(err)
 	}
 	if l != nil {
-		g.SetSlotLeaser(l)
+		WithSlotLeaser(l)(g)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done = make(chan error, 1)

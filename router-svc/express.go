@@ -49,22 +49,6 @@ import (
 // (Settled).
 const expressMaxInFlight = kafka.BackgroundMaxHeld * 3 / 2
 
-// EnableExpress makes the router take QoS 0 publishes of its process's
-// gateway through Express. It needs a hand-off (SetHandoff) and a client
-// with the local delivery path (kafka.Config.Feed); with tracing on
-// (SetTelemetry) Express routes nothing, so that every message's trace
-// goes through Kafka. Every record the router makes is then produced
-// through via, a client of the same process whose records linger to share
-// requests (the gateway's): nothing waits for them (the hand-off delivered
-// them), one request per express message would cost more CPU than the rest
-// of its way, and one client for both paths keeps a slot's records in the
-// order they were handed over. Call it before Run and before the process's
-// clients produce to shoal.messages.
-func (r *Router) EnableExpress(via *kafka.Client) {
-	r.client.TrackOrder(r.topics.Messages.Name)
-	r.express, r.producer = via, via
-}
-
 // Express routes rec, a QoS 0 publish record of shoal.messages (filled,
 // keyed, not produced yet, its message not retained), and reports whether
 // it did: then the caller marks rec with kafka.HeaderExpress before it

@@ -31,11 +31,6 @@ type Handoff interface {
 // handed over), and whose messages have waited already.
 const handoffMaxPoll = 256
 
-// SetHandoff makes the router hand its deliveries to h before producing
-// them. Call it before Run; with tracing on (SetTelemetry) it has no
-// effect, so that every delivery's trace goes through Kafka.
-func (r *Router) SetHandoff(h Handoff) { r.handoff = h }
-
 // handOff offers rec to the gateway of the process, when there is one,
 // and marks rec with its answer. now says whether rec's poll is small
 // enough for the gateway to write it at once.

@@ -14,7 +14,7 @@ import (
 
 // The router's instruments: subscriptions matched and records produced per
 // message, messages that expired before routing, and the retained
-// messages its shards hold per tenant. Made once, by SetTelemetry;
+// messages its shards hold per tenant. Made once, by WithTelemetry;
 // recording allocates nothing. A Shard records into the metrics its router
 // gave it (setMetrics); a shard without (a Rebuild's, a test's) records
 // nothing.

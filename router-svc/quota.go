@@ -163,12 +163,6 @@ func (s *Shard) retainRefused(t *tenant, name, topic string) bool {
 	return true
 }
 
-// SetRetainedLimits bounds the retained messages of each tenant (see
-// RetainedQuota). It must be called before Run.
-func (r *Router) SetRetainedLimits(l RetainedLimits) {
-	r.retainedQuota = NewRetainedQuota(l, r.topics.Messages.Partitions, r.log)
-}
-
 // RetainedRefused returns, per tenant, the retained messages this router
 // did not keep because of the tenant's max_retained, since start.
 func (r *Router) RetainedRefused() map[string]int64 { return r.retainedQuota.Refused() }

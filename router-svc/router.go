@@ -30,17 +30,17 @@ type Router struct {
 	presence *Presence
 
 	topics kafka.Catalogue // the client's: names and partition counts
-	// tel is what the router reports through (SetTelemetry, before Run).
+	// tel is what the router reports through (WithTelemetry).
 	tel obs.Providers
 	met *routerMetrics // its instruments (metrics.go); nil: none
 	// retainedQuota bounds the tenants' retained messages in every shard
 	// (quota.go); nil: no bound. Set before Run.
 	retainedQuota *RetainedQuota
-	// handoff is the gateway of the process (SetHandoff, before Run);
+	// handoff is the gateway of the process (WithHandoff);
 	// nil: none.
 	handoff Handoff
 	// express is the client the express path produces through
-	// (EnableExpress, express.go, before Run); nil: no express path.
+	// (WithExpress, express.go); nil: no express path.
 	express *kafka.Client
 	// producer is the client every record the router makes is produced
 	// through: client, or express when there is an express path.
@@ -84,7 +84,7 @@ type Router struct {
 // New returns a router. client is the process's Kafka client (its
 // catalogue names the topics), store the view store, clock the clock used
 // for message expiry and timestamps.
-func New(cfg Config, client *kafka.Client, store Store, log *slog.Logger, clock func() time.Time) (*Router, error) {
+func New(cfg Config, client *kafka.Client, store Store, log *slog.Logger, clock func() time.Time, opts ...Option) (*Router, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("router config: %w", err)
 	}
@@ -124,6 +124,9 @@ func New(cfg Config, client *kafka.Client, store Store, log *slog.Logger, clock 
 				return nil, fmt.Errorf("router config: router.partitions[%d]: %s has partitions [0, %d), not %d", i, cat.Messages.Name, n, p)
 			}
 		}
+	}
+	for _, o := range opts {
+		o(r)
 	}
 	return r, nil
 }

@@ -80,7 +80,7 @@
 // wills. So the removals of an ended session precede, in every partition of
 // shoal.messages, the subscription changes a gateway writes after it got
 // the ConnectResult. In `shoal all` the answers go to the gateway of the
-// process (Service.SetAnswers) when their stage is written, before they
+// process (WithAnswers) when their stage is written, before they
 // are produced: the gateway need wait for nothing more. A batch of records
 // is processed in rounds of events of distinct clients, stage by stage, so
 // that batching never reorders one client's outputs. Only then are the

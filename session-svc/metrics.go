@@ -15,7 +15,7 @@ import (
 // the messages waiting in the offline ones' inboxes, counted by each
 // partition as it commits (sessionCounts, not a scan at each collection),
 // and the messages it drops (shoal.messages.dropped: an inbox full, an
-// inbox message expired). Made once, by SetTelemetry.
+// inbox message expired). Made once, by WithTelemetry.
 
 // sessionCounts are a partition's committed sessions by state, and the
 // messages held in the inboxes of its offline ones. Guarded by the

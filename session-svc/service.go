@@ -33,7 +33,7 @@ type Service struct {
 	// topics is the client's catalogue: the names and partition counts of
 	// the topics the service reads and writes.
 	topics kafka.Catalogue
-	// tel is what the service reports through (SetTelemetry, before Run).
+	// tel is what the service reports through (WithTelemetry).
 	tel obs.Providers
 	// sessionsPartitions is the partition count of shoal.sessions.
 	sessionsPartitions int32
@@ -44,7 +44,7 @@ type Service struct {
 	mu    sync.Mutex
 	parts []*partition // by partition number: nil while (re)loading or not owned
 
-	// answers, when set (SetAnswers), is given each answer to a Connect
+	// answers, when set (WithAnswers), is given each answer to a Connect
 	// before it is produced.
 	answers Answers
 
@@ -63,7 +63,7 @@ type Service struct {
 // of the sessions' connect and disconnect; nil means time.Now. The client's
 // catalogue names the topics and their partitions (EnsureTopics creates
 // them).
-func New(cfg Config, client *kafka.Client, store Store, log *slog.Logger, clock func() time.Time) (*Service, error) {
+func New(cfg Config, client *kafka.Client, store Store, log *slog.Logger, clock func() time.Time, opts ...Option) (*Service, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("new session service: %w", err)
 	}
@@ -84,7 +84,7 @@ func New(cfg Config, client *kafka.Client, store Store, log *slog.Logger, clock 
 		epoch = rand.Uint64()
 	}
 	log = log.With("role", "session")
-	return &Service{
+	s := &Service{
 		tel:                obs.Providers{}.WithDefaults(),
 		wakeCh:             make(chan struct{}, 1),
 		cfg:                cfg,
@@ -94,7 +94,11 @@ func New(cfg Config, client *kafka.Client, store Store, log *slog.Logger, clock 
 		topics:             topics,
 		sessionsPartitions: topics.Sessions.Partitions,
 		m:                  newMachine(cfg, topics, epoch, clock, log).withStore(cfg, store, topics.Sessions.Partitions),
-	}, nil
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	return s, nil
 }
 
 // withStore fits m to store: the ended sessions each partition keeps in
@@ -450,12 +454,6 @@ type Answers interface {
 	// is durable: the takeover's kick and removals, then the presence.
 	Answer(slot int32, res *eventspb.ConnectResult)
 }
-
-// SetAnswers makes the service give its answers to a before it
-// produces them, which saves the CONNECT the answer's produce round trip
-// and the slot consumer's read; the answers are produced all the same.
-// Call it before Run.
-func (s *Service) SetAnswers(a Answers) { s.answers = a }
 
 // write produces outs and waits until Kafka has them all (acks=all). The
 // answers among them go to s.answers first: a batch writes its outputs

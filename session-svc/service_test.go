@@ -89,17 +89,13 @@ func (b backbone) runServiceWith(t *testing.T, cfg sessionsvc.Config, store sess
 	return b.runServiceAt(t, cfg, store, func() time.Time { return e2eNow })
 }
 
-// runServiceAt runs a session service with its clock; setup, if any, is
-// called before Run.
+// runServiceAt runs a session service with its clock, made with opts.
 func (b backbone) runServiceAt(t *testing.T, cfg sessionsvc.Config, store sessionsvc.Store, clock func() time.Time,
-	setup ...func(*sessionsvc.Service)) (*sessionsvc.Service, func()) {
+	opts ...sessionsvc.Option) (*sessionsvc.Service, func()) {
 	t.Helper()
-	svc, err := sessionsvc.New(cfg, b.client, store, testLogger(t), clock)
+	svc, err := sessionsvc.New(cfg, b.client, store, testLogger(t), clock, opts...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
-	}
-	for _, f := range setup {
-		f(svc)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
@@ -441,7 +437,7 @@ func TestServiceAnswersAfterPresence(t *testing.T) {
 	// The second connect takes the first one's session over.
 	b.produce(t, connectEnv(a1, 0, nil), connectEnv(a2, 0, nil))
 	b.runServiceAt(t, sessionsvc.DefaultConfig(), b.store, func() time.Time { return e2eNow },
-		func(s *sessionsvc.Service) { s.SetAnswers(answers) })
+		sessionsvc.WithAnswers(answers))
 	waitFor(t, "two answers", func() bool { return len(answers.answers()) == 2 })
 
 	seen := answers.answers()

@@ -252,18 +252,44 @@ func (b *Broker) Run(ctx context.Context) (err error) {
 	return g.run()
 }
 
-// newRoles creates the roles this broker runs, over the backbone bb.
+// newRoles creates the roles this broker runs, over the backbone bb, each
+// complete with what it needs; in `shoal all` they meet through the local
+// path (local.go).
 func (b *Broker) newRoles(ctx context.Context, bb *backbone) (err error) {
 	cfg := b.cfg
 	var router *routersvc.Router
 	var session *sessionsvc.Service
 	var gw *gateway.Gateway
+	// shoal all, the gateway and the router in one process on the
+	// embedded backbone: the roles hand each other what the log would
+	// carry (docs/local-path.md).
+	var local *localPath
+	if b.roles&RoleGateway != 0 && b.roles&RoleRouter != 0 && cfg.Kafka.LocalDelivery && len(cfg.Kafka.Brokers) == 0 {
+		local = &localPath{}
+		// The gateway holds a publishing client while the router is too
+		// far behind on its partition (kafka.Feed.Room, the gateway's
+		// waitRoom), which needs the feed to keep the messages' order,
+		// express path or not.
+		bb.client.TrackOrder(cfg.Kafka.Catalogue().Messages.Name)
+	}
+	express := local != nil && cfg.Kafka.Express
 	if b.roles&RoleRouter != 0 {
 		rcfg := cfg.Router
 		if b.roles != RolesAll && rcfg.Group == "" {
 			rcfg.Group = "shoal-router"
 		}
-		if router, err = routersvc.New(rcfg, bb.client, bb.views, b.log, b.clock); err != nil {
+		opts := []routersvc.Option{routersvc.WithTelemetry(b.prov), routersvc.WithRetainedLimits(cfg.Tenants.RetainedLimits())}
+		if local != nil {
+			// The router hands its deliveries to the gateway before it
+			// produces them (without effect with tracing on).
+			opts = append(opts, routersvc.WithHandoff(local))
+		}
+		if express {
+			// And takes the gateway's QoS 0 publishes before they are
+			// produced (router-svc/express.go).
+			opts = append(opts, routersvc.WithExpress(bb.gwClient))
+		}
+		if router, err = routersvc.New(rcfg, bb.client, bb.views, b.log, b.clock, opts...); err != nil {
 			return err
 		}
 	}
@@ -272,58 +298,39 @@ func (b *Broker) newRoles(ctx context.Context, bb *backbone) (err error) {
 		if b.roles != RolesAll && scfg.Group == "" {
 			scfg.Group = "shoal-session"
 		}
-		if session, err = sessionsvc.New(scfg, bb.client, bb.views, b.log, b.clock); err != nil {
+		opts := []sessionsvc.Option{sessionsvc.WithTelemetry(b.prov)}
+		if local != nil {
+			// The session service gives the gateway its answers once the
+			// presence is durable, before it produces them.
+			opts = append(opts, sessionsvc.WithAnswers(local))
+		}
+		if session, err = sessionsvc.New(scfg, bb.client, bb.views, b.log, b.clock, opts...); err != nil {
 			return err
 		}
 	}
 	if b.roles&RoleGateway != 0 {
 		gcfg := cfg.Gateway
 		gcfg.ExposeMessageID, gcfg.RecordAcks = cfg.Audit.ExposeMessageID, cfg.Audit.RecordAcks
-		if gw, err = gateway.New(gcfg, bb.gwClient, b.log, b.clock, b.version); err != nil {
-			return err
-		}
+		opts := []gateway.Option{gateway.WithTelemetry(b.prov), gateway.WithAuth(bb.auth), gateway.WithQuotas(b.quotas())}
 		if bb.leaser != nil {
-			gw.SetSlotLeaser(bb.leaser)
+			opts = append(opts, gateway.WithSlotLeaser(bb.leaser))
 		}
-		gw.SetAuth(bb.auth)
-		b.logAuth()
 		if bb.gwClient != bb.client {
 			// The gateway's producer lingers; a CONNECT waits for its
 			// Connect: shoal.sessions is written at once, by the roles'
 			// producer.
-			gw.SetSessionLog(bb.client)
+			opts = append(opts, gateway.WithSessionLog(bb.client))
 		}
-	}
-	b.applyQuotas(gw, router) // quota.go
-	if gw != nil && router != nil && cfg.Kafka.LocalDelivery && len(cfg.Kafka.Brokers) == 0 {
-		// shoal all: the gateway holds a publishing client while the
-		// router is too far behind on its partition (kafka.Feed.Room,
-		// gateway's waitRoom), which needs the feed to keep the
-		// messages' order, express path or not.
-		bb.client.TrackOrder(cfg.Kafka.Catalogue().Messages.Name)
-		// The router hands its deliveries to the gateway before it
-		// produces them (without effect with tracing on).
-		router.SetHandoff(gw)
-		// The session service gives the gateway its answers once the
-		// presence is durable, before it produces them.
-		if session != nil {
-			session.SetAnswers(gw)
+		if express {
+			opts = append(opts, gateway.WithExpress(local))
 		}
-		// And the gateway gives the router its QoS 0 publishes before
-		// it produces them (router-svc/express.go).
-		if cfg.Kafka.Express {
-			router.EnableExpress(bb.gwClient)
-			gw.SetExpress(router)
+		if gw, err = gateway.New(gcfg, bb.gwClient, b.log, b.clock, b.version, opts...); err != nil {
+			return err
 		}
+		b.logAuth()
 	}
-	if gw != nil {
-		gw.SetTelemetry(b.prov)
-	}
-	if router != nil {
-		router.SetTelemetry(b.prov)
-	}
-	if session != nil {
-		session.SetTelemetry(b.prov)
+	if local != nil {
+		local.gw, local.router = gw, router
 	}
 	br, err := b.newBridge(ctx, bb)
 	if err != nil {

@@ -39,7 +39,8 @@ var ExpressMark = []byte{1}
 func (r *Record) Expressed() bool { return r.Header(HeaderExpress) != nil }
 
 // Event types: the names of the Envelope's event oneof cases, as carried in
-// HeaderType.
+// HeaderType, for the code that names one (events.go has them all, from
+// the .proto; TestEventTypesCoverTheOneof keeps these right).
 const (
 	EventPublish              = "publish"
 	EventSubscriptionChange   = "subscription_change"
@@ -60,49 +61,6 @@ const (
 	EventSessionCommand       = "session_command"
 	EventDeliveryAck          = "delivery_ack"
 )
-
-// EnvelopeType returns the event type of env, "" when it has no event.
-func EnvelopeType(env *eventspb.Envelope) string {
-	switch env.GetEvent().(type) {
-	case *eventspb.Envelope_Publish:
-		return EventPublish
-	case *eventspb.Envelope_SubscriptionChange:
-		return EventSubscriptionChange
-	case *eventspb.Envelope_Connect:
-		return EventConnect
-	case *eventspb.Envelope_ConnectResult:
-		return EventConnectResult
-	case *eventspb.Envelope_Presence:
-		return EventPresence
-	case *eventspb.Envelope_Disconnect:
-		return EventDisconnect
-	case *eventspb.Envelope_Kick:
-		return EventKick
-	case *eventspb.Envelope_Delivery:
-		return EventDelivery
-	case *eventspb.Envelope_SessionSubscriptions:
-		return EventSessionSubscriptions
-	case *eventspb.Envelope_GatewayHeartbeat:
-		return EventGatewayHeartbeat
-	case *eventspb.Envelope_SessionTick:
-		return EventSessionTick
-	case *eventspb.Envelope_InboxAppend:
-		return EventInboxAppend
-	case *eventspb.Envelope_SharedRedispatch:
-		return EventSharedRedispatch
-	case *eventspb.Envelope_InboxAck:
-		return EventInboxAck
-	case *eventspb.Envelope_PublishRelease:
-		return EventPublishRelease
-	case *eventspb.Envelope_QuotaReport:
-		return EventQuotaReport
-	case *eventspb.Envelope_SessionCommand:
-		return EventSessionCommand
-	case *eventspb.Envelope_DeliveryAck:
-		return EventDeliveryAck
-	}
-	return ""
-}
 
 // newRecord is a Record allocated together with its produce state, so
 // that NewRecord costs two allocations: this and the buffer.
@@ -254,51 +212,6 @@ func WithTraceparent(r *Record, tp string) {
 // without allocating.
 func Traceparent(r *Record) string {
 	return string(r.Header(HeaderTraceparent))
-}
-
-// EventType returns r's HeaderType header, "" when it has none. Known types
-// are returned without allocating.
-func EventType(r *Record) string {
-	v := r.Header(HeaderType)
-	switch string(v) {
-	case EventPublish:
-		return EventPublish
-	case EventSubscriptionChange:
-		return EventSubscriptionChange
-	case EventConnect:
-		return EventConnect
-	case EventConnectResult:
-		return EventConnectResult
-	case EventPresence:
-		return EventPresence
-	case EventDisconnect:
-		return EventDisconnect
-	case EventKick:
-		return EventKick
-	case EventDelivery:
-		return EventDelivery
-	case EventSessionSubscriptions:
-		return EventSessionSubscriptions
-	case EventGatewayHeartbeat:
-		return EventGatewayHeartbeat
-	case EventSessionTick:
-		return EventSessionTick
-	case EventInboxAppend:
-		return EventInboxAppend
-	case EventSharedRedispatch:
-		return EventSharedRedispatch
-	case EventInboxAck:
-		return EventInboxAck
-	case EventPublishRelease:
-		return EventPublishRelease
-	case EventQuotaReport:
-		return EventQuotaReport
-	case EventSessionCommand:
-		return EventSessionCommand
-	case EventDeliveryAck:
-		return EventDeliveryAck
-	}
-	return string(v)
 }
 
 // Header returns the value of r's first header named key, nil when it has

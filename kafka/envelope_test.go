@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 
@@ -102,9 +103,10 @@ func testEnvelopes() map[string]*eventspb.Envelope {
 	}
 }
 
-// Every case of the Envelope's event oneof has a type name, and the name is
-// the oneof field's: a new event in the schema fails here until EnvelopeType,
-// EventType and testEnvelopes know it.
+// Every case of the Envelope's event oneof has a type name, the oneof
+// field's, read without allocating; each Event constant (the keys of
+// testEnvelopes) is one. A new event in the schema fails here until
+// testEnvelopes has one.
 func TestEventTypesCoverTheOneof(t *testing.T) {
 	fields := (&eventspb.Envelope{}).ProtoReflect().Descriptor().Oneofs().ByName("event").Fields()
 	envs := testEnvelopes()
@@ -121,9 +123,28 @@ func TestEventTypesCoverTheOneof(t *testing.T) {
 		if got := EnvelopeType(env); got != name {
 			t.Errorf("EnvelopeType of a %s = %q", name, got)
 		}
-		if got := EventType(&Record{Headers: []Header{{Key: HeaderType, Value: []byte(name)}}}); got != name {
+		r := &Record{Headers: []Header{{Key: HeaderType, Value: []byte(name)}}}
+		if got := EventType(r); got != name {
 			t.Errorf("EventType of a %s header = %q", name, got)
 		}
+		if EventBody(env) == nil {
+			t.Errorf("EventBody of a %s: nil", name)
+		}
+		if n := testing.AllocsPerRun(100, func() { _, _ = EnvelopeType(env), EventType(r) }); n != 0 {
+			t.Errorf("%s: EnvelopeType and EventType allocate %.0f times", name, n)
+		}
+	}
+	if !slices.Equal(EventTypes(), func() []string {
+		var names []string
+		for i := range fields.Len() {
+			names = append(names, string(fields.Get(i).Name()))
+		}
+		return names
+	}()) {
+		t.Errorf("EventTypes() = %q, want the oneof's cases in order", EventTypes())
+	}
+	if EnvelopeType(&eventspb.Envelope{}) != "" || EventBody(&eventspb.Envelope{}) != nil {
+		t.Error("an envelope without an event has a type or a body")
 	}
 }
 

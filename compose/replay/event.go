@@ -10,7 +10,6 @@ import (
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
@@ -78,50 +77,6 @@ func decode(r *kafka.Record, env *eventspb.Envelope, quotas string) error {
 		env.Gateway = string(rest)
 	} else {
 		env.ClientId = string(rest)
-	}
-	return nil
-}
-
-// eventBody returns the event's own message (the oneof's case), nil when
-// the envelope has none.
-func eventBody(env *eventspb.Envelope) proto.Message {
-	switch ev := env.Event.(type) {
-	case *eventspb.Envelope_Publish:
-		return ev.Publish
-	case *eventspb.Envelope_SubscriptionChange:
-		return ev.SubscriptionChange
-	case *eventspb.Envelope_Connect:
-		return ev.Connect
-	case *eventspb.Envelope_ConnectResult:
-		return ev.ConnectResult
-	case *eventspb.Envelope_Presence:
-		return ev.Presence
-	case *eventspb.Envelope_Disconnect:
-		return ev.Disconnect
-	case *eventspb.Envelope_Kick:
-		return ev.Kick
-	case *eventspb.Envelope_Delivery:
-		return ev.Delivery
-	case *eventspb.Envelope_SessionSubscriptions:
-		return ev.SessionSubscriptions
-	case *eventspb.Envelope_GatewayHeartbeat:
-		return ev.GatewayHeartbeat
-	case *eventspb.Envelope_SessionTick:
-		return ev.SessionTick
-	case *eventspb.Envelope_InboxAppend:
-		return ev.InboxAppend
-	case *eventspb.Envelope_SharedRedispatch:
-		return ev.SharedRedispatch
-	case *eventspb.Envelope_InboxAck:
-		return ev.InboxAck
-	case *eventspb.Envelope_PublishRelease:
-		return ev.PublishRelease
-	case *eventspb.Envelope_QuotaReport:
-		return ev.QuotaReport
-	case *eventspb.Envelope_SessionCommand:
-		return ev.SessionCommand
-	case *eventspb.Envelope_DeliveryAck:
-		return ev.DeliveryAck
 	}
 	return nil
 }
@@ -195,7 +150,7 @@ func (s *JSONSink) appendEvent(b []byte, e *Event) ([]byte, error) {
 		// The body below leaves the payload out: it is above.
 		payload, m.Payload = m.Payload, nil
 	}
-	if body := eventBody(env); body != nil {
+	if body := kafka.EventBody(env); body != nil {
 		j, err := s.pj.Marshal(body)
 		if e.Message != nil {
 			e.Message.Payload = payload

@@ -53,13 +53,7 @@ func DefaultOptions() Options {
 }
 
 // knownTypes are the event types a filter may name.
-var knownTypes = []string{
-	kafka.EventPublish, kafka.EventSubscriptionChange, kafka.EventConnect, kafka.EventConnectResult,
-	kafka.EventPresence, kafka.EventDisconnect, kafka.EventKick, kafka.EventDelivery,
-	kafka.EventSessionSubscriptions, kafka.EventGatewayHeartbeat, kafka.EventSessionTick,
-	kafka.EventInboxAppend, kafka.EventSharedRedispatch, kafka.EventInboxAck, kafka.EventPublishRelease,
-	kafka.EventQuotaReport, kafka.EventSessionCommand, kafka.EventDeliveryAck, TypeTombstone,
-}
+var knownTypes = append(kafka.EventTypes(), TypeTombstone)
 
 // topicNames maps the names Options.Topics takes to the catalogue's specs.
 func topicSpecs(cat kafka.Catalogue) map[string]kafka.TopicSpec {

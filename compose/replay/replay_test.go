@@ -483,7 +483,7 @@ func TestEveryEventType(t *testing.T) {
 		if typ == "" || !slices.Contains(knownTypes, typ) {
 			t.Errorf("%s: type %q is not one replay's --type accepts", fd.Name(), typ)
 		}
-		if eventBody(env) == nil {
+		if kafka.EventBody(env) == nil {
 			t.Errorf("%s: no body for the JSON sink", fd.Name())
 		}
 	}

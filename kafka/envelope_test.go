@@ -143,8 +143,8 @@ func TestEventTypesCoverTheOneof(t *testing.T) {
 	}()) {
 		t.Errorf("EventTypes() = %q, want the oneof's cases in order", EventTypes())
 	}
-	if EnvelopeType(&eventspb.Envelope{}) != "" || EventBody(&eventspb.Envelope{}) != nil {
-		t.Error("an envelope without an event has a type or a body")
+	if EnvelopeType(&eventspb.Envelope{}) != "" || EventBody(&eventspb.Envelope{}) != nil || EnvelopeType(nil) != "" || EventBody(nil) != nil {
+		t.Error("an envelope without an event, or none, has a type or a body")
 	}
 }
 

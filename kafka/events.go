@@ -45,10 +45,11 @@ func newEventTable() eventTable {
 // oneof. The slice is the caller's.
 func EventTypes() []string { return append([]string(nil), events.names...) }
 
-// EnvelopeType returns the event type of env, "" when it has no event. It
-// does not allocate.
+// EnvelopeType returns the event type of env, "" when it has no event
+// (or env is nil: a record without an envelope, a tombstone). It does not
+// allocate.
 func EnvelopeType(env *eventspb.Envelope) string {
-	if env.Event == nil {
+	if env.GetEvent() == nil {
 		return ""
 	}
 	return events.byCase[reflect.TypeOf(env.Event)]
@@ -57,6 +58,9 @@ func EnvelopeType(env *eventspb.Envelope) string {
 // EventBody returns the event's own message (the oneof's case), nil when
 // env has none.
 func EventBody(env *eventspb.Envelope) protoreflect.ProtoMessage {
+	if env.GetEvent() == nil {
+		return nil
+	}
 	m := env.ProtoReflect()
 	fd := m.WhichOneof(events.oneof)
 	if fd == nil {

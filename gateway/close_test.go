@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
+	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
@@ -147,7 +148,7 @@ func TestShutdownBeforeConnack(t *testing.T) {
 	c := heldConn(t, held)
 	errc := make(chan error, 1)
 	go func() { errc <- stop() }()
-	eventually(t, "the shutdown to reach the connection", func() bool {
+	eventually.True(t, gatewayWait, "the shutdown to reach the connection", func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		return c.closeAfterConnack
@@ -187,7 +188,7 @@ func TestServerCloseIsBounded(t *testing.T) {
 			})
 			nc, rd := dial(t, g)
 			if tc.park {
-				eventually(t, "the connection to park", func() bool { return g.Parked() == 1 })
+				eventually.True(t, gatewayWait, "the connection to park", func() bool { return g.Parked() == 1 })
 			}
 			fl.slot <- kickBatch("t-1", connOf(t, g, "t-1").id)
 			if d, ok := read(t, nc, rd, 5*time.Second).(*packet.Disconnect); !ok || d.Code != packet.CodeSessionTakenOver {
@@ -208,7 +209,7 @@ func TestServerCloseIsBounded(t *testing.T) {
 			if el := time.Since(start); el < tc.min {
 				t.Fatalf("closed %v after the DISCONNECT, before lingerTime (%v)", el, lingerTime)
 			}
-			eventually(t, "the connection to end", func() bool { return g.Stats.Load(ConnectionsCurrent) == 0 })
+			eventually.True(t, gatewayWait, "the connection to end", func() bool { return g.Stats.Load(ConnectionsCurrent) == 0 })
 		})
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
+	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 	"github.com/shoal-mqtt/shoal/internal/testutil/testlog"
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
@@ -70,7 +71,7 @@ func wantAttrs(t *testing.T, recs *testlog.Records, r testlog.Record, want map[s
 // ended waits until g has no connection left: the ends are logged.
 func ended(t *testing.T, g *Gateway) {
 	t.Helper()
-	eventually(t, "the connection to end", func() bool { return g.Stats.Load(ConnectionsCurrent) == 0 })
+	eventually.True(t, gatewayWait, "the connection to end", func() bool { return g.Stats.Load(ConnectionsCurrent) == 0 })
 }
 
 // expectDisconnect reads until the gateway's DISCONNECT and checks its
@@ -218,7 +219,7 @@ func TestCloseLogNormalDisconnect(t *testing.T) {
 	write(t, nc, &packet.Disconnect{})
 	// The CONNACK goes out before the gateway counts the connection, so
 	// wait for the end's own line rather than for the count.
-	eventually(t, "the connection's end line", func() bool {
+	eventually.True(t, gatewayWait, "the connection's end line", func() bool {
 		return len(recs.Matching(func(r testlog.Record) bool { return r.Message == "connection ended" })) > 0
 	})
 	ended(t, g)
@@ -250,7 +251,7 @@ func TestCloseLogAuthFailure(t *testing.T) {
 		t.Fatalf("CONNACK %v, want bad user name or password", code)
 	}
 	var lines []testlog.Record
-	eventually(t, "the refusal's close line", func() bool {
+	eventually.True(t, gatewayWait, "the refusal's close line", func() bool {
 		lines = closeLines(recs, "t-a")
 		return len(lines) > 0
 	})

@@ -232,21 +232,12 @@ func connectAs(t *testing.T, g *Gateway, id string, keepAlive uint16) (net.Conn,
 }
 
 // dial connects as t-1.
+// gatewayWait bounds what the gateway's tests wait for (eventually).
+const gatewayWait = 5 * time.Second
+
 func dial(t *testing.T, g *Gateway) (net.Conn, *packet.Reader) {
 	t.Helper()
 	return connectAs(t, g, "t-1", 0)
-}
-
-// eventually polls cond until it holds or 5 s pass.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }
 
 func write(t *testing.T, nc net.Conn, p packet.Packet) {

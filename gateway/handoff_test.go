@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
+	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
@@ -103,7 +104,7 @@ func TestHandoffLateKeepsOrder(t *testing.T) {
 	fl.slot <- kafka.Batch{Records: []*kafka.Record{after, behind}}
 	readPayload(t, next, "after")
 	readPayload(t, next, "behind")
-	eventually(t, "the late records read", func() bool {
+	eventually.True(t, gatewayWait, "the late records read", func() bool {
 		return g.handoff.late.Load() == 0
 	})
 	if m := g.Handoff(slot, handedRecord("t-1", c.id, "early again"), true); len(m) != kafka.HandoffMarkLen || m[8] != kafka.HandoffEarly {
@@ -211,7 +212,7 @@ func TestAnswerHandedOff(t *testing.T) {
 
 	// The connection's end goes to shoal.sessions too: the same producer.
 	write(t, nc, &packet.Disconnect{})
-	eventually(t, "the Disconnect through the session log", func() bool { return pl.disconnects.Load() == 1 })
+	eventually.True(t, gatewayWait, "the Disconnect through the session log", func() bool { return pl.disconnects.Load() == 1 })
 	if n := fl.disconnects.Load(); n != 0 {
 		t.Errorf("%d Disconnects through the gateway's own producer", n)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
+	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 )
 
 // connMemory is the gateway's memory per idle connection: Go heap
@@ -37,13 +38,13 @@ func idleConnMemory(tb testing.TB, n int, parkIdle time.Duration) connMemory {
 	}
 	// Warm up (pools, map growth of a first connection).
 	closeAll(rawConnect(tb, addr, "warm", 16))
-	eventually(tb, "warm-up connections to end", func() bool { return g.Stats.Load(ConnectionsCurrent) == 0 })
+	eventually.True(tb, gatewayWait, "warm-up connections to end", func() bool { return g.Stats.Load(ConnectionsCurrent) == 0 })
 
 	before := readMemory()
 	fds := rawConnect(tb, addr, "idle", n)
 	defer closeAll(fds)
 	if parkIdle > 0 {
-		eventually(tb, "every connection to park", func() bool { return g.Parked() == int64(n) })
+		eventually.True(tb, gatewayWait, "every connection to park", func() bool { return g.Parked() == int64(n) })
 	} else {
 		time.Sleep(100 * time.Millisecond) // every reader blocked in Read
 	}

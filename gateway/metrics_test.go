@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
+	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 	"github.com/shoal-mqtt/shoal/internal/testutil/testmetrics"
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
@@ -182,7 +183,7 @@ func TestDroppedByCause(t *testing.T) {
 		Targets: []*eventspb.Target{{ClientId: "t-1", Connection: c.id}},
 	}}}
 	fl.slot <- kafka.Batch{Records: []*kafka.Record{kafka.NewRecord(kafka.TopicDeliveries, nil, 0, env)}}
-	eventually(t, "the drop", func() bool { return g.Stats.Load(Dropped) == 1 })
+	eventually.True(t, gatewayWait, "the drop", func() bool { return g.Stats.Load(Dropped) == 1 })
 	if got := r.Value("shoal.messages.dropped", "cause", "packet_too_large"); got != 1 {
 		t.Errorf("dropped{cause=packet_too_large} = %v, want 1 (all: %+v)", got, r.Points("shoal.messages.dropped"))
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
+	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
@@ -24,7 +25,7 @@ func parkFast(c *Config) { c.ParkIdle = 20 * time.Millisecond }
 // total and n connections are parked now.
 func waitParks(t *testing.T, g *Gateway, total, now int64) {
 	t.Helper()
-	eventually(t, strconv.FormatInt(total, 10)+" parks, "+strconv.FormatInt(now, 10)+" parked", func() bool {
+	eventually.True(t, gatewayWait, strconv.FormatInt(total, 10)+" parks, "+strconv.FormatInt(now, 10)+" parked", func() bool {
 		return g.Parks() >= total && g.Parked() == now
 	})
 }
@@ -67,7 +68,7 @@ func parkedClient(t *testing.T, opt func(*Config)) (*fakeLog, *Gateway, net.Conn
 // waitEnded waits until no connection is established or parked.
 func waitEnded(t *testing.T, g *Gateway) {
 	t.Helper()
-	eventually(t, "the connections to end", func() bool {
+	eventually.True(t, gatewayWait, "the connections to end", func() bool {
 		g.mu.RLock()
 		n := len(g.clients)
 		g.mu.RUnlock()
@@ -384,7 +385,7 @@ func TestParkWokenBurst(t *testing.T) {
 			t.Fatalf("answer %d: %v %d, want PUBCOMP %d", i, a.Kind, a.PacketID, i+1)
 		}
 	}
-	eventually(t, "the connection to park again", func() bool { return g.Parked() == 1 })
+	eventually.True(t, gatewayWait, "the connection to park again", func() bool { return g.Parked() == 1 })
 	time.Sleep(50 * time.Millisecond)
 	write(t, nc, &packet.Disconnect{})
 	if code := expectEnd(t, nc, rd, 5*time.Second); code != -1 {
@@ -405,7 +406,7 @@ func TestParkedReceiverKeepsFlow(t *testing.T) {
 		if p, ok := read(t, nc, rd, 2*time.Second).(*packet.Publish); !ok || string(p.Payload) != payload {
 			t.Fatalf("delivery %d: got %+v", i, p)
 		}
-		eventually(t, "the flush to end", func() bool {
+		eventually.True(t, gatewayWait, "the flush to end", func() bool {
 			c.mu.Lock()
 			defer c.mu.Unlock()
 			return !c.flushing
@@ -419,7 +420,7 @@ func TestParkedReceiverKeepsFlow(t *testing.T) {
 		t.Fatal("want PINGRESP")
 	}
 	waitParks(t, g, 2, 1)
-	eventually(t, "the flow state to go at the next park", func() bool {
+	eventually.True(t, gatewayWait, "the flow state to go at the next park", func() bool {
 		has, _ := hasFlow(t, c)
 		return !has
 	})
@@ -504,7 +505,7 @@ func TestQuietFreshConnectionParksSoon(t *testing.T) {
 	if _, ok := read(t, quiet, quietRd, 5*time.Second).(*packet.Pingresp); !ok {
 		t.Fatal("want PINGRESP from the parked connection")
 	}
-	eventually(t, "the woken connection to leave the poller", func() bool { return g.Parked() == 0 })
+	eventually.True(t, gatewayWait, "the woken connection to leave the poller", func() bool { return g.Parked() == 0 })
 	time.Sleep(5 * connectParkIdle)
 	if n := g.Parked(); n != 0 {
 		t.Fatalf("%d connections parked after the quiet one spoke, want 0 (park_idle is an hour)", n)

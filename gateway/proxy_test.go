@@ -14,6 +14,7 @@ import (
 	"github.com/pires/go-proxyproto"
 
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
+	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
@@ -103,7 +104,7 @@ func TestProxyClientAddress(t *testing.T) {
 	// A handshake that fails is logged with the header's address.
 	bad, _ := dialProxied(t, g, "203.0.113.8:40001")
 	write(t, bad, &packet.Pingreq{})
-	eventually(t, "the refused handshake's log", func() bool {
+	eventually.True(t, gatewayWait, "the refused handshake's log", func() bool {
 		return strings.Contains(logs.String(), "first packet is not CONNECT") && strings.Contains(logs.String(), "remote=203.0.113.8:40001")
 	})
 	if strings.Contains(logs.String(), "remote=127.0.0.1") {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/shoal-mqtt/shoal/gateway/quota"
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
+	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
@@ -150,7 +151,7 @@ func startQuotaGateway(t *testing.T, q quota.Config, opts ...func(*Config)) (*Ga
 			t.Error("gateway did not stop")
 		}
 	})
-	eventually(t, "gateway ready", g.Ready)
+	eventually.True(t, gatewayWait, "gateway ready", g.Ready)
 	return g, ql
 }
 
@@ -211,7 +212,7 @@ func TestConnectionQuota(t *testing.T) {
 	}
 
 	write(t, first, &packet.Disconnect{})
-	eventually(t, "t-1's end released", func() bool { return tenantStats(g, "t").Connections == 1 })
+	eventually.True(t, gatewayWait, "t-1's end released", func() bool { return tenantStats(g, "t").Connections == 1 })
 	if _, _, code := connectCode(t, g, packet.V5, "t-3"); code != 0 {
 		t.Fatalf("t-3 after t-1 left: CONNACK 0x%02x, want 0", code)
 	}
@@ -243,12 +244,12 @@ func TestConnectionQuotaTakeover(t *testing.T) {
 		t.Fatalf("during the takeover: %+v, want both connections counted", s)
 	}
 	write(t, old, &packet.Disconnect{})
-	eventually(t, "the old connection's end", func() bool { return tenantStats(g, "t").Connections == 1 })
+	eventually.True(t, gatewayWait, "the old connection's end", func() bool { return tenantStats(g, "t").Connections == 1 })
 	if _, _, code := connectCode(t, g, packet.V5, "t-b"); code != byte(packet.CodeQuotaExceeded) {
 		t.Fatalf("t-b while t-a's new connection is up: CONNACK 0x%02x, want 0x97", code)
 	}
 	write(t, renewed, &packet.Disconnect{})
-	eventually(t, "the new connection's end", func() bool { return tenantStats(g, "t").Connections == 0 })
+	eventually.True(t, gatewayWait, "the new connection's end", func() bool { return tenantStats(g, "t").Connections == 0 })
 	if _, _, code := connectCode(t, g, packet.V5, "t-b"); code != 0 {
 		t.Fatalf("t-b once t-a left: CONNACK 0x%02x, want 0", code)
 	}
@@ -586,7 +587,7 @@ func TestThrottleInterruptedByClose(t *testing.T) {
 	nc, rd, _ := connectCode(t, g, packet.V5, "t-1")
 	write(t, nc, &packet.Publish{Topic: []byte("r"), Payload: []byte("1")})
 	write(t, nc, &packet.Publish{Topic: []byte("r"), Payload: []byte("2")}) // waits 20 s
-	eventually(t, "the reader waiting", func() bool { return tenantStats(g, "t").Throttles == 1 })
+	eventually.True(t, gatewayWait, "the reader waiting", func() bool { return tenantStats(g, "t").Throttles == 1 })
 	c := connOf(t, g, "t-1")
 	began := time.Now()
 	c.kick(packet.CodeSessionTakenOver)

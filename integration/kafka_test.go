@@ -28,6 +28,7 @@ import (
 	"github.com/shoal-mqtt/shoal/compose/config"
 	"github.com/shoal-mqtt/shoal/integration/servers"
 	"github.com/shoal-mqtt/shoal/internal/localserver/realkafka"
+	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 	"github.com/shoal-mqtt/shoal/internal/testutil/testlog"
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
@@ -227,18 +228,6 @@ func newAdmin(t *testing.T, kc kafkaServer, opts ...kgo.Opt) (*kgo.Client, *kadm
 	}
 	t.Cleanup(cl.Close)
 	return cl, kadm.NewClient(cl)
-}
-
-// waitUntil polls cond every 20ms until it holds or ctx ends.
-func waitUntil(t *testing.T, ctx context.Context, what string, cond func() bool) {
-	t.Helper()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("waiting for %s: %v", what, ctx.Err())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 }
 
 // topicFacts is what the broker says about one topic.
@@ -1037,27 +1026,27 @@ func TestKafkaConsumerGroup(t *testing.T) {
 	pr := startProducer(ctx, c, topic, parts, 1_000_000, 40, 5*time.Millisecond, kafkaTestTimeout)
 	g := newGroupLog()
 	a := startMember(ctx, c, g, topic, group, "a")
-	waitUntil(t, ctx, "a owns every partition", func() bool { return len(g.owned("a")) == parts })
-	waitUntil(t, ctx, "a handles records", func() bool { g.mu.Lock(); defer g.mu.Unlock(); return g.handled["a"] > 0 })
+	eventually.Before(t, ctx, "a owns every partition", func() bool { return len(g.owned("a")) == parts })
+	eventually.Before(t, ctx, "a handles records", func() bool { g.mu.Lock(); defer g.mu.Unlock(); return g.handled["a"] > 0 })
 
 	b := startMember(ctx, c, g, topic, group, "b")
-	waitUntil(t, ctx, "a and b share the partitions", func() bool {
+	eventually.Before(t, ctx, "a and b share the partitions", func() bool {
 		pa, pb := g.owned("a"), g.owned("b")
 		return len(pa) > 0 && len(pb) > 0 && len(pa)+len(pb) == parts
 	})
 	pa, pb := g.owned("a"), g.owned("b")
 	t.Logf("shared: a owns %v, b owns %v", pa, pb)
-	waitUntil(t, ctx, "b handles records", func() bool { g.mu.Lock(); defer g.mu.Unlock(); return g.handled["b"] > 0 })
+	eventually.Before(t, ctx, "b handles records", func() bool { g.mu.Lock(); defer g.mu.Unlock(); return g.handled["b"] > 0 })
 
 	handover := time.Now()
 	a.stop(t)
 	if ps := g.owned("a"); len(ps) != 0 {
 		t.Errorf("a still owns %v after leaving", ps)
 	}
-	waitUntil(t, ctx, "b owns every partition", func() bool { return len(g.owned("b")) == parts })
+	eventually.Before(t, ctx, "b owns every partition", func() bool { return len(g.owned("b")) == parts })
 	t.Logf("b owned every partition %s after a began to leave", time.Since(handover).Round(time.Millisecond))
 	atHandover := pr.acked.Load()
-	waitUntil(t, ctx, "more records after the handover", func() bool { return pr.acked.Load() > atHandover+2000 })
+	eventually.Before(t, ctx, "more records after the handover", func() bool { return pr.acked.Load() > atHandover+2000 })
 
 	outcomes := pr.stop(t, ctx)
 	for seq, o := range outcomes {
@@ -1076,7 +1065,7 @@ func TestKafkaConsumerGroup(t *testing.T) {
 	if total != int64(len(outcomes)) {
 		t.Fatalf("end offsets %v add up to %d, %d records were acknowledged", ends, total, len(outcomes))
 	}
-	waitUntil(t, ctx, "b catches up with the end offsets", func() bool { return g.caughtUp(ends) })
+	eventually.Before(t, ctx, "b catches up with the end offsets", func() bool { return g.caughtUp(ends) })
 	b.stop(t)
 
 	g.mu.Lock()
@@ -1206,7 +1195,7 @@ func restartUnderLoad(t *testing.T, kc *realkafka.Cluster, how string) {
 	gm := startMember(ctx, c, grouped, topic, topic+".group", "member")
 
 	pr := startProducer(ctx, c, topic, parts, 1_000_000, 50, 5*time.Millisecond, roomWait)
-	waitUntil(t, ctx, "1000 records acknowledged", func() bool { return pr.acked.Load() >= 1000 })
+	eventually.Before(t, ctx, "1000 records acknowledged", func() bool { return pr.acked.Load() >= 1000 })
 
 	down := time.Now()
 	var err error
@@ -1240,9 +1229,9 @@ func restartUnderLoad(t *testing.T, kc *realkafka.Cluster, how string) {
 	}
 	ready := time.Now()
 	ackedUp := pr.acked.Load()
-	waitUntil(t, ctx, "an acknowledgement after the restart", func() bool { return pr.acked.Load() > ackedUp })
+	eventually.Before(t, ctx, "an acknowledgement after the restart", func() bool { return pr.acked.Load() > ackedUp })
 	firstAck := time.Since(ready)
-	waitUntil(t, ctx, "1000 more acknowledgements", func() bool { return pr.acked.Load() > ackedUp+1000 })
+	eventually.Before(t, ctx, "1000 more acknowledgements", func() bool { return pr.acked.Load() > ackedUp+1000 })
 	outcomes := pr.stop(t, ctx)
 	if err := sc.Flush(ctx); err != nil {
 		t.Fatalf("flush the ProduceSync client: %v", err)
@@ -1317,7 +1306,7 @@ func restartUnderLoad(t *testing.T, kc *realkafka.Cluster, how string) {
 	// Both consumers read on across the restart and handled every
 	// record exactly once.
 	for _, gl := range []*groupLog{explicit, grouped} {
-		waitUntil(t, ctx, "the consumers catch up", func() bool { return gl.caughtUp(ends) })
+		eventually.Before(t, ctx, "the consumers catch up", func() bool { return gl.caughtUp(ends) })
 	}
 	estop()
 	if err := <-eerr; err != nil {

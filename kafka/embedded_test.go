@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 	"github.com/twmb/franz-go/pkg/kadm"
 )
@@ -894,15 +895,15 @@ func TestConsumeGroupRebalance(t *testing.T) {
 	actx, astop := context.WithCancel(ctx)
 	defer astop()
 	aerr := run(&a, actx)
-	waitFor(t, ctx, "a owns 16 partitions", func() bool { return len(ownedOf(&a)) == 16 })
+	eventually.Before(t, ctx, "a owns 16 partitions", func() bool { return len(ownedOf(&a)) == 16 })
 	bctx, bstop := context.WithCancel(ctx)
 	defer bstop()
 	berr := run(&b, bctx)
-	waitFor(t, ctx, "a and b share the partitions", func() bool {
+	eventually.Before(t, ctx, "a and b share the partitions", func() bool {
 		pa, pb := ownedOf(&a), ownedOf(&b)
 		return len(pa) > 0 && len(pb) > 0 && len(pa)+len(pb) == 16
 	})
-	waitFor(t, ctx, "b consumes", func() bool {
+	eventually.Before(t, ctx, "b consumes", func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		return b.records > 0
@@ -932,18 +933,6 @@ func TestConsumeGroupRebalance(t *testing.T) {
 	}
 	if b.records == 0 || a.records == 0 {
 		t.Errorf("records: a %d, b %d (produced %d)", a.records, b.records, produced.Load())
-	}
-}
-
-// waitFor polls cond until it holds or ctx ends.
-func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
-	t.Helper()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("waiting for %s: %v", what, ctx.Err())
-		case <-time.After(10 * time.Millisecond):
-		}
 	}
 }
 

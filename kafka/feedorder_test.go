@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 )
 
 // TestFeedSettled: a tracked partition is settled only once its local
@@ -169,7 +171,7 @@ func TestFeedRoom(t *testing.T) {
 	// A consumer whose handler holds its first batch until release.
 	release := holdFirstBatch(t, ctx, c, ConsumeConfig{Topic: topic, Partitions: []int32{part}, Local: true}, func() {})
 	// The catch-up handed out what was written before: room.
-	waitFor(t, ctx, "room once the catch-up is handed out", func() bool { return c.Room(topic, part) })
+	eventually.Before(t, ctx, "room once the catch-up is handed out", func() bool { return c.Room(topic, part) })
 
 	// Written while the handler holds: FeedMaxBacklog of them, half
 	// expressed, leave no room.
@@ -189,7 +191,7 @@ func TestFeedRoom(t *testing.T) {
 		t.Fatal("no room on another partition, or on a topic not tracked")
 	}
 	close(release)
-	waitFor(t, ctx, "room once the consumer took the backlog", func() bool { return c.Room(topic, part) })
+	eventually.Before(t, ctx, "room once the consumer took the backlog", func() bool { return c.Room(topic, part) })
 
 	// Records given to Produce and not acknowledged count as well.
 	lingering := newTestClient(t, e, Config{ClientID: "lingering", Linger: time.Minute})
@@ -202,7 +204,7 @@ func TestFeedRoom(t *testing.T) {
 	if err := lingering.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, ctx, "room once the consumer took them", func() bool { return c.Room(topic, part) })
+	eventually.Before(t, ctx, "room once the consumer took them", func() bool { return c.Room(topic, part) })
 }
 
 // TestFeedRoomFetching: with a fetching consumer of the partition (the
@@ -223,5 +225,5 @@ func TestFeedRoomFetching(t *testing.T) {
 		t.Fatalf("room with %d records written and not fetched", FeedMaxBacklog)
 	}
 	close(release)
-	waitFor(t, ctx, "room once the consumer fetched the backlog", func() bool { return c.Room(topic, part) })
+	eventually.Before(t, ctx, "room once the consumer fetched the backlog", func() bool { return c.Room(topic, part) })
 }

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 	"github.com/shoal-mqtt/shoal/internal/testutil/testlog"
 	"github.com/shoal-mqtt/shoal/internal/testutil/testmetrics"
 )
@@ -111,7 +112,7 @@ func TestEmbeddedRetentionBytes(t *testing.T) {
 	// one being trimmed.
 	var files map[string]int64
 	var start int64
-	waitFor(t, ctx, "retention.bytes to delete the oldest segments of "+TopicDeliveries, func() bool {
+	eventually.Before(t, ctx, "retention.bytes to delete the oldest segments of "+TopicDeliveries, func() bool {
 		starts, err := c.adm.ListStartOffsets(ctx, TopicDeliveries)
 		if err != nil {
 			t.Fatal(err)
@@ -341,7 +342,7 @@ func TestConsumerReportsSkippedRecords(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, ctx, "retention to delete the old records", func() bool {
+	eventually.Before(t, ctx, "retention to delete the old records", func() bool {
 		starts, err := c.StartOffsets(ctx, TopicDeliveries)
 		if err != nil {
 			t.Fatal(err)

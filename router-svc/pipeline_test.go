@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/shoal-mqtt/shoal/compose/store/pebblestore"
+	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 	"github.com/shoal-mqtt/shoal/kafka"
 	routersvc "github.com/shoal-mqtt/shoal/router-svc"
 	"github.com/shoal-mqtt/shoal/router-svc/storetest"
@@ -65,18 +66,6 @@ func (b *backbone) storedOffset(p int32) int64 {
 	return snap.Offset
 }
 
-// waitFor polls cond until it holds or e2eTimeout passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(e2eTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after %s", what, e2eTimeout)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // A subscription change is stored at once, with every offset before it;
 // publishes alone are stored within the interval, and when the router
 // stops.
@@ -91,7 +80,7 @@ func TestRouterOffsetInterval(t *testing.T) {
 	cfg := e2eConfig("")
 	cfg.OffsetInterval = time.Hour
 	_, stop := b.runRouter(cfg)
-	waitFor(t, "the subscription stored", func() bool { return b.storedOffset(p) == last[p] })
+	eventually.True(t, e2eTimeout, "the subscription stored", func() bool { return b.storedOffset(p) == last[p] })
 	subscribed := last[p]
 
 	b.produce(last, pub("t", "pub", "a/b"), pub("t", "pub", "a/b"))
@@ -102,7 +91,7 @@ func TestRouterOffsetInterval(t *testing.T) {
 	}
 
 	b.produce(last, add("t", "c2", "a/b", slot(1)))
-	waitFor(t, "the second subscription stored, with the publishes before it", func() bool { return b.storedOffset(p) == last[p] })
+	eventually.True(t, e2eTimeout, "the second subscription stored, with the publishes before it", func() bool { return b.storedOffset(p) == last[p] })
 
 	b.produce(last, pub("t", "pub", "a/b"))
 	got, _ = b.deliveries(next, 2, 100*time.Millisecond)
@@ -119,7 +108,7 @@ func TestRouterOffsetInterval(t *testing.T) {
 	b.produce(last, pub("t", "pub", "a/b"))
 	time.Sleep(cfg.OffsetInterval)
 	b.produce(last, pub("t", "pub", "a/b"))
-	waitFor(t, "the offset of publishes stored after the interval", func() bool { return b.storedOffset(p) >= last[p]-1 })
+	eventually.True(t, e2eTimeout, "the offset of publishes stored after the interval", func() bool { return b.storedOffset(p) >= last[p]-1 })
 }
 
 // While the store does not answer, the router keeps applying and
@@ -139,7 +128,7 @@ func TestRouterDeliversAheadOfTheStore(t *testing.T) {
 			rr := b.runRouterWith(cfg, gs)
 			last := map[int32]int64{}
 			b.produce(last, add("t", "c1", "a/b", slot(0)))
-			waitFor(t, "the subscription's store write", func() bool { return gs.waiting.Load() > 0 })
+			eventually.True(t, e2eTimeout, "the subscription's store write", func() bool { return gs.waiting.Load() > 0 })
 			b.produce(last, pub("t", "pub", "a/b"))
 			want := []dlv{D(0, "t", "a/b", T("c1", 2, false))}
 			if inFlight > 1 {
@@ -158,7 +147,7 @@ func TestRouterDeliversAheadOfTheStore(t *testing.T) {
 				t.Errorf("stored offset %d while the store waits", off)
 			}
 			gs.open()
-			waitFor(t, "everything stored", func() bool { return b.storedOffset(p) == last[p] })
+			eventually.True(t, e2eTimeout, "everything stored", func() bool { return b.storedOffset(p) == last[p] })
 			got, _ := b.deliveries(map[int32]int64{}, 1, 100*time.Millisecond)
 			diffDeliveries(t, "after the store answered", want, got)
 			if err := rr.stop(); err != nil {
@@ -211,7 +200,7 @@ func TestRouterStopsOnRefusedDelivery(t *testing.T) {
 	cfg.MaxTargetsPerDelivery = len(subs)
 	rr := b.runRouterWith(cfg, b.db)
 	p := kafka.PartitionForKey([]byte("t/big"), b.parts)
-	waitFor(t, "the subscriptions stored", func() bool { return b.storedOffset(p) == last[p] })
+	eventually.True(t, e2eTimeout, "the subscriptions stored", func() bool { return b.storedOffset(p) == last[p] })
 	subscribed := last[p]
 	b.produce(last, pub("t", "pub", "big", payload(strings.Repeat("p", 980_000))))
 	select {

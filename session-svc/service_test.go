@@ -16,6 +16,7 @@ import (
 
 	"github.com/shoal-mqtt/shoal/compose/store/pebblestore"
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
+	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 	"github.com/shoal-mqtt/shoal/internal/testutil/testlog"
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
@@ -117,19 +118,8 @@ func (b backbone) runServiceAt(t *testing.T, cfg sessionsvc.Config, store sessio
 		}
 	}
 	t.Cleanup(stop)
-	waitFor(t, "the service to be ready", svc.Ready)
+	eventually.True(t, e2eTimeout, "the service to be ready", svc.Ready)
 	return svc, stop
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(e2eTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // gateway describes a test gateway connection.
@@ -314,7 +304,7 @@ func TestServiceEndToEnd(t *testing.T) {
 	// removal of its session from every partition.
 	b.produce(t, connectEnv(a1, 0, nil), connectEnv(a2, 0, will), disconnectEnv(a1, 1, true))
 	svc, stop := b.runService(t)
-	waitFor(t, "the takeover", func() bool {
+	eventually.True(t, e2eTimeout, "the takeover", func() bool {
 		s, ok := svc.Snapshot(tenant, client)
 		return ok && s.Generation == 2 && s.PendingRemoval == nil
 	})
@@ -341,7 +331,7 @@ func TestServiceEndToEnd(t *testing.T) {
 	stop()
 	b.produce(t, disconnectEnv(a2, 2, true), connectEnv(a3, 0, nil))
 	svc, _ = b.runService(t)
-	waitFor(t, "the reconnect", func() bool {
+	eventually.True(t, e2eTimeout, "the reconnect", func() bool {
 		s, ok := svc.Snapshot(tenant, client)
 		return ok && s.Generation == 3
 	})
@@ -438,7 +428,7 @@ func TestServiceAnswersAfterPresence(t *testing.T) {
 	b.produce(t, connectEnv(a1, 0, nil), connectEnv(a2, 0, nil))
 	b.runServiceAt(t, sessionsvc.DefaultConfig(), b.store, func() time.Time { return e2eNow },
 		sessionsvc.WithAnswers(answers))
-	waitFor(t, "two answers", func() bool { return len(answers.answers()) == 2 })
+	eventually.True(t, e2eTimeout, "two answers", func() bool { return len(answers.answers()) == 2 })
 
 	seen := answers.answers()
 	for i, want := range []struct {
@@ -511,7 +501,7 @@ func TestServiceRetriesFailedBatch(t *testing.T) {
 	cfg := sessionsvc.DefaultConfig()
 	cfg.RetryBackoff = 10 * time.Millisecond
 	svc, _ := b.runServiceWith(t, cfg, store)
-	waitFor(t, "the connect to be committed", func() bool {
+	eventually.True(t, e2eTimeout, "the connect to be committed", func() bool {
 		s, ok := svc.Snapshot(tenant, client)
 		return ok && s.Generation == 1
 	})
@@ -558,7 +548,7 @@ func TestServiceGroupSharesPartitions(t *testing.T) {
 		return 0
 	}
 	connects(1)
-	waitFor(t, "every client connected once", func() bool {
+	eventually.True(t, e2eTimeout, "every client connected once", func() bool {
 		for i := range n {
 			if generation(i, svcA, svcB) != 1 {
 				return false
@@ -568,7 +558,7 @@ func TestServiceGroupSharesPartitions(t *testing.T) {
 	})
 	stopA()
 	connects(2)
-	waitFor(t, "the remaining service to take every partition over", func() bool {
+	eventually.True(t, e2eTimeout, "the remaining service to take every partition over", func() bool {
 		for i := range n {
 			if generation(i, svcB) != 2 {
 				return false
@@ -612,7 +602,7 @@ func TestServiceWakesForDelayedWill(t *testing.T) {
 	a1 := gw{name: "gw-1", slot: 1, connection: 10, request: 100}
 	will := &eventspb.Will{Message: &eventspb.Message{Topic: "dev1/status", Payload: []byte("offline"), Qos: 1}, DelayIntervalS: 1}
 	b.produce(t, connectEnv(a1, 60, will), disconnectEnv(a1, 1, true))
-	waitFor(t, "the disconnect", func() bool {
+	eventually.True(t, e2eTimeout, "the disconnect", func() bool {
 		s, ok := svc.Snapshot(tenant, client)
 		return ok && !s.Online && s.WillDueAt.Equal(e2eNow.Add(time.Second))
 	})

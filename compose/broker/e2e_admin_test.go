@@ -18,6 +18,7 @@ import (
 	"github.com/shoal-mqtt/shoal/compose/broker"
 	"github.com/shoal-mqtt/shoal/compose/config"
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
+	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 )
 
 // startAdmin starts shoal all and returns it with a client of its admin
@@ -39,23 +40,6 @@ func startAdmin(t *testing.T) (*broker.Broker, *admin.APIClient, string) {
 		t.Fatal(err)
 	}
 	return b, &admin.APIClient{Servers: []string{b.Addr("admin").String()}, Token: tok}, dir
-}
-
-// eventually polls f until it returns "" (the views follow the log), and
-// fails with its last complaint after wait.
-func eventually(t *testing.T, f func() string) {
-	t.Helper()
-	deadline := time.Now().Add(wait)
-	for {
-		msg := f()
-		if msg == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(msg)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func persistent(cp *paho.Connect) {
@@ -97,7 +81,7 @@ func TestAdminListsPerTenant(t *testing.T) {
 	if len(sessions) != 1 || sessions[0].ClientID != "acme-a1" || sessions[0].State != "connected" || sessions[0].ExpiryS != 300 {
 		t.Errorf("sessions of acme = %+v, want acme-a1 connected, expiry 300", sessions)
 	}
-	eventually(t, func() string {
+	eventually.OK(t, wait, func() string {
 		s, err := c.Sessions(ctx, acme, "acme-a1")
 		if err != nil || len(s) != 1 || len(s[0].Filters) != 1 || s[0].Filters[0].Filter != "room/+/temp" {
 			return "session acme-a1 shows no subscription room/+/temp"
@@ -105,7 +89,7 @@ func TestAdminListsPerTenant(t *testing.T) {
 		return ""
 	})
 
-	eventually(t, func() string {
+	eventually.OK(t, wait, func() string {
 		subs, err := c.Subscriptions(ctx, acme, "", "")
 		if err != nil {
 			return err.Error()
@@ -115,7 +99,7 @@ func TestAdminListsPerTenant(t *testing.T) {
 		}
 		return ""
 	})
-	eventually(t, func() string {
+	eventually.OK(t, wait, func() string {
 		ret, err := c.Retained(ctx, acme, "room/#")
 		if err != nil {
 			return err.Error()
@@ -137,7 +121,7 @@ func TestAdminListsPerTenant(t *testing.T) {
 	}
 	// globex's retained message is on another shard than acme's, which
 	// may not have applied it yet: wait for it, and for it alone.
-	eventually(t, func() string {
+	eventually.OK(t, wait, func() string {
 		gret, err := c.Retained(ctx, admin.Scope{Tenant: "globex"}, "#")
 		if err != nil {
 			return err.Error()
@@ -220,13 +204,13 @@ func TestAdminDeleteRetained(t *testing.T) {
 	if m := watcher.expect(t); string(m.Payload) != "open" {
 		t.Fatalf("retained %q, want open", m.Payload)
 	}
-	eventually(t, func() string {
+	eventually.OK(t, wait, func() string {
 		if _, err := c.DeleteRetained(ctx, "acme", "status/door"); err != nil {
 			return err.Error()
 		}
 		return ""
 	})
-	eventually(t, func() string {
+	eventually.OK(t, wait, func() string {
 		ret, err := c.Retained(ctx, admin.Scope{Tenant: "acme"}, "status/#")
 		if err != nil || len(ret) != 1 || ret[0].Topic != "status/window" {
 			return "retained after deletion: " + spew(ret)
@@ -262,7 +246,7 @@ func TestAdminDeleteSession(t *testing.T) {
 	case <-time.After(wait):
 		t.Fatal("no DISCONNECT after the session's deletion")
 	}
-	eventually(t, func() string {
+	eventually.OK(t, wait, func() string {
 		s, err := c.Sessions(ctx, admin.Scope{Tenant: "acme"}, "")
 		if err != nil || len(s) != 0 {
 			return "sessions after deletion: " + spew(s)
@@ -273,7 +257,7 @@ func TestAdminDeleteSession(t *testing.T) {
 	if ca.SessionPresent {
 		t.Error("reconnect after deletion: session present, want a new session")
 	}
-	eventually(t, func() string {
+	eventually.OK(t, wait, func() string {
 		subs, err := c.Subscriptions(ctx, admin.Scope{Tenant: "acme"}, "acme-p", "")
 		if err != nil || len(subs) != 0 {
 			return "subscriptions after deletion: " + spew(subs)

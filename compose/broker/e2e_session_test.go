@@ -17,6 +17,7 @@ import (
 	"github.com/shoal-mqtt/shoal/compose/broker"
 	"github.com/shoal-mqtt/shoal/compose/config"
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
+	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
@@ -625,7 +626,7 @@ func TestSessionEndLeavesItsPartitionsOnly(t *testing.T) {
 	// presence tombstone is in the log (written after the removals: the
 	// routers forget a client whose session ended with its connection).
 	var removals map[string][]int32
-	eventually(t, func() string {
+	eventually.OK(t, wait, func() string {
 		var gone map[string]bool
 		removals, gone = logRemovals(t, tool, nil)
 		if !gone["end-none"] || !gone["end-one"] || !gone["end-all"] {
@@ -761,7 +762,7 @@ func TestTakeoverRemovesTheOldSessionWhereItSubscribed(t *testing.T) {
 	want := []int32{kafka.PartitionForKey(kafka.Key("tk", "tk/r"), parts), kafka.PartitionForKey(kafka.Key("tk", "tk/a"), parts)}
 	slices.Sort(want)
 	want = slices.Compact(want)
-	eventually(t, func() string {
+	eventually.OK(t, wait, func() string {
 		removals, _ := logRemovals(t, tool, func(gen uint64) bool { return gen == 1 })
 		if got := removals["tk-dev"]; !slices.Equal(got, want) {
 			return fmt.Sprintf("REMOVE_ALL of the session taken over in partitions %v, want %v", got, want)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -62,7 +63,11 @@ func TestMemPipeCarriesBytesInOrder(t *testing.T) {
 	wg.Wait()
 }
 
-func TestMemPipeReadDeadline(t *testing.T) {
+// TestMemPipeReadDeadline runs in a synctest bubble: its deadlines pass on
+// the bubble's clock, at once and exactly.
+func TestMemPipeReadDeadline(t *testing.T) { synctest.Test(t, testMemPipeReadDeadline) }
+
+func testMemPipeReadDeadline(t *testing.T) {
 	a, b := memPipe()
 	defer closeBoth(a, b)
 	buf := make([]byte, 10)
@@ -75,20 +80,25 @@ func TestMemPipeReadDeadline(t *testing.T) {
 	if _, err := b.Read(buf); !errors.As(err, &ne) || !ne.Timeout() {
 		t.Fatalf("the error %v is not a net.Error timeout", err)
 	}
-	// A waiting read ends at its deadline.
+	// A waiting read ends at its deadline, not before.
 	_ = b.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
 	start := time.Now()
 	if _, err := b.Read(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("read with a deadline: %v", err)
 	}
-	if d := time.Since(start); d < 15*time.Millisecond {
-		t.Fatalf("read gave up after %v, before its deadline", d)
+	if d := time.Since(start); d != 20*time.Millisecond {
+		t.Fatalf("read gave up after %v, want its deadline's 20ms", d)
 	}
 	// A read waiting without a deadline ends when one is set in the past.
 	_ = b.SetReadDeadline(time.Time{})
 	errc := make(chan error, 1)
 	go func() { _, err := b.Read(buf); errc <- err }()
-	time.Sleep(10 * time.Millisecond)
+	synctest.Wait() // the read waits
+	select {
+	case err := <-errc:
+		t.Fatalf("a read without a deadline returned %v with nothing to read", err)
+	default:
+	}
 	_ = b.SetReadDeadline(time.Now())
 	select {
 	case err := <-errc:

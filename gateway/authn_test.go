@@ -162,7 +162,7 @@ func TestAuthenticatedAssignedID(t *testing.T) {
 }
 
 // startGatewayAuth starts a gateway on a fake log that authenticates as a
-// says (set before Run, as SetAuth requires).
+// says (given at construction, WithAuth).
 func startGatewayAuth(t *testing.T, a Auth) *Gateway {
 	t.Helper()
 	g, stop := runGatewayWith(t, newFakeLog(), func(g *Gateway) { WithAuth(a)(g) })

@@ -90,7 +90,7 @@ type Config struct {
 	// ParkIdle is how long a TCP connection may send nothing before its
 	// reader goroutine and read buffer are released and the gateway's
 	// poller watches the socket instead, until a byte arrives (Linux; see
-	// ARCHITECTURE.md). 0 keeps a reader goroutine per connection.
+	// docs/gateway.md, "Idle connections park"). 0 keeps a reader goroutine per connection.
 	ParkIdle time.Duration `yaml:"park_idle"`
 	// parkQuiet is how long a connection that has sent nothing since its
 	// CONNECT waits before it parks (connectParkIdle by default; never

@@ -1,6 +1,6 @@
 // Package gateway is Shoal's MQTT front end: the connections that its
-// listeners accept (package gateway/listener: TCP and WebSocket; TLS and
-// PROXY protocol v2 are not built yet), the per-connection read loop (idle
+// listeners accept (package gateway/listener: TCP, WebSocket, TLS and
+// PROXY protocol v2), the per-connection read loop (idle
 // TCP connections park in an epoll poller, park.go), the writer pool that
 // writes out buffers without blocking (writer.go), keepalive, inflight
 // windows and topic aliases. A gateway keeps no durable state: it
@@ -19,13 +19,14 @@
 // CONNACK) half-closes the socket after the packet and discards what the
 // client still sends, until it closes its side or for at most 2 s, before
 // closing: a socket closed with unread input resets the connection, and the
-// client may never read the reason (conn.closeWrite, ARCHITECTURE.md).
+// client may never read the reason (conn.closeWrite; docs/gateway.md,
+// "Server-initiated close").
 //
 // What the gateway reads first takes effect first: a PUBLISH waits, before
 // it is written, for the SUBSCRIBEs and UNSUBSCRIBEs read before it on any
 // connection (order.go). A persistent session's QoS 2 PUBLISH carries its
 // packet identifier for the router, which drops a resend after a reconnect;
-// PUBCOMP follows the durable PublishRelease (inbound.go, ARCHITECTURE.md
+// PUBCOMP follows the durable PublishRelease (inbound.go; docs/gateway.md,
 // "Exactly once for QoS 2"). In shoal all a PUBLISH also waits while the
 // router of the process is kafka.FeedMaxBacklog records behind on its
 // partition (waitRoom, inbound.go): the client is not read meanwhile, so

@@ -12,7 +12,7 @@ import (
 // records for its slot before it produces them (Handoff), and the gateway
 // writes their messages to its clients at once; the records still go to
 // the log, marked with kafka.HeaderHandoff, and the slot consumer skips
-// those it delivered. ARCHITECTURE.md, "The local delivery path", has the
+// those it delivered. docs/local-path.md, "The hand-off", has the
 // argument; in short:
 //
 //   - Order. The router hands its records over in the order it produces

@@ -134,7 +134,7 @@ func TestHandoffAllocs(t *testing.T) {
 	f.waitWritten(t, rounds)
 }
 
-// promptLog is the producer of SetSessionLog in the tests: it keeps the
+// promptLog is the producer of WithSessionLog in the tests: it keeps the
 // Connect requests it writes, and answers none, and counts Disconnects.
 type promptLog struct {
 	connects    chan *eventspb.Connect
@@ -161,7 +161,7 @@ func (l promptLog) ProduceSync(_ context.Context, rs ...*kafka.Record) error {
 	return nil
 }
 
-// TestAnswerHandedOff: with SetSessionLog the Connect is written by that
+// TestAnswerHandedOff: with WithSessionLog the Connect is written by that
 // producer, not the gateway's own; the session service's answer given
 // through Answer (as in `shoal all`) accepts the connection at once, and
 // the same answer read later from the slot is ignored. An answer for

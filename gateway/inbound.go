@@ -485,7 +485,8 @@ func (c *conn) rebind(ctx context.Context, subs []*eventspb.SessionSubscription)
 
 // appendChange appends the records of one subscription change: to the
 // partition of its topic for a filter without wildcards, to every
-// partition for a filter with wildcards (ARCHITECTURE.md).
+// partition for a filter with wildcards (docs/router.md, "One shard per
+// partition").
 func (c *conn) appendChange(recs []*kafka.Record, now interface{ UnixMicro() int64 }, ch *eventspb.SubscriptionChange) []*kafka.Record {
 	g := c.g
 	if ch.Op == eventspb.SubscriptionChange_OP_ADD {

@@ -19,14 +19,14 @@ const (
 	HeaderTraceparent = "traceparent"
 	// HeaderHandoff marks a delivery record that the router of `shoal
 	// all` handed to its own process's gateway before producing it (the
-	// hand-off, ARCHITECTURE.md "The local delivery path"): its value is
+	// hand-off, docs/local-path.md "The hand-off"): its value is
 	// the gateway's mark, which says whether the gateway delivered the
 	// record then (and skips it when it reads it from its slot) or left
 	// it to the log.
 	HeaderHandoff = "shoal-handoff"
 	// HeaderExpress marks a publish record of shoal.messages that the
 	// router of `shoal all` routed before it was produced (the express
-	// path, ARCHITECTURE.md "The local delivery path"): the router skips
+	// path, docs/local-path.md "The express path"): the router skips
 	// it when it reads it, from this run or any other. Its value is
 	// ExpressMark.
 	HeaderExpress = "shoal-express"

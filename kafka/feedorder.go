@@ -9,9 +9,8 @@ import (
 // The feed's order of a tracked topic (Feed.Track): per partition, what
 // the process's own clients have produced to it and its local consumer
 // has not applied yet. The router of `shoal all` routes a QoS 0 publish
-// before the publish is produced (the express path, ARCHITECTURE.md "The
-// local delivery path") only when there is nothing of the kind
-// (Feed.Settled): the publish then takes its place after everything the
+// before the publish is produced (the express path, docs/local-path.md)
+// only when there is nothing of the kind (Feed.Settled): the publish then takes its place after everything the
 // process wrote to the partition before it, as it would in the log, and
 // what the process writes after it comes after it in the log too (the
 // router has applied the publish before it applies any later record).

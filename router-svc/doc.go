@@ -12,8 +12,7 @@
 // # Pieces
 //
 //   - [Shard]: the deterministic state machine of one partition of
-//     shoal.messages (ARCHITECTURE.md, "The router, one shard per
-//     partition"). Apply does no I/O: it appends to an [Output] the
+//     shoal.messages (docs/router.md, "One shard per partition"). Apply does no I/O: it appends to an [Output] the
 //     [Delivery] records to produce and the [Mutations] to store. Per
 //     tenant it keeps a topic.Trie keyed by (client, share group) whose
 //     values hold the options, the generation and the route of each
@@ -42,7 +41,7 @@
 //     a shard whose offset alone moved is stored within
 //     router.offset_interval).
 //
-// # Decisions where ARCHITECTURE.md is silent
+// # Decisions where docs/router.md is silent
 //
 //   - max_retained (quota.go): a retained message on a new topic beyond
 //     the tenant's bound is delivered but not kept, and the publisher
@@ -82,9 +81,9 @@
 //     members are kept in client id order and each message goes to the
 //     next online member after the last one chosen (round robin, skipping
 //     offline members); none online → dropped. The round-robin position is
-//     not stored (a restart starts again at the first member). Queueing for
-//     offline members and re-dispatch of unacknowledged QoS 1/2 messages
-//     land with the sessions issue.
+//     not stored (a restart starts again at the first member). A QoS 1/2
+//     message a member left unacknowledged when it went offline goes to
+//     the next one (SharedRedispatch, from the session service).
 //   - Exactly once for QoS 2 across reconnects (unreleased.go): a shard
 //     keeps the packet identifiers of the QoS 2 messages of persistent
 //     sessions it routed, per (tenant, client), each with the generation
@@ -121,7 +120,7 @@
 //     to router.max_polls_in_flight, then the router waits. A produce of
 //     deliveries that fails stops the router with the error: franz-go
 //     retries retriable errors without limit, so the record was refused for
-//     good, and later polls may be produced already (ARCHITECTURE.md,
+//     good, and later polls may be produced already (docs/router.md,
 //     "Polls in flight"). A crash between the produce and the store write
 //     replays the batch, and a crash while offsets wait for
 //     router.offset_interval replays those publishes: deliveries are at
@@ -150,8 +149,9 @@
 //
 // # Concurrency and lock order
 //
-// A Shard is used by one goroutine: the messages consumer calls its
-// handler one batch at a time. The committer goroutine touches no shard:
+// A Shard is used by the messages consumer, which calls its handler one
+// batch at a time, under Shard.mu; the express path (express.go) routes a
+// publish under the same lock, between two batches. The committer goroutine touches no shard:
 // it gets each poll's mutations (in an [Output] the handler no longer
 // uses until the committer gives it back) and its offsets as values. A shard reads [Presence] under its read
 // lock while it plans one publish, after the trie match has returned; no

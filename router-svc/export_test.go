@@ -4,7 +4,7 @@ import "github.com/shoal-mqtt/shoal/internal/obs"
 
 // What the external tests reach of the router's metrics (metrics.go).
 
-// NewMetrics returns a router's instruments on p, as SetTelemetry makes
+// NewMetrics returns a router's instruments on p, as WithTelemetry makes
 // them.
 func NewMetrics(p obs.Providers) (*routerMetrics, error) { return newRouterMetrics(p) }
 

@@ -16,7 +16,7 @@ import (
 // where the log puts it. The gateway then marks the record with
 // kafka.HeaderExpress and produces it as before; the router skips marked
 // records when it reads them (apply), in this run or after a restart.
-// ARCHITECTURE.md, "The local delivery path", has the argument; in short:
+// docs/local-path.md, "The express path", has the argument; in short:
 //
 //   - Order. A publish that finds anything of the process unapplied in its
 //     partition (a subscription change read before it, another publish of

@@ -7,7 +7,7 @@ import "github.com/shoal-mqtt/shoal/kafka"
 // produces it: the gateway writes the message to its clients at once
 // instead of when the record comes back from the log, and the record is
 // still written, behind, as the record of what was delivered
-// (ARCHITECTURE.md, "The local delivery path").
+// (docs/local-path.md, "The hand-off").
 type Handoff interface {
 	// Handoff is given rec, a delivery record for slot filled and not yet
 	// produced, in the order the router produces them; rec and its bytes

@@ -94,7 +94,7 @@ func newBackbone(t *testing.T) *backbone {
 }
 
 // produce writes envs to shoal.messages one at a time, each where
-// ARCHITECTURE.md puts it (a publish or a concrete filter in the partition
+// docs/router.md ("One shard per partition") puts it (a publish or a concrete filter in the partition
 // of its key tenant/topic, a wildcard filter in every partition), and
 // records in last the last offset written to each partition.
 func (b *backbone) produce(last map[int32]int64, envs ...*eventspb.Envelope) {

@@ -25,8 +25,8 @@ var ErrMalformed = errors.New("malformed record")
 // shoal.messages: the subscription index (a topic trie per tenant, holding
 // the concrete filters whose topic hashes to this partition and every
 // wildcard filter), the retained messages of the topics that hash here and
-// the offset of the last record applied. See ARCHITECTURE.md, "The router,
-// one shard per partition of shoal.messages".
+// the offset of the last record applied. See docs/router.md, "One shard
+// per partition".
 //
 // Apply does no I/O: it changes the in-memory state and appends to an
 // [Output] the deliveries to produce and the mutations to store. A Shard is
@@ -272,7 +272,8 @@ func (s *Shard) LoadRetained(publish *eventspb.Envelope) error {
 }
 
 // Apply applies the record at offset: a Publish, a SubscriptionChange, a
-// SharedRedispatch or a PublishRelease (ARCHITECTURE.md). It appends the deliveries to produce and the state
+// SharedRedispatch or a PublishRelease (docs/router.md, "What a shard does
+// with each record"). It appends the deliveries to produce and the state
 // mutations to store to out, and sets out.Mutations.Offset. A record at
 // or below the shard's offset was applied already and is ignored. A
 // record the shard cannot use is skipped with an error wrapping

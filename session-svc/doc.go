@@ -185,12 +185,13 @@
 //     partition from the store and consumes again. Replays are
 //     deterministic: the same generations and outputs again (only
 //     timestamps and will message ids differ).
-//   - Every session record of the consumed partitions is kept in memory,
-//     loaded at start. Records are decoded with copies, so sessions never
-//     pin fetch buffers.
+//   - The sessions of the consumed partitions that are not dormant are
+//     kept in memory, loaded at start; dormant ones are read from the
+//     store when a record names them (above). Records are decoded with
+//     copies, so sessions never pin fetch buffers.
 //   - [Service.Ready] is true once the state is loaded and the consumer
 //     assigned (not when it caught up with the log).
-//   - Group mode (session.group) is a seam: partitions are loaded and
-//     processed independently, so it needs OnAssigned to load and OnRevoked
-//     to drop them; Validate refuses a group until then.
+//   - Group mode (session.group, what a distributed deployment runs):
+//     partitions are loaded and processed independently, each loaded when
+//     the group assigns it and dropped when it is revoked.
 package sessionsvc

@@ -17,7 +17,7 @@ import (
 // compose/views). What a session keeps of time comes from the records'
 // timestamps (machine.eventTime), so the rebuilt sessions are those the
 // service committed, up to what the view cannot get from the log (see
-// ARCHITECTURE.md, "Rebuilding the views").
+// docs/views.md).
 //
 // A Rebuild is used by one goroutine; Apply commits each batch to the
 // store with the batch's last offset.

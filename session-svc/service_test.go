@@ -410,7 +410,7 @@ func (a *answerLog) answers() []answerSeen {
 	return slices.Clone(a.seen)
 }
 
-// TestServiceAnswersAfterPresence: with SetAnswers (the gateway of
+// TestServiceAnswersAfterPresence: with WithAnswers (the gateway of
 // `shoal all`) the service gives each answer to a Connect once what the
 // answer must follow is in the log (invariant 4: the takeover's kick and
 // any subscription removals, then the presence), before the answer itself

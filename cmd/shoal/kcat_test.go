@@ -11,7 +11,8 @@ import (
 	"time"
 )
 
-// TestKcatReadsTheEmbeddedLog follows the README's "Securing Shoal": `shoal
+// TestKcatReadsTheEmbeddedLog follows docs/security.md ("The embedded Kafka
+// accepts no one but Shoal"): `shoal
 // all --kafka-embedded-addr`, then Debian's kcat (librdkafka, installed by
 // scripts/test-deps.sh) with -F data_dir/kafka/client.properties lists the
 // topics and reads the record of a message an MQTT client published, by

@@ -94,8 +94,7 @@ commands:
 const rebuildUsage = `usage: shoal views rebuild [--verify] [--swap] [--quiet] [deployment flags]
 
 Replays the log into fresh views with the router's and the session
-service's own code, writing nothing to Kafka (README.md, "Rebuilding and
-verifying the views").
+service's own code, writing nothing to Kafka (docs/views.md).
 
 flags:
   --verify   compare the live views with the rebuilt ones key by key; exit 1

@@ -18,6 +18,6 @@
 // Mutations go through the log: a kick and a session's deletion are
 // SessionCommand events the session service applies in the client's
 // partition; a retained message is deleted by an empty, expired retained
-// Publish on shoal.messages. ARCHITECTURE.md, "Operator API", has the
-// endpoints and the decisions.
+// Publish on shoal.messages. docs/ctl.md has the endpoints and the
+// decisions.
 package admin

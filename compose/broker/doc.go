@@ -12,15 +12,15 @@
 // group with its interrupt; the watches of the auth files), quota.go (the
 // tenants' quotas given to the gateway and the router, counted alone in
 // `shoal all` and with the other gateways otherwise, and their metrics),
-// http.go, memory.go. In `shoal all` with kafka.local_delivery (the
-// default) the clients share the embedded backbone's feed and the router
-// hands its deliveries to the gateway (Router.SetHandoff), and the gateway
-// gives the router its QoS 0 publishes before it produces them
-// (Router.EnableExpress, Gateway.SetExpress): ARCHITECTURE.md, "The local
-// delivery path". The session service gives its answers to the gateway
-// once they may be given (Service.SetAnswers), and the gateway writes
-// shoal.sessions through the producer that does not linger
-// (Gateway.SetSessionLog): "The connect path in `shoal all`".
+// http.go, memory.go, local.go (the local path as one value). In `shoal
+// all` with kafka.local_delivery (the default) the clients share the
+// embedded backbone's feed and the router hands its deliveries to the
+// gateway (routersvc.WithHandoff), and the gateway gives the router its
+// QoS 0 publishes before it produces them (routersvc.WithExpress,
+// gateway.WithExpress). The session service gives its answers to the
+// gateway once they may be given (sessionsvc.WithAnswers), and the
+// gateway writes shoal.sessions through the producer that does not linger
+// (gateway.WithSessionLog). docs/local-path.md has the whole path.
 // brokertest starts `shoal all` inside a test (SHOAL_KAFKA_LOCAL_DELIVERY
 // chooses the path).
 //

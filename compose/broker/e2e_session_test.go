@@ -574,8 +574,8 @@ func TestInboxBound(t *testing.T) {
 	if ca.Properties == nil || !strings.HasPrefix(ca.Properties.ReasonString, "2 queued messages were dropped") {
 		t.Fatalf("CONNACK reason string %+v, want the 2 dropped messages reported", ca.Properties)
 	}
-	// One message is kept (normally the first; see the disconnect window in
-	// ARCHITECTURE.md), the other two were dropped.
+	// One message is kept (normally the first; docs/sessions.md, "The
+	// inbox"), the other two were dropped.
 	if m := c2.expect(t); len(m.Payload) != 1 {
 		t.Fatalf("kept %q", m.Payload)
 	}

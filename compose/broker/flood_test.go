@@ -33,7 +33,7 @@ func TestQoS0FloodLosesNoQoS1(t *testing.T) {
 		flood    = 3 * time.Second // at least, and until the QoS 1 messages are through
 	)
 	b := startBroker(t, func(c *config.Config) {
-		c.Kafka.LocalDelivery = true // the hold needs the in-process feed (ARCHITECTURE.md)
+		c.Kafka.LocalDelivery = true // the hold needs the in-process feed (docs/local-path.md)
 		c.Kafka.RetentionBytes = 1 << 20
 	})
 	addr := mqttAddr(b)

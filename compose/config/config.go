@@ -208,14 +208,13 @@ type Kafka struct {
 	// produces reaches its own consumers when the embedded broker has
 	// acknowledged it, without a fetch, the router hands its deliveries to
 	// the gateway before it produces them, and routes a QoS 0 publish
-	// before the gateway produces it (ARCHITECTURE.md, "The local
-	// delivery path"). false makes every record go through a
+	// before the gateway produces it (docs/local-path.md). false makes every record go through a
 	// fetch, as between the processes of a distributed deployment; it has
 	// no effect there.
 	LocalDelivery bool `yaml:"local_delivery"`
 	// Express lets the router of `shoal all` route a QoS 0 publish that is
 	// not retained before the gateway produces it, with local_delivery
-	// (default true; ARCHITECTURE.md, "The express path"): a moderate
+	// (default true; docs/local-path.md, "The express path"): a moderate
 	// rate's messages arrive about four times sooner, for about a fifth
 	// more CPU (bench/README.md). false routes every publish from the log.
 	Express bool `yaml:"express"`

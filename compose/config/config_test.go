@@ -276,7 +276,7 @@ func TestKafkaTopicKeysRefused(t *testing.T) {
 }
 
 // TestCQLReplicationFactor: the factor of the keyspace Shoal creates is
-// reachable by flag and environment (a single node needs 1, README), and a
+// reachable by flag and environment (a single node needs 1: docs/deployment.md), and a
 // bad value is refused with the key named.
 func TestCQLReplicationFactor(t *testing.T) {
 	if d := Default(); d.CQL.ReplicationFactor != 3 {

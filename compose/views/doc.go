@@ -29,6 +29,5 @@
 //
 // --verify loads both views whole through the ports (LoadShard,
 // LoadSessions, every partition) and compares them key by key; what it
-// ignores, and why, is in compare.go and ARCHITECTURE.md ("Rebuilding the
-// views").
+// ignores, and why, is in compare.go and docs/views.md ("--verify").
 package views

@@ -1,6 +1,6 @@
 // Package quota keeps the limits of each tenant that a gateway enforces
-// (DESIGN.md §5: "quotas (connections, message rate, bytes) apply per
-// tenant"): connections at once and new connections per second, inbound
+// (docs/design.md, "Tenancy and HAProxy": quotas of connections, message
+// rate and bytes apply per tenant): connections at once and new connections per second, inbound
 // PUBLISH packets and bytes per second, subscriptions per client.
 //
 // A tenant's limits ([Limits]) come from the configuration's `tenants`

@@ -45,7 +45,7 @@ import (
 // gateway that holds nothing of a tenant any more says so once (Gone), and
 // so does a gateway that stops.
 //
-// The slack, which ARCHITECTURE.md repeats ("Tenant quotas"):
+// The slack, which docs/security.md repeats ("Tenant quotas"):
 //
 //   - Connections admitted by other gateways since the report this gateway
 //     read last are not counted: at most what the pool admits while a

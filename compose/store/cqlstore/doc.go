@@ -114,7 +114,7 @@
 // # Gateway slot leases
 //
 // [Store.AcquireSlot], [Store.RenewSlot] and [Store.ReleaseSlot] keep the
-// leases of DESIGN.md §2 in the table gateway_slots with lightweight
+// leases of docs/design.md ("Event flow") in the table gateway_slots with lightweight
 // transactions (Paxos, at SERIAL or LOCAL_SERIAL), so two owners never
 // both succeed in claiming one slot (gateway/slot.go uses them through its
 // SlotLeaser interface). A claim is a conditional batch: IF owner = null,

@@ -47,7 +47,7 @@ type Options struct {
 	// within walFlushInterval of a commit, so a crash of the process or
 	// the machine loses at most the commits of that interval. Losing the
 	// newest commits is safe for every view: each stores the log offset it
-	// reflects, and the service replays the log from there (DESIGN.md §3).
+	// reflects, and the service replays the log from there (docs/design.md, "Scaling the router").
 	// Without NoSync every commit syncs.
 	NoSync bool
 }

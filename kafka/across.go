@@ -150,7 +150,7 @@ func (a *across) poll(ctx context.Context, fp kgo.FetchTopicPartition, handle fu
 	if err := prod.BeginTransaction(); err != nil {
 		return fmt.Errorf("transact: begin: %w", err)
 	}
-	tx := &Tx{produce: prod.Produce, ctx: ctx}
+	tx := &Tx{produce: prod.Produce, ctx: ctx, feed: a.t.cfg.Feed}
 	herr := handle(ctx, []Batch{b}, tx)
 	if herr == nil {
 		next := fp.Records[len(fp.Records)-1].Offset + 1

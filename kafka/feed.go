@@ -591,6 +591,11 @@ func (lc *localConsumer) fetch(ctx context.Context, p int32, to int64) error {
 		kgo.FetchIsolationLevel(kgo.ReadUncommitted()),
 		kgo.FetchMaxWait(fetchMaxWait),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{lc.cfg.Topic: {p: kgo.NewOffset().At(lp.next)}}),
+		// A transaction's marker takes an offset no record has (the Kafka
+		// bridge writes shoal.messages in transactions): it fills its
+		// hole, where without it the fill would wait for a record that
+		// never comes and call the hole removed by retention.
+		kgo.KeepControlRecords(),
 	)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
@@ -638,15 +643,19 @@ func (lc *localConsumer) fetch(ctx context.Context, p int32, to int64) error {
 			if first := recs[0].Offset; first > lp.next {
 				c.skipped(lc.cfg.Topic, "", p, lp.next, first-lp.next)
 			}
-			fp.Records = recs
-			lc.arena.reset()
-			lc.bs = append(lc.bs[:0], toBatch(fp, lc.arena))
-			lc.at(p, recs[len(recs)-1].Offset+1)
-			if herr := lc.handle(ctx, lc.bs); herr != nil {
-				err = fmt.Errorf("consume %s: %w", lc.cfg.Topic, herr)
+			next := recs[len(recs)-1].Offset + 1
+			recs = slices.DeleteFunc(recs, func(r *kgo.Record) bool { return r.Attrs.IsControl() })
+			lc.at(p, next)
+			if len(recs) > 0 {
+				fp.Records = recs
+				lc.arena.reset()
+				lc.bs = append(lc.bs[:0], toBatch(fp, lc.arena))
+				if herr := lc.handle(ctx, lc.bs); herr != nil {
+					err = fmt.Errorf("consume %s: %w", lc.cfg.Topic, herr)
+				}
+				clear(lc.bs)
 			}
-			clear(lc.bs)
-			lp.next = recs[len(recs)-1].Offset + 1
+			lp.next = next
 		})
 		if err != nil {
 			return err

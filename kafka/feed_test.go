@@ -4,11 +4,18 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 )
 
 // TestLocalConsume: a local consumer (ConsumeConfig.Local on a client of
@@ -386,5 +393,113 @@ func TestFeedSubSkippedRecordsCopyNothing(t *testing.T) {
 		dst = s.take(dst[:0], now)
 	}); n != 0 {
 		t.Errorf("adding a skipped record allocates %.1f times", n)
+	}
+}
+
+// warnCounter is a slog handler that counts the warnings whose message
+// contains sub.
+type warnCounter struct {
+	sub string
+	n   atomic.Int64
+}
+
+func (w *warnCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (w *warnCounter) Handle(_ context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelWarn && strings.Contains(r.Message, w.sub) {
+		w.n.Add(1)
+	}
+	return nil
+}
+func (w *warnCounter) WithAttrs([]slog.Attr) slog.Handler { return w }
+func (w *warnCounter) WithGroup(string) slog.Handler      { return w }
+
+// TestLocalConsumeTransactions: a transaction writes a partition a local
+// consumer reads (the Kafka bridge's in mappings write shoal.messages so in
+// shoal all). Its records reach the consumer through the feed, and its
+// markers, offsets without a record, fill their holes: the records after
+// them come without a wait, and nothing is reported deleted by
+// retention.
+func TestLocalConsumeTransactions(t *testing.T) {
+	e := startEmbedded(t, t.TempDir())
+	c := newTestClient(t, e, Config{})
+	warns := &warnCounter{sub: "deleted by retention"}
+	c.log = slog.New(warns)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	if _, err := kadm.NewClient(c.cl).CreateTopic(ctx, 1, 1, nil, "ltx.in"); err != nil {
+		t.Fatal(err)
+	}
+	const topic, part = TopicDeliveries, int32(3)
+	var mu sync.Mutex
+	var got []string
+	errc := make(chan error, 1)
+	go func() {
+		errc <- c.Consume(ctx, ConsumeConfig{Topic: topic, Partitions: []int32{part}, Local: true},
+			func(_ context.Context, bt Batch) error {
+				mu.Lock()
+				defer mu.Unlock()
+				for _, r := range bt.Records {
+					got = append(got, string(r.Value))
+				}
+				return nil
+			})
+	}()
+	in := plainClient(t, e)
+	tctx, tcancel := context.WithCancel(ctx)
+	tdone := make(chan error, 1)
+	go func() {
+		tdone <- c.Transact(tctx, TransactConfig{Topic: "ltx.in", Group: "ltx", TransactionalID: "ltx-0", ManualTopics: []string{topic}},
+			func(_ context.Context, bs []Batch, tx *Tx) error {
+				for _, b := range bs {
+					for _, r := range b.Records {
+						tx.Produce(&Record{Topic: topic, Partition: part, Value: r.Value})
+					}
+				}
+				return nil
+			})
+	}()
+	handed := e.feed.handed.Load()
+	var want []string
+	for i := range 5 {
+		v := fmt.Sprintf("tx-%d", i)
+		if err := in.ProduceSync(ctx, &kgo.Record{Topic: "ltx.in", Value: []byte(v)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, v)
+		eventually.True(t, testTimeout, v+" consumed", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(got) == len(want)
+		})
+		// A record of the process's own after the transaction's marker.
+		own := fmt.Sprintf("own-%d", i)
+		if err := c.ProduceSync(ctx, &Record{Topic: topic, Partition: part, Value: []byte(own)}); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, own)
+		eventually.True(t, testTimeout, own+" consumed", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(got) == len(want)
+		})
+	}
+	tcancel()
+	if err := <-tdone; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	if !slices.Equal(got, want) {
+		t.Errorf("consumed %q, want %q", got, want)
+	}
+	mu.Unlock()
+	if h := e.feed.handed.Load() - handed; h < 10 {
+		t.Errorf("%d records handed over by the feed, want the 5 of the transactions and the 5 of the client", h)
+	}
+	if n := warns.n.Load(); n != 0 {
+		t.Errorf("%d warnings of records deleted by retention: a marker's offset was taken for a removed record", n)
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
 	}
 }

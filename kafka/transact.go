@@ -58,6 +58,10 @@ type TransactConfig struct {
 type Tx struct {
 	produce func(context.Context, *kgo.Record, func(*kgo.Record, error))
 	ctx     context.Context
+	// feed is the local delivery path of the cluster written to (nil but
+	// in shoal all): its local consumers get the transaction's records
+	// when they are acknowledged, as their read_uncommitted fetch would.
+	feed *Feed
 
 	mu  sync.Mutex
 	err error
@@ -91,8 +95,11 @@ func (tx *Tx) Produce(r *Record) {
 // be made). err is logged.
 func (tx *Tx) Fail(err error) { tx.done(nil, err) }
 
-func (tx *Tx) done(_ *kgo.Record, err error) {
+func (tx *Tx) done(kr *kgo.Record, err error) {
 	if err == nil {
+		if kr != nil {
+			tx.feed.push(kr)
+		}
 		return
 	}
 	tx.mu.Lock()
@@ -240,7 +247,7 @@ func (c *Client) transactSession(ctx context.Context, cfg TransactConfig, handle
 		if err := sess.Begin(); err != nil {
 			return fmt.Errorf("transact: begin: %w", err)
 		}
-		tx := &Tx{produce: sess.Produce, ctx: ctx}
+		tx := &Tx{produce: sess.Produce, ctx: ctx, feed: c.cfg.Feed}
 		herr := handle(ctx, bs, tx)
 		if herr == nil {
 			// Every record's outcome is known before the commit is tried:

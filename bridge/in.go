@@ -53,7 +53,7 @@ func (b *Bridge) runIn(ctx context.Context, im *In, ready func()) error {
 	}
 	ready()
 	group := DefaultInGroupPrefix + im.Name
-	h := &inHandler{b: b, im: im, client: InClientPrefix + im.Name}
+	h := &inHandler{b: b, im: im, client: InClientPrefix + im.Name, tally: tally{}}
 	return b.users().Transact(ctx, b.transactConfig(kafka.TransactConfig{
 		Topic: im.KafkaTopic, Group: group, ManualTopics: []string{b.messages},
 	}, b.client), h.handle)
@@ -66,12 +66,14 @@ type inHandler struct {
 	client string // the publishes' client id
 	buf    []byte
 	tp     []byte // a span's traceparent, copied into its record
+	tally  tally
 }
 
 func (h *inHandler) handle(ctx context.Context, bs []kafka.Batch, tx *kafka.Tx) error {
 	b, im := h.b, h.im
 	now := b.clock()
 	parts := b.client.Partitions(b.messages)
+	defer b.met.flush(ctx, "in", h.tally)
 	for _, batch := range bs {
 		for _, r := range batch.Records {
 			h.buf = im.MQTTTopic.Append(h.buf[:0], r.Key, r.Headers)
@@ -106,7 +108,7 @@ func (h *inHandler) handle(ctx context.Context, bs []kafka.Batch, tx *kafka.Tx) 
 				rec.AddTraceChild(r.Header(kafka.HeaderTraceparent))
 			}
 			tx.Produce(rec)
-			b.met.bridgedIn(ctx, im.Name, len(r.Value))
+			h.tally.add(im.Name, len(r.Value))
 			if span != nil {
 				span.SetAttributes(attribute.String("mqtt.topic", msg.Topic), attribute.String("shoal.tenant", im.Tenant))
 				span.End()

@@ -30,6 +30,7 @@ type outState struct {
 	env     eventspb.Envelope
 	matches []*Out
 	buf     []byte
+	tally   tally
 
 	// revoked are the partitions taken away since the last poll, whose
 	// state the next poll drops: the group's callbacks may run while a
@@ -38,7 +39,7 @@ type outState struct {
 	revoked   []int32
 }
 
-func (s *outState) init() { s.parts = make(map[int32]partState) }
+func (s *outState) init() { s.parts, s.tally = make(map[int32]partState), tally{} }
 
 // assigned and revoked follow the out group's partitions: a partition's
 // state is read at its first poll and dropped when it goes.
@@ -69,6 +70,7 @@ func (b *Bridge) handleOut(ctx context.Context, bs []kafka.Batch, tx *kafka.Tx) 
 	tx.AfterCommit(func() { s.pending = false })
 	m := b.mappings.Load()
 	now := b.clock()
+	defer b.met.flush(ctx, "out", s.tally)
 	for _, batch := range bs {
 		st := s.parts[batch.Partition]
 		if st == nil {
@@ -156,7 +158,7 @@ func (b *Bridge) bridgeOut(ctx context.Context, m *Mappings, st partState, r *ka
 		}
 		out.Headers, _ = AppendHeaders(nil, nil, msg, hop, now)
 		tx.Produce(out)
-		b.met.bridged(ctx, o.Name, len(msg.Payload))
+		s.tally.add(o.Name, len(msg.Payload))
 		if span != nil {
 			span.SetAttributes(attribute.String("shoal.bridge.kafka_topic", name), attribute.String("mqtt.topic", msg.Topic))
 			span.End()

@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -10,6 +11,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/shoal-mqtt/shoal/internal/obs"
+	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
+	"github.com/shoal-mqtt/shoal/internal/testutil/testmetrics"
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
@@ -198,4 +201,35 @@ func TestAcrossClusters(t *testing.T) {
 	if dead := next(t, users.consumer(t, "iot.commands.dead"), 1); len(dead) != 1 || string(dead[0].Key) != "+" {
 		t.Fatalf("dead letters on the other cluster: %d, want the record of key +", len(dead))
 	}
+}
+
+// TestRecordCounters: shoal.bridge.records and shoal.bridge.bytes count
+// each record written, per mapping and direction, though they are added
+// to once per poll.
+func TestRecordCounters(t *testing.T) {
+	bb := startBackbone(t)
+	p, r := testmetrics.New(t, 10)
+	cfg := Config{Out: telemetry.Out, In: []InMapping{{Name: "commands", Tenant: "acme", KafkaTopic: "iot.commands", MQTTTopic: "plant/{key}/command"}}}
+	bb.runBridge(t, cfg, func(o *Options) { o.Telemetry = p })
+	for range 3 {
+		bb.publish(t, "acme", "acme-d", "plant/1/telemetry", "1234")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	defer cancel()
+	if err := bb.producer(t).ProduceSync(ctx, &kgo.Record{Topic: "iot.commands", Key: []byte("1"), Value: []byte("ab")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	want := map[[2]string][2]float64{
+		// per-plant (plant/#) takes the in mapping's plant/1/command too.
+		{"telemetry", "out"}: {3, 12}, {"per-plant", "out"}: {4, 14}, {"commands", "in"}: {1, 2},
+	}
+	eventually.OK(t, testWait, func() string {
+		for k, w := range want {
+			got := [2]float64{r.Value("shoal.bridge.records", "mapping", k[0], "direction", k[1]), r.Value("shoal.bridge.bytes", "mapping", k[0], "direction", k[1])}
+			if got != w {
+				return fmt.Sprintf("%s %s: records and bytes %v, want %v", k[1], k[0], got, w)
+			}
+		}
+		return ""
+	})
 }

@@ -29,12 +29,14 @@ const HeaderDeadLetterCause = "shoal.dead_letter_cause"
 
 // runIn publishes the records of one in mapping's Kafka topic until ctx
 // ends: each as the Publish of a message of the mapping's tenant on the
-// rendered topic, written to shoal.messages in the poll's transaction with
-// the poll's offsets. Routers read shoal.messages as it is written, so a
-// publish reaches subscribers once, unless the bridge fails between the
+// rendered topic, written to shoal.messages (acknowledged by every
+// replica) before the poll's offsets are committed (kafka.Client.Relay).
+// A publish reaches subscribers once, unless the bridge stops between the
 // write and the commit: the poll is then read again and its publishes
-// written again (at least once; exactly once for read_committed readers
-// of shoal.messages, the out direction among them).
+// written again, at least once. Not in a transaction: subscribers read
+// shoal.messages uncommitted, so a transaction would not keep them from a
+// repeat, and in shoal all each of its markers would stall the router's
+// local consumer (docs/bridge.md, "In: Kafka to MQTT").
 //
 // ready is called once its topics are there, before it joins its group.
 func (b *Bridge) runIn(ctx context.Context, im *In, ready func()) error {
@@ -46,17 +48,13 @@ func (b *Bridge) runIn(ctx context.Context, im *In, ready func()) error {
 			return err
 		}
 	}
-	if b.across() {
-		if err := b.client.EnsureSpecs(ctx, b.offsetsSpec()); err != nil {
-			return err
-		}
-	}
 	ready()
 	group := DefaultInGroupPrefix + im.Name
-	h := &inHandler{b: b, im: im, client: InClientPrefix + im.Name, tally: tally{}}
-	return b.users().Transact(ctx, b.transactConfig(kafka.TransactConfig{
-		Topic: im.KafkaTopic, Group: group, ManualTopics: []string{b.messages},
-	}, b.client), h.handle)
+	h := &inHandler{b: b, im: im, client: InClientPrefix + im.Name, tally: tally{},
+		maxBytes: int(b.client.Catalogue().Messages.MaxMessageBytes)}
+	return b.users().Relay(ctx, kafka.RelayConfig{
+		Topic: im.KafkaTopic, Group: group, InstanceID: group + "-" + b.opts.InstanceID,
+	}, h.handle)
 }
 
 // inHandler is one in mapping's handler and its scratch.
@@ -67,9 +65,13 @@ type inHandler struct {
 	buf    []byte
 	tp     []byte // a span's traceparent, copied into its record
 	tally  tally
+	// recs and dead are a poll's records for shoal.messages and for the
+	// dead-letter topic; maxBytes bounds a publish record.
+	recs, dead []*kafka.Record
+	maxBytes   int
 }
 
-func (h *inHandler) handle(ctx context.Context, bs []kafka.Batch, tx *kafka.Tx) error {
+func (h *inHandler) handle(ctx context.Context, bs []kafka.Batch) error {
 	b, im := h.b, h.im
 	now := b.clock()
 	parts := b.client.Partitions(b.messages)
@@ -78,11 +80,11 @@ func (h *inHandler) handle(ctx context.Context, bs []kafka.Batch, tx *kafka.Tx) 
 		for _, r := range batch.Records {
 			h.buf = im.MQTTTopic.Append(h.buf[:0], r.Key, r.Headers)
 			if err := ValidTopic(string(h.buf)); err != nil {
-				h.reject(ctx, r, tx, causeBadTopic, "in mapping rendered no valid mqtt topic", err)
+				h.reject(ctx, r, causeBadTopic, "in mapping rendered no valid mqtt topic", err)
 				continue
 			}
 			if b.opts.Authorizer != nil && !b.opts.Authorizer.AllowPublish(h.client, h.buf) {
-				h.reject(ctx, r, tx, causeDenied, "the acl denies the in mapping's topic", errors.New("not authorized"))
+				h.reject(ctx, r, causeDenied, "the acl denies the in mapping's topic", errors.New("not authorized"))
 				continue
 			}
 			msg := &eventspb.Message{Topic: string(h.buf), Payload: r.Value, Qos: uint32(im.QoS)}
@@ -98,6 +100,10 @@ func (h *inHandler) handle(ctx context.Context, bs []kafka.Batch, tx *kafka.Tx) 
 				MessageId:   &eventspb.MessageID{GatewayEpoch: b.epoch, Seq: b.seq.Add(1)},
 				Event:       &eventspb.Envelope_Publish{Publish: &eventspb.Publish{Message: msg}},
 			}
+			if h.maxBytes > 0 && len(r.Value)+len(r.Key)+recordOverhead > h.maxBytes {
+				h.reject(ctx, r, causeTooLarge, "record too large for shoal.messages", fmt.Errorf("%d bytes, shoal.messages takes %d", len(r.Value), h.maxBytes))
+				continue
+			}
 			key := kafka.AppendKey(nil, im.Tenant, msg.Topic)
 			rec := kafka.NewRecord(b.messages, key, kafka.PartitionForKey(key, parts), env)
 			span, tp := b.hopSpan(ctx, spanIn, r.Header(kafka.HeaderTraceparent), r, im.Name, h.tp[:0])
@@ -107,7 +113,7 @@ func (h *inHandler) handle(ctx context.Context, bs []kafka.Batch, tx *kafka.Tx) 
 			} else {
 				rec.AddTraceChild(r.Header(kafka.HeaderTraceparent))
 			}
-			tx.Produce(rec)
+			h.recs = append(h.recs, rec)
 			h.tally.add(im.Name, len(r.Value))
 			if span != nil {
 				span.SetAttributes(attribute.String("mqtt.topic", msg.Topic), attribute.String("shoal.tenant", im.Tenant))
@@ -115,13 +121,28 @@ func (h *inHandler) handle(ctx context.Context, bs []kafka.Batch, tx *kafka.Tx) 
 			}
 		}
 	}
+	// Durable before the offsets are committed; dead letters first, on
+	// the mappings' cluster. Kafka's retriable errors are retried without
+	// limit: an error here fails the poll, which is read again.
+	err := errors.Join(b.users().ProduceSync(ctx, h.dead...), b.client.ProduceSync(ctx, h.recs...))
+	clear(h.dead)
+	clear(h.recs)
+	h.dead, h.recs = h.dead[:0], h.recs[:0]
+	if err != nil {
+		return fmt.Errorf("in mapping %s: %w", im.Name, err)
+	}
 	return nil
 }
+
+// recordOverhead is what a publish record of shoal.messages adds to the
+// Kafka record it comes from, at most: the envelope's fields, the MQTT
+// properties its headers become, the record's own headers.
+const recordOverhead = 64 << 10
 
 // reject counts a record that cannot be published and sends it, as it
 // came, to the mapping's dead-letter topic, or logs (once a minute) and
 // skips it: never a stuck partition.
-func (h *inHandler) reject(ctx context.Context, r *kafka.Record, tx *kafka.Tx, cause, msg string, err error) {
+func (h *inHandler) reject(ctx context.Context, r *kafka.Record, cause, msg string, err error) {
 	b, im := h.b, h.im
 	b.met.skipped(ctx, im.Name, cause)
 	if im.DeadLetterTopic == "" {
@@ -131,13 +152,5 @@ func (h *inHandler) reject(ctx context.Context, r *kafka.Record, tx *kafka.Tx, c
 	}
 	dl := &kafka.Record{Topic: im.DeadLetterTopic, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp,
 		Headers: append(append([]kafka.Header(nil), r.Headers...), kafka.Header{Key: HeaderDeadLetterCause, Value: []byte(cause)})}
-	if !b.across() {
-		tx.Produce(dl)
-		return
-	}
-	// The poll's transaction is on Shoal's cluster, the dead-letter topic
-	// on the mappings': the record is written there first, at least once.
-	if err := b.users().ProduceSync(ctx, dl); err != nil {
-		tx.Fail(fmt.Errorf("dead letter to %s: %w", im.DeadLetterTopic, err))
-	}
+	h.dead = append(h.dead, dl)
 }

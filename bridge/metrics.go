@@ -25,6 +25,7 @@ const (
 	causeCreateTopic = "create_topic"  // a target topic could not be made (retried)
 	causeDenied      = "denied"        // the ACL denies an in mapping's topic
 	causeHeader      = "header"        // a record header that does not parse (the rest is published)
+	causeTooLarge    = "too_large"     // a record larger than shoal.messages takes
 )
 
 type metrics struct {

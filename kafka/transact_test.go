@@ -6,12 +6,15 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 )
 
 // plainClient is a franz-go client of e that owes nothing to Client.
@@ -279,4 +282,70 @@ func TestTransactAcross(t *testing.T) {
 			t.Errorf("offsets topic: %s = %d, want the partition's end %d", k, next[k], o.Offset)
 		}
 	})
+}
+
+// TestRelayResumesFromCommitted: Relay commits a poll's offsets once its
+// handler returned, so a handler error (its poll not committed) and a new
+// session resume where the last committed poll ended: every record is
+// handled at least once, and the ones before the failed poll once.
+func TestRelayResumesFromCommitted(t *testing.T) {
+	e := startEmbedded(t, t.TempDir())
+	c := newTestClient(t, e, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	if _, err := kadm.NewClient(c.cl).CreateTopic(ctx, 1, 1, nil, "relay.in"); err != nil {
+		t.Fatal(err)
+	}
+	in := plainClient(t, e)
+	produce := func(from, to int) {
+		for i := from; i < to; i++ {
+			if err := in.ProduceSync(ctx, &kgo.Record{Topic: "relay.in", Value: []byte(strconv.Itoa(i))}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	produce(0, 10)
+	var mu sync.Mutex
+	seen := map[string]int{}
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen)
+	}
+	failAt := "15"
+	run := func(ctx context.Context) error {
+		return c.Relay(ctx, RelayConfig{Topic: "relay.in", Group: "relay", MaxPollRecords: 5}, func(_ context.Context, bs []Batch) error {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, b := range bs {
+				for _, r := range b.Records {
+					if string(r.Value) == failAt {
+						failAt = ""
+						return errors.New("handler fails")
+					}
+					seen[string(r.Value)]++
+				}
+			}
+			return nil
+		})
+	}
+	done := make(chan error, 1)
+	go func() { done <- run(ctx) }()
+	eventually.True(t, testTimeout, "the first ten", func() bool { return count() == 10 })
+	produce(10, 20)
+	if err := <-done; err == nil || err.Error() != "handler fails" {
+		t.Fatalf("Relay returned %v, want the handler's error", err)
+	}
+	rctx, rcancel := context.WithCancel(ctx)
+	go func() { done <- run(rctx) }()
+	eventually.True(t, testTimeout, "all twenty", func() bool { return count() == 20 })
+	rcancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		if n := seen[strconv.Itoa(i)]; n != 1 {
+			t.Errorf("record %d, committed before the failure, handled %d times", i, n)
+		}
+	}
 }

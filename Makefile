@@ -108,6 +108,11 @@ bench-distributed: build ## distributed mode on a real Kafka + Cassandra, latenc
 	./scripts/fetch-cassandra.sh >/dev/null
 	$(GO) run ./bench/cmd/shoal-distbench -shoal bin/shoal $(DISTBENCH)
 
+.PHONY: bench-bridge
+bench-bridge: build ## the Kafka data bridge: throughput with and without a mapping, MQTT <-> Kafka latency through kcat and mosquitto_sub, catch-up after a stop (about 8 min; BRIDGEBENCH=-smoke for a quick check); see bench/README.md
+	./scripts/test-deps.sh
+	$(GO) run ./bench/cmd/shoal-bridgebench -shoal bin/shoal $(BRIDGEBENCH)
+
 .PHONY: fuzz
 fuzz: ## run every fuzz target for FUZZTIME each (default 30s)
 	@grep -rl --include='*_test.go' '^func Fuzz' . | while read -r f; do \

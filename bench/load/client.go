@@ -55,6 +55,7 @@ type conn struct {
 
 	slots   chan struct{} // one token per PUBLISH in flight (QoS 1/2)
 	refused atomic.Uint64 // PUBACK/PUBREC with a failure reason code
+	acked   atomic.Uint64 // PUBACK/PUBCOMP with a success reason code
 
 	closing   atomic.Bool
 	closeOnce sync.Once
@@ -242,6 +243,8 @@ func (c *conn) handle(h packet.FixedHeader, body []byte) error {
 		}
 		if c.ack.Code.IsError() {
 			c.refused.Add(1)
+		} else if h.Type == packet.PUBACK || h.Type == packet.PUBCOMP {
+			c.acked.Add(1)
 		}
 	case packet.PINGRESP, packet.SUBACK, packet.UNSUBACK:
 	case packet.DISCONNECT:

@@ -1102,10 +1102,6 @@ func TestCluster(t *testing.T) {
 		}, func() {})
 		<-restarted
 	})
-	t.Run("KafkaBridgeKafkaRestart", func(t *testing.T) {
-		skipWithContainers(t)
-		testClusterBridgeKafkaRestart(t, c, ga)
-	})
 	t.Run("PausedGatewayFenced", func(t *testing.T) {
 		// Gateway B stops (SIGSTOP) past its lease; C takes its slot;
 		// B resumes and must stop at once, while C keeps serving the slot.

@@ -103,13 +103,7 @@ func (c *Client) transactAcross(ctx context.Context, cfg TransactConfig, handle 
 		if fetches.IsClientClosed() {
 			return kgo.ErrClientClosed
 		}
-		var ferr error
-		fetches.EachError(func(topic string, p int32, err error) {
-			if ferr == nil && !errors.Is(err, context.Canceled) {
-				ferr = fmt.Errorf("transact: fetch %s/%d: %w", topic, p, err)
-			}
-		})
-		if ferr != nil {
+		if ferr := firstFetchError("transact", fetches); ferr != nil {
 			cl.AllowRebalance()
 			return ferr
 		}

@@ -98,13 +98,7 @@ func (c *Client) relaySession(ctx context.Context, cfg RelayConfig, handle func(
 		if fetches.IsClientClosed() {
 			return kgo.ErrClientClosed
 		}
-		var ferr error
-		fetches.EachError(func(topic string, p int32, err error) {
-			if ferr == nil && !errors.Is(err, context.Canceled) {
-				ferr = fmt.Errorf("relay: fetch %s/%d: %w", topic, p, err)
-			}
-		})
-		if ferr != nil {
+		if ferr := firstFetchError("relay", fetches); ferr != nil {
 			cl.AllowRebalance()
 			return ferr
 		}

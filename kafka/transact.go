@@ -165,6 +165,19 @@ func (c *Client) Transact(ctx context.Context, cfg TransactConfig, handle func(c
 	}
 }
 
+// firstFetchError is the first error of fetches other than a cancelled
+// context (the session ending), named for what (transact, relay); nil
+// without one.
+func firstFetchError(what string, fetches kgo.Fetches) error {
+	var ferr error
+	fetches.EachError(func(topic string, p int32, err error) {
+		if ferr == nil && !errors.Is(err, context.Canceled) {
+			ferr = fmt.Errorf("%s: fetch %s/%d: %w", what, topic, p, err)
+		}
+	})
+	return ferr
+}
+
 // handlerError is an error of Transact's handler, which ends Transact.
 type handlerError struct{ err error }
 
@@ -221,13 +234,7 @@ func (c *Client) transactSession(ctx context.Context, cfg TransactConfig, handle
 		if fetches.IsClientClosed() {
 			return kgo.ErrClientClosed
 		}
-		var ferr error
-		fetches.EachError(func(topic string, p int32, err error) {
-			if ferr == nil && !errors.Is(err, context.Canceled) {
-				ferr = fmt.Errorf("transact: fetch %s/%d: %w", topic, p, err)
-			}
-		})
-		if ferr != nil {
+		if ferr := firstFetchError("transact", fetches); ferr != nil {
 			return ferr
 		}
 		if fetches.NumRecords() == 0 {

@@ -31,6 +31,14 @@ type outState struct {
 	matches []*Out
 	buf     []byte
 	tally   tally
+	// hdrs is reused for each record's headers (Tx.Produce copies them);
+	// arena holds the bytes of the records' keys and header values, which
+	// must never change (a record can outlive its transaction in the
+	// local feed): only appended to (an append that moves it leaves what
+	// records alias in the old array), a new chunk when short: one
+	// allocation for many records.
+	hdrs  []kafka.Header
+	arena []byte
 
 	// revoked are the partitions taken away since the last poll, whose
 	// state the next poll drops: the group's callbacks may run while a
@@ -147,17 +155,22 @@ func (b *Bridge) bridgeOut(ctx context.Context, m *Mappings, st partState, r *ka
 			tx.Fail(err)
 			return
 		}
-		out := &kafka.Record{Topic: name, Value: msg.Payload, Timestamp: time.UnixMicro(env.TimestampUs)}
+		out := kafka.Record{Topic: name, Value: msg.Payload, Timestamp: time.UnixMicro(env.TimestampUs)}
 		if !o.Key.IsZero() {
-			out.Key = o.Key.Append(nil, env.Tenant, msg.Topic, env.ClientId)
+			s.roomFor(len(env.Tenant) + 2*len(msg.Topic) + len(env.ClientId) + 64)
+			from := len(s.arena)
+			s.arena = o.Key.Append(s.arena, env.Tenant, msg.Topic, env.ClientId)
+			out.Key = s.arena[from:len(s.arena):len(s.arena)]
 		}
 		hop := origin
 		span, tp := b.hopSpan(ctx, spanOut, origin.Traceparent, r, o.Name, nil)
 		if span != nil {
 			hop.Traceparent = tp
 		}
-		out.Headers, _ = AppendHeaders(nil, nil, msg, hop, now)
-		tx.Produce(out)
+		s.roomFor(headersRoom(msg, env.ClientId))
+		s.hdrs, s.arena = AppendHeaders(s.hdrs[:0], s.arena, msg, hop, now)
+		out.Headers = s.hdrs
+		tx.Produce(&out)
 		s.tally.add(o.Name, len(msg.Payload))
 		if span != nil {
 			span.SetAttributes(attribute.String("shoal.bridge.kafka_topic", name), attribute.String("mqtt.topic", msg.Topic))
@@ -217,4 +230,26 @@ func (b *Bridge) endSession(st partState, part int32, gen uint64, tx *kafka.Tx) 
 			tx.Produce(b.stateRecord(part, c, id, 0, true))
 		}
 	}
+}
+
+// arenaChunk is the least the arena grows by.
+const arenaChunk = 64 << 10
+
+// roomFor makes room for n more bytes in the arena: a new chunk when the
+// current one is short, rather than a copy of it.
+func (s *outState) roomFor(n int) {
+	if cap(s.arena)-len(s.arena) >= n {
+		return
+	}
+	s.arena = make([]byte, 0, max(arenaChunk, n))
+}
+
+// headersRoom is about what AppendHeaders writes for m of clientID (the
+// tenant and the fixed values fit in the 128).
+func headersRoom(m *eventspb.Message, clientID string) int {
+	n := len(m.Topic) + len(clientID) + len(m.ContentType) + len(m.ResponseTopic) + 128
+	for _, u := range m.UserProperties {
+		n += len(u.GetValue())
+	}
+	return n
 }

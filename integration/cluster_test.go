@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -198,6 +199,27 @@ func (p *proc) signal(sig syscall.Signal) {
 	if err := p.cmd.Process.Signal(sig); err != nil {
 		p.c.t.Fatalf("%s: %v", p.name, err)
 	}
+}
+
+// goroutines has the process write its goroutines' stacks to its log
+// (SIGQUIT, which ends it), for a test that found it stuck.
+func (p *proc) goroutines(t *testing.T) {
+	t.Helper()
+	p.signal(syscall.SIGQUIT)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		t.Logf("%s: no exit 10 s after SIGQUIT", p.name)
+	}
+	b, _ := os.ReadFile(p.log)
+	before, stacks := b, []byte(nil)
+	if i := bytes.LastIndex(b, []byte("SIGQUIT: quit")); i >= 0 {
+		before, stacks = b[:i], b[i:]
+	}
+	if len(before) > 32<<10 {
+		before = before[len(before)-32<<10:]
+	}
+	t.Logf("%s's log before (last 32 KiB):\n%s\n%s's goroutines:\n%s", p.name, before, p.name, stacks)
 }
 
 // launch starts the process with p's arguments.
@@ -1101,6 +1123,10 @@ func TestCluster(t *testing.T) {
 			}()
 		}, func() {})
 		<-restarted
+	})
+	t.Run("KafkaBridgeKafkaRestart", func(t *testing.T) {
+		skipWithContainers(t)
+		testClusterBridgeKafkaRestart(t, c, ga, br)
 	})
 	t.Run("PausedGatewayFenced", func(t *testing.T) {
 		// Gateway B stops (SIGSTOP) past its lease; C takes its slot;

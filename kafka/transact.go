@@ -67,7 +67,16 @@ type Tx struct {
 	err error
 
 	afterCommit []func()
+
+	// slab holds the headers of the records produced: a chunk handed on
+	// from transaction to transaction, only ever appended to (a record
+	// can outlive its transaction in the local feed), a new chunk when
+	// short: one allocation for many records.
+	slab []kgo.RecordHeader
 }
+
+// slabChunk is the least a Tx's header slab grows by.
+const slabChunk = 4096
 
 // AfterCommit has f called once the transaction committed, never when it
 // aborts: what the handler keeps in memory of a poll it applies there, or
@@ -81,11 +90,15 @@ func (tx *Tx) AfterCommit(f func()) { tx.afterCommit = append(tx.afterCommit, f)
 // transaction ends.
 func (tx *Tx) Produce(r *Record) {
 	kr := &kgo.Record{Topic: r.Topic, Partition: r.Partition, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}
-	if len(r.Headers) > 0 {
-		kr.Headers = make([]kgo.RecordHeader, len(r.Headers))
-		for i, h := range r.Headers {
-			kr.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
+	if n := len(r.Headers); n > 0 {
+		if cap(tx.slab)-len(tx.slab) < n {
+			tx.slab = make([]kgo.RecordHeader, 0, max(slabChunk, n))
 		}
+		from := len(tx.slab)
+		for _, h := range r.Headers {
+			tx.slab = append(tx.slab, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+		}
+		kr.Headers = tx.slab[from:len(tx.slab):len(tx.slab)]
 	}
 	tx.produce(tx.ctx, kr, tx.done)
 }
@@ -220,12 +233,22 @@ func (c *Client) transactSession(ctx context.Context, cfg TransactConfig, handle
 		revoked := func(ctx context.Context, _ *kgo.Client, m map[string][]int32) { cfg.OnRevoked(ctx, m[cfg.Topic]) }
 		opts = append(opts, kgo.OnPartitionsRevoked(revoked), kgo.OnPartitionsLost(revoked))
 	}
+	if err := c.settleGroupOffsets(ctx, cfg); err != nil {
+		return err
+	}
 	sess, err := kgo.NewGroupTransactSession(opts...)
 	if err != nil {
 		return fmt.Errorf("transact: new session: %w", err)
 	}
 	defer sess.Close()
+	// The producer id first, as Java's initTransactions: taken lazily, at
+	// the first record, it would wait for the first poll, which waits for
+	// the group's offsets.
+	if _, _, err := sess.Client().ProducerID(ctx); err != nil {
+		return fmt.Errorf("transact: init producer id: %w", err)
+	}
 	var bs []Batch
+	var slab []kgo.RecordHeader
 	for {
 		fetches := sess.PollRecords(ctx, maxPoll)
 		if ctx.Err() != nil {
@@ -254,7 +277,7 @@ func (c *Client) transactSession(ctx context.Context, cfg TransactConfig, handle
 		if err := sess.Begin(); err != nil {
 			return fmt.Errorf("transact: begin: %w", err)
 		}
-		tx := &Tx{produce: sess.Produce, ctx: ctx, feed: c.cfg.Feed}
+		tx := &Tx{produce: sess.Produce, ctx: ctx, feed: c.cfg.Feed, slab: slab}
 		herr := handle(ctx, bs, tx)
 		if herr == nil {
 			// Every record's outcome is known before the commit is tried:
@@ -269,6 +292,7 @@ func (c *Client) transactSession(ctx context.Context, cfg TransactConfig, handle
 			commit = kgo.TryAbort
 		}
 		committed, err := sess.End(ctx, commit)
+		slab = tx.slab
 		switch {
 		case herr != nil:
 			return handlerError{herr}

@@ -159,7 +159,7 @@ func (t TLS) Files() listener.TLSFiles {
 
 // DefaultExpressLinger is Config.ExpressLinger's default: long enough that
 // a steady QoS 0 rate's background records share few requests, short
-// enough to leave the p99 as it was (bench/README.md has the figures).
+// enough to leave the p99 as it was (bench/HISTORY.md has the figures).
 const DefaultExpressLinger = 10 * time.Millisecond
 
 // DefaultConfig returns the defaults.

@@ -14,7 +14,7 @@ import (
 // background linger before they go to franz-go, so that they share few,
 // large requests: on the embedded backbone every request costs the
 // producer, the broker, the segment write and every local consumer a
-// round of work (bench/README.md measures what it saves).
+// round of work (bench/HISTORY.md has what it saved).
 //
 // Order is the client's as before: every Produce, ProduceAll and
 // ProduceSync first hands the held records to franz-go, so a record

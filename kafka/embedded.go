@@ -102,7 +102,7 @@ const (
 	// default's 50,000 (for a Kafka a network away) only held memory: a
 	// client flooding QoS 0 filled both producers' buffers, 100,000
 	// pooled records, about 90 MiB of a flood's heap. 2,048 goes with
-	// FeedMaxBacklog's 1,024 per partition (bench/README.md compares
+	// FeedMaxBacklog's 1,024 per partition (bench/HISTORY.md compares
 	// other bounds).
 	EmbeddedMaxBufferedRecords = 2048
 	// CompactEvery is how often the embedded broker compacts the

@@ -136,7 +136,7 @@ func raise(v *atomic.Int64, offset int64) {
 // from the log; and they are polls large enough for the router to
 // amortise its writes. A larger bound only holds records in the pipeline,
 // which cost the collector's work and make the router no faster; a
-// smaller one lets the pipeline run dry. bench/README.md has the
+// smaller one lets the pipeline run dry. bench/HISTORY.md has the
 // measurements under floods and saturating pairs.
 const FeedMaxBacklog = 1024
 

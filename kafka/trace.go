@@ -32,7 +32,7 @@ func (c *Client) kotelTracer(group string) kgo.Hook {
 // starts a span for every record, which for an unsampled trace records
 // nothing but costs its attributes, a span and a context, and on the
 // consumer side a header parse: at a 1% sampling ratio that was most of
-// the cost of tracing (bench/README.md, "Tracing"). An unsampled record
+// the cost of tracing (bench/README.md, "The cost of tracing"). An unsampled record
 // keeps the traceparent header its producer wrote (flags 00), so its trace
 // id still travels; a consumed one gets no Context. A record produced
 // without a trace of its own (no header) goes to kotel, whose span the

@@ -44,7 +44,7 @@ import (
 // them, up to kafka.BackgroundMaxHeld, is what a steady rate sends every
 // linger, not a backlog, so the bound is one and a half batches: a steady
 // rate stays on the express path while its batch is in flight, and
-// overlapping batches close it. bench/README.md has the figures behind
+// overlapping batches close it. bench/HISTORY.md has the figures behind
 // both choices. Which way a publish goes never changes its order
 // (Settled).
 const expressMaxInFlight = kafka.BackgroundMaxHeld * 3 / 2

@@ -216,7 +216,7 @@ type Kafka struct {
 	// not retained before the gateway produces it, with local_delivery
 	// (default true; docs/local-path.md, "The express path"): a moderate
 	// rate's messages arrive about four times sooner, for about a fifth
-	// more CPU (bench/README.md). false routes every publish from the log.
+	// more CPU (bench/HISTORY.md). false routes every publish from the log.
 	Express bool `yaml:"express"`
 	// GroupSessionTimeout is how soon the partitions of a router or session
 	// service that died move to the others (0: 10s).

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Measures the memory of `shoal all` after a restart with a large log
-# (issue 19): fills the embedded backbone's log with the load generator,
-# reads the broker's RSS after an idle pause, stops it (SIGTERM), starts it
-# again on the same data directory and reads its RSS when ready and after
-# the same pause. Prints one line of figures (RSS in MiB, log in MiB).
+# (bench/README.md, "Memory after a restart"): fills the embedded backbone's
+# log with the load generator, reads the broker's RSS after an idle pause,
+# stops it (SIGTERM), starts it again on the same data directory and reads
+# its RSS when ready and after the same pause. Prints one line of figures
+# (RSS in MiB, log in MiB).
 #
 #   scripts/restart-memory.sh                        # ~1 GiB of log, 30 s idle
 #   LOG_MIB=2048 RETENTION_BYTES=-1 scripts/restart-memory.sh

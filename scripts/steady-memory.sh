@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Measures the memory of `shoal all` under a steady moderate rate for
-# minutes (issue 19): 50 pairs at a fixed 10,000 msg/s QoS 0 (the load of
-# bench-compare.sh's latency-qos0, which measures one minute at most), and
-# every INTERVAL seconds the broker's RSS, its anonymous memory, the size of
-# the embedded log on disk and the live heap of kfake's batch index (a heap
-# profile after a collection: `pprof` is turned on for the run). Prints one
-# line per reading, then the generator's figures.
+# Measures the memory of `shoal all` under a steady moderate rate for minutes
+# (bench/README.md, "The embedded log's index at a steady rate"): 50 pairs at
+# a fixed 10,000 msg/s QoS 0 (the load of bench-compare.sh's latency-qos0,
+# which measures one minute at most), and every INTERVAL seconds the broker's
+# RSS, its anonymous memory, the size of the embedded log on disk and the
+# live heap of kfake's batch index (a heap profile after a collection:
+# `pprof` is turned on for the run). Prints one line per reading, then the
+# generator's figures.
 #
 #   scripts/steady-memory.sh                              # 420 s
 #   SHOAL_FLAGS="--kafka-partitions 16" scripts/steady-memory.sh

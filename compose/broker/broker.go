@@ -71,7 +71,7 @@ type Broker struct {
 	session  *sessionsvc.Service
 	bridge   *bridge.Bridge // nil without mappings (bridges.kafka)
 	httpAddr net.Addr
-	// tel is the process's telemetry: given with SetTelemetry, or made
+	// tel is the process's telemetry: given with WithTelemetry, or made
 	// by Run from the configuration.
 	tel *telemetry.Telemetry
 	// prov are tel's providers, shared by the roles (Run sets it).
@@ -86,23 +86,26 @@ type Broker struct {
 
 // New returns a broker running every role for cfg (already validated by
 // config.Load).
-func New(cfg config.Config, log *slog.Logger, version string) *Broker {
-	return NewRoles(cfg, RolesAll, log, version)
+func New(cfg config.Config, log *slog.Logger, version string, opts ...Option) *Broker {
+	return NewRoles(cfg, RolesAll, log, version, opts...)
 }
 
 // NewRoles returns a broker running roles for cfg.
-func NewRoles(cfg config.Config, roles Role, log *slog.Logger, version string) *Broker {
-	return &Broker{cfg: cfg, roles: roles, log: log, version: version, clock: time.Now, started: make(chan struct{})}
+func NewRoles(cfg config.Config, roles Role, log *slog.Logger, version string, opts ...Option) *Broker {
+	b := &Broker{cfg: cfg, roles: roles, log: log, version: version, clock: time.Now, started: make(chan struct{})}
+	for _, o := range opts {
+		o(b)
+	}
+	return b
 }
 
-// SetTelemetry gives the broker the telemetry it reports through, before
-// Run; the caller shuts it down. Without it, Run makes one from the
-// configuration's telemetry section and shuts it down when it returns.
-func (b *Broker) SetTelemetry(t *telemetry.Telemetry) {
-	b.mu.Lock()
-	b.tel = t
-	b.mu.Unlock()
-}
+// Option is a dependency given to New instead of made by Run.
+type Option func(*Broker)
+
+// WithTelemetry gives the broker the telemetry it reports through; the
+// caller shuts it down. Without it, Run makes one from the configuration's
+// telemetry section and shuts it down when it returns.
+func WithTelemetry(t *telemetry.Telemetry) Option { return func(b *Broker) { b.tel = t } }
 
 // Ready reports whether every role is ready.
 func (b *Broker) Ready() bool { return b.notReady() == "" }

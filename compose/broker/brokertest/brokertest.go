@@ -62,10 +62,11 @@ func RunTelemetry(t testing.TB, tel *telemetry.Telemetry, mut ...func(*config.Co
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	b = broker.New(cfg, testlog.New(t), "test")
+	var opts []broker.Option
 	if tel != nil {
-		b.SetTelemetry(tel)
+		opts = append(opts, broker.WithTelemetry(tel))
 	}
+	b = broker.New(cfg, testlog.New(t), "test", opts...)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- b.Run(ctx) }()

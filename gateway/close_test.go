@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync/atomic"
@@ -204,7 +205,7 @@ func TestServerCloseIsBounded(t *testing.T) {
 				if time.Since(start) > tc.max {
 					t.Fatalf("still open %v after the DISCONNECT", time.Since(start))
 				}
-				time.Sleep(tc.pause)
+				time.Sleep(tc.pause) // real time: a client that trickles bytes to a real socket
 			}
 			if el := time.Since(start); el < tc.min {
 				t.Fatalf("closed %v after the DISCONNECT, before lingerTime (%v)", el, lingerTime)
@@ -257,22 +258,18 @@ func TestHeldDeliveriesKeepTheirOrder(t *testing.T) {
 		}}}
 		fl.slot <- kafka.Batch{Records: []*kafka.Record{kafka.NewRecord(kafka.TopicDeliveries, nil, 0, env)}}
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	eventually.OK(t, gatewayWait, func() string {
 		c.mu.Lock()
+		defer c.mu.Unlock()
 		n := 0
 		if c.flow != nil {
 			n = len(c.early)
 		}
-		c.mu.Unlock()
-		if n == 3 {
-			break
+		if n != 3 {
+			return fmt.Sprintf("%d deliveries held before the CONNACK, want 3", n)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d deliveries held before the CONNACK, want 3", n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return ""
+	})
 	close(rel)
 	if _, ok := read(t, nc, rd, 5*time.Second).(*packet.Connack); !ok {
 		t.Fatal("want CONNACK first")

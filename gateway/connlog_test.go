@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
@@ -160,12 +161,20 @@ func TestCloseLogWriteTimeout(t *testing.T) {
 	})
 }
 
-// TestCloseLogKeepAlive: a client silent past its keep alive is logged
-// with the keep alive it asked for.
-func TestCloseLogKeepAlive(t *testing.T) {
-	g, recs, _, _ := loggedGateway(t, newFakeLog(), nil, func(c *Config) { c.ParkIdle = 0 })
-	nc, rd := connectAs(t, g, "t-1", 1)
+// TestCloseLogKeepAlive: a client silent past its keep alive is closed
+// one and a half keep alive periods after its last packet, and logged with
+// the keep alive it asked for. It runs in a synctest bubble, the client
+// over net.Pipe: the keep alive passes on the bubble's clock.
+func TestCloseLogKeepAlive(t *testing.T) { synctest.Test(t, testCloseLogKeepAlive) }
+
+func testCloseLogKeepAlive(t *testing.T) {
+	g, recs, _, _ := loggedGateway(t, newFakeLog(), forBubble)
+	nc, rd := connectPipe(t, g, "t-1", 1)
+	start := time.Now()
 	expectDisconnect(t, nc, rd, packet.CodeKeepAliveTimeout)
+	if el := time.Since(start); el != 1500*time.Millisecond {
+		t.Errorf("closed %v after the CONNACK, want 1.5 s (keep alive 1 s)", el)
+	}
 	ended(t, g)
 	lines := closeLines(recs, "t-1")
 	if len(lines) != 1 {
@@ -255,7 +264,12 @@ func TestCloseLogAuthFailure(t *testing.T) {
 		lines = closeLines(recs, "t-a")
 		return len(lines) > 0
 	})
-	time.Sleep(20 * time.Millisecond)
+	// Once its serve has returned, the connection logs nothing more.
+	eventually.True(t, gatewayWait, "the refused connection's serve to return", func() bool {
+		g.live.mu.Lock()
+		defer g.live.mu.Unlock()
+		return g.live.n == 0
+	})
 	if lines = closeLines(recs, "t-a"); len(lines) != 1 {
 		t.Fatalf("%d close lines, want 1:\n%s", len(lines), recs)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
@@ -285,8 +286,11 @@ func (p *pausingLeaser) RenewSlot(ctx context.Context, slot int32, owner string,
 }
 
 // A renewal that succeeds after the lease ran out, by the gateway's own
-// clock, loses the slot: another gateway may have held it meanwhile.
-func TestLateRenewalLosesLease(t *testing.T) {
+// clock, loses the slot: another gateway may have held it meanwhile. In a
+// synctest bubble: the renewal ticks come on the bubble's clock.
+func TestLateRenewalLosesLease(t *testing.T) { synctest.Test(t, testLateRenewalLosesLease) }
+
+func testLateRenewalLosesLease(t *testing.T) {
 	clock := &fakeClock{now: time.Now()}
 	l := &pausingLeaser{fakeLeaser: fakeLeaser{slot: 1}, clock: clock, pauseAt: 2, pause: 2 * time.Second}
 	_, _, done := runLeasedClock(t, l, time.Second, clock.Now)
@@ -304,17 +308,21 @@ func TestLateRenewalLosesLease(t *testing.T) {
 }
 
 // A gateway that finds at a renewal tick that its lease already ran out (it
-// was paused between two ticks) stops without renewing.
+// was paused between two ticks) stops without renewing. In a synctest
+// bubble: the renewal ticks come on the bubble's clock, while the
+// gateway's own clock jumps.
 func TestPauseBetweenRenewalsLosesLease(t *testing.T) {
+	synctest.Test(t, testPauseBetweenRenewalsLosesLease)
+}
+
+func testPauseBetweenRenewalsLosesLease(t *testing.T) {
 	clock := &fakeClock{now: time.Now()}
 	l := &fakeLeaser{slot: 1}
 	g, _, done := runLeasedClock(t, l, time.Second, clock.Now)
-	deadline := time.Now().Add(testTimeout)
-	for _, renews, _ := l.counts(); renews < 1; _, renews, _ = l.counts() {
-		if time.Now().After(deadline) {
-			t.Fatal("no renewal")
-		}
-		time.Sleep(5 * time.Millisecond)
+	time.Sleep(time.Second/3 + time.Millisecond) // on the bubble's clock: the first renewal tick
+	synctest.Wait()
+	if _, renews, _ := l.counts(); renews != 1 {
+		t.Fatalf("%d renewals after the first tick, want 1", renews)
 	}
 	if !g.Ready() {
 		t.Fatal("gateway not ready after its first renewal")

@@ -11,9 +11,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
+	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 	"github.com/shoal-mqtt/shoal/internal/tracectx"
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
@@ -66,7 +68,7 @@ func (f *fakeLog) ProduceSync(_ context.Context, rs ...*kafka.Record) error {
 			return err
 		}
 		if env.GetDisconnect() != nil {
-			time.Sleep(f.disconnectDelay)
+			time.Sleep(f.disconnectDelay) // a slow write (on the bubble's clock in TestShutdownReportsEveryEnd)
 			f.disconnects.Add(1)
 		}
 		if c := env.GetConnect(); c != nil {
@@ -188,14 +190,14 @@ func runGatewayWith(t testing.TB, fl *fakeLog, setup func(*Gateway), opts ...fun
 			return nil
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for !g.Ready() {
-		if time.Now().After(deadline) {
-			_ = stop()
-			t.Fatal("gateway not ready")
+	ready := false
+	defer func() {
+		if !ready {
+			_ = stop() // the test fails: end Run first
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	}()
+	eventually.True(t, gatewayWait, "the gateway to be ready", g.Ready)
+	ready = true
 	return g, stop
 }
 
@@ -337,13 +339,18 @@ func TestStaleConnectResultIgnored(t *testing.T) {
 // Disconnect record is written, so that the process does not close its
 // log client under them (the session service would learn of the ends
 // only from the next run's heartbeat).
-func TestShutdownReportsEveryEnd(t *testing.T) {
+// It runs in a synctest bubble, the clients over net.Pipe: the slow
+// writes take their time on the bubble's clock.
+func TestShutdownReportsEveryEnd(t *testing.T) { synctest.Test(t, testShutdownReportsEveryEnd) }
+
+func testShutdownReportsEveryEnd(t *testing.T) {
 	fl := newFakeLog()
 	fl.disconnectDelay = 200 * time.Millisecond
-	g, stop := runGateway(t, fl)
+	g, stop := runGatewayWith(t, fl, forBubble)
 	const n = 5
 	for i := range n {
-		connectAs(t, g, fmt.Sprintf("t-%d", i), 0)
+		nc, _ := connectPipe(t, g, fmt.Sprintf("t-%d", i), 0)
+		go func() { _, _ = io.Copy(io.Discard, nc) }() // the shutdown's DISCONNECT
 	}
 	if err := stop(); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 	"github.com/shoal-mqtt/shoal/internal/testutil/testlog"
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
@@ -97,18 +98,14 @@ func runOnBackboneWith(t *testing.T, kl Log, cfg Config, setup func(*Gateway)) *
 // waitReady waits until the gateway is ready (or Run ended).
 func (r *gatewayRun) waitReady(t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(testTimeout)
-	for !r.g.Ready() {
+	eventually.True(t, testTimeout, "the gateway to be ready", func() bool {
 		select {
 		case err := <-r.done:
 			t.Fatalf("gateway stopped before it was ready: %v", err)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("gateway not ready")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return r.g.Ready()
+	})
 }
 
 // readPartition returns the envelopes of topic's partition p from offset 0

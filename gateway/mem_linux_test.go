@@ -46,7 +46,8 @@ func idleConnMemory(tb testing.TB, n int, parkIdle time.Duration) connMemory {
 	if parkIdle > 0 {
 		eventually.True(tb, gatewayWait, "every connection to park", func() bool { return g.Parked() == int64(n) })
 	} else {
-		time.Sleep(100 * time.Millisecond) // every reader blocked in Read
+		// Counted once its CONNACK is out: its reader goes on to Read.
+		eventually.True(tb, gatewayWait, "every connection counted", func() bool { return g.Stats.Load(ConnectionsCurrent) == int64(n) })
 	}
 	after := readMemory()
 	return connMemory{

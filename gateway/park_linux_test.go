@@ -229,7 +229,7 @@ func TestParkKeepAlive(t *testing.T) {
 	for range 4 {
 		waitParks(t, g, parks+1, 1)
 		parks = g.Parks()
-		time.Sleep(500 * time.Millisecond)
+		time.Sleep(500 * time.Millisecond) // real time: the poller parks real sockets and expires them on its wheel
 		write(t, nc, &packet.Pingreq{})
 		if _, ok := read(t, nc, rd, 2*time.Second).(*packet.Pingresp); !ok {
 			t.Fatal("want PINGRESP")
@@ -337,7 +337,7 @@ func TestParkQuickAfterIdleWake(t *testing.T) {
 	const idle = 300 * time.Millisecond
 	_, g, nc, rd := parkedClient(t, func(c *Config) { c.ParkIdle = idle })
 	c := connOf(t, g, "t-1")
-	time.Sleep(idle) // idle for park_idle and more
+	time.Sleep(idle) // idle for park_idle and more: real time, the poller parks real sockets
 
 	ping := func() time.Time {
 		t.Helper()
@@ -370,7 +370,7 @@ func TestParkQuickAfterIdleWake(t *testing.T) {
 // ends it.
 func TestParkWokenBurst(t *testing.T) {
 	_, g, nc, rd := parkedClient(t, parkFast)
-	time.Sleep(50 * time.Millisecond) // idle for park_idle and more
+	time.Sleep(50 * time.Millisecond) // idle for park_idle and more: real time, the poller parks real sockets
 	const n = 3*quickPackets + 5
 	var burst []byte
 	for i := range n {
@@ -386,7 +386,7 @@ func TestParkWokenBurst(t *testing.T) {
 		}
 	}
 	eventually.True(t, gatewayWait, "the connection to park again", func() bool { return g.Parked() == 1 })
-	time.Sleep(50 * time.Millisecond)
+	time.Sleep(50 * time.Millisecond) // real time: parked a while, the DISCONNECT wakes it through epoll
 	write(t, nc, &packet.Disconnect{})
 	if code := expectEnd(t, nc, rd, 5*time.Second); code != -1 {
 		t.Fatalf("DISCONNECT %#x from the gateway after the client's, want none", code)
@@ -450,7 +450,7 @@ func TestBusyConnectionNotParkedOrExpired(t *testing.T) {
 		if g.Parks() != parks {
 			t.Fatalf("ping %d after %v: a connection pinging every 50 ms was parked", i, time.Since(start))
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // real time: a busy client's pace, past both real deadlines
 	}
 	waitParks(t, g, parks+1, 1)
 }
@@ -494,7 +494,7 @@ func TestQuietFreshConnectionParksSoon(t *testing.T) {
 	if _, ok := read(t, talker, rd, 5*time.Second).(*packet.Pingresp); !ok {
 		t.Fatal("want PINGRESP")
 	}
-	time.Sleep(5 * connectParkIdle)
+	time.Sleep(5 * connectParkIdle) // real time: nothing else parks meanwhile (epoll, real sockets)
 	if n := g.Parked(); n != 1 {
 		t.Fatalf("%d connections parked %v after a client that spoke, want 1 (only the quiet one)", n, 5*connectParkIdle)
 	}
@@ -506,7 +506,7 @@ func TestQuietFreshConnectionParksSoon(t *testing.T) {
 		t.Fatal("want PINGRESP from the parked connection")
 	}
 	eventually.True(t, gatewayWait, "the woken connection to leave the poller", func() bool { return g.Parked() == 0 })
-	time.Sleep(5 * connectParkIdle)
+	time.Sleep(5 * connectParkIdle) // real time: it does not park again meanwhile (epoll, real sockets)
 	if n := g.Parked(); n != 0 {
 		t.Fatalf("%d connections parked after the quiet one spoke, want 0 (park_idle is an hour)", n)
 	}

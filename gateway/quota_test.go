@@ -59,19 +59,14 @@ func (l *quotaLog) ProduceSync(ctx context.Context, rs ...*kafka.Record) error {
 // disconnect waits for client's Disconnect and returns it.
 func (l *quotaLog) disconnect(t *testing.T, client string) *eventspb.Disconnect {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	var d *eventspb.Disconnect
+	eventually.True(t, gatewayWait, "a Disconnect of "+client, func() bool {
 		l.mu.Lock()
-		d := l.disconnects[client]
-		l.mu.Unlock()
-		if d != nil {
-			return d
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no Disconnect of %s", client)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		defer l.mu.Unlock()
+		d = l.disconnects[client]
+		return d != nil
+	})
+	return d
 }
 
 func (l *quotaLog) Produce(_ context.Context, r *kafka.Record, done func(*kafka.Record, error)) {
@@ -594,16 +589,12 @@ func TestThrottleInterruptedByClose(t *testing.T) {
 	if d, ok := read(t, nc, rd, 5*time.Second).(*packet.Disconnect); !ok || d.Code != packet.CodeSessionTakenOver {
 		t.Fatalf("got %+v, want DISCONNECT 0x8E", d)
 	}
-	for time.Since(began) < 3*time.Second {
+	eventually.True(t, 3*time.Second-time.Since(began), "the connection to end within 3 s of its close (else its reader still waits for the rate)", func() bool {
 		g.mu.RLock()
 		_, registered := g.byID[c.id]
 		g.mu.RUnlock()
-		if !registered && tenantStats(g, "t").Connections == 0 {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatal("the connection did not end within 3 s of its close: its reader still waits for the rate")
+		return !registered && tenantStats(g, "t").Connections == 0
+	})
 }
 
 // TestThrottleAllocations: charging a PUBLISH to the tenant's rates, from

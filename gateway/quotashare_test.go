@@ -2,12 +2,14 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/shoal-mqtt/shoal/gateway/quota"
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
+	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
@@ -38,13 +40,12 @@ func (r *gatewayRun) tenantTotal() int64 {
 // "t".
 func (r *gatewayRun) waitTotal(t *testing.T, want int64) {
 	t.Helper()
-	deadline := time.Now().Add(testTimeout)
-	for r.tenantTotal() != want {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s counts %d connections of the tenant, want %d", r.g.cfg.ID, r.tenantTotal(), want)
+	eventually.OK(t, testTimeout, func() string {
+		if got := r.tenantTotal(); got != want {
+			return fmt.Sprintf("%s counts %d connections of the tenant, want %d", r.g.cfg.ID, got, want)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return ""
+	})
 }
 
 // connackCode connects client "t-<name>" to r's gateway and returns its

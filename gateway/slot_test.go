@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
@@ -55,7 +56,8 @@ func runLeased(t *testing.T, l SlotLeaser, ttl time.Duration) (g *Gateway, stop 
 	return runLeasedClock(t, l, ttl, nil)
 }
 
-// runLeasedClock is runLeased with the gateway's clock.
+// runLeasedClock is runLeased with the gateway's clock. The gateway opens
+// no listener and parks nothing, so that it may run in a synctest bubble.
 func runLeasedClock(t *testing.T, l SlotLeaser, ttl time.Duration, clock func() time.Time) (g *Gateway, stop func(), done chan error) {
 	t.Helper()
 	cfg := DefaultConfig()
@@ -65,6 +67,7 @@ func runLeasedClock(t *testing.T, l SlotLeaser, ttl time.Duration, clock func() 
 	if err != nil {
 		t.Fatal(err)
 	}
+	forBubble(g)
 	if l != nil {
 		WithSlotLeaser(l)(g)
 	}
@@ -75,24 +78,24 @@ func runLeasedClock(t *testing.T, l SlotLeaser, ttl time.Duration, clock func() 
 	return g, cancel, done
 }
 
-func TestSlotLeasedRenewedReleased(t *testing.T) {
+// TestSlotLeasedRenewedReleased runs in a synctest bubble: the renewals,
+// every third of the lease, come on the bubble's clock.
+func TestSlotLeasedRenewedReleased(t *testing.T) { synctest.Test(t, testSlotLeasedRenewedReleased) }
+
+func testSlotLeasedRenewedReleased(t *testing.T) {
 	l := &fakeLeaser{slot: 3}
 	g, stop, done := runLeased(t, l, 3*time.Second)
-	deadline := time.Now().Add(5 * time.Second)
-	for !g.Ready() {
-		if time.Now().After(deadline) {
-			t.Fatal("gateway not ready")
-		}
-		time.Sleep(5 * time.Millisecond)
+	synctest.Wait()
+	if !g.Ready() {
+		t.Fatal("gateway not ready")
 	}
 	if g.Slot() != 3 {
 		t.Fatalf("slot %d, want the leased 3", g.Slot())
 	}
-	for _, renews, _ := l.counts(); renews < 2; _, renews, _ = l.counts() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d renewals in 5 s of a 3 s lease", renews)
-		}
-		time.Sleep(20 * time.Millisecond)
+	time.Sleep(2*time.Second + time.Millisecond) // on the bubble's clock: two renewal ticks
+	synctest.Wait()
+	if _, renews, _ := l.counts(); renews != 2 {
+		t.Fatalf("%d renewals in 2 s of a 3 s lease, want 2", renews)
 	}
 	stop()
 	if err := <-done; err != nil {
@@ -103,9 +106,14 @@ func TestSlotLeasedRenewedReleased(t *testing.T) {
 	}
 }
 
-func TestSlotLeaseLostStopsGateway(t *testing.T) {
+// TestSlotLeaseLostStopsGateway runs in a synctest bubble: the failed
+// renewals come on the bubble's clock.
+func TestSlotLeaseLostStopsGateway(t *testing.T) { synctest.Test(t, testSlotLeaseLostStopsGateway) }
+
+func testSlotLeaseLostStopsGateway(t *testing.T) {
 	l := &fakeLeaser{slot: 1, renewErr: errors.New("held by gateway-9")}
 	_, _, done := runLeased(t, l, time.Second)
+	start := time.Now()
 	select {
 	case err := <-done:
 		if err == nil || !strings.Contains(err.Error(), "lease lost") {
@@ -113,6 +121,11 @@ func TestSlotLeaseLostStopsGateway(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("a gateway that cannot renew its 1 s lease still runs after 5 s")
+	}
+	// The renewals at 1/3 s and 2/3 s fail; the second finds the last good
+	// one two thirds of the lease old.
+	if el := time.Since(start); el != 2*time.Second/3 {
+		t.Errorf("Run returned %v after it started, want 2/3 s", el)
 	}
 }
 

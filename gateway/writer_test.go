@@ -5,9 +5,11 @@ import (
 	"encoding/binary"
 	"net"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
+	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
@@ -50,14 +52,10 @@ func TestSlowReaderGetsEverythingInOrder(t *testing.T) {
 		}
 	}()
 	// Let the socket fill before reading anything.
-	deadline := time.Now().Add(10 * time.Second)
-	for g.Stats.Load(MessagesSent) < n && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	time.Sleep(50 * time.Millisecond)
-	if g.writes.blocked.Load() == 0 {
-		t.Error("no write had to wait for the socket: the test did not fill it")
-	}
+	eventually.True(t, 10*time.Second, "every message sent", func() bool { return g.Stats.Load(MessagesSent) >= n })
+	eventually.True(t, gatewayWait, "a write waiting for the full socket (else the test did not fill it)", func() bool {
+		return g.writes.blocked.Load() > 0
+	})
 	for i := range n {
 		p, ok := read(t, nc, rd, 5*time.Second).(*packet.Publish)
 		if !ok {
@@ -101,14 +99,10 @@ func TestStallThatEndedDoesNotCut(t *testing.T) {
 	for i := range n {
 		deliver(i, 16<<10)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for g.writes.blocked.Load() == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if g.writes.blocked.Load() == 0 {
-		t.Fatal("no write had to wait for the socket: the test did not fill it")
-	}
-	time.Sleep(timeout / 10) // the stall, shorter than the timeout
+	eventually.True(t, 10*time.Second, "a write waiting for the full socket (else the test did not fill it)", func() bool {
+		return g.writes.blocked.Load() > 0
+	})
+	time.Sleep(timeout / 10) // the stall, shorter than the timeout: real time, the write deadline is the socket's
 	for i := range n {
 		if _, ok := read(t, nc, rd, 5*time.Second).(*packet.Publish); !ok {
 			t.Fatalf("message %d: not a PUBLISH", i)
@@ -116,7 +110,7 @@ func TestStallThatEndedDoesNotCut(t *testing.T) {
 	}
 	// Well past the deadline the stalled write had: the next message
 	// arrives, and the connection stays.
-	time.Sleep(2 * timeout)
+	time.Sleep(2 * timeout) // real time: past the deadline the socket had during the stall
 	deliver(n, 100)
 	if p, ok := read(t, nc, rd, 5*time.Second).(*packet.Publish); !ok || len(p.Payload) != 100 {
 		t.Fatalf("after the stall: %v, want the 100-byte PUBLISH (log:\n%s)", p, recs)
@@ -145,14 +139,18 @@ func TestConsumed(t *testing.T) {
 
 // TestWriteQueueWritesEveryConnection queues many connections in rounds
 // and checks that each is written exactly what it got, and that the
-// writers stop once nothing is queued.
+// writers stop once nothing is queued. It runs in a synctest bubble: once
+// every writer is idle, nothing more is on its way.
 func TestWriteQueueWritesEveryConnection(t *testing.T) {
+	synctest.Test(t, testWriteQueueWritesEveryConnection)
+}
+
+func testWriteQueueWritesEveryConnection(t *testing.T) {
 	f := newFanOut(t, 300, 0, packet.V311)
 	for range 50 {
 		f.round()
 	}
-	f.waitWritten(t, 50)
-	time.Sleep(20 * time.Millisecond)
+	synctest.Wait() // the writers are done
 	p := packet.Publish{Topic: []byte("bench/fanout"), Payload: make([]byte, 64)}
 	want := int64(p.Size(packet.V311)) * 50
 	for i, s := range f.sinks {
@@ -166,45 +164,7 @@ func TestWriteQueueWritesEveryConnection(t *testing.T) {
 	if waiting != 0 {
 		t.Errorf("%d connections still queued", waiting)
 	}
-	deadline := time.Now().Add(2 * time.Second)
-	for running > 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-		f.g.writes.mu.Lock()
-		running = f.g.writes.running
-		f.g.writes.mu.Unlock()
-	}
 	if running != 0 {
 		t.Errorf("%d writers still running with nothing queued", running)
 	}
-}
-
-// TestWriteQueueHelpers: while a goroutine is to help (an express
-// publish's call), what is queued starts no writer; its help writes up to
-// helpMax connections on its own goroutine, before it returns, and starts
-// writers for the rest, whether another helper is still to come or not.
-func TestWriteQueueHelpers(t *testing.T) {
-	const n = 10
-	f := newFanOut(t, n, 0, packet.V311)
-	q := f.g.writes
-	q.willHelp()
-	q.willHelp()
-	f.round()
-	q.mu.Lock()
-	running, waiting := q.running, len(q.conns)-q.head
-	q.mu.Unlock()
-	if running != 0 || waiting != n {
-		t.Fatalf("with helpers to come: %d writers running, %d connections queued; want 0 and %d", running, waiting, n)
-	}
-	q.help()
-	written := 0
-	for _, s := range f.sinks {
-		if s.written() > 0 {
-			written++
-		}
-	}
-	if written < helpMax {
-		t.Fatalf("%d connections written when help returned, want at least %d", written, helpMax)
-	}
-	f.waitWritten(t, 1) // the rest by writers, though one helper is still to come
-	q.help()
 }

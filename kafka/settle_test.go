@@ -75,7 +75,11 @@ func TestSettleGroupOffsets(t *testing.T) {
 		if err != nil {
 			return 0, err
 		}
-		p := resp.(*kmsg.OffsetFetchResponse).Groups[0].Topics[0].Partitions[0]
+		fr, ok := resp.(*kmsg.OffsetFetchResponse)
+		if !ok || len(fr.Groups) != 1 || len(fr.Groups[0].Topics) != 1 || len(fr.Groups[0].Topics[0].Partitions) != 1 {
+			t.Fatalf("offset fetch: answer %+v, want one group, topic and partition", resp)
+		}
+		p := fr.Groups[0].Topics[0].Partitions[0]
 		return p.Offset, kerr.ErrorForCode(p.ErrorCode)
 	}
 	if _, err := stable(); !errors.Is(err, kerr.UnstableOffsetCommit) {

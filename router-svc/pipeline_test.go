@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/shoal-mqtt/shoal/compose/store/pebblestore"
@@ -68,11 +69,16 @@ func (b *backbone) storedOffset(p int32) int64 {
 
 // A subscription change is stored at once, with every offset before it;
 // publishes alone are stored within the interval, and when the router
-// stops.
+// stops. It runs in a synctest bubble, the embedded backbone too: the
+// interval passes on the bubble's clock.
 func TestRouterOffsetInterval(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end with the embedded backbone: skipped with -short")
 	}
+	synctest.Test(t, testRouterOffsetInterval)
+}
+
+func testRouterOffsetInterval(t *testing.T) {
 	b := newBackbone(t)
 	p := kafka.PartitionForKey([]byte("t/a/b"), b.parts)
 	last := map[int32]int64{}
@@ -101,14 +107,23 @@ func TestRouterOffsetInterval(t *testing.T) {
 		t.Errorf("after the stop the stored offset is %d, want %d (the last publish's)", off, last[p])
 	}
 
-	// With a short interval the publishes' offset is stored while running.
-	cfg.OffsetInterval = 50 * time.Millisecond
+	// With a short interval the publishes' offset is stored while running:
+	// the first publish's at once, the next one's once the interval has
+	// passed since.
+	cfg.OffsetInterval = time.Second
 	_, stop = b.runRouter(cfg)
 	defer stop()
 	b.produce(last, pub("t", "pub", "a/b"))
-	time.Sleep(cfg.OffsetInterval)
+	eventually.True(t, e2eTimeout, "the first publish's offset stored", func() bool { return b.storedOffset(p) == last[p] })
+	stored := last[p]
 	b.produce(last, pub("t", "pub", "a/b"))
-	eventually.True(t, e2eTimeout, "the offset of publishes stored after the interval", func() bool { return b.storedOffset(p) >= last[p]-1 })
+	time.Sleep(cfg.OffsetInterval / 2) // on the bubble's clock: the router handles the publish meanwhile
+	if off := b.storedOffset(p); off != stored {
+		t.Errorf("half the interval after a store the stored offset is %d, want %d still", off, stored)
+	}
+	time.Sleep(cfg.OffsetInterval / 2) // on the bubble's clock: the interval has passed
+	b.produce(last, pub("t", "pub", "a/b"))
+	eventually.True(t, e2eTimeout, "the offset of publishes stored after the interval", func() bool { return b.storedOffset(p) == last[p] })
 }
 
 // While the store does not answer, the router keeps applying and

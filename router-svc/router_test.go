@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/shoal-mqtt/shoal/compose/store/pebblestore"
+	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 	"github.com/shoal-mqtt/shoal/internal/tracectx"
 	"github.com/shoal-mqtt/shoal/kafka"
 	routersvc "github.com/shoal-mqtt/shoal/router-svc"
@@ -262,7 +263,7 @@ func (b *backbone) deliveries(from map[int32]int64, n int, quiet time.Duration) 
 	}()
 	select {
 	case <-full:
-		time.Sleep(quiet) // anything more would be one too many
+		time.Sleep(quiet) // a quiet period: nothing tells that no more deliveries come, and one more would be too many
 	case <-ctx.Done():
 	}
 	cancel()
@@ -278,26 +279,22 @@ func (b *backbone) deliveries(from map[int32]int64, n int, quiet time.Duration) 
 // want (the last offset written there).
 func (b *backbone) waitStored(want map[int32]int64) {
 	b.t.Helper()
-	deadline := time.Now().Add(e2eTimeout)
-	for p := range b.parts {
-		w, ok := want[p]
-		if !ok {
-			w = -1
-		}
-		for {
+	eventually.OK(b.t, e2eTimeout, func() string {
+		for p := range b.parts {
+			w, ok := want[p]
+			if !ok {
+				w = -1
+			}
 			snap, err := storetest.Load(b.t.Context(), b.db, p)
 			if err != nil {
 				b.t.Fatal(err)
 			}
-			if snap.Offset == w {
-				break
+			if snap.Offset != w {
+				return fmt.Sprintf("partition %d: stored offset %d, want %d", p, snap.Offset, w)
 			}
-			if time.Now().After(deadline) {
-				b.t.Fatalf("partition %d: stored offset %d, want %d", p, snap.Offset, w)
-			}
-			time.Sleep(10 * time.Millisecond)
 		}
-	}
+		return ""
+	})
 }
 
 func e2eConfig(group string) routersvc.Config {
@@ -344,16 +341,10 @@ func TestRouterEndToEnd(t *testing.T) {
 
 	// A presence read while running: c2 goes offline.
 	b.presence("t", "c2", &eventspb.Presence{Online: false, Route: route("c2")})
-	deadline := time.Now().Add(e2eTimeout)
-	for {
-		if p, ok := r.Presence().Lookup("t", "c2"); ok && !p.Online {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("presence of c2 not read")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually.True(t, e2eTimeout, "the presence of c2 read", func() bool {
+		p, ok := r.Presence().Lookup("t", "c2")
+		return ok && !p.Online
+	})
 	b.produce(last, pub("t", "pub", "sensors/1/temp", payload("22")))
 	got, next = b.deliveries(next, 2, 300*time.Millisecond)
 	diffDeliveries(t, "after c2 went offline", []dlv{
@@ -365,15 +356,10 @@ func TestRouterEndToEnd(t *testing.T) {
 	if err := b.client.ProduceSync(t.Context(), &kafka.Record{Topic: kafka.TopicPresence, Key: []byte("t/c2"), Partition: kafka.PartitionByKey}); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		if _, ok := r.Presence().Lookup("t", "c2"); !ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("tombstone of c2 not read")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually.True(t, e2eTimeout, "the tombstone of c2 read", func() bool {
+		_, ok := r.Presence().Lookup("t", "c2")
+		return !ok
+	})
 	b.produce(last, pub("t", "pub", "sensors/1/temp", payload("22.5")))
 	got, next = b.deliveries(next, 3, 300*time.Millisecond)
 	diffDeliveries(t, "after the tombstone", []dlv{

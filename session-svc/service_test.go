@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -210,7 +211,7 @@ func (b backbone) read(t *testing.T, topic string, from map[int32]int64, want in
 	}()
 	select {
 	case <-enough:
-		time.Sleep(200 * time.Millisecond) // extra records would arrive now
+		time.Sleep(200 * time.Millisecond) // a quiet period: nothing tells that no extra record comes (on the bubble's clock in a bubble)
 	case <-ctx.Done():
 	}
 	cancel()
@@ -586,15 +587,20 @@ func TestServiceGroupSharesPartitions(t *testing.T) {
 // TestServiceWakesForDelayedWill: a delayed will is published when it is
 // due, not at the next periodic SessionTick (an hour away here): the
 // service writes a tick to the partition at its earliest deadline, stamped
-// with the time it is due.
+// with the time it is due. It runs in a synctest bubble, the service's
+// clock the bubble's from e2eNow on: the wake-up's timer fires on it, at
+// the deadline exactly.
 func TestServiceWakesForDelayedWill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts an embedded Kafka")
 	}
+	synctest.Test(t, testServiceWakesForDelayedWill)
+}
+
+func testServiceWakesForDelayedWill(t *testing.T) {
 	b := startBackbone(t)
-	var nowUs atomic.Int64
-	nowUs.Store(e2eNow.UnixMicro())
-	clock := func() time.Time { return time.UnixMicro(nowUs.Load()).UTC() }
+	start := time.Now()
+	clock := func() time.Time { return e2eNow.Add(time.Since(start)).UTC() }
 	cfg := sessionsvc.DefaultConfig()
 	cfg.ExpiryCheck = time.Hour
 	svc, _ := b.runServiceAt(t, cfg, b.store, clock)
@@ -606,7 +612,6 @@ func TestServiceWakesForDelayedWill(t *testing.T) {
 		s, ok := svc.Snapshot(tenant, client)
 		return ok && !s.Online && s.WillDueAt.Equal(e2eNow.Add(time.Second))
 	})
-	nowUs.Store(e2eNow.Add(time.Second).UnixMicro()) // the delay passes
 
 	willPart := kafka.PartitionForKey([]byte(tenant+"/dev1/status"), e2eMessages)
 	msgs := b.read(t, kafka.TopicMessages, nil, 1)

@@ -14,6 +14,7 @@ import (
 	"github.com/shoal-mqtt/shoal/compose/broker"
 	"github.com/shoal-mqtt/shoal/compose/config"
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
+	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 )
 
 // The metrics end to end: `shoal all` driven by MQTT clients,
@@ -60,6 +61,15 @@ func value(t *testing.T, fams map[string]*dto.MetricFamily, name string, kv ...s
 	return ms[0].GetGauge().GetValue()
 }
 
+// gaugeSum returns the sum of the gauge samples of name with labels kv.
+func gaugeSum(fams map[string]*dto.MetricFamily, name string, kv ...string) float64 {
+	var sum float64
+	for _, m := range series(fams, name, kv...) {
+		sum += m.GetGauge().GetValue()
+	}
+	return sum
+}
+
 // histogram returns the sample count and sum of the histogram name with
 // labels kv (all its series summed).
 func histogram(fams map[string]*dto.MetricFamily, name string, kv ...string) (uint64, float64) {
@@ -75,17 +85,12 @@ func histogram(fams map[string]*dto.MetricFamily, name string, kv ...string) (ui
 // waitScrape scrapes until ok holds on what it read, failing after wait.
 func waitScrape(t *testing.T, b *broker.Broker, what string, ok func(map[string]*dto.MetricFamily) bool) map[string]*dto.MetricFamily {
 	t.Helper()
-	deadline := time.Now().Add(wait)
-	for {
-		fams := scrape(t, b)
-		if ok(fams) {
-			return fams
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/metrics: %s: not within %v", what, wait)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	var fams map[string]*dto.MetricFamily
+	eventually.True(t, wait, "/metrics: "+what, func() bool {
+		fams = scrape(t, b)
+		return ok(fams)
+	})
+	return fams
 }
 
 // withPasswords sets the password file (a copy of the one made by

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 	"github.com/shoal-mqtt/shoal/internal/testutil/testlog"
 )
 
@@ -47,10 +48,9 @@ func TestMosquittoClients(t *testing.T) {
 			}
 			// mosquitto_sub prints the retained message once subscribed:
 			// wait for it, then publish the live ones.
-			deadline := time.Now().Add(15 * time.Second)
-			for !strings.Contains(out.String(), "kept") && time.Now().Before(deadline) {
-				time.Sleep(20 * time.Millisecond)
-			}
+			eventually.True(t, 15*time.Second, "mosquitto_sub to print the retained message", func() bool {
+				return strings.Contains(out.String(), "kept")
+			})
 			run("-t", prefix+"/a", "-m", "hello", "-q", "1")
 			run("-t", prefix+"/b/c", "-m", "world", "-q", "2")
 			if err := sub.Wait(); err != nil {

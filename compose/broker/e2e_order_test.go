@@ -39,7 +39,7 @@ func subscribeBeforePublish(t *testing.T, qos byte) {
 		sub.connect(&packet.Connect{ClientID: []byte(fmt.Sprintf("ord-sub-%d", i)), CleanStart: true, KeepAlive: 30})
 		topic := fmt.Sprintf("ord/%d", i)
 		sub.send(&packet.Subscribe{PacketID: 1, Filters: []packet.Subscription{{Filter: []byte(topic), QoS: 1}}})
-		time.Sleep(gap) // a moment later: read by the gateway, not yet acknowledged
+		time.Sleep(gap) // real time: a moment later, read by the gateway, not yet acknowledged
 		if qos == 0 {
 			pub.send(&packet.Publish{Topic: []byte(topic), Payload: []byte("m")})
 		} else {

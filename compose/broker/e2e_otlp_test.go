@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/shoal-mqtt/shoal/compose/broker/brokertest"
 	"github.com/shoal-mqtt/shoal/compose/config"
+	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 )
 
 // otlpReceiver is an OTLP/gRPC collector in the test: it keeps the span
@@ -84,9 +86,9 @@ func startOTLP(t *testing.T) (*otlpReceiver, string) {
 // wait polls until the receiver has every span and metric named.
 func (o *otlpReceiver) wait(t *testing.T, spans, metrics []string, service string) {
 	t.Helper()
-	deadline := time.Now().Add(wait)
-	for {
+	eventually.OK(t, wait, func() string {
 		o.mu.Lock()
+		defer o.mu.Unlock()
 		var missing []string
 		for _, s := range spans {
 			if o.spans[s] == 0 {
@@ -101,15 +103,11 @@ func (o *otlpReceiver) wait(t *testing.T, spans, metrics []string, service strin
 		if !o.services[service] {
 			missing = append(missing, "service.name "+service)
 		}
-		o.mu.Unlock()
-		if len(missing) == 0 {
-			return
+		if len(missing) > 0 {
+			return fmt.Sprintf("the OTLP receiver lacks %v", missing)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the OTLP receiver lacks %v after %v", missing, wait)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return ""
+	})
 }
 
 // TestOTLPOverTheWire: spans and metrics reach an OTLP/gRPC collector, the

@@ -28,7 +28,8 @@ func TestKeepAliveEnforced(t *testing.T) {
 		t.Run(v.String(), func(t *testing.T) {
 			r := dialRaw(t, mqttAddr(b), v)
 			r.connect(&packet.Connect{ClientID: []byte("ka-" + v.String()), CleanStart: true, KeepAlive: 1})
-			// A PINGREQ inside the window keeps the connection.
+			// A PINGREQ inside the window keeps the connection (real time:
+			// the whole broker, over TCP, on the real clock).
 			time.Sleep(800 * time.Millisecond)
 			r.send(&packet.Pingreq{})
 			if _, ok := r.next(wait).(*packet.Pingresp); !ok {

@@ -13,6 +13,7 @@ import (
 	"github.com/shoal-mqtt/shoal/compose/broker"
 	"github.com/shoal-mqtt/shoal/compose/config"
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
+	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 )
 
 // quotaBroker runs `shoal all` with the tenants' quotas: by default two
@@ -100,17 +101,12 @@ func TestConnectionQuotaEndToEnd(t *testing.T) {
 	if err := first.Disconnect(&paho.Disconnect{}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(wait)
-	for {
-		_, code := tryV5(t, addr, "acme-3")
-		if code == 0 {
-			break
+	eventually.OK(t, wait, func() string {
+		if _, code := tryV5(t, addr, "acme-3"); code != 0 {
+			return fmt.Sprintf("acme-3 after acme-1 left: CONNACK 0x%02x, want 0", code)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("acme-3 after acme-1 left: CONNACK 0x%02x, want 0", code)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return ""
+	})
 }
 
 // TestSubscriptionQuotaEndToEnd: a Paho client subscribing beyond its

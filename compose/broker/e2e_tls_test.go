@@ -23,6 +23,7 @@ import (
 	"github.com/shoal-mqtt/shoal/gateway"
 	"github.com/shoal-mqtt/shoal/gateway/listener"
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
+	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 	"github.com/shoal-mqtt/shoal/internal/testutil/testlog"
 	"github.com/shoal-mqtt/shoal/internal/testutil/testpki"
 )
@@ -219,19 +220,15 @@ func TestTLSReloadEndToEnd(t *testing.T) {
 	}
 	want := next.Cert.SerialNumber.String()
 	var after *v5Client
-	deadline := time.Now().Add(wait)
-	for {
+	eventually.OK(t, wait, func() string {
 		c, st := dialTLSV5(t, b, f, "t-after")
-		if st.PeerCertificates[0].SerialNumber.String() == want {
-			after = c
-			break
+		if got := st.PeerCertificates[0].SerialNumber.String(); got != want {
+			_ = c.Disconnect(&paho.Disconnect{})
+			return fmt.Sprintf("a new handshake still sees serial %s, want %s", got, want)
 		}
-		_ = c.Disconnect(&paho.Disconnect{})
-		if time.Now().After(deadline) {
-			t.Fatalf("a new handshake still sees serial %s after %v, want %s", st.PeerCertificates[0].SerialNumber, wait, want)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		after = c
+		return ""
+	})
 	after.publish(t, &paho.Publish{Topic: "reload/new", QoS: 1, Payload: []byte("from the new certificate")})
 	if m := before.expect(t); string(m.Payload) != "from the new certificate" {
 		t.Errorf("the connection of before received %q", m.Payload)

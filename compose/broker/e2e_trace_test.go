@@ -2,9 +2,9 @@ package broker_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/eclipse/paho.golang/paho"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -14,6 +14,7 @@ import (
 	"github.com/shoal-mqtt/shoal/compose/broker/brokertest"
 	"github.com/shoal-mqtt/shoal/compose/telemetry"
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
+	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 )
 
 // tracedBroker runs `shoal all` recording every span into the SDK's
@@ -36,9 +37,9 @@ func tracedBroker(t *testing.T) (addr string, exp *tracetest.InMemoryExporter) {
 // returns the trace's spans.
 func traceOf(t *testing.T, exp *tracetest.InMemoryExporter, id trace.TraceID, names ...string) map[string][]tracetest.SpanStub {
 	t.Helper()
-	deadline := time.Now().Add(wait)
-	for {
-		byName := map[string][]tracetest.SpanStub{}
+	var byName map[string][]tracetest.SpanStub
+	eventually.OK(t, wait, func() string {
+		byName = map[string][]tracetest.SpanStub{}
 		for _, s := range exp.GetSpans() {
 			if s.SpanContext.TraceID() == id {
 				byName[s.Name] = append(byName[s.Name], s)
@@ -51,17 +52,15 @@ func traceOf(t *testing.T, exp *tracetest.InMemoryExporter, id trace.TraceID, na
 			}
 		}
 		if len(missing) == 0 {
-			return byName
+			return ""
 		}
-		if time.Now().After(deadline) {
-			var have []string
-			for n := range byName {
-				have = append(have, n)
-			}
-			t.Fatalf("trace %s lacks %v after %v; has %v", id, missing, wait, have)
+		var have []string
+		for n := range byName {
+			have = append(have, n)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return fmt.Sprintf("trace %s lacks %v; has %v", id, missing, have)
+	})
+	return byName
 }
 
 // TestOneMessageOneTrace: a QoS 1 message published with the client's own
@@ -132,8 +131,7 @@ func TestOneMessageOneTrace(t *testing.T) {
 	pub.publish(t, &paho.Publish{Topic: "plant/8/temp", QoS: 0, Payload: []byte("19")})
 	sub.expect(t)
 	var fresh trace.TraceID
-	deadline := time.Now().Add(wait)
-	for !fresh.IsValid() && time.Now().Before(deadline) {
+	eventually.True(t, wait, "an mqtt.publish span for the message without traceparent", func() bool {
 		for _, s := range exp.GetSpans() {
 			if s.Name == "mqtt.publish" && s.SpanContext.TraceID() != tid {
 				fresh = s.SpanContext.TraceID()
@@ -142,11 +140,8 @@ func TestOneMessageOneTrace(t *testing.T) {
 				}
 			}
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if !fresh.IsValid() {
-		t.Fatal("no mqtt.publish span for the message without traceparent")
-	}
+		return fresh.IsValid()
+	})
 	traceOf(t, exp, fresh, chain...)
 	for _, s := range exp.GetSpans() {
 		if strings.HasPrefix(s.Name, "session.") && s.SpanContext.TraceID() == tid {
@@ -167,8 +162,7 @@ func TestSessionSpans(t *testing.T) {
 		WillFlag: true, WillTopic: []byte("acme/gone"), WillPayload: []byte("bye")})
 	_ = will.nc.Close() // lost without DISCONNECT: the will goes out
 
-	deadline := time.Now().Add(wait)
-	for {
+	eventually.OK(t, wait, func() string {
 		var connects, takeovers, wills int
 		for _, s := range exp.GetSpans() {
 			a := map[string]string{}
@@ -186,12 +180,9 @@ func TestSessionSpans(t *testing.T) {
 			}
 		}
 		if connects == 2 && takeovers == 1 && wills == 1 {
-			return
+			return ""
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %d session.connect spans of acme-twice (want 2), %d takeovers (want 1), %d wills (want 1)",
-				wait, connects, takeovers, wills)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return fmt.Sprintf("%d session.connect spans of acme-twice (want 2), %d takeovers (want 1), %d wills (want 1)",
+			connects, takeovers, wills)
+	})
 }

@@ -265,7 +265,7 @@ func TestMessageExpiry(t *testing.T) {
 		Properties: &paho.PublishProperties{MessageExpiry: u32(1)}})
 	pub.publish(t, &paho.Publish{Topic: "exp/long", QoS: 1, Retain: true, Payload: []byte("kept"),
 		Properties: &paho.PublishProperties{MessageExpiry: u32(100)}})
-	time.Sleep(2100 * time.Millisecond) // let the 1 s expiry pass
+	time.Sleep(2100 * time.Millisecond) // real time: the broker counts the 1 s expiry on its real clock
 	sub, _ := dialV5(t, mqttAddr(b), "exp-sub")
 	sub.subscribe(t, paho.SubscribeOptions{Topic: "exp/#", QoS: 1})
 	m := sub.expect(t)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 	"github.com/shoal-mqtt/shoal/internal/testutil/testlog"
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
@@ -160,21 +161,21 @@ func TestRunTimeOrder(t *testing.T) {
 	}()
 	waitLines := func(n int) []line {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			var got []line
+		var got []line
+		eventually.OK(t, 10*time.Second, func() string {
+			got = got[:0]
 			for _, s := range strings.SplitAfter(out.String(), "\n") {
 				var l line
 				if json.Unmarshal([]byte(s), &l) == nil {
 					got = append(got, l)
 				}
 			}
-			if len(got) >= n {
-				return got
+			if len(got) < n {
+				return fmt.Sprintf("following: %d lines, want %d", len(got), n)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("following: %d lines, want %d", len(got), n)
-			}
-		}
+			return ""
+		})
+		return got
 	}
 	followed := waitLines(len(lines))
 	for i := range lines {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/shoal-mqtt/shoal/compose/broker/brokertest"
 	"github.com/shoal-mqtt/shoal/compose/config"
+	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 	"github.com/shoal-mqtt/shoal/internal/testutil/testlog"
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
@@ -183,22 +184,19 @@ func TestReplay(t *testing.T) {
 	// forget its presence by a tombstone, which replay names.
 	gone := DefaultOptions()
 	gone.Topics, gone.Types, gone.ClientID = []string{"presence"}, []string{TypeTombstone}, "acme-pub"
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	eventually.True(t, 10*time.Second, "a tombstone of acme-pub's presence in the log", func() bool {
 		lines, raw, _, err := read(t, running.Client, gone)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(lines) > 0 {
-			if l := lines[0]; len(lines) != 1 || l.KafkaTopic != kafka.TopicPresence || l.Type != TypeTombstone || l.Tenant != "acme" || l.ClientID != "acme-pub" || len(l.Event) != 0 {
-				t.Errorf("acme-pub's presence tombstone: %s", raw)
-			}
-			break
+		if len(lines) == 0 {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("no tombstone of acme-pub's presence in the log")
+		if l := lines[0]; len(lines) != 1 || l.KafkaTopic != kafka.TopicPresence || l.Type != TypeTombstone || l.Tenant != "acme" || l.ClientID != "acme-pub" || len(l.Event) != 0 {
+			t.Errorf("acme-pub's presence tombstone: %s", raw)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return true
+	})
 	if err := running.Close(); err != nil {
 		t.Fatal(err)
 	}

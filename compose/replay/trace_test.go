@@ -54,7 +54,7 @@ func TestTrace(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the offline session's inbox did not deliver the message")
 	}
-	time.Sleep(500 * time.Millisecond) // its PUBACK reaches the log
+	time.Sleep(500 * time.Millisecond) // real time: its PUBACK reaches the log, which tells the test nothing when it has
 	stop()
 
 	l := openLog(t, dir)
@@ -207,7 +207,7 @@ func TestFollow(t *testing.T) {
 			t.Fatalf("the follow did not show the new message: %q", out.String())
 		}
 		publish(t, addr, "acme-late", msg{"f/2", "after", 1})
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond) // real time: one publish a round until the follow, begun at a moment the test cannot see, shows one
 	}
 	if strings.Contains(out.String(), "before") {
 		t.Errorf("a message from before --from: %s", out.String())

@@ -2,10 +2,12 @@ package replay
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
@@ -25,18 +27,16 @@ func TestTraceTrimmed(t *testing.T) {
 		{kafka.TopicMessages, 0, old.Add(ms), 2},
 		{kafka.TopicMessages, 1, old.Add(2 * ms), 3},
 	})
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	eventually.OK(t, 10*time.Second, func() string {
 		starts, err := c.StartOffsets(t.Context(), kafka.TopicMessages)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if starts[0] == 2 && starts[1] == 1 {
-			break
+		if starts[0] != 2 || starts[1] != 1 {
+			return fmt.Sprintf("retention did not delete the old records: the partitions start at %v", starts)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("retention did not delete the old records: the partitions start at %v", starts)
-		}
-	}
+		return ""
+	})
 	now := time.Now().Truncate(ms)
 	produce(t, c, []rec{
 		{kafka.TopicMessages, 0, now, 4},

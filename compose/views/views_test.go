@@ -254,14 +254,14 @@ func workload(t *testing.T, r *running) {
 	qos2InFlight(t, addr, "acme-raw", "fleet/9/temp")
 	on.receive(t, "status/a")
 	on.receive(t, "fleet/9/temp")
-	time.Sleep(1500 * time.Millisecond) // acme-brief expires at a tick
+	time.Sleep(1500 * time.Millisecond) // acme-brief expires at a tick: real time, the broker runs on the real clock
 	// Drained: a message published now reaches a subscriber through the log.
 	pub.pub(t, &paho.Publish{Topic: "status/done", Payload: []byte("1"), QoS: 1})
 	on.receive(t, "status/done")
 	for _, c := range []*client{on, s1, s2, other, pub} {
 		c.disconnect()
 	}
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // a quiet period: the disconnects reach the log, which tells nothing when they have
 }
 
 func rebuild(t *testing.T, cfg config.Config, verify, swap bool) (views.Result, string, error) {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/shoal-mqtt/shoal/internal/testutil/testfile"
@@ -108,7 +109,11 @@ func TestReloadKeepsOldOnErrorAndClientsFollow(t *testing.T) {
 	}
 }
 
-func TestWatch(t *testing.T) {
+// TestWatch runs in a synctest bubble: the watch's polls, and the waits
+// for what they load, are on the bubble's clock.
+func TestWatch(t *testing.T) { synctest.Test(t, testWatch) }
+
+func testWatch(t *testing.T) {
 	a, path, logs := openACL(t, aclV1)
 	c := a.For("acme-alice", "dev-1", false)
 	testfile.Watch(t, func(ctx context.Context) { a.Watch(ctx, 5*time.Millisecond) })

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/eclipse/paho.golang/paho"
+	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 )
 
 // mosquittoWait bounds every step against the real broker.
@@ -239,23 +240,25 @@ func launchMosquitto(t *testing.T, bin, passwd, aclText string) (string, error) 
 			<-exited
 		}
 	})
-	deadline := time.Now().Add(mosquittoWait)
-	for {
+	var exitErr error
+	eventually.OK(t, mosquittoWait, func() string {
 		select {
 		case <-exited:
-			return "", fmt.Errorf("mosquitto exited: %s", out.String())
+			exitErr = fmt.Errorf("mosquitto exited: %s", out.String())
+			return ""
 		default:
 		}
 		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			_ = c.Close()
-			return addr, nil
+		if err != nil {
+			return fmt.Sprintf("mosquitto does not listen on %s: %v\n%s", addr, err, out.String())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("mosquitto does not listen on %s: %v\n%s", addr, err, out.String())
-		}
-		time.Sleep(10 * time.Millisecond)
+		_ = c.Close()
+		return ""
+	})
+	if exitErr != nil {
+		return "", exitErr
 	}
+	return addr, nil
 }
 
 // TestMosquittoParsesAlike gives Mosquitto each file of parseCases: it

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/shoal-mqtt/shoal/internal/testutil/testfile"
@@ -118,7 +119,11 @@ func TestPasswordsReloadKeepsOldOnError(t *testing.T) {
 	assertLogsNoSecret(t, logs.String(), fileSecrets...)
 }
 
-func TestPasswordsWatch(t *testing.T) {
+// TestPasswordsWatch runs in a synctest bubble: the watch's polls, and
+// the waits for what they load, are on the bubble's clock.
+func TestPasswordsWatch(t *testing.T) { synctest.Test(t, testPasswordsWatch) }
+
+func testPasswordsWatch(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "passwd")
 	testfile.Replace(t, path, lineAlice7+"\n")
 	logs, log := testlog.NewLogger()

@@ -159,7 +159,7 @@ func TestProxyHeaderSplit(t *testing.T) {
 			if _, err := client.Write(piece); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(20 * time.Millisecond)
+			time.Sleep(20 * time.Millisecond) // real time: each piece a TCP segment of its own, read on its own
 		}
 		c := accepted(t, conns)
 		if c.ClientAddr.String() != "[2001:db8::7]:51000" {
@@ -239,7 +239,7 @@ func TestProxyBadHeader(t *testing.T) {
 func TestProxySilentClient(t *testing.T) {
 	l, conns, _ := listenProxy(t, &Proxy{Mode: ProxyRequired, Trusted: loopbackTrusted(), Timeout: 300 * time.Millisecond})
 	silent := dial(t, l.Addr())
-	time.Sleep(20 * time.Millisecond) // accepted first
+	time.Sleep(20 * time.Millisecond) // real time: the kernel hands the silent client to accept first
 	start := time.Now()
 	other := dial(t, l.Addr())
 	if _, err := other.Write(headerBytes(t, proxyHeader(2, claimed4))); err != nil {

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/coder/websocket"
@@ -357,36 +358,52 @@ func TestTLSReloadBadFiles(t *testing.T) {
 	}
 }
 
-// TestTLSWatch: the watch reloads replaced files, and logs a broken
-// version once, not every poll.
-func TestTLSWatch(t *testing.T) {
+// pipeSerial completes a handshake of cfg with certs' server side over
+// net.Pipe and returns the serial number of the server's certificate.
+func pipeSerial(t *testing.T, certs *Certificates, cfg *tls.Config) string {
+	t.Helper()
+	sc, cc := net.Pipe()
+	defer func() { _ = sc.Close(); _ = cc.Close() }()
+	srv := tls.Server(sc, certs.ServerConfig())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Handshake() }()
+	c := tls.Client(cc, cfg)
+	if err := c.Handshake(); err != nil {
+		t.Fatalf("handshake: %v", err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatalf("the server's handshake: %v", err)
+	}
+	return c.ConnectionState().PeerCertificates[0].SerialNumber.String()
+}
+
+// TestTLSWatch: the watch reloads replaced files at its next poll, and
+// logs a broken version once, not every poll. It runs in a synctest
+// bubble, its handshakes over net.Pipe: the polls come on the bubble's
+// clock.
+func TestTLSWatch(t *testing.T) { synctest.Test(t, testTLSWatch) }
+
+func testTLSWatch(t *testing.T) {
+	const interval = 10 * time.Millisecond
 	p := newPKI(t)
 	var logs testlog.Buffer
 	certs := openCerts(t, p.files, slog.New(slog.NewTextHandler(&logs, nil)))
-	l, conns := listenTLS(t, certs, 5*time.Second)
-	addr := l.Addr().String()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); certs.Watch(ctx, 10*time.Millisecond) }()
+	go func() { defer close(done); certs.Watch(ctx, interval) }()
 	defer func() { cancel(); <-done }()
-
-	waitSerial := func(want string) {
+	// poll lets one interval pass, on the bubble's clock, and the watch's
+	// poll end.
+	poll := func() { time.Sleep(interval); synctest.Wait() }
+	wantSerial := func(what string, want *testpki.Leaf) {
 		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			got := serial(t, addr, p.clientConfig())
-			accepted(t, conns)
-			if got == want {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("serial %s, want %s: the watch did not reload", got, want)
-			}
-			time.Sleep(20 * time.Millisecond)
+		if got := pipeSerial(t, certs, p.clientConfig()); got != want.Cert.SerialNumber.String() {
+			t.Fatalf("serial %s %s, want %s", got, what, want.Cert.SerialNumber)
 		}
 	}
 	next := p.replaceServer(t)
-	waitSerial(next.Cert.SerialNumber.String())
+	poll()
+	wantSerial("a poll after the files were replaced", next)
 
 	// Renamed into place: written in place, the watch could see the
 	// truncated file first, a second broken version.
@@ -394,20 +411,20 @@ func TestTLSWatch(t *testing.T) {
 	if err := os.Rename(tmp, p.files.CertFile); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for len(logs.Lines("not reloaded")) == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	time.Sleep(100 * time.Millisecond) // ten polls more
+	poll()
 	if n := len(logs.Lines("not reloaded")); n != 1 {
-		t.Errorf("%d log lines of the broken file, want 1:\n%s", n, logs.String())
+		t.Fatalf("%d log lines of the broken file a poll after it was written, want 1:\n%s", n, logs.String())
 	}
-	if got := serial(t, addr, p.clientConfig()); got != next.Cert.SerialNumber.String() {
-		t.Errorf("serial %s with a broken file, want the previous %s", got, next.Cert.SerialNumber)
+	for range 10 {
+		poll()
 	}
-	accepted(t, conns)
+	if n := len(logs.Lines("not reloaded")); n != 1 {
+		t.Errorf("%d log lines of the broken file ten polls later, want 1:\n%s", n, logs.String())
+	}
+	wantSerial("with a broken file", next)
 	last := p.replaceServer(t)
-	waitSerial(last.Cert.SerialNumber.String())
+	poll()
+	wantSerial("a poll after the files were replaced again", last)
 }
 
 // TestTLSSlowHandshake: a client that connects and sends nothing holds up

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -57,24 +58,27 @@ func TestOf(t *testing.T) {
 	}
 }
 
-// TestEvery: poll runs repeatedly, and not after ctx ends.
-func TestEvery(t *testing.T) {
+// TestEvery: poll runs once every interval, and not after ctx ends. It
+// runs in a synctest bubble: the ticker's intervals pass on the bubble's
+// clock, so the count of polls is exact.
+func TestEvery(t *testing.T) { synctest.Test(t, testEvery) }
+
+func testEvery(t *testing.T) {
 	var n atomic.Int32
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); Every(ctx, time.Millisecond, func() { n.Add(1) }) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for n.Load() < 3 {
-		if time.Now().After(deadline) {
-			t.Fatal("poll ran fewer than 3 times in 10s")
-		}
-		time.Sleep(time.Millisecond)
+	go func() { defer close(done); Every(ctx, time.Second, func() { n.Add(1) }) }()
+	defer func() { cancel(); <-done }() // the bubble ends with its goroutines
+
+	time.Sleep(3*time.Second + time.Millisecond) // on the bubble's clock: three ticks
+	synctest.Wait()                              // the third poll has run
+	if got := n.Load(); got != 3 {
+		t.Fatalf("%d polls in 3 s of a 1 s interval, want 3", got)
 	}
 	cancel()
 	<-done
-	after := n.Load()
-	time.Sleep(10 * time.Millisecond)
-	if n.Load() != after {
-		t.Error("poll ran after ctx ended")
+	time.Sleep(10 * time.Second) // on the bubble's clock: ten intervals without a poll
+	if got := n.Load(); got != 3 {
+		t.Errorf("%d polls, 3 before ctx ended: poll ran after it", got)
 	}
 }

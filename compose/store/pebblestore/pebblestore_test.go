@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	routersvc "github.com/shoal-mqtt/shoal/router-svc"
@@ -43,9 +44,12 @@ func TestRouterStoreConformance(t *testing.T) {
 }
 
 // TestNoSyncCommitReachesTheDisk: a NoSync commit is in the files within
-// moments, not only once Pebble's 32 KiB log block fills. A copy of the
-// open database's files (what a crash of the process leaves) has it.
-func TestNoSyncCommitReachesTheDisk(t *testing.T) {
+// walFlushInterval, not only once Pebble's 32 KiB log block fills. A copy
+// of the open database's files (what a crash of the process leaves) has
+// it. It runs in a synctest bubble: the flush ticks on the bubble's clock.
+func TestNoSyncCommitReachesTheDisk(t *testing.T) { synctest.Test(t, testNoSyncCommitReachesTheDisk) }
+
+func testNoSyncCommitReachesTheDisk(t *testing.T) {
 	dir := t.TempDir()
 	db, err := OpenWith(dir, Options{NoSync: true}, testLogger())
 	if err != nil {
@@ -55,27 +59,22 @@ func TestNoSyncCommitReachesTheDisk(t *testing.T) {
 	if err := db.ApplyShard(t.Context(), 2, &routersvc.Mutations{Offset: 41}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for attempt := 1; ; attempt++ {
-		time.Sleep(walFlushInterval)
-		crash := filepath.Join(t.TempDir(), "crash")
-		if err := os.CopyFS(crash, os.DirFS(dir)); err != nil {
-			t.Fatal(err)
-		}
-		img, err := Open(crash, testLogger())
-		if err != nil {
-			t.Fatal(err)
-		}
-		snap, err := storetest.Load(t.Context(), img, 2)
-		_ = img.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if snap.Offset == 41 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %d copies: the crash image has offset %d, want 41", attempt, snap.Offset)
-		}
+	time.Sleep(walFlushInterval + time.Millisecond) // on the bubble's clock: a flush tick
+	synctest.Wait()                                 // the flush is done
+	crash := filepath.Join(t.TempDir(), "crash")
+	if err := os.CopyFS(crash, os.DirFS(dir)); err != nil {
+		t.Fatal(err)
+	}
+	img, err := Open(crash, testLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := storetest.Load(t.Context(), img, 2)
+	_ = img.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Offset != 41 {
+		t.Fatalf("a flush interval after the commit, the crash image has offset %d, want 41", snap.Offset)
 	}
 }

@@ -35,7 +35,7 @@ func TestTrueWaitsAndFails(t *testing.T) {
 	var n atomic.Int32
 	go func() {
 		for range 3 {
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond) // real time: True polls on the real clock outside a bubble
 			n.Add(1)
 		}
 	}()

@@ -1,8 +1,8 @@
 // Package integration holds Shoal's integration suites (build tag
 // integration): they run the roles against a real Kafka (KRaft, one node)
-// and a real CQL database: the kafka package (kafka_test.go), the CQL
+// and a real CQL database: the kafka package (kafka*_test.go), the CQL
 // view store and slot leases (cql_test.go), and a distributed cluster of
-// separate shoal processes (cluster_test.go). `make integration` (part of
+// separate shoal processes (cluster*_test.go). `make integration` (part of
 // `make test`) runs them.
 //
 // This directory is a Go module of its own

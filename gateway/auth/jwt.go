@@ -351,8 +351,8 @@ func (e *tokenError) Error() string { return "verify token: " + string(e.why) }
 func (e *tokenError) Unwrap() error { return ErrBadCredentials }
 
 // Why a token is refused. Every reason is a constant, so that an error
-// cannot carry the token (a bearer credential) or a key: jwt_test.go
-// checks errors against this list.
+// cannot carry the token (a bearer credential) or a key:
+// TestJWTErrorsHoldNoSecret checks errors against this list.
 const (
 	rTokenTooLong     reason = "token longer than 8192 bytes" // MaxTokenSize
 	rTokenMalformed   reason = "malformed token"

@@ -170,4 +170,16 @@
 // header, and SetKey's key and AddTraceChild's traceparent after it),
 // and a RecordPool recycles records once they are acknowledged, so that
 // producing allocates nothing in steady state.
+//
+// # Transactions and the bridge's consumers
+//
+// Client.Transact is a consume-produce-commit loop (KIP-447, transact.go):
+// a poll's records and its offsets commit in one Kafka transaction. Each
+// session first settles what an earlier transaction of its id left pending
+// (settle.go), then takes its producer id, then polls. With a target of
+// another cluster the offsets are kept there instead, in the same
+// transactions (across.go). Client.Relay commits a group's offsets after
+// its handler made the poll durable, at least once (relay.go);
+// Client.ReadCommitted reads back a partition's committed records. The Kafka
+// bridge (bridge/) is their user; docs/bridge.md has the argument.
 package kafka

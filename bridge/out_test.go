@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 	"github.com/shoal-mqtt/shoal/internal/testutil/testlog"
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
@@ -264,19 +266,15 @@ func TestOutLag(t *testing.T) {
 	}
 	b, _ := bb.runBridge(t, telemetry)
 	next(t, bb.consumer(t, "iot.telemetry"), 5)
-	deadline := time.Now().Add(testWait)
-	for {
+	eventually.OK(t, testWait, func() string {
 		st := b.Status()
 		caughtUp := len(st) == 2
 		for _, m := range st {
 			caughtUp = caughtUp && m.Direction == "out" && m.LagKnown && m.Lag == 0 && m.Running
 		}
 		if caughtUp {
-			return
+			return ""
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("status %+v after the bridge caught up, want both out mappings running with lag 0", st)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Sprintf("status %+v after the bridge caught up, want both out mappings running with lag 0", st)
+	})
 }

@@ -20,13 +20,13 @@ import (
 // waitStatus polls the bridge's status until ok holds, to testWait.
 func waitStatus(t *testing.T, b *Bridge, what string, ok func([]MappingStatus) bool) {
 	t.Helper()
-	deadline := time.Now().Add(testWait)
-	for !ok(b.Status()) || !b.Ready() {
-		if time.Now().After(deadline) {
-			t.Fatalf("bridge status %+v (ready %t), want %s", b.Status(), b.Ready(), what)
+	eventually.OK(t, testWait, func() string {
+		st, ready := b.Status(), b.Ready()
+		if ok(st) && ready {
+			return ""
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Sprintf("bridge status %+v (ready %t), want %s", st, ready, what)
+	})
 }
 
 // TestReload: a reload changes the out mappings at the next poll, starts

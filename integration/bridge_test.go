@@ -203,6 +203,8 @@ func bridgeStream(t *testing.T, addr, id, prefix string, n int, at func(i int)) 
 func (c *cluster) readBridged(t *testing.T, prefix string, n int) map[string][]int {
 	t.Helper()
 	got := map[string][]int{}
+	// Not eventually: at the deadline it returns what it read, and the
+	// caller names what is missing.
 	for deadline := time.Now().Add(clusterWait); ; time.Sleep(200 * time.Millisecond) {
 		clear(got)
 		out := c.kcat(t, "", "-X", "isolation.level=read_committed", "-C", "-t", "it.kb", "-o", "beginning", "-e", "-q", "-f", "%k %s\n")

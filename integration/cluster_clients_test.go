@@ -16,6 +16,7 @@ import (
 	"github.com/eclipse/paho.golang/paho"
 
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
+	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 	"github.com/shoal-mqtt/shoal/internal/testutil/pahoconn"
 )
 
@@ -140,23 +141,19 @@ func tenantConnect(t *testing.T, addr, id string) (*paho.Client, byte) {
 // waitMetric polls the process's /metrics until it has line.
 func (p *proc) waitMetric(t *testing.T, line string) {
 	t.Helper()
-	deadline := time.Now().Add(clusterWait)
 	var last string
-	for {
+	eventually.OK(t, clusterWait, func() string {
 		resp, err := http.Get("http://" + p.http + "/metrics")
 		if err == nil {
 			b, _ := io.ReadAll(resp.Body)
 			_ = resp.Body.Close()
 			last = string(b)
 			if strings.Contains(last, "\n"+line+"\n") {
-				return
+				return ""
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: /metrics has no %q after %v:\n%s", p.name, line, clusterWait, last)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fmt.Sprintf("%s: /metrics has no %q:\n%s", p.name, line, last)
+	})
 }
 
 // expectPayload fails unless the next message c receives, within
@@ -277,7 +274,7 @@ func redial(t *testing.T, addr, id string) *mqttClient {
 		if time.Since(began) > clusterWait {
 			t.Fatalf("%s could not reconnect in %v: %v", id, clusterWait, err)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // paced as a device reconnects, not a flood during the failover
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/shoal-mqtt/shoal/internal/localserver/serverproc"
+	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 )
 
 // proc is one shoal process of the cluster.
@@ -135,14 +136,13 @@ func (p *proc) launch() {
 func (p *proc) waitReady() {
 	t := p.c.t
 	t.Helper()
-	deadline := time.Now().Add(clusterWait)
 	relaunches := 0
-	for {
+	eventually.OK(t, clusterWait, func() string {
 		resp, err := http.Get("http://" + p.http + "/readyz")
 		if err == nil {
 			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK && servesHTTP(p.log) {
-				return
+				return ""
 			}
 		}
 		select {
@@ -155,16 +155,13 @@ func (p *proc) waitReady() {
 				t.Logf("%s: a port was taken before it bound it; starting it again on new ports", p.name)
 				p.repick()
 				p.launch()
-				continue
+				return p.name + " started again"
 			}
 			t.Fatalf("%s exited before it was ready: %v", p.name, p.waitErr)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not ready after %v", p.name, clusterWait)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return p.name + " not ready"
+	})
 }
 
 // servesHTTP says whether the process logging to path has bound its

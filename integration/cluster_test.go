@@ -19,6 +19,7 @@ import (
 	"github.com/eclipse/paho.golang/paho"
 
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
+	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 	"github.com/shoal-mqtt/shoal/internal/testutil/qos2resend"
 )
 
@@ -233,13 +234,9 @@ func TestCluster(t *testing.T) {
 		ga.signal(syscall.SIGHUP)
 		gb.signal(syscall.SIGHUP)
 		for _, gw := range []*proc{ga, gb} {
-			deadline := time.Now().Add(clusterWait)
-			for connectCode(t, gw.mqtt, "acme-zed-"+gw.name, "acme-zed", "zed pass") != 0 {
-				if time.Now().After(deadline) {
-					t.Fatalf("%s still refuses the user added after SIGHUP", gw.name)
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
+			eventually.True(t, clusterWait, gw.name+" to accept the user added after SIGHUP", func() bool {
+				return connectCode(t, gw.mqtt, "acme-zed-"+gw.name, "acme-zed", "zed pass") == 0
+			})
 		}
 		if err := pub.publish("auth/y", "after the reload", 1, false); err != nil {
 			t.Fatal(err)
@@ -319,7 +316,7 @@ func TestCluster(t *testing.T) {
 			sub := dialRawSub(t, ga.mqtt, fmt.Sprintf("it-o-sub-%d", i))
 			topic, probes := fmt.Sprintf("o/%d", i), fmt.Sprintf("o/%d/probe", i)
 			sent := sub.subscribe(topic, probes)
-			time.Sleep(5 * time.Millisecond) // a moment later
+			time.Sleep(5 * time.Millisecond) // a moment later, before the SUBACK: the case under test
 			if err := pub.publish(topic, "m", 1, false); err != nil {
 				t.Fatal(err)
 			}
@@ -499,17 +496,17 @@ func TestCluster(t *testing.T) {
 		if err := held[0].Disconnect(&paho.Disconnect{}); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(clusterWait)
-		for {
+		eventually.OK(t, clusterWait, func() string {
 			_, code := tenantConnect(t, gb.mqtt, "qt-new")
 			if code == 0 {
-				break
+				return ""
 			}
-			if code != 0x97 || time.Now().After(deadline) {
-				t.Fatalf("a new connection of tenant qt on gw-b after one left gw-a: CONNACK %#x, want 0", code)
+			msg := fmt.Sprintf("a new connection of tenant qt on gw-b after one left gw-a: CONNACK %#x, want 0", code)
+			if code != 0x97 {
+				t.Fatal(msg)
 			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return msg
+		})
 	})
 
 	// killDuring streams n QoS 1 messages from gateway A to a persistent

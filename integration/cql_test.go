@@ -20,6 +20,7 @@ import (
 	"github.com/shoal-mqtt/shoal/gateway"
 	"github.com/shoal-mqtt/shoal/integration/servers"
 	"github.com/shoal-mqtt/shoal/internal/localserver/realcql"
+	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 	"github.com/shoal-mqtt/shoal/internal/testutil/testlog"
 	routersvc "github.com/shoal-mqtt/shoal/router-svc"
 	routerstoretest "github.com/shoal-mqtt/shoal/router-svc/storetest"
@@ -674,20 +675,14 @@ func TestCQLLeaseExpired(t *testing.T) {
 		t.Fatalf("b acquires during a's lease: got %v, want ErrNoFreeSlot", err)
 	}
 	var slot int32
-	for {
+	eventually.Before(t, ctx, "b to get the slot of a's expired lease", func() bool {
 		var err error
 		slot, err = s.AcquireSlot(ctx, 1, "b", leaseTTL)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, cqlstore.ErrNoFreeSlot) {
+		if err != nil && !errors.Is(err, cqlstore.ErrNoFreeSlot) {
 			t.Fatal(err)
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("b never got the slot of a's expired lease: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err == nil
+	})
 	// The server counts TTLs in whole seconds from the second of the
 	// write: a lease lasts between ttl-1s and ttl.
 	if waited := time.Since(took); slot != 0 || waited < ttl-time.Second {
@@ -704,18 +699,14 @@ func TestCQLLeaseExpired(t *testing.T) {
 // waitFree polls until slot has no holder, at most 3*ttl.
 func waitFree(t *testing.T, s *cqlstore.Store, slot int32, ttl time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(3 * ttl)
-	for {
+	eventually.OK(t, 3*ttl, func() string {
 		h, err := s.SlotHolder(t.Context(), slot)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if h == "" {
-			return
+			return ""
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("slot %d still held by %q %s after a lease of %s", slot, h, 3*ttl, ttl)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Sprintf("slot %d still held by %q after a lease of %s", slot, h, ttl)
+	})
 }

@@ -6,12 +6,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 )
 
 // TestClusterCtl drives `shoal ctl` (the built binary) against a
@@ -60,17 +63,16 @@ func TestClusterCtl(t *testing.T) {
 	// poll runs ctl until check accepts its JSON output.
 	poll := func(check func(out string) bool, args ...string) string {
 		t.Helper()
-		deadline := time.Now().Add(clusterWait)
-		for {
-			code, out, errOut := ctl(append(args, "--format", "json")...)
-			if code == 0 && check(out) {
-				return out
+		var out string
+		eventually.OK(t, clusterWait, func() string {
+			var code int
+			var errOut string
+			if code, out, errOut = ctl(append(args, "--format", "json")...); code == 0 && check(out) {
+				return ""
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("ctl %v: exit %d\n%s%s", args, code, out, errOut)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+			return fmt.Sprintf("ctl %v: exit %d\n%s%s", args, code, out, errOut)
+		})
+		return out
 	}
 
 	sub, _ := dialMQTT(t, ga.mqtt, "acme-c1", false, 3600)

@@ -154,7 +154,7 @@ func (r *reconnector) follow(i int, cur *mqttClient) {
 				r.mu.Unlock()
 				return
 			}
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(100 * time.Millisecond) // paced as a device reconnects; a goroutine, so not eventually
 		}
 	}
 }
@@ -188,7 +188,7 @@ func (r *reconnector) stopFollowing() {
 // returns the reconnection times.
 func (r *reconnector) finish() []time.Duration {
 	r.t.Helper()
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // a grace period: nothing tells that no connection is still coming back
 	r.stopFollowing()
 	for _, err := range r.errs {
 		r.t.Error(err)

@@ -25,6 +25,7 @@ import (
 	"github.com/eclipse/paho.golang/paho"
 
 	"github.com/shoal-mqtt/shoal/internal/localserver/serverproc"
+	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 	"github.com/shoal-mqtt/shoal/internal/testutil/testpki"
 )
 
@@ -119,22 +120,20 @@ func startHAProxyTLS(t *testing.T, certKey []byte, pools ...string) *haproxyProc
 	go func() { _ = cmd.Wait(); close(done) }()
 	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
 	dumpOnFailure(t, h.log)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if nc, err := net.DialTimeout("tcp", h.mqtt, time.Second); err == nil {
+	eventually.OK(t, 20*time.Second, func() string {
+		nc, err := net.DialTimeout("tcp", h.mqtt, time.Second)
+		if err == nil {
 			_ = nc.Close()
-			return h
+			return ""
 		}
 		select {
 		case <-done:
 			t.Fatal("haproxy exited at start")
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("haproxy does not accept connections after 20s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fmt.Sprintf("haproxy does not accept connections: %v", err)
+	})
+	return h
 }
 
 // startGateway starts a gateway with extra arguments.
@@ -255,21 +254,17 @@ func TestHAProxyTenantPools(t *testing.T) {
 		clients[id], _ = dialMQTT(t, h.mqtt, id, true, 0)
 		want[pool(id)]++
 	}
-	deadline := time.Now().Add(clusterWait)
-	for {
+	eventually.OK(t, clusterWait, func() string {
 		got := map[string]int{
 			"a":       int(a1.gauge(t, "shoal_gateway_connections") + a2.gauge(t, "shoal_gateway_connections")),
 			"b":       int(b1.gauge(t, "shoal_gateway_connections")),
 			"default": int(d.gauge(t, "shoal_gateway_connections")),
 		}
 		if fmt.Sprint(got) == fmt.Sprint(want) {
-			break
+			return ""
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("connections per pool %v, want %v", got, want)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Sprintf("connections per pool %v, want %v", got, want)
+	})
 	if a1.gauge(t, "shoal_gateway_connections") == 0 || a2.gauge(t, "shoal_gateway_connections") == 0 {
 		t.Logf("pool a: %v and %v connections (leastconn spreads them)", a1.gauge(t, "shoal_gateway_connections"), a2.gauge(t, "shoal_gateway_connections"))
 	}
@@ -331,17 +326,13 @@ func TestHAProxyTenantPools(t *testing.T) {
 // "mqtt/<NOSRV>": a connection of frontend mqtt refused before any server.
 func waitLog(t *testing.T, path, line string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	eventually.OK(t, 10*time.Second, func() string {
 		b, _ := os.ReadFile(path)
 		if strings.Contains(string(b), line) {
-			return
+			return ""
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %q in HAProxy's log:\n%s", line, b)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Sprintf("no %q in HAProxy's log:\n%s", line, b)
+	})
 }
 
 // TestHAProxyTLS: MQTT over TLS through the real HAProxy, both ways its

@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"fmt"
 	"io"
 	"maps"
 	"net"
@@ -13,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 )
 
 // renderedHAProxy is the chart's HAProxy pod as a local process.
@@ -74,8 +77,7 @@ func startRenderedHAProxy(t *testing.T, m *rendered, pods []*localPod) *rendered
 
 	// Every server of every backend up (HAProxy's health checks: GET
 	// /readyz on the gateways' HTTP ports).
-	deadline := time.Now().Add(clusterWait)
-	for {
+	eventually.OK(t, clusterWait, func() string {
 		var down []string
 		servers := 0
 		stat, _ := h.tryRuntime("show stat") // an error: not listening yet
@@ -91,16 +93,14 @@ func startRenderedHAProxy(t *testing.T, m *rendered, pods []*localPod) *rendered
 		}
 		if servers > 0 && len(down) == 0 {
 			t.Logf("HAProxy: %d servers up", servers)
-			return h
+			return ""
 		}
 		if p.exitedRelaunched(t) {
-			continue
+			return "HAProxy started again"
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("HAProxy's servers not all up after %v: %d servers, down: %v", clusterWait, servers, down)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return fmt.Sprintf("HAProxy's servers not all up: %d servers, down: %v", servers, down)
+	})
+	return h
 }
 
 // runtime sends one command to HAProxy's runtime API and returns its

@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 )
 
 // localPod is one pod of the rendered chart as local processes would run
@@ -361,23 +363,19 @@ func (p *localPod) launch(t *testing.T, path string) {
 // waitReady polls the readiness probe's /readyz on the pod's HTTP port.
 func (p *localPod) waitReady(t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(clusterWait)
-	for {
+	eventually.OK(t, clusterWait, func() string {
 		resp, err := http.Get("http://" + p.ports[9090] + "/readyz")
 		if err == nil {
 			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK && servesHTTP(p.log) {
-				return
+				return ""
 			}
 		}
 		if p.exitedRelaunched(t) {
-			continue
+			return p.name + " started again"
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not ready after %v", p.name, clusterWait)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return p.name + " not ready"
+	})
 }
 
 // exitedRelaunched fails the test when the process exited, unless a port

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 )
 
 // TestHelmValuesRunLocally runs what the Helm chart renders, without
@@ -130,33 +132,26 @@ func TestHelmValuesRunLocally(t *testing.T) {
 	connect := func(id string) *mqttClient {
 		t.Helper()
 		cred := creds[strings.SplitN(id, "-", 2)[0]]
-		deadline := time.Now().Add(clusterWait)
-		for {
-			c, _, err := tryDialMQTT(t, mqttAddr, id, true, 0, cred[0], cred[1])
-			if err == nil {
-				return c
+		var c *mqttClient
+		eventually.OK(t, clusterWait, func() string {
+			var err error
+			if c, _, err = tryDialMQTT(t, mqttAddr, id, true, 0, cred[0], cred[1]); err != nil {
+				return fmt.Sprintf("%s through HAProxy: %v", id, err)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s through HAProxy: %v", id, err)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+			return ""
+		})
+		return c
 	}
 	// tenantConns waits until the gateway holds want connections of tenant.
 	tenantConns := func(g *localPod, tenant string, want float64) {
 		t.Helper()
 		series := fmt.Sprintf(`shoal_gateway_tenant_connections{tenant=%q}`, tenant)
-		deadline := time.Now().Add(clusterWait)
-		for {
-			got := g.metric(t, "shoal_gateway_tenant_connections", "tenant", tenant)
-			if got == want {
-				return
+		eventually.OK(t, clusterWait, func() string {
+			if got := g.metric(t, "shoal_gateway_tenant_connections", "tenant", tenant); got != want {
+				return fmt.Sprintf("%s: %s is %v, want %v", g.name, series, got, want)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: %s is %v, want %v", g.name, series, got, want)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return ""
+		})
 	}
 
 	// Each tenant lands on its pool's gateway: ta (not in tenants.map) on
@@ -216,7 +211,7 @@ func TestHelmValuesRunLocally(t *testing.T) {
 	// Nothing crossed tenants (each expectPayload above fails on another
 	// tenant's message first in line): a second more, and no subscriber
 	// has anything left, of another tenant or twice.
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // a quiet period: nothing tells that no stray message comes
 	for _, c := range []*mqttClient{taSub, taFar, tbSub} {
 		for len(c.msgs) > 0 {
 			m := <-c.msgs

@@ -141,7 +141,7 @@ func TestProduceBackgroundLingerAndCap(t *testing.T) {
 	for i := range BackgroundMaxHeld - 1 {
 		long.ProduceBackground(&Record{Topic: TopicDeliveries, Partition: 0, Value: fmt.Appendf(nil, "r%d", i)}, d.done)
 	}
-	time.Sleep(50 * time.Millisecond)
+	time.Sleep(50 * time.Millisecond) // a quiet period: nothing tells that the held records stay held
 	if n := d.count(); n != 0 {
 		t.Fatalf("%d done of %d held, below the cap", n, BackgroundMaxHeld-1)
 	}

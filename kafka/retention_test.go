@@ -126,7 +126,7 @@ func TestEmbeddedRetentionBytes(t *testing.T) {
 	// check may trim one more record after it held. Settled when five
 	// checks (100 ms) leave the start where it is.
 	for settled := start; ; settled = start {
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // five retention checks: the start must stay put that long
 		starts, err := c.adm.ListStartOffsets(ctx, TopicDeliveries)
 		if err != nil {
 			t.Fatal(err)

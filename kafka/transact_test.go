@@ -234,9 +234,7 @@ func TestTransactAcross(t *testing.T) {
 	adone, bdone := make(chan error, 1), make(chan error, 1)
 	go func() { adone <- copyTopic(actx, "a") }()
 	go func() { bdone <- copyTopic(bctx, "b") }()
-	for copied.Load() < n/2 && ctx.Err() == nil {
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually.Before(t, ctx, "half the records copied", func() bool { return copied.Load() >= n/2 })
 	acancel() // a leaves; b takes its partitions from the target's offsets
 	if err := <-adone; err != nil {
 		t.Fatalf("member a: %v", err)

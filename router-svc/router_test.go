@@ -181,17 +181,17 @@ func (b *backbone) runRouterWith(cfg routersvc.Config, store routersvc.Store) *r
 	rr := &runningRouter{Router: r, cancel: cancel, done: make(chan struct{})}
 	go func() { rr.err = r.Run(ctx); close(rr.done) }()
 	b.t.Cleanup(func() { _ = rr.stop() }) // on a failure too
-	deadline := time.Now().Add(e2eTimeout)
-	for !r.Ready() {
-		if time.Now().After(deadline) {
-			b.t.Fatal("router not ready")
+	eventually.True(b.t, e2eTimeout, "router ready", func() bool {
+		if r.Ready() {
+			return true
 		}
 		select {
 		case <-rr.done:
 			b.t.Fatalf("router stopped before it was ready: %v", rr.err)
-		case <-time.After(10 * time.Millisecond):
+		default:
 		}
-	}
+		return false
+	})
 	return rr
 }
 

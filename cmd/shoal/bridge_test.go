@@ -15,10 +15,10 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/eclipse/paho.golang/paho"
 
+	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 	"github.com/shoal-mqtt/shoal/internal/testutil/testlog"
 	"github.com/shoal-mqtt/shoal/kafka"
 )
@@ -56,23 +56,23 @@ func TestBridgeWithKcat(t *testing.T) {
 
 	props := b.props()
 	var out string
-	for deadline := time.Now().Add(wait); ; {
+	eventually.OK(t, wait, func() string {
 		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
 		var stdout, stderr bytes.Buffer
 		cmd := exec.CommandContext(ctx, kcat, "-F", props, "-b", kaddr, "-X", "isolation.level=read_committed",
 			"-C", "-t", "iot.telemetry", "-o", "beginning", "-e", "-q", "-f", "%k|%s|%h\n")
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		err := cmd.Run()
-		cancel()
 		out = stdout.String()
-		if err == nil && out != "" || time.Now().After(deadline) {
-			if err != nil {
-				t.Fatalf("kcat: %v\n%s", err, &stderr)
-			}
-			break
+		switch {
+		case err != nil:
+			return fmt.Sprintf("kcat: %v\n%s", err, &stderr)
+		case out == "":
+			return "kcat read no record from iot.telemetry"
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return ""
+	})
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 	if len(lines) != 1 {
 		t.Fatalf("kcat read %d records from iot.telemetry, want acme's one:\n%s", len(lines), out)
@@ -154,11 +154,12 @@ func TestBridgeKillUnderLoad(t *testing.T) {
 			}
 		}()
 	}
-	for deadline := time.Now().Add(wait); n.Load() < 1500; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d messages acknowledged in %v", n.Load(), wait)
+	eventually.OK(t, wait, func() string {
+		if got := n.Load(); got < 1500 {
+			return fmt.Sprintf("%d messages acknowledged, want 1500", got)
 		}
-	}
+		return ""
+	})
 	p.kill()
 	wg.Wait()
 	t.Logf("killed after %d acknowledged publishes (QoS 1 %d, QoS 2 %d)", n.Load(), len(acked["load/1"]), len(acked["load/2"]))
@@ -190,16 +191,14 @@ func TestBridgeKillUnderLoad(t *testing.T) {
 		return got
 	}
 	var got map[string][]int
-	for deadline := time.Now().Add(2 * wait); ; time.Sleep(200 * time.Millisecond) {
+	eventually.OK(t, 2*wait, func() string {
 		got = read()
 		if len(got["load/1"]) >= len(acked["load/1"]) && len(got["load/2"]) >= len(acked["load/2"]) {
-			break
+			return ""
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after the restart the bridged topic holds %d and %d records, want at least the %d and %d acknowledged",
-				len(got["load/1"]), len(got["load/2"]), len(acked["load/1"]), len(acked["load/2"]))
-		}
-	}
+		return fmt.Sprintf("after the restart the bridged topic holds %d and %d records, want at least the %d and %d acknowledged",
+			len(got["load/1"]), len(got["load/2"]), len(acked["load/1"]), len(acked["load/2"]))
+	})
 	for topic, sent := range acked {
 		recs := got[topic]
 		next, repeats, runs := 0, 0, 0
@@ -297,12 +296,12 @@ func TestBridgeReloadOnSIGHUP(t *testing.T) {
 	waitFor := func(what string, ok func(string) bool) string {
 		t.Helper()
 		var out string
-		for deadline := time.Now().Add(wait); !ok(out); time.Sleep(100 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("shoal ctl bridges printed\n%s\nwant %s", out, what)
+		eventually.OK(t, wait, func() string {
+			if out = bridges(); !ok(out) {
+				return fmt.Sprintf("shoal ctl bridges printed\n%s\nwant %s", out, what)
 			}
-			out = bridges()
-		}
+			return ""
+		})
 		return out
 	}
 	waitFor("the out mapping running with its lag", func(s string) bool {
@@ -349,15 +348,13 @@ func TestBridgeReloadOnSIGHUP(t *testing.T) {
         mqtt_topic: "plant/{key}/command"
         qos: 3
 `)
-	for deadline := time.Now().Add(wait); ; time.Sleep(100 * time.Millisecond) {
+	eventually.OK(t, wait, func() string {
 		log, _ := os.ReadFile(p.log)
-		if strings.Contains(string(log), "bridges.kafka.in[0].qos") {
-			break
+		if !strings.Contains(string(log), "bridges.kafka.in[0].qos") {
+			return fmt.Sprintf("no error naming bridges.kafka.in[0].qos after the SIGHUP; the log:\n%s", log)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no error naming bridges.kafka.in[0].qos after the SIGHUP; the log:\n%s", log)
-		}
-	}
+		return ""
+	})
 	if out := bridges(); !strings.Contains(out, "commands") || !strings.Contains(out, "telemetry") {
 		t.Fatalf("after a refused reload shoal ctl bridges printed\n%s\nwant both mappings still in force", out)
 	}
@@ -425,12 +422,16 @@ func TestBridgeToAnotherCluster(t *testing.T) {
 		return out.String(), nil
 	}
 	var out string
-	for deadline := time.Now().Add(wait); out == ""; time.Sleep(200 * time.Millisecond) {
+	eventually.OK(t, wait, func() string {
 		out, err = kcat(uprops, uaddr, "", "-X", "isolation.level=read_committed", "-C", "-t", "iot.telemetry", "-o", "beginning", "-e", "-q", "-f", "%k %s\n")
-		if err != nil || time.Now().After(deadline) {
+		if err != nil {
 			t.Fatalf("the other cluster's iot.telemetry: %q, %v", out, err)
 		}
-	}
+		if out == "" {
+			return "the other cluster's iot.telemetry: no record"
+		}
+		return ""
+	})
 	if out != "plant/3/telemetry 7.5\n" {
 		t.Fatalf("the other cluster's iot.telemetry holds %q, want the one message", out)
 	}

@@ -8,7 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 )
 
 // TestKcatReadsTheEmbeddedLog follows docs/security.md ("The embedded Kafka
@@ -69,17 +70,12 @@ func TestKcatReadsTheEmbeddedLog(t *testing.T) {
 		return false
 	}
 	format := []string{"-f", "%K %S\n%k%s\n"} // sizes first: the values are binary
-	var out string
-	for deadline := time.Now().Add(wait); ; {
-		out = run(append([]string{"-C", "-t", "shoal.messages", "-o", "beginning", "-e", "-q"}, format...)...)
-		if found(out) || time.Now().After(deadline) {
-			break
+	eventually.OK(t, wait, func() string {
+		if out := run(append([]string{"-C", "-t", "shoal.messages", "-o", "beginning", "-e", "-q"}, format...)...); !found(out) {
+			return fmt.Sprintf("kcat -C read no record %s with the payload:\n%q", key, out)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if !found(out) {
-		t.Fatalf("kcat -C read no record %s with the payload:\n%q", key, out)
-	}
+		return ""
+	})
 	if out := run(append([]string{"-G", "kcat-test", "-o", "beginning", "-e", "-q"}, append(format, "shoal.messages")...)...); !found(out) {
 		t.Errorf("kcat -G read no record %s with the payload:\n%q", key, out)
 	}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/eclipse/paho.golang/paho"
+
+	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 )
 
 // receipt is one PUBLISH a subscriber got: its packet identifier and DUP
@@ -117,13 +119,12 @@ func TestKillUnderLoad(t *testing.T) {
 	}
 	// Under load for a while, and the hand-off path in use: the clean
 	// subscriber has been getting messages.
-	deadline := time.Now().Add(wait)
-	for ackedN.Load() < 1000 || live.count() < 500 {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %d messages acknowledged, %d received by the clean subscriber", wait, ackedN.Load(), live.count())
+	eventually.OK(t, wait, func() string {
+		if a, l := ackedN.Load(), live.count(); a < 1000 || l < 500 {
+			return fmt.Sprintf("%d messages acknowledged, %d received by the clean subscriber", a, l)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return ""
+	})
 	p.kill()
 	wg.Wait()
 	mu.Lock()
@@ -134,7 +135,6 @@ func TestKillUnderLoad(t *testing.T) {
 	p = startShoal(t, dir)
 	dialRecorded(t, p.mqtt, "kl-sub1", false, sub1)
 	dialRecorded(t, p.mqtt, "kl-sub2", false, sub2)
-	deadline = time.Now().Add(2 * wait)
 	missing := func() (m1, m2 []int) {
 		for _, n := range acked {
 			if !sub1.has(n) {
@@ -146,17 +146,14 @@ func TestKillUnderLoad(t *testing.T) {
 		}
 		return m1, m2
 	}
-	for {
+	eventually.OK(t, 2*wait, func() string {
 		m1, m2 := missing()
 		if len(m1) == 0 && len(m2) == 0 {
-			break
+			return ""
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after the restart, of %d acknowledged messages the QoS 1 subscriber misses %d (first %v), the QoS 2 one %d (first %v)",
-				total, len(m1), m1[:min(len(m1), 5)], len(m2), m2[:min(len(m2), 5)])
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Sprintf("after the restart, of %d acknowledged messages the QoS 1 subscriber misses %d (first %v), the QoS 2 one %d (first %v)",
+			total, len(m1), m1[:min(len(m1), 5)], len(m2), m2[:min(len(m2), 5)])
+	})
 	// Give late repeats a moment to show.
 	time.Sleep(500 * time.Millisecond)
 	sub2.mu.Lock()

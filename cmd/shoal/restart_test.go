@@ -130,7 +130,7 @@ func tryStartShoal(t *testing.T, dir string, env []string) (*shoalProc, bool) {
 			t.Logf("shoal not ready after %v; its log:\n%s", wait, b)
 			return nil, false
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // a poll, not eventually: the caller retries a failed start
 	}
 }
 

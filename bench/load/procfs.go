@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -157,3 +158,36 @@ func ReadLoadAvg() ([3]float64, error) {
 	}
 	return ParseLoadAvg(b)
 }
+
+// ThreadsCPU returns the CPU time (user + system) of the process's threads
+// whose name (/proc/PID/task/TID/comm) match accepts: a JVM's JIT
+// compiler threads, say, whose work says whether it has warmed up. A
+// thread that ends between the listing and the read is left out.
+func (p *Proc) ThreadsCPU(match func(name string) bool) (time.Duration, error) {
+	tasks, err := os.ReadDir(p.dir + "/task")
+	if err != nil {
+		return 0, fmt.Errorf("read threads: %w", err)
+	}
+	var ticks uint64
+	for _, t := range tasks {
+		dir := p.dir + "/task/" + t.Name()
+		comm, err := os.ReadFile(dir + "/comm")
+		if err != nil || !match(string(bytes.TrimSpace(comm))) {
+			continue
+		}
+		stat, err := os.ReadFile(dir + "/stat")
+		if err != nil {
+			continue
+		}
+		n, err := ParseStatCPU(stat)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", dir, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / time.Duration(p.hz), nil
+}
+
+// JITCompiler matches the names of a HotSpot JVM's JIT compiler threads
+// ("C1 CompilerThre", "C2 CompilerThre": the kernel keeps 15 bytes).
+func JITCompiler(name string) bool { return strings.Contains(name, "CompilerThre") }

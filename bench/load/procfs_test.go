@@ -2,10 +2,16 @@ package load
 
 import (
 	"encoding/binary"
+	"fmt"
 	"os"
+	"runtime"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 )
 
 func TestParseStatCPU(t *testing.T) {
@@ -106,5 +112,41 @@ func TestNewProcMissing(t *testing.T) {
 	_, err := NewProc(1 << 30)
 	if err == nil || !strings.Contains(err.Error(), "read process cpu") {
 		t.Errorf("NewProc of a missing pid: err = %v", err)
+	}
+}
+
+func TestThreadsCPU(t *testing.T) {
+	if _, err := os.Stat("/proc/self/task"); err != nil {
+		t.Skip("no /proc here")
+	}
+	p, err := NewProc(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A thread of this process named as a JIT compiler's, burning CPU
+	// until its ticks show.
+	named := make(chan error, 1)
+	var stop atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine, and the name with it
+		named <- os.WriteFile(fmt.Sprintf("/proc/self/task/%d/comm", syscall.Gettid()), []byte("C2 CompilerThre"), 0)
+		for !stop.Load() { // spins: the point is to use CPU
+		}
+	}()
+	defer func() { stop.Store(true); <-done }()
+	if err := <-named; err != nil {
+		t.Skipf("cannot name a thread here: %v", err)
+	}
+	eventually.True(t, 5*time.Second, "the named thread's CPU time grows", func() bool {
+		d, err := p.ThreadsCPU(JITCompiler)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d > 0
+	})
+	if d, err := p.ThreadsCPU(func(string) bool { return false }); err != nil || d != 0 {
+		t.Errorf("ThreadsCPU of no thread = %v, %v; want 0", d, err)
 	}
 }

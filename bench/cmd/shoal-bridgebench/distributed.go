@@ -164,11 +164,13 @@ func runDistributed(ctx context.Context, h *harness, opt options, clk *clock, st
 				return res, err
 			}
 		}
+		jit := startJIT(map[string]int{"kafka": kc.PID(), "cassandra": cq.PID()})
 		r, err := measureOut(ctx, opt, clk, outTarget{mqtt: mqtt, log: log, kcat: tail, name: fmt.Sprintf("d%d", q),
 			base: 100 * (i + 1), procs: named}, q)
 		if err != nil {
 			return res, fmt.Errorf("distributed qos %d: %w", q, err)
 		}
+		r.JITPercent = jit.percent()
 		r.Part = partDistributed
 		writeLatencyLine(stdout, r)
 		res.Runs = append(res.Runs, r)
@@ -177,4 +179,41 @@ func runDistributed(ctx context.Context, h *harness, opt options, clk *clock, st
 		}
 	}
 	return res, nil
+}
+
+// jitWatch reads the CPU time of JVMs' JIT compiler threads at a start.
+type jitWatch struct {
+	began time.Time
+	procs map[string]*load.Proc
+	at    map[string]time.Duration
+}
+
+// startJIT starts watching the JVMs of pids (by name); one that cannot be
+// read is left out.
+func startJIT(pids map[string]int) *jitWatch {
+	w := &jitWatch{began: time.Now(), procs: map[string]*load.Proc{}, at: map[string]time.Duration{}}
+	for name, pid := range pids {
+		p, err := load.NewProc(pid)
+		if err != nil {
+			continue
+		}
+		d, err := p.ThreadsCPU(load.JITCompiler)
+		if err != nil {
+			continue
+		}
+		w.procs[name], w.at[name] = p, d
+	}
+	return w
+}
+
+// percent is each JVM's JIT compiling since the start, in % of one core.
+func (w *jitWatch) percent() map[string]float64 {
+	out := map[string]float64{}
+	el := time.Since(w.began).Seconds()
+	for name, p := range w.procs {
+		if d, err := p.ThreadsCPU(load.JITCompiler); err == nil && el > 0 {
+			out[name] = 100 * (d - w.at[name]).Seconds() / el
+		}
+	}
+	return out
 }

@@ -127,7 +127,7 @@ func parse(args []string, stderr io.Writer, now time.Time) (options, error) {
 	fs.DurationVar(&opt.catchAfter, "catchup-after", 10*time.Second, "catchup: load after the bridge caught up")
 	fs.DurationVar(&opt.catchLimit, "catchup-limit", 3*time.Minute, "catchup: longest wait for the bridge to catch up")
 	fs.DurationVar(&opt.caughtUp, "caught-up", 500*time.Millisecond, "catchup: the bridge has caught up once every record read is at most this late")
-	fs.DurationVar(&opt.prime, "prime", 10*time.Second, "distributed: an unrecorded run at the same load first, so that the JVMs have compiled their hot paths (0: none)")
+	fs.DurationVar(&opt.prime, "prime", 2*time.Minute, "distributed: an unrecorded run at the same load first, so that the JVMs have compiled their hot paths (0: none; on 2 cores Kafka's JIT still compiles a minute in)")
 	fs.DurationVar(&opt.timeout, "timeout", 0, "bound on the whole command (default: computed from the parts)")
 	fs.BoolVar(&opt.keep, "keep", false, "keep the work directory (data directories)")
 	smoke := fs.Bool("smoke", false, "a quick check: -rounds 1, 1 s warm-ups, 3 s windows, the bridge stopped for 5 s, unless given")

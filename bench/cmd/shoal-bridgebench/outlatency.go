@@ -47,8 +47,13 @@ type latencyRun struct {
 	Refused uint64 `json:"refused,omitempty"`
 	// Processes are the CPU of the processes involved over the window.
 	Processes []load.ProcUsage `json:"processes"`
-	LoadAvg   *load.LoadAvg    `json:"loadavg,omitempty"`
-	Errors    string           `json:"errors,omitempty"`
+	// JITPercent is, distributed only, the CPU of each JVM's JIT compiler
+	// threads over the whole run (warm-up, window and drain), in % of one
+	// core: a JVM still compiling has not warmed up, and its requests
+	// run slower meanwhile.
+	JITPercent map[string]float64 `json:"jit_pct,omitempty"`
+	LoadAvg    *load.LoadAvg      `json:"loadavg,omitempty"`
+	Errors     string             `json:"errors,omitempty"`
 }
 
 // steadyTail is the end of a window that SteadyLatency leaves out.

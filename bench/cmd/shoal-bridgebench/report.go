@@ -159,10 +159,10 @@ var distProcs = []string{"gateway", "router", "session", "bridge", "kafka", "cas
 
 func writeDistributedTable(w io.Writer, o options, d *distributedRun) {
 	fmt.Fprintf(w, "\n## MQTT to Kafka latency, distributed\n\n")
-	fmt.Fprintf(w, "Apache Kafka %s (KRaft, one node) and Cassandra %s (one node) as local JVMs with the full JIT, %d partitions per event topic; `shoal session`, `shoal router`, one `shoal gateway` and a `shoal bridge` with the out mapping, each a process; %d publishers share %.0f msg/s on the gateway, %s warm-up, %s measured, after an unrecorded run of %s; a read_committed kcat tails `%s` on Kafka. Target: p99 ≤ %s ms.\n\n",
+	fmt.Fprintf(w, "Apache Kafka %s (KRaft, one node) and Cassandra %s (one node) as local JVMs with the full JIT, %d partitions per event topic; `shoal session`, `shoal router`, one `shoal gateway` and a `shoal bridge` with the out mapping, each a process; %d publishers share %.0f msg/s on the gateway, %s warm-up, %s measured, after an unrecorded run of %s; a read_committed kcat tails `%s` on Kafka. JIT compiling: the CPU of each JVM's JIT compiler threads over the run, in %% of one core (a JVM still compiling has not warmed up). Target: p99 ≤ %s ms.\n\n",
 		d.Kafka, d.Cassandra, distPartitions, o.outPublishers, o.outRate, o.warmup, o.outDuration, o.prime, bridgedTopic, ms(targetDistP99us))
-	fmt.Fprintf(w, "| QoS | msg/s | sent | received | lost | repeats | reordered | p50 ms | p99 ms | p99.9 ms | max ms | CPU %%: %s | target |\n", strings.Join(distProcs, ", "))
-	fmt.Fprintf(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
+	fmt.Fprintf(w, "| QoS | msg/s | sent | received | lost | repeats | reordered | p50 ms | p99 ms | p99.9 ms | max ms | CPU %%: %s | JIT compiling %%: kafka, cassandra | target |\n", strings.Join(distProcs, ", "))
+	fmt.Fprintf(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|\n")
 	for _, r := range d.Runs {
 		p50, p99, p999, pmax := percentiles(r.Latency)
 		c := r.Counts
@@ -174,8 +174,12 @@ func writeDistributedTable(w io.Writer, o options, d *distributedRun) {
 		for i, n := range distProcs {
 			cpus[i] = pct(r.Processes, n)
 		}
-		fmt.Fprintf(w, "| %d | %.0f | %d | %d | %d | %d | %d | %s | %s | %s | %s | %s | %s |\n", r.QoS, r.Rate,
-			c.Sent, c.Received, c.Lost, c.Repeats, c.Reordered, ms(p50), ms(p99), ms(p999), ms(pmax), strings.Join(cpus, ", "), verdict)
+		jit := "–"
+		if len(r.JITPercent) > 0 {
+			jit = fmt.Sprintf("%.0f, %.0f", r.JITPercent["kafka"], r.JITPercent["cassandra"])
+		}
+		fmt.Fprintf(w, "| %d | %.0f | %d | %d | %d | %d | %d | %s | %s | %s | %s | %s | %s | %s |\n", r.QoS, r.Rate,
+			c.Sent, c.Received, c.Lost, c.Repeats, c.Reordered, ms(p50), ms(p99), ms(p999), ms(pmax), strings.Join(cpus, ", "), jit, verdict)
 	}
 	for _, r := range d.Runs {
 		if r.Errors != "" {

@@ -260,6 +260,9 @@ func (c *Client) consumeLoop(ctx context.Context, cl *kgo.Client, cfg ConsumeCon
 		}
 		var fatal error
 		fetches.EachError(func(topic string, p int32, err error) {
+			if topic == "" { // an error of the group, not of a partition
+				topic = cfg.Topic
+			}
 			if fatal == nil {
 				fatal = c.fetchError(topic, p, err)
 			}
@@ -378,10 +381,19 @@ func (c *Client) fetchError(topic string, p int32, err error) error {
 	var (
 		ke   *kerr.Error
 		loss *kgo.ErrDataLoss
+		gs   *kgo.ErrGroupSession
 	)
 	switch {
 	case errors.Is(err, kgo.ErrClientClosed):
 		return err
+	case errors.As(err, &gs) && !errors.Is(err, kerr.GroupAuthorizationFailed) && !errors.Is(err, kerr.TopicAuthorizationFailed):
+		// The member left the group (UNKNOWN_MEMBER_ID after a broker
+		// paused past the session, a coordinator that moved): franz-go
+		// has called OnRevoked with what it held and joins again after a
+		// backoff, and OnAssigned comes with what it then gets. Only a
+		// refusal of access is for the operator to fix.
+		c.log.Warn("kafka consumer group session lost; joining again", "topic", topic, "err", err)
+		return nil
 	case errors.As(err, &loss):
 		c.log.Warn("kafka data loss: the log ends before the offset reached, reading again from where it resumes",
 			"topic", topic, "partition", p, "err", err)

@@ -159,31 +159,9 @@ func (c *Client) describeTopics(ctx context.Context, names []string) (map[string
 // checkTopics waits until the topics are visible (a created topic takes a
 // moment to reach every broker) and compares them with their specs.
 func (c *Client) checkTopics(ctx context.Context, specs []TopicSpec, names []string) error {
-	var details map[string]topicDetail
-	var brokers int
-	for backoff := 20 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
-		var err error
-		if details, brokers, err = c.describeTopics(ctx, names); err != nil {
-			return fmt.Errorf("ensure topics: %w", err)
-		}
-		missing := false
-		for _, d := range details {
-			missing = missing || errors.Is(d.err, kerr.UnknownTopicOrPartition) || errors.Is(d.err, kerr.LeaderNotAvailable)
-		}
-		if !missing {
-			break
-		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("ensure topics: waiting for created topics: %w", ctx.Err())
-		case <-t.C:
-		}
-	}
-	configs, err := c.adm.DescribeTopicConfigs(ctx, names...)
+	details, brokers, configs, err := c.waitVisible(ctx, names)
 	if err != nil {
-		return fmt.Errorf("ensure topics: describe configs: %w", err)
+		return err
 	}
 	var errs []error
 	for _, s := range specs {
@@ -249,6 +227,51 @@ func (c *Client) checkTopics(ctx context.Context, specs []TopicSpec, names []str
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// waitVisible describes the topics and their configurations until no
+// broker asked says it does not know one: on a cluster of several brokers
+// a topic just created reaches them one by one, so the broker that answers
+// the metadata may know it and the one that answers for its configuration
+// not yet. It waits as long as ctx allows.
+func (c *Client) waitVisible(ctx context.Context, names []string) (map[string]topicDetail, int, kadm.ResourceConfigs, error) {
+	for backoff := 20 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+		details, brokers, err := c.describeTopics(ctx, names)
+		if err != nil {
+			return nil, 0, nil, fmt.Errorf("ensure topics: %w", err)
+		}
+		missing := ""
+		for n, d := range details {
+			if errors.Is(d.err, kerr.UnknownTopicOrPartition) || errors.Is(d.err, kerr.LeaderNotAvailable) {
+				missing = n
+			}
+		}
+		var configs kadm.ResourceConfigs
+		if missing == "" {
+			if configs, err = c.adm.DescribeTopicConfigs(ctx, names...); err != nil && !errors.Is(err, kerr.UnknownTopicOrPartition) {
+				return nil, 0, nil, fmt.Errorf("ensure topics: describe configs: %w", err)
+			}
+			if err != nil {
+				missing = "a topic"
+			}
+			for _, rc := range configs {
+				if errors.Is(rc.Err, kerr.UnknownTopicOrPartition) {
+					missing = rc.Name
+				}
+			}
+		}
+		if missing == "" {
+			return details, brokers, configs, nil
+		}
+		c.log.Debug("kafka topic not yet known to every broker; asking again", "topic", missing, "backoff", backoff)
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, 0, nil, fmt.Errorf("ensure topics: waiting for %s to reach every broker: %w", missing, ctx.Err())
+		case <-t.C:
+		}
+	}
 }
 
 // raiseMaxMessageBytes raises the max.message.bytes of an existing topic

@@ -6,10 +6,14 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shoal-mqtt/shoal/internal/testutil/testlog"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
@@ -246,5 +250,52 @@ func TestMaxMessageBytes(t *testing.T) {
 	}
 	if !bytes.Equal(got.GetPublish().GetMessage().GetPayload(), payload) {
 		t.Fatalf("read back a payload of %d bytes, want the 1 MiB written", len(got.GetPublish().GetMessage().GetPayload()))
+	}
+}
+
+// On a cluster of several brokers a topic just created reaches them one by
+// one: the broker that answers DescribeConfigs may not know it yet, and
+// EnsureTopics asks again instead of failing the role's start.
+func TestEnsureTopicsWaitsForConfigsOfNewTopics(t *testing.T) {
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cluster.Close)
+	var refused atomic.Int32
+	cluster.ControlKey(int16(kmsg.DescribeConfigs), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		cluster.KeepControl()
+		if refused.Load() >= 3 {
+			return nil, nil, false
+		}
+		refused.Add(1)
+		r, ok := req.(*kmsg.DescribeConfigsRequest)
+		if !ok {
+			return nil, nil, false
+		}
+		resp, ok := r.ResponseKind().(*kmsg.DescribeConfigsResponse)
+		if !ok {
+			return nil, nil, false
+		}
+		for _, rr := range r.Resources {
+			res := kmsg.NewDescribeConfigsResponseResource()
+			res.ResourceType, res.ResourceName = rr.ResourceType, rr.ResourceName
+			res.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			resp.Resources = append(resp.Resources, res)
+		}
+		return resp, nil, true
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	c, err := NewClient(ctx, Config{Brokers: cluster.ListenAddrs()}, testlog.New(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	if err := c.EnsureTopics(ctx); err != nil {
+		t.Fatalf("EnsureTopics while the brokers learn of the new topics: %v", err)
+	}
+	if n := refused.Load(); n != 3 {
+		t.Errorf("DescribeConfigs refused %d times, want 3 (the test did not exercise the wait)", n)
 	}
 }

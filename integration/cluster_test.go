@@ -88,9 +88,16 @@ type cluster struct {
 // noticed within seconds.
 func newCluster(t *testing.T) *cluster {
 	t.Helper()
+	return newClusterOn(t, ownKafka(t), "")
+}
+
+// newClusterOn is newCluster on the Kafka given, its kafka section with
+// kafkaExtra (indented YAML lines) added.
+func newClusterOn(t *testing.T, kafka kafkaServer, kafkaExtra string) *cluster {
+	t.Helper()
 	c := &cluster{t: t, bin: shoalBinary(t), dir: t.TempDir()}
 	cql := cqlConfig(t)
-	c.kafka = ownKafka(t)
+	c.kafka = kafka
 	c.cfgPath = filepath.Join(c.dir, "shoal.yaml")
 	// One password file for every gateway (mosquitto_passwd's, of
 	// gateway/auth/testdata); anonymous clients are allowed too, as the
@@ -107,7 +114,7 @@ func newCluster(t *testing.T) *cluster {
 kafka:
   partitions: 4
   group_session_timeout: 6s
-cql:
+%scql:
   hosts: [%s]
   keyspace: %s
   replication_factor: 1
@@ -125,7 +132,7 @@ auth:
 tenants:
   qt:
     max_connections: 4
-`, strings.Join(cql.Hosts, ", "), cql.Keyspace, c.passwdPath)
+`, kafkaExtra, strings.Join(cql.Hosts, ", "), cql.Keyspace, c.passwdPath)
 	if err := os.WriteFile(c.cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -33,6 +33,14 @@
 // that would create topics by asking for their metadata is caught by
 // tests that check partition counts.
 //
+// StartNodes starts a cluster of several nodes instead (multi.go), each
+// broker and controller of one KRaft quorum with static voters, in
+// dir/node-N with ports of its own: internal and new topics are replicated
+// on every node with min.insync.replicas 2. Nodes.Node(i) stops, kills,
+// restarts, pauses (SIGSTOP) and resumes one node; a restarted node is
+// ready once the quorum lists it among the live brokers again. The fault
+// tests (integration/faults_test.go) run on it.
+//
 // The readiness probe uses franz-go directly rather than Shoal's kafka
 // package: the harness must not depend on the code it is used to test.
 package realkafka

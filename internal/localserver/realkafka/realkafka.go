@@ -68,6 +68,9 @@ type Cluster struct {
 	brokerPort int
 	ctlPort    int
 	fullJIT    bool
+	// Of a node of several (multi.go); zero for a one-node cluster.
+	nodeID int
+	multi  *Nodes
 
 	op   sync.Mutex          // held by Stop, Kill and Restart: one at a time
 	mu   sync.Mutex          // guards proc
@@ -162,7 +165,8 @@ func (c *Cluster) Stop() error {
 	if p.Exited() {
 		return fmt.Errorf("stop kafka: it had exited on its own: %w%s", p.Err(), c.out.tailSuffix())
 	}
-	if err := p.Signal(syscall.SIGTERM); err != nil {
+	// A paused node (Pause) must run again to shut down.
+	if err := errors.Join(p.Signal(syscall.SIGCONT), p.Signal(syscall.SIGTERM)); err != nil {
 		return errors.Join(fmt.Errorf("stop kafka: %w", err), p.Kill(killTimeout))
 	}
 	t := time.NewTimer(stopTimeout)
@@ -233,24 +237,30 @@ func (c *Cluster) propertiesPath() string { return filepath.Join(c.dir, "server.
 func (c *Cluster) writeProperties() error {
 	broker := net.JoinHostPort("127.0.0.1", strconv.Itoa(c.brokerPort))
 	ctl := net.JoinHostPort("127.0.0.1", strconv.Itoa(c.ctlPort))
+	id, quorum, rf, isr := "1", "controller.quorum.bootstrap.servers="+ctl, "1", "1"
+	if c.multi != nil {
+		id, quorum, rf, isr = strconv.Itoa(c.nodeID), "controller.quorum.voters="+c.multi.voters(), strconv.Itoa(len(c.multi.nodes)), "2"
+	}
 	props := []string{
 		"process.roles=broker,controller",
-		"node.id=1",
-		"controller.quorum.bootstrap.servers=" + ctl,
+		"node.id=" + id,
+		quorum,
 		"listeners=PLAINTEXT://" + broker + ",CONTROLLER://" + ctl,
 		"advertised.listeners=PLAINTEXT://" + broker,
 		"controller.listener.names=CONTROLLER",
 		"inter.broker.listener.name=PLAINTEXT",
 		"listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
 		"log.dirs=" + c.dataDir(),
-		"offsets.topic.replication.factor=1",
+		"offsets.topic.replication.factor=" + rf,
 		"offsets.topic.num.partitions=4",
-		"transaction.state.log.replication.factor=1",
-		"transaction.state.log.min.isr=1",
+		"transaction.state.log.replication.factor=" + rf,
+		"transaction.state.log.min.isr=" + isr,
 		"transaction.state.log.num.partitions=4",
-		"share.coordinator.state.topic.replication.factor=1",
-		"share.coordinator.state.topic.min.isr=1",
+		"share.coordinator.state.topic.replication.factor=" + rf,
+		"share.coordinator.state.topic.min.isr=" + isr,
 		"share.coordinator.state.topic.num.partitions=4",
+		"default.replication.factor=" + rf,
+		"min.insync.replicas=" + isr,
 		"group.initial.rebalance.delay.ms=0",
 		// After a SIGKILL the restarted broker cannot register until
 		// the dead incarnation's session expires (9 s by default).
@@ -268,6 +278,14 @@ func (c *Cluster) writeProperties() error {
 // directory (meta.properties) is left alone.
 func (c *Cluster) format(ctx context.Context) error {
 	if _, err := os.Stat(filepath.Join(c.dataDir(), "meta.properties")); err == nil {
+		return nil
+	}
+	if c.multi != nil {
+		// Every node of the quorum formats for the same cluster id, and
+		// the static voters of server.properties.
+		if err := c.tool(ctx, c.out, "format", "-t", c.multi.clusterID, "-c", c.propertiesPath()); err != nil {
+			return fmt.Errorf("format storage: %w", err)
+		}
 		return nil
 	}
 	var uuid bytes.Buffer
@@ -341,7 +359,11 @@ func (c *Cluster) run(ctx context.Context) error {
 
 	rctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
-	err = waitReady(rctx, c.Brokers(), p.Done())
+	if c.multi != nil {
+		err = waitRegistered(rctx, c.multi.Brokers(), int32(c.nodeID), p.Done())
+	} else {
+		err = waitReady(rctx, c.Brokers(), p.Done())
+	}
 	if err == nil {
 		fmt.Fprintf(c.out, "realkafka: broker %s ready after %s (pid %d)\n", c.Brokers()[0], time.Since(began).Round(time.Millisecond), cmd.Process.Pid)
 		return nil

@@ -1,0 +1,257 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/shoal-mqtt/shoal/internal/localserver/realkafka"
+	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
+)
+
+// faultKafkaNodes is the size of the fault tests' Kafka: a quorum that
+// survives the loss of one node, topics replicated 3 times with
+// min.insync.replicas 2.
+const faultKafkaNodes = 3
+
+// startKafkaNodes starts a Kafka of faultKafkaNodes nodes for t, each
+// node's log in t's directory (its warnings logged when t fails).
+func startKafkaNodes(t *testing.T) *realkafka.Nodes {
+	t.Helper()
+	skipWithContainers(t)
+	dir := t.TempDir()
+	logs := make([]*os.File, faultKafkaNodes)
+	for i := range logs {
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("kafka-%d.log", i+1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = f.Close() })
+		logKafkaWarningsOnFailure(t, f.Name())
+		logs[i] = f
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), kafkaStartTimeout)
+	defer cancel()
+	began := time.Now()
+	m, err := realkafka.StartNodes(ctx, filepath.Join(dir, "cluster"), faultKafkaNodes, func(i int) io.Writer { return logs[i] }, realkafka.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := m.Stop(); err != nil {
+			t.Errorf("stop kafka: %v", err)
+		}
+	})
+	t.Logf("kafka of %d nodes started on %v in %s", faultKafkaNodes, m.Brokers(), time.Since(began).Round(time.Millisecond))
+	return m
+}
+
+// TestFaults runs Shoal's roles on a cluster shaped like production (a
+// Kafka of 3 nodes, topics replicated 3 times, min.insync.replicas 2) and
+// injects one fault per subtest under a load of numbered QoS 1 and QoS 2
+// messages through HAProxy: nothing acknowledged may be lost, nothing
+// delivered twice at QoS 2. The figures (the longest pause in deliveries,
+// QoS 1 repeats, acknowledgement latency) are logged for docs/faults.md.
+func TestFaults(t *testing.T) {
+	began := time.Now()
+	kn := startKafkaNodes(t)
+	c := newClusterOn(t, kn, "  replication_factor: 3\n")
+
+	// A fresh cluster's topics reach its brokers one by one: every start
+	// of a role that creates them must ride that out, never exit.
+	t.Run("FreshTopicsStart", func(t *testing.T) {
+		for i := range 3 {
+			s := c.start("session", fmt.Sprintf("session-fresh-%d", i))
+			s.waitReady()
+			s.kill()
+			deleteShoalTopics(t, kn.Brokers())
+		}
+	})
+
+	sessions := []*proc{c.start("session", "session-1"), c.start("session", "session-2")}
+	routers := []*proc{c.start("router", "router-1"), c.start("router", "router-2")}
+	pp := []string{"--proxy-protocol", "required", "--proxy-trusted", "127.0.0.0/8"}
+	gws := []*proc{c.startGateway("gw-1", pp...), c.startGateway("gw-2", pp...), c.startGateway("gw-3", pp...)}
+	for _, p := range slices.Concat(sessions, routers, gws) {
+		p.waitReady()
+	}
+	servers := make([]string, len(gws))
+	for i, g := range gws {
+		servers[i] = g.server()
+	}
+	h := startHAProxy(t, "default="+strings.Join(servers, ","))
+	t.Logf("cluster of %d Kafka nodes, %d session services, %d routers, %d gateways behind HAProxy ready in %s",
+		faultKafkaNodes, len(sessions), len(routers), len(gws), time.Since(began).Round(time.Millisecond))
+
+	// load runs fault under a QoS 1 and a QoS 2 workload of 4 publishers
+	// (up to 20 msg/s each, one publish in flight: MQTT orders a client's
+	// messages of a topic as it sent them, and with one in flight the
+	// order sent is the order numbered) and 3 persistent subscribers each,
+	// and checks them.
+	load := func(t *testing.T, name string, fault func(t *testing.T)) {
+		t.Helper()
+		var ws []*workload
+		for _, q := range []byte{1, 2} {
+			ws = append(ws, startWorkload(t, workloadConfig{name: fmt.Sprintf("%s%d", strings.ToLower(name), q),
+				addr: h.mqtt, pubs: 4, subs: 3, qos: q, interval: 50 * time.Millisecond, inflight: 1,
+				topicRoot: fmt.Sprintf("faults/%s/q%d", name, q)}))
+		}
+		time.Sleep(3 * time.Second) // real time: a steady load before the fault
+		fault(t)
+		time.Sleep(5 * time.Second) // real time: a steady load after the recovery
+		for i, w := range ws {
+			r := w.stop()
+			q := i + 1
+			t.Logf("%s, QoS %d: %s", name, q, r)
+			if r.lost > 0 {
+				t.Errorf("%s, QoS %d: %d acknowledged messages lost", name, q, r.lost)
+			}
+			if q == 2 && r.repeats > 0 {
+				t.Errorf("%s, QoS 2: %d messages delivered twice", name, r.repeats)
+			}
+			if r.acked == 0 {
+				t.Errorf("%s, QoS %d: nothing was acknowledged", name, q)
+			}
+		}
+	}
+
+	t.Run("KafkaLeaderKill", func(t *testing.T) {
+		load(t, "KafkaLeaderKill", func(t *testing.T) {
+			node := kn.NodeByID(busiestLeader(t, kn.Brokers(), "shoal.messages", "shoal.deliveries"))
+			killed := time.Now()
+			if err := node.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("killed kafka node %d, the leader of the most shoal.messages and shoal.deliveries partitions", node.ID())
+			time.Sleep(10 * time.Second) // real time: the cluster runs on two nodes meanwhile
+			ctx, cancel := context.WithTimeout(t.Context(), kafkaStartTimeout)
+			defer cancel()
+			if err := node.Restart(ctx); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("kafka node %d back after %s", node.ID(), time.Since(killed).Round(time.Millisecond))
+		})
+	})
+
+	t.Run("KafkaBrokerPause", func(t *testing.T) {
+		load(t, "KafkaBrokerPause", func(t *testing.T) {
+			node := kn.NodeByID(busiestLeader(t, kn.Brokers(), "shoal.messages", "shoal.deliveries"))
+			if err := node.Pause(); err != nil {
+				t.Fatal(err)
+			}
+			// Longer than the broker's session with the quorum (4 s
+			// here), so the controller fences it and moves its leaders.
+			t.Logf("paused kafka node %d (SIGSTOP) for 10 s", node.ID())
+			time.Sleep(10 * time.Second) // real time: the zombie's absence is the fault
+			if err := node.Resume(); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), kafkaStartTimeout)
+			defer cancel()
+			eventually.Before(t, ctx, fmt.Sprintf("kafka node %d to register again", node.ID()), func() bool {
+				return isLiveBroker(ctx, kn.Brokers(), node.ID())
+			})
+		})
+	})
+}
+
+// busiestLeader returns the node that leads the most partitions of the
+// topics.
+func busiestLeader(t *testing.T, brokers []string, topics ...string) int32 {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	td, err := kadm.NewClient(cl).ListTopics(ctx, topics...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	led := map[int32]int{}
+	for _, d := range td {
+		for _, p := range d.Partitions {
+			led[p.Leader]++
+		}
+	}
+	best, n := int32(-1), -1
+	for id, k := range led {
+		if k > n || (k == n && id < best) {
+			best, n = id, k
+		}
+	}
+	if best < 0 {
+		t.Fatalf("no leader of %v", topics)
+	}
+	return best
+}
+
+// isLiveBroker says whether the cluster's metadata lists node id.
+func isLiveBroker(ctx context.Context, brokers []string, id int32) bool {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return false
+	}
+	defer cl.Close()
+	mctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	md, err := kadm.NewClient(cl).BrokerMetadata(mctx)
+	return err == nil && slices.Contains(md.Brokers.NodeIDs(), id)
+}
+
+// deleteShoalTopics deletes every shoal.* topic and waits until they are
+// gone, so that the next start creates them anew.
+func deleteShoalTopics(t *testing.T, brokers []string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(t.Context(), clusterWait)
+	defer cancel()
+	td, err := adm.ListTopics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, n := range td.Names() {
+		if strings.HasPrefix(n, "shoal.") {
+			names = append(names, n)
+		}
+	}
+	if _, err := adm.DeleteTopics(ctx, names...); err != nil {
+		t.Fatal(err)
+	}
+	eventually.OK(t, clusterWait, func() string {
+		td, err := adm.ListTopics(ctx, names...)
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			return err.Error()
+		}
+		var left []string
+		for _, d := range td {
+			if d.Err == nil {
+				left = append(left, d.Topic)
+			}
+		}
+		if len(left) > 0 {
+			return fmt.Sprintf("topics not yet deleted: %v", left)
+		}
+		return ""
+	})
+}

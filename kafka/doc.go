@@ -109,7 +109,8 @@
 // session timeout) or for a handler that blocks a rebalance beyond 60s
 // while it still handles: nothing is committed, so Kafka fences nothing.
 // A member that dies without leaving keeps its partitions until its
-// session times out.
+// session times out. A member the coordinator forgot (UNKNOWN_MEMBER_ID)
+// loses its partitions and joins again; Consume goes on.
 //
 // EndOffsets lists each partition's high watermark, for a service to know
 // when it has caught up with a topic.

@@ -3,6 +3,8 @@ package load
 import (
 	"testing"
 	"time"
+
+	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 )
 
 func TestPubWindow(t *testing.T) {
@@ -28,13 +30,7 @@ func TestPubWindowWaitWakes(t *testing.T) {
 	go func() { done <- w.wait(10, 4, stop, func() { idle++ }) }()
 	// The waiter resumes when half the window is free: seq 10 needs seen ≥
 	// 7, and with hysteresis it waits for seen ≥ 9.
-	deadline := time.Now().Add(5 * time.Second)
-	for w.waitFor.Load() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("publisher never waited")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	eventually.True(t, 5*time.Second, "the publisher to wait", func() bool { return w.waitFor.Load() != 0 })
 	w.advance(7) // seen = 8: open, but below the wake mark
 	select {
 	case ok := <-done:

@@ -156,30 +156,40 @@ func (c *Cluster) PID() int {
 // error if the broker had to be killed or had exited on its own before
 // Stop. Stopping a stopped cluster does nothing.
 func (c *Cluster) Stop() error {
+	killed, err := c.stopWithin(stopTimeout)
+	if err == nil && killed {
+		err = fmt.Errorf("stop kafka: still running %s after SIGTERM, killed", stopTimeout)
+	}
+	return err
+}
+
+// stopWithin is Stop waiting d for the controlled shutdown; killed says
+// that it did not end in time and the broker was killed.
+func (c *Cluster) stopWithin(d time.Duration) (killed bool, err error) {
 	c.op.Lock()
 	defer c.op.Unlock()
 	p := c.take()
 	if p == nil {
-		return nil
+		return false, nil
 	}
 	if p.Exited() {
-		return fmt.Errorf("stop kafka: it had exited on its own: %w%s", p.Err(), c.out.tailSuffix())
+		return false, fmt.Errorf("stop kafka: it had exited on its own: %w%s", p.Err(), c.out.tailSuffix())
 	}
 	// A paused node (Pause) must run again to shut down.
 	if err := errors.Join(p.Signal(syscall.SIGCONT), p.Signal(syscall.SIGTERM)); err != nil {
-		return errors.Join(fmt.Errorf("stop kafka: %w", err), p.Kill(killTimeout))
+		return false, errors.Join(fmt.Errorf("stop kafka: %w", err), p.Kill(killTimeout))
 	}
-	t := time.NewTimer(stopTimeout)
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-p.Done():
-		return nil
+		return false, nil
 	case <-t.C:
 	}
 	if err := p.Kill(killTimeout); err != nil {
-		return fmt.Errorf("stop kafka: still running %s after SIGTERM: %w", stopTimeout, err)
+		return true, fmt.Errorf("stop kafka: still running %s after SIGTERM: %w", d, err)
 	}
-	return fmt.Errorf("stop kafka: still running %s after SIGTERM, killed", stopTimeout)
+	return true, nil
 }
 
 // Kill kills the broker with SIGKILL, as a crash would, and waits until it

@@ -137,7 +137,7 @@ func TestThreadsCPU(t *testing.T) {
 	}()
 	defer func() { stop.Store(true); <-done }()
 	if err := <-named; err != nil {
-		t.Skipf("cannot name a thread here: %v", err)
+		t.Fatalf("naming a thread of this process (/proc/self/task/TID/comm): %v", err)
 	}
 	eventually.True(t, 5*time.Second, "the named thread's CPU time grows", func() bool {
 		d, err := p.ThreadsCPU(JITCompiler)

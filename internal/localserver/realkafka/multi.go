@@ -44,22 +44,17 @@ func StartNodes(ctx context.Context, dir string, n int, logw func(node int) io.W
 	if err != nil {
 		return nil, fmt.Errorf("start kafka: %w", err)
 	}
-	var errs []error
-	for attempt := 1; attempt <= bindAttempts; attempt++ {
+	m, err := withFreshPorts(ctx, func() (*Nodes, error) {
 		m, err := newNodes(dir, n, lib, logw, opts)
 		if err != nil {
 			return nil, err
 		}
-		err = m.start(ctx)
-		if err == nil {
-			return m, nil
-		}
-		errs = append(errs, err)
-		if !errors.Is(err, errPortTaken) || ctx.Err() != nil {
-			break
-		}
+		return m, m.start(ctx)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start kafka nodes in %s: %w", dir, err)
 	}
-	return nil, fmt.Errorf("start kafka nodes in %s: %w", dir, errors.Join(errs...))
+	return m, nil
 }
 
 // newNodes lays out the nodes on fresh ports and writes their

@@ -101,34 +101,48 @@ func StartWith(ctx context.Context, dir string, logw io.Writer, opts Options) (*
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("start kafka: %w", err)
 	}
-	var errs []error
-	for attempt := 1; attempt <= bindAttempts; attempt++ {
+	c, err := withFreshPorts(ctx, func() (*Cluster, error) {
 		ports, err := serverproc.FreePorts(2)
 		if err != nil {
-			return nil, fmt.Errorf("start kafka: %w", err)
+			return nil, err
 		}
 		c := &Cluster{dir: dir, lib: lib, out: out, brokerPort: ports[0], ctlPort: ports[1], fullJIT: opts.FullJIT}
 		// The storage is formatted for the controller's address: new
 		// ports need a new format.
 		if err := os.RemoveAll(c.dataDir()); err != nil {
-			return nil, fmt.Errorf("start kafka: %w", err)
+			return nil, err
 		}
 		if err := c.writeProperties(); err != nil {
-			return nil, fmt.Errorf("start kafka: %w", err)
+			return nil, err
 		}
 		if err := c.format(ctx); err != nil {
-			return nil, fmt.Errorf("start kafka: %w", err)
+			return nil, err
 		}
-		err = c.run(ctx)
+		return c, c.run(ctx)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start kafka in %s: %w", dir, err)
+	}
+	return c, nil
+}
+
+// withFreshPorts calls start, which picks ports of its own, again (up to
+// bindAttempts times in all) while it fails because another process took
+// a picked port before the broker bound it, and returns every failure.
+func withFreshPorts[T any](ctx context.Context, start func() (T, error)) (T, error) {
+	var errs []error
+	for range bindAttempts {
+		v, err := start()
 		if err == nil {
-			return c, nil
+			return v, nil
 		}
 		errs = append(errs, err)
 		if !errors.Is(err, errPortTaken) || ctx.Err() != nil {
 			break
 		}
 	}
-	return nil, fmt.Errorf("start kafka in %s: %w", dir, errors.Join(errs...))
+	var zero T
+	return zero, errors.Join(errs...)
 }
 
 // Brokers returns the seed brokers, host:port; they stay the same across

@@ -2,8 +2,10 @@
 // integration): they run the roles against a real Kafka (KRaft, one node)
 // and a real CQL database: the kafka package (kafka*_test.go), the CQL
 // view store and slot leases (cql_test.go), and a distributed cluster of
-// separate shoal processes (cluster*_test.go). `make integration` (part of
-// `make test`) runs them.
+// separate shoal processes (cluster*_test.go). TestFaults (faults*_test.go)
+// runs the roles on a Kafka of three nodes and injects faults under a
+// checked load (docs/faults.md). `make integration` (part of `make test`)
+// runs them.
 //
 // This directory is a Go module of its own
 // (github.com/shoal-mqtt/shoal/integration, with a replace directive to

@@ -335,15 +335,16 @@ func quantiles(ds []time.Duration) string {
 	return fmt.Sprintf("p50 %v, p90 %v, p99 %v, max %v (%d samples)", q(0.5), q(0.9), q(0.99), s[len(s)-1].Round(10*time.Microsecond), len(s))
 }
 
-// rawSub is a 5.0 subscriber on Shoal's own codec: its SUBSCRIBE is on the
-// wire when subscribe returns (a library client writes it from a goroutine
-// of its own), and the SUBACK's arrival is timed.
+// rawSub is a 5.0 subscriber on Shoal's own codec: it knows when the
+// gateway read its SUBSCRIBE (a library client writes it from a goroutine
+// of its own and hides the PINGRESP), and the SUBACK's arrival is timed.
 type rawSub struct {
 	t      *testing.T
 	nc     net.Conn
 	msgs   chan *packet.Publish
 	sent   time.Time
 	suback chan time.Duration
+	pong   chan struct{} // a PINGRESP came
 	done   chan struct{}
 }
 
@@ -353,7 +354,7 @@ func dialRawSub(t *testing.T, addr, id string) *rawSub {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &rawSub{t: t, nc: nc, msgs: make(chan *packet.Publish, 1000), suback: make(chan time.Duration, 1), done: make(chan struct{})}
+	s := &rawSub{t: t, nc: nc, msgs: make(chan *packet.Publish, 1000), suback: make(chan time.Duration, 1), pong: make(chan struct{}, 1), done: make(chan struct{})}
 	rd := packet.NewReader(nc, 1024)
 	if _, err := nc.Write((&packet.Connect{Version: packet.V5, ClientID: []byte(id), CleanStart: true, KeepAlive: 30}).Append(nil, packet.V5)); err != nil {
 		t.Fatal(err)
@@ -381,6 +382,8 @@ func dialRawSub(t *testing.T, addr, id string) *rawSub {
 			switch p := p.(type) {
 			case *packet.Suback:
 				s.suback <- time.Since(s.sent)
+			case *packet.Pingresp:
+				s.pong <- struct{}{}
 			case *packet.Publish:
 				m := *p
 				m.Topic, m.Payload = slices.Clone(p.Topic), slices.Clone(p.Payload)
@@ -394,18 +397,28 @@ func dialRawSub(t *testing.T, addr, id string) *rawSub {
 	return s
 }
 
-// subscribe writes a SUBSCRIBE of filters (QoS 1) and returns when it was
-// written.
-func (s *rawSub) subscribe(filters ...string) time.Time {
+// subscribeRead writes a SUBSCRIBE of filters (QoS 1) and a PINGREQ in
+// one write, and returns once the PINGRESP came: the gateway reads a
+// connection's packets in order and answers a PINGREQ without waiting for
+// the log, so by then it had read the SUBSCRIBE and handed its records to
+// its producer, and the SUBACK, which waits for the log, usually has not
+// come yet (acked says whether it had).
+func (s *rawSub) subscribeRead(filters ...string) (acked bool) {
 	sub := &packet.Subscribe{PacketID: 1}
 	for _, f := range filters {
 		sub.Filters = append(sub.Filters, packet.Subscription{Filter: []byte(f), QoS: 1})
 	}
+	b := (&packet.Pingreq{}).Append(sub.Append(nil, packet.V5), packet.V5)
 	s.sent = time.Now()
-	if _, err := s.nc.Write(sub.Append(nil, packet.V5)); err != nil {
+	if _, err := s.nc.Write(b); err != nil {
 		s.t.Fatal(err)
 	}
-	return s.sent
+	select {
+	case <-s.pong:
+	case <-time.After(clusterWait):
+		s.t.Fatal("no PINGRESP after SUBSCRIBE and PINGREQ")
+	}
+	return len(s.suback) > 0
 }
 
 // subackAfter is how long the SUBACK took, 0 when none came within 10 s.

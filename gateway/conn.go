@@ -232,9 +232,13 @@ type outMsg struct {
 	// this client; an unacknowledged message goes back to that group.
 	shareGroup, shareFilter string
 	id                      uint16
-	seq                     uint64     // order of sending, for returning them in order
-	pubrecd                 bool       // QoS 2: PUBREC received, PUBREL sent
-	span                    trace.Span // mqtt.deliver, until acknowledged (sampled traces only)
+	seq                     uint64 // order of sending, for returning them in order
+	pubrecd                 bool   // QoS 2: PUBREC received, PUBREL sent (or owed: relWait)
+	// relWait: the PUBREC of an inbox message is being written to the
+	// log; its PUBREL goes out once the write is durable (outbound.go,
+	// releaseWhenRecorded).
+	relWait bool
+	span    trace.Span // mqtt.deliver, until acknowledged (sampled traces only)
 	// inboxSeq is set for a message of the session's inbox (Target
 	// inbox_seq): it has the packet identifier the session service gave
 	// it, its acknowledgements go back as InboxAck, and it stays with the

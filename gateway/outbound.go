@@ -94,7 +94,7 @@ func (c *conn) deliverFrom(src *eventspb.Source, mid messageID, m *eventspb.Mess
 		// The ACL keeps it from this client (Mosquitto checks every
 		// message it sends): dropped, and let go by the inbox.
 		if t.InboxSeq != 0 {
-			c.inboxAck(t.InboxSeq, false)
+			c.inboxAck(t.InboxSeq, false, nil)
 		}
 		c.add(ACLDenied, 1)
 		endSpan(span, "refused by the acl")
@@ -111,7 +111,7 @@ func (c *conn) deliverFrom(src *eventspb.Source, mid messageID, m *eventspb.Mess
 		c.mu.Unlock()
 		endSpan(span, "expired")
 		if t.InboxSeq != 0 {
-			c.inboxAck(t.InboxSeq, false) // expired: the inbox lets it go
+			c.inboxAck(t.InboxSeq, false, nil) // expired: the inbox lets it go
 		}
 		c.g.met.drops.Add(obs.DropExpired, 1)
 		return false, false, false
@@ -459,10 +459,13 @@ func (c *conn) handleOutboundAck(a *packet.Ack) {
 			}
 		case a.Code.IsError():
 			done()
+		case !om.pubrecd && om.inboxSeq != 0:
+			// The PUBREL waits until the session has the PUBREC
+			// (releaseWhenRecorded).
+			om.pubrecd, om.relWait = true, true
+			c.pendingInboxAcks = append(c.pendingInboxAcks, inboxAck{seq: om.inboxSeq, received: true, packetID: a.PacketID})
+		case om.relWait: // a PUBREC again while the first is being written
 		default:
-			if !om.pubrecd && om.inboxSeq != 0 {
-				c.pendingInboxAcks = append(c.pendingInboxAcks, inboxAck{seq: om.inboxSeq, received: true})
-			}
 			om.pubrecd = true
 			rel := packet.Ack{Kind: packet.PUBREL, PacketID: a.PacketID}
 			c.out.b = rel.Append(c.out.b, c.version)
@@ -477,9 +480,12 @@ func (c *conn) handleOutboundAck(a *packet.Ack) {
 	c.pendingInboxAcks = nil
 	c.mu.Unlock()
 	for _, ia := range acks {
-		if ia.seq != 0 {
-			c.inboxAck(ia.seq, ia.received)
-		} else {
+		switch {
+		case ia.seq != 0 && ia.received:
+			c.inboxAck(ia.seq, true, c.releaseWhenRecorded(ia.packetID, ia.seq))
+		case ia.seq != 0:
+			c.inboxAck(ia.seq, false, nil)
+		default:
 			c.deliveryAck(ia)
 		}
 	}
@@ -526,7 +532,7 @@ func (c *conn) deliveryAck(a inboxAck) {
 // reported only after these writes, so they precede it in the log. A
 // failed write is logged: the session sends the message again on resume,
 // which MQTT allows (with DUP, under the same packet identifier).
-func (c *conn) inboxAck(seq uint64, received bool) {
+func (c *conn) inboxAck(seq uint64, received bool, then func(error)) {
 	g := c.g
 	env := c.envelope(c.g.clock())
 	env.Event = &eventspb.Envelope_InboxAck{InboxAck: &eventspb.InboxAck{
@@ -539,5 +545,46 @@ func (c *conn) inboxAck(seq uint64, received bool) {
 		if err != nil {
 			c.logWarn(context.Background(), "report inbox acknowledgement", "seq", seq, "err", err)
 		}
+		if then != nil {
+			then(err)
+		}
 	})
+}
+
+// releaseWhenRecorded returns what follows the write of a PUBREC of inbox
+// entry seq (packet identifier id): the PUBREL, once the session has the
+// PUBREC. Sent before, a PUBREL could let the client complete the message
+// (PUBCOMP, the identifier free again) while the session still holds it
+// as unreceived: the client, gone from this connection, resumes its
+// session on another gateway, whose Connect may reach the session service
+// before this gateway's record, and gets the message again as a new one
+// under the same identifier (MQTT-4.3.3-13; found by TestFaults/
+// RollingRestart). Once the record is durable, a Connect of the client's
+// written after the client read this PUBREL comes after it in the
+// client's partition, and the session resends PUBREL, not PUBLISH. A
+// failed write ends the connection: the client resumes and gets the
+// PUBLISH again (DUP), which it acknowledges without delivering it twice.
+func (c *conn) releaseWhenRecorded(id uint16, seq uint64) func(error) {
+	return func(err error) {
+		if err != nil {
+			c.logClose(context.Background(), packet.CodeUnspecifiedError, causeLogWriteFailed, "packet", packet.PUBREC)
+			go c.serverClose(packet.CodeUnspecifiedError)
+			return
+		}
+		c.mu.Lock()
+		var om *outMsg
+		if c.flow != nil {
+			om = c.inflight[id]
+		}
+		if om == nil || om.inboxSeq != seq || !om.relWait || c.closed {
+			c.mu.Unlock()
+			return
+		}
+		om.relWait = false
+		c.useFlow()
+		rel := packet.Ack{Kind: packet.PUBREL, PacketID: id}
+		c.out.b = rel.Append(c.out.b, c.version)
+		c.mu.Unlock()
+		c.kickFlush()
+	}
 }

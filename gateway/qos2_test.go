@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"errors"
 	"net"
 	"testing"
 	"time"
@@ -215,5 +216,53 @@ func TestSubscriptionCarriesSessionGeneration(t *testing.T) {
 	}
 	if adds != 1 {
 		t.Fatalf("%d subscription changes written, want 1", adds)
+	}
+}
+
+// TestQoS2PubrelAfterPubrecRecorded: the PUBREL of a QoS 2 message of the
+// session's inbox goes out only once the session service has the PUBREC
+// (its InboxAck written): a client that completed the message and resumes
+// elsewhere must get PUBREL again, never the message as a new one
+// (TestFaults/RollingRestart found it). A PUBREC written in vain ends the
+// connection, without a PUBREL.
+func TestQoS2PubrelAfterPubrecRecorded(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		fl := newFakeLog()
+		g := startGateway(t, fl)
+		nc, rd := dial(t, g)
+		c := connOf(t, g, "t-1")
+		env := &eventspb.Envelope{Tenant: "t", ClientId: "t-1", Event: &eventspb.Envelope_Delivery{Delivery: &eventspb.Delivery{
+			Message: &eventspb.Message{Topic: "a", Payload: []byte("m"), Qos: 2},
+			Targets: []*eventspb.Target{{ClientId: "t-1", Connection: c.id, Qos: 2, PacketId: 5, InboxSeq: 1}},
+		}}}
+		fl.slot <- kafka.Batch{Records: []*kafka.Record{kafka.NewRecord(kafka.TopicDeliveries, nil, 0, env)}}
+		if p, ok := read(t, nc, rd, 5*time.Second).(*packet.Publish); !ok || p.PacketID != 5 {
+			t.Fatalf("got %+v, want PUBLISH 5", p)
+		}
+		fl.mu.Lock()
+		before := len(fl.held)
+		fl.mu.Unlock()
+		write(t, nc, &packet.Ack{Kind: packet.PUBREC, PacketID: 5})
+		fl.waitProduced(t, 1)
+		_, ack := fl.heldEnvelope(t, before)
+		if a := ack.GetInboxAck(); a.GetSeq() != 1 || !a.GetReceived() {
+			t.Fatalf("after PUBREC the gateway wrote %v, want InboxAck seq 1 received", ack)
+		}
+		expectSilence(t, nc, rd, 200*time.Millisecond) // no PUBREL while it is written
+		if fail {
+			fl.complete(before, errors.New("the log refused it"))
+			expectDisconnect(t, nc, rd, packet.CodeUnspecifiedError)
+			continue
+		}
+		fl.complete(before, nil)
+		if a, ok := read(t, nc, rd, 5*time.Second).(*packet.Ack); !ok || a.Kind != packet.PUBREL || a.PacketID != 5 {
+			t.Fatalf("got %+v, want PUBREL 5 once the PUBREC is recorded", a)
+		}
+		write(t, nc, &packet.Ack{Kind: packet.PUBCOMP, PacketID: 5})
+		fl.waitProduced(t, 1)
+		if _, done := fl.heldEnvelope(t, before+1); done.GetInboxAck().GetSeq() != 1 || done.GetInboxAck().GetReceived() {
+			t.Fatalf("after PUBCOMP the gateway wrote %v, want InboxAck seq 1 done", done)
+		}
+		fl.complete(before+1, nil)
 	}
 }

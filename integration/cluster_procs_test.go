@@ -208,6 +208,18 @@ func (p *proc) kill() {
 	<-p.done
 }
 
+// stop ends the process with SIGTERM, as an orchestrator does, and waits
+// for it to exit (within clusterWait).
+func (p *proc) stop(t *testing.T) {
+	t.Helper()
+	p.signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(clusterWait):
+		t.Fatalf("%s: no exit %s after SIGTERM", p.name, clusterWait)
+	}
+}
+
 // restart starts the process again with the same arguments.
 func (p *proc) restart() {
 	p.c.t.Helper()

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/eclipse/paho.golang/paho"
+	"github.com/eclipse/paho.golang/paho/session/state"
 
 	"github.com/shoal-mqtt/shoal/internal/testutil/pahoconn"
 )
@@ -46,13 +47,15 @@ type workload struct {
 	wg    sync.WaitGroup
 	began time.Time
 
-	mu     sync.Mutex
-	acked  []map[int]time.Time // per publisher: sequence -> acknowledged at
-	sent   []int               // per publisher: messages sent
-	failed int                 // publishes that got no acknowledgement (retried)
-	ackLat []time.Duration     // PUBLISH to its acknowledgement
-	subs   []*subLog
-	errs   []string
+	mu      sync.Mutex
+	acked   []map[int]time.Time // per publisher: sequence -> acknowledged at
+	sentAt  []map[int]time.Time // per publisher: sequence -> sent at
+	sent    []int               // per publisher: messages sent
+	faultAt time.Time           // when the fault began (markFault)
+	failed  int                 // publishes that got no acknowledgement (retried)
+	ackLat  []time.Duration     // PUBLISH to its acknowledgement
+	subs    []*subLog
+	errs    []string
 }
 
 // subLog is what one subscriber received.
@@ -61,7 +64,12 @@ type subLog struct {
 	last    []int          // per publisher: the latest sequence received
 	reorder int            // received after a later one of its publisher
 	times   []time.Time    // every first delivery's arrival
+	resumed []time.Time    // per publisher: the first arrival of a message sent after the fault began
 	redials int
+	// how is each first delivery's packet identifier, DUP flag and
+	// connection (by redials), to say what a repeat was.
+	how     map[[2]int]string
+	repeats []string // what each repeat was, the first ones
 }
 
 // startWorkload connects the subscribers (persistent sessions), then starts
@@ -72,13 +80,13 @@ func startWorkload(t *testing.T, cfg workloadConfig) *workload {
 		cfg.inflight = 1
 	}
 	w := &workload{t: t, cfg: cfg, stopc: make(chan struct{}), began: time.Now(),
-		acked: make([]map[int]time.Time, cfg.pubs), sent: make([]int, cfg.pubs)}
+		acked: make([]map[int]time.Time, cfg.pubs), sentAt: make([]map[int]time.Time, cfg.pubs), sent: make([]int, cfg.pubs)}
 	for i := range cfg.pubs {
-		w.acked[i] = map[int]time.Time{}
+		w.acked[i], w.sentAt[i] = map[int]time.Time{}, map[int]time.Time{}
 	}
 	ready := make(chan struct{}, cfg.subs)
 	for i := range cfg.subs {
-		s := &subLog{got: map[[2]int]int{}, last: slices.Repeat([]int{-1}, cfg.pubs)}
+		s := &subLog{got: map[[2]int]int{}, last: slices.Repeat([]int{-1}, cfg.pubs), resumed: make([]time.Time, cfg.pubs), how: map[[2]int]string{}}
 		w.subs = append(w.subs, s)
 		w.wg.Go(func() { w.subscribe(i, s, ready) })
 	}
@@ -93,6 +101,14 @@ func startWorkload(t *testing.T, cfg workloadConfig) *workload {
 		w.wg.Go(func() { w.publish(i) })
 	}
 	return w
+}
+
+// markFault notes that the fault begins now: the report says how long
+// after it every publisher's messages reached every subscriber again.
+func (w *workload) markFault() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.faultAt = time.Now()
 }
 
 func (w *workload) topic(pub int) string { return fmt.Sprintf("%s/%d", w.cfg.topicRoot, pub) }
@@ -117,9 +133,9 @@ func (w *workload) stopped() bool {
 
 // dial connects id (clean or resuming), retrying every 100 ms, as a device
 // does, until it is accepted or the workload ends.
-func (w *workload) dial(id string, clean bool, onMsg func(*paho.Publish)) *paho.Client {
+func (w *workload) dial(id string, clean bool, st *state.State, onMsg func(*paho.Publish)) *paho.Client {
 	for {
-		c, err := w.connect(id, clean, onMsg)
+		c, err := w.connect(id, clean, st, onMsg)
 		if err == nil {
 			return c
 		}
@@ -131,13 +147,19 @@ func (w *workload) dial(id string, clean bool, onMsg func(*paho.Publish)) *paho.
 }
 
 // connect makes one connection of id, its session kept for an hour; its
-// Done channel closes when it ends. The test's cleanup disconnects it.
-func (w *workload) connect(id string, clean bool, onMsg func(*paho.Publish)) (*paho.Client, error) {
+// Done channel closes when it ends. The test's cleanup disconnects it. st
+// is the client's side of the session, kept across its connections as a
+// device keeps it (nil: a new one for this connection): with it a QoS 2
+// PUBLISH the broker sends again (DUP) after the connection ended before
+// it had the PUBREC is recognised and not delivered twice, as MQTT
+// requires of a client (MQTT-4.3.3-9); without it the checker would count
+// the broker's lawful retransmission as a repeat.
+func (w *workload) connect(id string, clean bool, st *state.State, onMsg func(*paho.Publish)) (*paho.Client, error) {
 	nc, err := net.DialTimeout("tcp", w.cfg.addr, 5*time.Second)
 	if err != nil {
 		return nil, err
 	}
-	c := paho.NewClient(paho.ClientConfig{
+	cfg := paho.ClientConfig{
 		Conn: pahoconn.Locked(nc), OnClientError: func(error) {},
 		OnPublishReceived: []func(paho.PublishReceived) (bool, error){func(pr paho.PublishReceived) (bool, error) {
 			if onMsg != nil {
@@ -145,7 +167,11 @@ func (w *workload) connect(id string, clean bool, onMsg func(*paho.Publish)) (*p
 			}
 			return true, nil
 		}},
-	})
+	}
+	if st != nil {
+		cfg.Session = st
+	}
+	c := paho.NewClient(cfg)
 	ctx, cancel := context.WithTimeout(w.t.Context(), 10*time.Second)
 	defer cancel()
 	expiry := uint32(3600)
@@ -175,19 +201,30 @@ func (w *workload) subscribe(i int, s *subLog, ready chan<- struct{}) {
 		defer w.mu.Unlock()
 		k := [2]int{pub, seq}
 		s.got[k]++
+		how := fmt.Sprintf("packet id %d, dup %v, connection %d, at %s", m.PacketID, m.Duplicate(), s.redials, time.Now().Format("15:04:05.000"))
 		if s.got[k] > 1 {
+			if len(s.repeats) < 10 {
+				s.repeats = append(s.repeats, fmt.Sprintf("%s: %s again: %s; first: %s", id, payload(pub, seq), how, s.how[k]))
+			}
 			return
 		}
-		s.times = append(s.times, time.Now())
+		s.how[k] = how
+		now := time.Now()
+		s.times = append(s.times, now)
+		if at, ok := w.sentAt[pub][seq]; ok && !w.faultAt.IsZero() && !at.Before(w.faultAt) && s.resumed[pub].IsZero() {
+			s.resumed[pub] = now
+		}
 		if seq < s.last[pub] {
 			s.reorder++
 		} else {
 			s.last[pub] = seq
 		}
 	}
+	st := state.NewInMemory()
+	w.t.Cleanup(func() { _ = st.Close() })
 	first := true
 	for !w.stopped() {
-		c := w.dial(id, first, onMsg)
+		c := w.dial(id, first, st, onMsg)
 		if c == nil {
 			return
 		}
@@ -223,7 +260,7 @@ func (w *workload) subscribe(i int, s *subLog, ready chan<- struct{}) {
 // the acknowledged ones only. The publisher then connects again.
 func (w *workload) publish(p int) {
 	id := fmt.Sprintf("%s-p-%d", w.cfg.name, p)
-	c := w.dial(id, true, nil)
+	c := w.dial(id, true, nil, nil)
 	if c == nil {
 		return
 	}
@@ -243,6 +280,9 @@ func (w *workload) publish(p int) {
 		pending.Go(func() {
 			defer func() { <-sem }()
 			sentAt := time.Now()
+			w.mu.Lock()
+			w.sentAt[p][seq] = sentAt
+			w.mu.Unlock()
 			ctx, cancel := context.WithTimeout(w.t.Context(), clusterWait)
 			_, err := cur.Publish(ctx, &paho.Publish{Topic: w.topic(p), QoS: w.cfg.qos, Payload: []byte(payload(p, seq))})
 			cancel()
@@ -258,7 +298,7 @@ func (w *workload) publish(p int) {
 		})
 		select {
 		case <-c.Done():
-			if c = w.dial(id, true, nil); c == nil {
+			if c = w.dial(id, true, nil, nil); c == nil {
 				return
 			}
 		default:
@@ -283,13 +323,23 @@ func parsePayload(s string) (p, seq int, ok bool) {
 type faultReport struct {
 	acked, lost, repeats, reorder, failed, redials int
 	gap, gapAt                                     time.Duration // the longest pause in first deliveries, and when it began (since the start)
+	gapP50                                         time.Duration // the median of the subscribers' longest pauses
 	ackP99, ackMax                                 time.Duration
 	drained                                        time.Duration // from stop to the last acknowledged message delivered
+	// resumed is how long after the fault began every publisher's
+	// messages sent since reached every subscriber (the slowest first
+	// delivery); -1 when one never did or no fault was marked.
+	resumed time.Duration
 }
 
 func (r faultReport) String() string {
-	return fmt.Sprintf("%d acknowledged, %d lost, %d repeats, %d out of order, %d publishes unacknowledged, %d subscriber reconnects; longest pause in deliveries %s (at +%s); ack p99 %s, max %s; drained in %s",
+	resumed := "never"
+	if r.resumed >= 0 {
+		resumed = r.resumed.Round(time.Millisecond).String()
+	}
+	return fmt.Sprintf("%d acknowledged, %d lost, %d repeats, %d out of order, %d publishes unacknowledged, %d subscriber reconnects; longest pause in deliveries %s (at +%s), median of the subscribers' longest %s; first delivery of every stream after the fault in %s; ack p99 %s, max %s; drained in %s",
 		r.acked, r.lost, r.repeats, r.reorder, r.failed, r.redials, r.gap.Round(time.Millisecond), r.gapAt.Round(time.Second),
+		r.gapP50.Round(time.Millisecond), resumed,
 		r.ackP99.Round(time.Millisecond), r.ackMax.Round(time.Millisecond), r.drained.Round(time.Millisecond))
 }
 
@@ -325,7 +375,19 @@ func (w *workload) stop() faultReport {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	r.failed = w.failed
+	r.resumed = -1
+	if !w.faultAt.IsZero() {
+		r.resumed = 0
+	}
+	var longest []time.Duration
 	for _, s := range w.subs {
+		for _, at := range s.resumed {
+			if at.IsZero() {
+				r.resumed = -1
+			} else if r.resumed >= 0 {
+				r.resumed = max(r.resumed, at.Sub(w.faultAt))
+			}
+		}
 		r.reorder += s.reorder
 		r.redials += s.redials
 		for p, acks := range w.acked {
@@ -340,11 +402,22 @@ func (w *workload) stop() faultReport {
 		}
 		ts := slices.Clone(s.times)
 		slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
+		var own time.Duration
 		for i := 1; i < len(ts); i++ {
-			if g := ts[i].Sub(ts[i-1]); g > r.gap && ts[i].Before(stoppedAt) {
+			g := ts[i].Sub(ts[i-1])
+			if !ts[i].Before(stoppedAt) {
+				continue
+			}
+			own = max(own, g)
+			if g > r.gap {
 				r.gap, r.gapAt = g, ts[i-1].Sub(w.began)
 			}
 		}
+		longest = append(longest, own)
+	}
+	if len(longest) > 0 {
+		slices.Sort(longest)
+		r.gapP50 = longest[len(longest)/2]
 	}
 	for _, acks := range w.acked {
 		r.acked += len(acks)
@@ -356,6 +429,11 @@ func (w *workload) stop() faultReport {
 	}
 	for _, e := range w.errs {
 		w.t.Error(e)
+	}
+	for _, s := range w.subs {
+		for _, r := range s.repeats {
+			w.t.Logf("repeat: %s", r)
+		}
 	}
 	return r
 }

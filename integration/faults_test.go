@@ -109,6 +109,9 @@ func TestFaults(t *testing.T) {
 				topicRoot: fmt.Sprintf("faults/%s/q%d", name, q)}))
 		}
 		time.Sleep(3 * time.Second) // real time: a steady load before the fault
+		for _, w := range ws {
+			w.markFault()
+		}
 		fault(t)
 		time.Sleep(5 * time.Second) // real time: a steady load after the recovery
 		for i, w := range ws {
@@ -163,6 +166,50 @@ func TestFaults(t *testing.T) {
 			eventually.Before(t, ctx, fmt.Sprintf("kafka node %d to register again", node.ID()), func() bool {
 				return isLiveBroker(ctx, kn.Brokers(), node.ID())
 			})
+		})
+	})
+
+	// Routers and session services join and leave consumer groups under
+	// load: one of each added, then one of each stopped (SIGTERM: it
+	// leaves its groups at once), then one of each killed (its partitions
+	// wait for the group session timeout, 6 s here, before they move).
+	t.Run("RouterAddRemove", func(t *testing.T) {
+		load(t, "RouterAddTerm", func(t *testing.T) {
+			added := []*proc{c.start("router", "router-3"), c.start("session", "session-3")}
+			for _, p := range added {
+				p.waitReady()
+			}
+			t.Logf("added router-3 and session-3")
+			time.Sleep(3 * time.Second) // real time: the groups rebalance under load
+			routers[0].stop(t)
+			sessions[0].stop(t)
+			t.Logf("stopped %s and %s (SIGTERM)", routers[0].name, sessions[0].name)
+			routers[0], sessions[0] = added[0], added[1]
+		})
+		load(t, "RouterKill", func(t *testing.T) {
+			routers[1].kill()
+			sessions[1].kill()
+			t.Logf("killed %s and %s (SIGKILL)", routers[1].name, sessions[1].name)
+			time.Sleep(8 * time.Second) // real time: past the group session timeout
+			routers[1], sessions[1] = c.start("router", "router-4"), c.start("session", "session-4")
+			routers[1].waitReady()
+			sessions[1].waitReady()
+			t.Logf("added router-4 and session-4")
+		})
+	})
+
+	// Every Shoal process is stopped (SIGTERM) and started again, one at a
+	// time, as an upgrade does: the clients of a gateway reconnect through
+	// HAProxy to another one.
+	t.Run("RollingRestart", func(t *testing.T) {
+		load(t, "RollingRestart", func(t *testing.T) {
+			for _, p := range slices.Concat(sessions, routers, gws) {
+				began := time.Now()
+				p.stop(t)
+				p.restart()
+				t.Logf("%s stopped and ready again in %s", p.name, time.Since(began).Round(time.Millisecond))
+				time.Sleep(2 * time.Second) // real time: a steady load between two restarts
+			}
 		})
 	})
 }

@@ -127,6 +127,13 @@ type Config struct {
 	// partition of shoal.sessions; the session service ends the
 	// connections of a gateway silent for session.gateway_timeout.
 	Heartbeat time.Duration `yaml:"heartbeat"`
+	// KafkaTimeout is how long no broker of the log may answer before the
+	// gateway reports not ready, moves its clients to other gateways
+	// (DISCONNECT 0x9C) and refuses new ones (0x88) until one answers
+	// again (kafkawatch.go); 0 turns the watch off. It outlasts a
+	// broker's failover: only a partition or a whole cluster down
+	// trips it.
+	KafkaTimeout time.Duration `yaml:"kafka_timeout"`
 }
 
 // TLS configures the TLS listeners (mqtts_listen, wss_listen): files in
@@ -181,6 +188,7 @@ func DefaultConfig() Config {
 		ParkIdle:          time.Second,
 		SysInterval:       10 * time.Second,
 		Heartbeat:         time.Second,
+		KafkaTimeout:      10 * time.Second,
 		ProduceLinger:     time.Millisecond,
 		ExpressLinger:     DefaultExpressLinger,
 		SlotLease:         15 * time.Second,
@@ -213,6 +221,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Heartbeat <= 0 {
 		bad("heartbeat", "must be > 0")
+	}
+	if c.KafkaTimeout != 0 && c.KafkaTimeout < time.Second {
+		bad("kafka_timeout", "must be ≥ 1s, or 0 to not watch Kafka")
 	}
 	if c.ConnectTimeout <= 0 {
 		bad("connect_timeout", "must be > 0")

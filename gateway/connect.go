@@ -54,6 +54,10 @@ func (c *conn) handshake(ctx context.Context, client net.Addr, cert *x509.Certif
 	if !c.admit() { // the tenant's connection limits (quota.go)
 		return false
 	}
+	if g.kafkaCut.Load() { // nothing can answer the request (kafkawatch.go)
+		c.refuseFor(causeKafkaUnreachable, packet.CodeServerUnavailable)
+		return false
+	}
 	c.connectedAt = g.clock().UnixNano()
 	res, err := g.askSession(ctx, c, c.connectRequest(&cp, client))
 	if err != nil {

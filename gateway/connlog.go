@@ -76,6 +76,7 @@ const (
 	causeQuota              // the tenant's connection quota or rate
 	causeSessionRefused     // the session service refused the connection
 	causeSessionUnavailable // the session service did not answer in time, or rebinding failed
+	causeKafkaUnreachable   // no broker answered for gateway.kafka_timeout (kafkawatch.go)
 )
 
 var causeNames = [...]string{
@@ -102,6 +103,7 @@ var causeNames = [...]string{
 	causeQuota:              "quota",
 	causeSessionRefused:     "session_refused",
 	causeSessionUnavailable: "session_unavailable",
+	causeKafkaUnreachable:   "kafka_unreachable",
 }
 
 func (k closeCause) String() string {
@@ -115,7 +117,7 @@ func (k closeCause) String() string {
 // client did or is subject to, warn for a fault on the gateway's side.
 func (k closeCause) level() slog.Level {
 	switch k {
-	case causeLogWriteFailed, causeSessionUnavailable:
+	case causeLogWriteFailed, causeSessionUnavailable, causeKafkaUnreachable:
 		return slog.LevelWarn
 	}
 	return slog.LevelInfo
@@ -135,6 +137,8 @@ func causeOfCode(code packet.ReasonCode) closeCause {
 		return causeIdentityExpired
 	case packet.CodeServerShuttingDown:
 		return causeShuttingDown
+	case packet.CodeUseAnotherServer:
+		return causeKafkaUnreachable
 	}
 	return causeSessionEnded
 }

@@ -85,5 +85,9 @@
 //   - connlog.go: the connection's log lines and their keys; every close
 //     the gateway makes logged once with its reason code and cause,
 //     rate-limited per client (docs/telemetry.md, "Logs").
+//   - kafkawatch.go: a gateway cut off from Kafka (no broker answered for
+//     gateway.kafka_timeout) reports not ready, moves its clients to other
+//     gateways (DISCONNECT 0x9C) and refuses new ones (0x88) until a
+//     broker answers (docs/gateway.md, "Cut off from Kafka").
 //   - sys.go: $SYS topics; config.go: Config.
 package gateway

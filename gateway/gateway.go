@@ -167,9 +167,12 @@ type Gateway struct {
 	// to read a PUBLISH on another connection meanwhile.
 	subscribeRead func(*conn)
 
-	ready   atomic.Bool
-	addrsMu sync.Mutex
-	addrs   map[string]net.Addr // listener name → bound address
+	ready atomic.Bool
+	// kafkaCut is set while no broker of the log answered for
+	// Config.KafkaTimeout (kafkawatch.go).
+	kafkaCut atomic.Bool
+	addrsMu  sync.Mutex
+	addrs    map[string]net.Addr // listener name → bound address
 	// certs is the TLS listeners' material, set when they open (nil
 	// without them): listeners.go.
 	certs atomic.Pointer[listener.Certificates]
@@ -263,8 +266,9 @@ func New(cfg Config, eventLog Log, log *slog.Logger, clock func() time.Time, ver
 	return g, nil
 }
 
-// Ready reports whether the gateway consumes its slot and accepts clients.
-func (g *Gateway) Ready() bool { return g.ready.Load() }
+// Ready reports whether the gateway consumes its slot and accepts
+// clients: not while it is cut off from Kafka (kafkawatch.go).
+func (g *Gateway) Ready() bool { return g.ready.Load() && !g.kafkaCut.Load() }
 
 // Parked returns the number of connections parked now (their socket
 // watched by the poller, without a reader goroutine).
@@ -334,6 +338,9 @@ func (g *Gateway) Run(ctx context.Context) error {
 	g.serveListeners(ctx, listeners, &wg, errc)
 	wg.Add(1)
 	go func() { defer wg.Done(); g.sysLoop(ctx, g.version) }()
+	if p, ok := g.eventLog.(kafkaProber); ok && g.cfg.KafkaTimeout > 0 {
+		wg.Go(func() { g.watchKafka(ctx, p) })
+	}
 	g.ready.Store(true)
 	g.log.Info("gateway ready", "slot", g.slot.Load(), "mqtt", g.Addr("mqtt"), "ws", g.Addr("ws"),
 		"mqtts", g.Addr("mqtts"), "wss", g.Addr("wss"))

@@ -39,6 +39,8 @@ type fakeLog struct {
 	disconnects     atomic.Int64
 	// answer, when set, changes every answer before it is sent.
 	answer func(*eventspb.ConnectResult)
+	// cut makes Reachable fail: no broker answers (kafkawatch.go).
+	cut atomic.Bool
 }
 
 type heldProduce struct {
@@ -51,6 +53,13 @@ func newFakeLog() *fakeLog {
 }
 
 func (f *fakeLog) Partitions(string) int32 { return 4 }
+
+func (f *fakeLog) Reachable(context.Context) error {
+	if f.cut.Load() {
+		return errors.New("no broker answered (the test cut the log off)")
+	}
+	return nil
+}
 
 func (f *fakeLog) Catalogue() kafka.Catalogue { return kafka.DefaultCatalogue() }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/shoal-mqtt/shoal/internal/obs"
@@ -678,4 +679,36 @@ func (c *Client) Close() {
 			time.Sleep(time.Millisecond)
 		}
 	})
+}
+
+// Reachable returns nil as soon as one broker of the cluster answers an
+// ApiVersions request within ctx: every broker the client knows of is
+// asked at once, so a broker that is down or frozen (SIGSTOP, a zombie)
+// does not hide the others, and only a client cut off from all of them
+// fails (a network partition, or the whole cluster down). Before the
+// client learned any broker it pings the seed brokers. The gateway asks it
+// every second (gateway.kafka_timeout).
+func (c *Client) Reachable(ctx context.Context) error {
+	brokers := c.cl.DiscoveredBrokers()
+	if len(brokers) == 0 {
+		return c.cl.Ping(ctx)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, len(brokers))
+	for _, b := range brokers {
+		go func() {
+			_, err := b.Request(ctx, kmsg.NewPtrApiVersionsRequest())
+			errs <- err
+		}()
+	}
+	var all []error
+	for range brokers {
+		err := <-errs
+		if err == nil {
+			return nil
+		}
+		all = append(all, err)
+	}
+	return fmt.Errorf("no kafka broker answered: %w", errors.Join(all...))
 }

@@ -299,3 +299,49 @@ func TestEnsureTopicsWaitsForConfigsOfNewTopics(t *testing.T) {
 		t.Errorf("DescribeConfigs refused %d times, want 3 (the test did not exercise the wait)", n)
 	}
 }
+
+// TestReachableWhileOneBrokerAnswers: Reachable asks every broker at once,
+// so brokers that do not answer (frozen: their ApiVersions never
+// answered) do not hide the one that does; with none answering it fails
+// within its context.
+func TestReachableWhileOneBrokerAnswers(t *testing.T) {
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cluster.Close)
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	c, err := NewClient(ctx, Config{Brokers: cluster.ListenAddrs()}, testlog.New(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	if err := c.EnsureTopics(ctx); err != nil { // learns every broker
+		t.Fatal(err)
+	}
+	thaw := make(chan struct{})
+	var answering atomic.Int32 // the node that answers; -1: none
+	cluster.ControlKey(int16(kmsg.ApiVersions), func(kmsg.Request) (kmsg.Response, error, bool) {
+		cluster.KeepControl()
+		if cluster.CurrentNode() != answering.Load() {
+			cluster.SleepControl(func() { <-thaw })
+		}
+		return nil, nil, false
+	})
+	defer close(thaw)
+	probe := func() (time.Duration, error) {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		began := time.Now()
+		err := c.Reachable(pctx)
+		return time.Since(began), err
+	}
+	if took, err := probe(); err != nil {
+		t.Errorf("one broker of 3 answering: %v (after %s)", err, took)
+	}
+	answering.Store(-1)
+	if took, err := probe(); err == nil {
+		t.Errorf("no broker answering: Reachable returned nil after %s", took)
+	}
+}

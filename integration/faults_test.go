@@ -67,7 +67,7 @@ func startKafkaNodes(t *testing.T) *realkafka.Nodes {
 func TestFaults(t *testing.T) {
 	began := time.Now()
 	kn := startKafkaNodes(t)
-	c := newClusterOn(t, kn, "  replication_factor: 3\n")
+	c := newClusterOn(t, kn, "  replication_factor: 3\n  request_timeout: 3s\n")
 
 	// A fresh cluster's topics reach its brokers one by one: every start
 	// of a role that creates them must ride that out, never exit.

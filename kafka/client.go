@@ -216,6 +216,7 @@ func NewClient(ctx context.Context, cfg Config, log *slog.Logger) (*Client, erro
 			kgo.DisableClientMetrics(),
 			kgo.MetadataMinAge(metadataMinAge),
 			kgo.RetryBackoffFn(retryBackoff),
+			kgo.RequestTimeoutOverhead(cfg.RequestTimeout / 2),
 		},
 		// franz-go's own limit is twice ours so that it never blocks:
 		// its count drops only after our promise released the token.
@@ -235,6 +236,7 @@ func NewClient(ctx context.Context, cfg Config, log *slog.Logger) (*Client, erro
 	}
 	opts := append(c.common[:len(c.common):len(c.common)],
 		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProduceRequestTimeout(cfg.RequestTimeout/2),
 		kgo.RecordRetries(math.MaxInt64),
 		kgo.RecordDeliveryTimeout(0),
 		kgo.ProducerLinger(cfg.Linger),

@@ -94,6 +94,16 @@ type Config struct {
 	// 0 means DefaultGroupSessionTimeout. Brokers accept 6s–30min by
 	// default (group.min/max.session.timeout.ms).
 	GroupSessionTimeout time.Duration
+	// RequestTimeout is how long a request to one broker may go
+	// unanswered before its connection is dropped and the request
+	// retried, to the partition's new leader if it moved: half of it is
+	// the brokers' own limit for a produce (ProduceRequestTimeout, how long
+	// a leader waits for its in-sync replicas), half the time the client
+	// adds for the network (RequestTimeoutOverhead; a fetch's is its
+	// maximum wait plus that half). It bounds how long the partitions of a
+	// frozen broker (a zombie: its process stopped, its sockets open)
+	// stall its producers and consumers. 0 means DefaultRequestTimeout.
+	RequestTimeout time.Duration
 	// Telemetry is what the client reports through: with Tracing, the
 	// produce and consume spans of franz-go's kotel plugin, continued
 	// from and written to each record's traceparent header.
@@ -121,6 +131,11 @@ type Config struct {
 // shorter than Kafka's 45s, so that a dead member's partitions move on
 // within seconds; members heartbeat every tenth of it.
 const DefaultGroupSessionTimeout = 10 * time.Second
+
+// DefaultRequestTimeout is Config.RequestTimeout's default: franz-go's
+// own (a 10 s produce timeout plus a 10 s overhead) let a frozen leader
+// stall its partitions 20 s.
+const DefaultRequestTimeout = 10 * time.Second
 
 // Validate checks the configuration and returns one error per bad key.
 func (c Config) Validate() error {
@@ -153,6 +168,9 @@ func (c Config) Validate() error {
 	if c.GroupSessionTimeout != 0 && c.GroupSessionTimeout < time.Second {
 		errs = append(errs, fmt.Errorf("kafka.group_session_timeout: must be ≥ 1s, is %s", c.GroupSessionTimeout))
 	}
+	if c.RequestTimeout != 0 && c.RequestTimeout < time.Second {
+		errs = append(errs, fmt.Errorf("kafka.request_timeout: must be ≥ 1s, is %s", c.RequestTimeout))
+	}
 	if _, err := compressionCodec(c.Compression); err != nil {
 		errs = append(errs, fmt.Errorf("kafka.compression: %w", err))
 	}
@@ -175,6 +193,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.GroupSessionTimeout == 0 {
 		c.GroupSessionTimeout = DefaultGroupSessionTimeout
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = DefaultRequestTimeout
 	}
 	return c
 }

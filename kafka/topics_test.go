@@ -345,3 +345,22 @@ func TestReachableWhileOneBrokerAnswers(t *testing.T) {
 		t.Errorf("no broker answering: Reachable returned nil after %s", took)
 	}
 }
+
+// TestConfigTimeoutsNameTheirKeys: a group session or request timeout
+// below a second is refused, naming its key; 0 takes the default.
+func TestConfigTimeoutsNameTheirKeys(t *testing.T) {
+	for _, tc := range []struct {
+		cfg Config
+		key string
+	}{
+		{Config{Brokers: []string{"b:9092"}, GroupSessionTimeout: 500 * time.Millisecond}, "kafka.group_session_timeout"},
+		{Config{Brokers: []string{"b:9092"}, RequestTimeout: 500 * time.Millisecond}, "kafka.request_timeout"},
+	} {
+		if err := tc.cfg.Validate(); err == nil || !strings.Contains(err.Error(), tc.key) {
+			t.Errorf("Validate: %v, want an error naming %s", err, tc.key)
+		}
+	}
+	if got := (Config{}).withDefaults().RequestTimeout; got != DefaultRequestTimeout {
+		t.Errorf("default request timeout %s, want %s", got, DefaultRequestTimeout)
+	}
+}

@@ -221,6 +221,7 @@ func (b *Broker) openKafka(ctx context.Context, bb *backbone) error {
 	kcfg := kafka.Config{
 		Brokers: cfg.Kafka.Brokers, ClientID: "shoal-" + strings.ReplaceAll(b.roles.String(), "+", "-"), Catalogue: cat,
 		GroupSessionTimeout: cfg.Kafka.GroupSessionTimeout,
+		RequestTimeout:      cfg.Kafka.RequestTimeout,
 		Telemetry:           b.prov,
 		AdoptPartitions:     cfg.Kafka.AdoptPartitions(),
 	}

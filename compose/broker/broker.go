@@ -421,7 +421,7 @@ func (b *Broker) bridgeTarget(ctx context.Context, bb *backbone) (*kafka.Client,
 	cat.SetMaxMessageBytes(kafka.MaxMessageBytesFor(b.cfg.Gateway.MaxPacketSize))
 	c, err := kafka.NewClient(ctx, kafka.Config{
 		Brokers: bk.Brokers, ClientID: "shoal-bridge", Catalogue: cat, SASL: sasl, TLS: tlsCfg,
-		GroupSessionTimeout: b.cfg.Kafka.GroupSessionTimeout, Telemetry: b.prov,
+		GroupSessionTimeout: b.cfg.Kafka.GroupSessionTimeout, RequestTimeout: b.cfg.Kafka.RequestTimeout, Telemetry: b.prov,
 	}, b.log.With("cluster", "bridges.kafka.brokers"))
 	if err != nil {
 		return nil, fmt.Errorf("bridges.kafka.brokers: %w", err)

@@ -221,6 +221,11 @@ type Kafka struct {
 	// GroupSessionTimeout is how soon the partitions of a router or session
 	// service that died move to the others (0: 10s).
 	GroupSessionTimeout time.Duration `yaml:"group_session_timeout"`
+	// RequestTimeout is how long a request to one Kafka broker may go
+	// unanswered before it is sent again, to a partition's new leader if
+	// it moved (0: 10s): the longest a frozen broker stalls its
+	// partitions' producers and consumers (kafka.Config.RequestTimeout).
+	RequestTimeout time.Duration `yaml:"request_timeout"`
 	// SASL and TLS secure the connections to an external cluster
 	// (kafkasec.go).
 	SASL KafkaSASL `yaml:"sasl"`

@@ -262,8 +262,10 @@ func (c *Cluster) writeProperties() error {
 	broker := net.JoinHostPort("127.0.0.1", strconv.Itoa(c.brokerPort))
 	ctl := net.JoinHostPort("127.0.0.1", strconv.Itoa(c.ctlPort))
 	id, quorum, rf, isr := "1", "controller.quorum.bootstrap.servers="+ctl, "1", "1"
+	session, beat := "4000", "1000"
 	if c.multi != nil {
 		id, quorum, rf, isr = strconv.Itoa(c.nodeID), "controller.quorum.voters="+c.multi.voters(), strconv.Itoa(len(c.multi.nodes)), "2"
+		session, beat = multiSession, multiHeartbeat
 	}
 	props := []string{
 		"process.roles=broker,controller",
@@ -287,9 +289,16 @@ func (c *Cluster) writeProperties() error {
 		"min.insync.replicas=" + isr,
 		"group.initial.rebalance.delay.ms=0",
 		// After a SIGKILL the restarted broker cannot register until
-		// the dead incarnation's session expires (9 s by default).
-		"broker.session.timeout.ms=4000",
-		"broker.heartbeat.interval.ms=1000",
+		// the dead incarnation's session expires (9 s by default); in a
+		// cluster of several nodes that expiry is also when the
+		// controller fences a dead or frozen broker and moves its
+		// leaders, the pause its partitions see (multiSession).
+		"broker.session.timeout.ms=" + session,
+		"broker.heartbeat.interval.ms=" + beat,
+		// A quorum that lost its active controller elects another
+		// within about these (2 s and 1 s by default).
+		"controller.quorum.fetch.timeout.ms=1000",
+		"controller.quorum.election.timeout.ms=500",
 	}
 	data := []byte("# Written by internal/localserver/realkafka.\n" + strings.Join(props, "\n") + "\n")
 	if err := os.WriteFile(c.propertiesPath(), data, 0o600); err != nil {
@@ -297,6 +306,16 @@ func (c *Cluster) writeProperties() error {
 	}
 	return nil
 }
+
+// multiSession and multiHeartbeat are a node's broker session timeout and
+// heartbeat interval in a cluster of several: the controller fences a
+// broker that missed its heartbeats this long and elects new leaders for
+// its partitions, so a killed leader's partitions pause about this long
+// (docs/faults.md). The Helm chart's KRaft cluster sets the same.
+const (
+	multiSession   = "2000"
+	multiHeartbeat = "500"
+)
 
 // format formats the storage for a new cluster id, once: a formatted data
 // directory (meta.properties) is left alone.

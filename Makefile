@@ -78,6 +78,12 @@ integration: ## integration suites (own module, integration/) against a real Kaf
 	./scripts/fetch-cassandra.sh >/dev/null
 	cd integration && $(GO) test -race -count=1 -tags integration -timeout 40m ./...
 
+.PHONY: chaos
+chaos: ## the fault suite's whole schedule: every fault of TestFaults 3 times (SHOAL_FAULT_ROUNDS), on 3 Kafka nodes and the Shoal roles behind HAProxy (docs/faults.md; make test runs each once)
+	./scripts/fetch-kafka.sh >/dev/null
+	./scripts/fetch-cassandra.sh >/dev/null
+	cd integration && SHOAL_FAULT_ROUNDS=$${SHOAL_FAULT_ROUNDS:-3} $(GO) test -race -count=1 -tags integration -timeout 60m -run Faults -v ./...
+
 .PHONY: short
 short: ## unit tests with -short (skips the slow ones)
 	$(GO) test -race -short $(PKGS)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,20 @@ import (
 	"github.com/shoal-mqtt/shoal/internal/localserver/realkafka"
 	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 )
+
+// faultRounds is how many times each fault runs: SHOAL_FAULT_ROUNDS
+// (make chaos sets 3), else once (make test).
+func faultRounds(t *testing.T) int {
+	v := os.Getenv("SHOAL_FAULT_ROUNDS")
+	if v == "" {
+		return 1
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("SHOAL_FAULT_ROUNDS=%q: want a count ≥ 1", v)
+	}
+	return n
+}
 
 // faultKafkaNodes is the size of the fault tests' Kafka: a quorum that
 // survives the loss of one node, topics replicated 3 times with
@@ -95,38 +110,17 @@ func TestFaults(t *testing.T) {
 	t.Logf("cluster of %d Kafka nodes, %d session services, %d routers, %d gateways behind HAProxy ready in %s",
 		faultKafkaNodes, len(sessions), len(routers), len(gws), time.Since(began).Round(time.Millisecond))
 
-	// load runs fault under a QoS 1 and a QoS 2 workload of 4 publishers
-	// (up to 20 msg/s each, one publish in flight: MQTT orders a client's
-	// messages of a topic as it sent them, and with one in flight the
-	// order sent is the order numbered) and 3 persistent subscribers each,
-	// and checks them.
+	// load runs fault under loadOnce's workload, faultRounds times.
+	rounds := faultRounds(t)
 	load := func(t *testing.T, name string, fault func(t *testing.T)) {
 		t.Helper()
-		var ws []*workload
-		for _, q := range []byte{1, 2} {
-			ws = append(ws, startWorkload(t, workloadConfig{name: fmt.Sprintf("%s%d", strings.ToLower(name), q),
-				addr: h.mqtt, pubs: 4, subs: 3, qos: q, interval: 50 * time.Millisecond, inflight: 1,
-				topicRoot: fmt.Sprintf("faults/%s/q%d", name, q)}))
-		}
-		time.Sleep(3 * time.Second) // real time: a steady load before the fault
-		for _, w := range ws {
-			w.markFault()
-		}
-		fault(t)
-		time.Sleep(5 * time.Second) // real time: a steady load after the recovery
-		for i, w := range ws {
-			r := w.stop()
-			q := i + 1
-			t.Logf("%s, QoS %d: %s", name, q, r)
-			if r.lost > 0 {
-				t.Errorf("%s, QoS %d: %d acknowledged messages lost", name, q, r.lost)
+		for r := range rounds {
+			n := name
+			if rounds > 1 {
+				n = fmt.Sprintf("%s%d", name, r+1)
+				t.Logf("%s: round %d of %d", name, r+1, rounds)
 			}
-			if q == 2 && r.repeats > 0 {
-				t.Errorf("%s, QoS 2: %d messages delivered twice", name, r.repeats)
-			}
-			if r.acked == 0 {
-				t.Errorf("%s, QoS %d: nothing was acknowledged", name, q)
-			}
+			loadOnce(t, h.mqtt, n, fault)
 		}
 	}
 
@@ -301,4 +295,39 @@ func deleteShoalTopics(t *testing.T, brokers []string) {
 		}
 		return ""
 	})
+}
+
+// loadOnce runs fault under a QoS 1 and a QoS 2 workload through addr (4
+// publishers, up to 20 msg/s each, one publish in flight: MQTT orders a
+// client's messages of a topic as it sent them, and with one in flight the
+// order sent is the order numbered; 3 persistent subscribers each), and
+// checks them: nothing acknowledged lost, nothing delivered twice at QoS 2.
+func loadOnce(t *testing.T, addr, name string, fault func(t *testing.T)) {
+	t.Helper()
+	var ws []*workload
+	for _, q := range []byte{1, 2} {
+		ws = append(ws, startWorkload(t, workloadConfig{name: fmt.Sprintf("%s%d", strings.ToLower(name), q),
+			addr: addr, pubs: 4, subs: 3, qos: q, interval: 50 * time.Millisecond, inflight: 1,
+			topicRoot: fmt.Sprintf("faults/%s/q%d", name, q)}))
+	}
+	time.Sleep(3 * time.Second) // real time: a steady load before the fault
+	for _, w := range ws {
+		w.markFault()
+	}
+	fault(t)
+	time.Sleep(5 * time.Second) // real time: a steady load after the recovery
+	for i, w := range ws {
+		r := w.stop()
+		q := i + 1
+		t.Logf("%s, QoS %d: %s", name, q, r)
+		if r.lost > 0 {
+			t.Errorf("%s, QoS %d: %d acknowledged messages lost", name, q, r.lost)
+		}
+		if q == 2 && r.repeats > 0 {
+			t.Errorf("%s, QoS 2: %d messages delivered twice", name, r.repeats)
+		}
+		if r.acked == 0 {
+			t.Errorf("%s, QoS %d: nothing was acknowledged", name, q)
+		}
+	}
 }

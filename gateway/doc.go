@@ -89,5 +89,8 @@
 //     gateway.kafka_timeout) reports not ready, moves its clients to other
 //     gateways (DISCONNECT 0x9C) and refuses new ones (0x88) until a
 //     broker answers (docs/gateway.md, "Cut off from Kafka").
+//   - clock.go: a clock off by a second or more is corrected by the CQL
+//     database's, measured at every lease renewal (docs/gateway.md,
+//     "Clock").
 //   - sys.go: $SYS topics; config.go: Config.
 package gateway

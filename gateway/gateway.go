@@ -83,8 +83,13 @@ type Gateway struct {
 	cfg      Config
 	log      *slog.Logger
 	eventLog Log
-	clock    func() time.Time
-	epoch    uint64 // random per start: the gateway_epoch of message ids
+	// clock is baseClock corrected by skew (clock.go): what the gateway
+	// stamps and compares. baseClock, the clock New was given, times the
+	// slot lease.
+	clock     func() time.Time
+	baseClock func() time.Time
+	skew      clockSkew
+	epoch     uint64 // random per start: the gateway_epoch of message ids
 	// tel is what the gateway reports through (WithTelemetry).
 	tel obs.Providers
 	met *gatewayMetrics // its instruments (metrics.go), made from tel
@@ -236,7 +241,7 @@ func New(cfg Config, eventLog Log, log *slog.Logger, clock func() time.Time, ver
 		cfg:       cfg,
 		log:       log.With("role", "gateway", "gateway", cfg.ID),
 		eventLog:  eventLog,
-		clock:     clock,
+		baseClock: clock,
 		epoch:     binary.BigEndian.Uint64(b[:]),
 		topics:    topics,
 		authSlots: make(chan struct{}, runtime.GOMAXPROCS(0)),
@@ -249,6 +254,7 @@ func New(cfg Config, eventLog Log, log *slog.Logger, clock func() time.Time, ver
 		version:   version,
 		writes:    newWriteQueue(),
 	}
+	g.clock = g.skew.correctedClock(clock)
 	for _, o := range opts {
 		o(g)
 	}

@@ -47,7 +47,7 @@ func (g *Gateway) leaseSlot(ctx context.Context) (time.Time, error) {
 	for {
 		var slot int32
 		var err error
-		sent := g.clock()
+		sent := g.baseClock()
 		if g.cfg.Slot < 0 {
 			slot, err = g.leaser.AcquireSlot(ctx, slots, g.cfg.ID, g.cfg.SlotLease)
 		} else {
@@ -57,6 +57,7 @@ func (g *Gateway) leaseSlot(ctx context.Context) (time.Time, error) {
 		if err == nil {
 			g.slot.Store(slot)
 			g.log.Info("slot leased", "slot", slot, "owner", g.cfg.ID, "ttl", g.cfg.SlotLease)
+			g.measureClock(ctx) // before any client: its first Connect is stamped right
 			return sent, nil
 		}
 		g.log.Warn("lease slot; retrying", "slot", g.cfg.Slot, "owner", g.cfg.ID, "err", err)
@@ -105,20 +106,21 @@ func (g *Gateway) renewLoop(ctx context.Context, leasedAt time.Time) error {
 			return nil
 		case <-t.C:
 		}
-		sent := g.clock()
+		sent := g.baseClock()
 		if gap := sent.Sub(last); gap >= valid {
 			return fmt.Errorf("slot %d lease lost: the last renewal was sent %s ago, the lease lasts %s", slot, gap.Round(time.Millisecond), ttl)
 		}
 		rctx, cancel := context.WithTimeout(ctx, ttl/3)
 		err := g.leaser.RenewSlot(rctx, slot, g.cfg.ID, ttl)
 		cancel()
-		gap := g.clock().Sub(last)
+		gap := g.baseClock().Sub(last)
 		switch {
 		case ctx.Err() != nil:
 		case err == nil && gap >= valid:
 			return fmt.Errorf("slot %d lease lost: renewed %s after the previous renewal, past the lease's %s", slot, gap.Round(time.Millisecond), ttl)
 		case err == nil:
 			last = sent
+			g.measureClock(ctx)
 		case gap >= ttl*2/3:
 			return fmt.Errorf("slot %d lease lost (not renewed for %s): %w", slot, gap.Round(time.Millisecond), err)
 		default:

@@ -93,6 +93,11 @@ func New(cfg config.Config, log *slog.Logger, version string, opts ...Option) *B
 // NewRoles returns a broker running roles for cfg.
 func NewRoles(cfg config.Config, roles Role, log *slog.Logger, version string, opts ...Option) *Broker {
 	b := &Broker{cfg: cfg, roles: roles, log: log, version: version, clock: time.Now, started: make(chan struct{})}
+	if off := cfg.ClockOffset; off != 0 {
+		// Fault tests only (config.Config.ClockOffset).
+		log.Warn("clock_offset: every role reads its clock off by this much", "clock_offset", off)
+		b.clock = func() time.Time { return time.Now().Add(off) }
+	}
 	for _, o := range opts {
 		o(b)
 	}

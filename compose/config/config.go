@@ -62,8 +62,12 @@ type Config struct {
 	LogFormat string `yaml:"log_format"`
 	// Pprof serves Go's profiles under /debug/pprof/ on HTTPListen. Off by
 	// default: profiles reveal internals and cost CPU while taken.
-	Pprof bool  `yaml:"pprof"`
-	Kafka Kafka `yaml:"kafka"`
+	Pprof bool `yaml:"pprof"`
+	// ClockOffset makes every role of the process read its clock this far
+	// ahead (negative: behind), for fault tests of a skewed clock
+	// (TestFaults/ClockSkew): never set it in production.
+	ClockOffset time.Duration `yaml:"clock_offset"`
+	Kafka       Kafka         `yaml:"kafka"`
 	// CQL is the view store on a CQL database (ScyllaDB, Apache
 	// Cassandra). Without hosts the views live in Pebble under data_dir,
 	// which only `shoal all` may use.
@@ -405,6 +409,14 @@ func options() []option {
 		{"log-level", "debug, info, warn or error (log_level)", strOpt(func(c *Config) *string { return &c.LogLevel })},
 		{"log-format", "text or json (log_format)", strOpt(func(c *Config) *string { return &c.LogFormat })},
 		{"pprof", "true serves Go's profiles under /debug/pprof/ on the HTTP address (pprof)", boolOpt("pprof", func(c *Config) *bool { return &c.Pprof })},
+		{"clock-offset", "for fault tests only: every role reads its clock this far ahead, e.g. 30s (negative: behind) (clock_offset)", func(c *Config, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return fmt.Errorf("clock_offset: %w", err)
+			}
+			c.ClockOffset = d
+			return nil
+		}},
 		{"audit-expose-message-id", "true adds the user property shoal-message-id to every message delivered to an MQTT 5.0 client (audit.expose_message_id)", boolOpt("audit.expose_message_id", func(c *Config) *bool { return &c.Audit.ExposeMessageID })},
 		{"audit-record-acks", "true writes every acknowledgement of a QoS 1/2 delivery to the log, for shoal trace (audit.record_acks)", boolOpt("audit.record_acks", func(c *Config) *bool { return &c.Audit.RecordAcks })},
 		{"kafka-brokers", "comma-separated brokers of an external Kafka; empty runs the embedded one (kafka.brokers)", func(c *Config, v string) error {

@@ -139,7 +139,10 @@
 // early), minus what it allows for its clock's drift. It renews well
 // before that (every ttl/3, say) and stops using the slot when a renewal
 // fails with ErrSlotLost or has not succeeded by then. The TTL is
-// rounded up to whole seconds, at least 1 s.
+// rounded up to whole seconds, at least 1 s. Store.Now reads the coordinator's
+// clock, which a gateway compares its own with at each lease and renewal
+// and corrects by when they differ by a second or more
+// (gateway/clock.go).
 //
 // # Consistency
 //

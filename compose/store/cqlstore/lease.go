@@ -286,3 +286,15 @@ func (s *Store) casBatch(ctx context.Context, b *gocql.Batch) (bool, string, err
 	holder, _ := m["owner"].(string)
 	return applied, holder, nil
 }
+
+// Now returns the time of the coordinator that answers: a clock the
+// database's nodes keep synchronized (NTP, as Cassandra and ScyllaDB
+// require), which a gateway compares its own with each time it takes or
+// renews its slot lease, to correct a clock that is off (gateway/clock.go).
+func (s *Store) Now(ctx context.Context) (time.Time, error) {
+	var ms int64
+	if err := s.session.Query(s.q.clockNow).WithContext(ctx).Scan(&ms); err != nil {
+		return time.Time{}, fmt.Errorf("read the database's clock: %w", err)
+	}
+	return time.UnixMilli(ms), nil
+}

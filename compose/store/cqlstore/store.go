@@ -166,6 +166,7 @@ type statements struct {
 	sessSelect, sessGet, sessStamp, sessUpsert, sessOffset         string
 	slotsSelect, slotRead, slotClaim, slotClaimRecord              string
 	slotRenew, slotRelease                                         string
+	clockNow                                                       string
 	createKeyspace, migrationsSelect, migrationInsert              string
 	lockTake, lockRelease                                          string
 }
@@ -193,6 +194,7 @@ func newStatements(keyspace string) statements {
 		slotClaimRecord: r(`UPDATE ${keyspace}.gateway_slots SET last_owner = ?, claimed_at = ? WHERE slot = ?`),
 		slotRenew:       r(`UPDATE ${keyspace}.gateway_slots USING TTL ? SET owner = ? WHERE slot = ? IF owner = ?`),
 		slotRelease:     r(`DELETE owner FROM ${keyspace}.gateway_slots WHERE slot = ? IF owner = ?`),
+		clockNow:        `SELECT toUnixTimestamp(now()) FROM system.local`,
 
 		createKeyspace:   `CREATE KEYSPACE IF NOT EXISTS ` + keyspace + ` WITH replication = {'class': 'SimpleStrategy', 'replication_factor': %d}`,
 		migrationsSelect: r(`SELECT version, name, checksum, applied_at FROM ${keyspace}.schema_migrations`),

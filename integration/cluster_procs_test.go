@@ -26,9 +26,10 @@ type proc struct {
 	name, role string
 	args       []string
 	mqtt, http string
-	mqtts      string // a gateway's TLS listener, when it has one
-	ws, wss    string // a gateway's WebSocket listeners, when it has them
-	admin      string // the admin API's listener, when it has one
+	mqtts      string        // a gateway's TLS listener, when it has one
+	ws, wss    string        // a gateway's WebSocket listeners, when it has them
+	admin      string        // the admin API's listener, when it has one
+	netns      *netNamespace // runs inside it, listening on its address (nil: the host's loopback)
 	cmd        *exec.Cmd
 	done       chan struct{}
 	waitErr    error
@@ -114,6 +115,9 @@ func (p *proc) launch() {
 		t.Fatal(err)
 	}
 	p.cmd = exec.Command(p.c.bin, p.args...)
+	if p.netns != nil {
+		p.cmd = exec.Command("ip", append([]string{"netns", "exec", p.netns.name, p.c.bin}, p.args...)...)
+	}
 	p.cmd.Stdout, p.cmd.Stderr = f, f
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {
@@ -175,6 +179,10 @@ func servesHTTP(path string) bool {
 func (p *proc) repick() {
 	t := p.c.t
 	t.Helper()
+	freeAddr := freeAddr
+	if p.netns != nil {
+		freeAddr = func(t *testing.T) string { return freeAddrOn(t, p.netns.addr) }
+	}
 	for i := 0; i+1 < len(p.args); i++ {
 		if p.args[i+1] == "" {
 			continue // a listener turned off

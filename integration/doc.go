@@ -4,7 +4,8 @@
 // view store and slot leases (cql_test.go), and a distributed cluster of
 // separate shoal processes (cluster*_test.go). TestFaults (faults*_test.go)
 // runs the roles on a Kafka of three nodes and injects faults under a
-// checked load (docs/faults.md). `make integration` (part of `make test`)
+// checked load (docs/faults.md); one of its gateways runs in a network
+// namespace whose link to Kafka it cuts (netns_test.go). `make integration` (part of `make test`)
 // runs them.
 //
 // This directory is a Go module of its own

@@ -7,8 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -98,7 +101,12 @@ func TestFaults(t *testing.T) {
 	sessions := []*proc{c.start("session", "session-1"), c.start("session", "session-2")}
 	routers := []*proc{c.start("router", "router-1"), c.start("router", "router-2")}
 	pp := []string{"--proxy-protocol", "required", "--proxy-trusted", "127.0.0.0/8"}
-	gws := []*proc{c.startGateway("gw-1", pp...), c.startGateway("gw-2", pp...), c.startGateway("gw-3", pp...)}
+	// The fourth gateway runs in a network namespace of its own, whose
+	// link to Kafka GatewayPartition cuts (netns_test.go); HAProxy reaches
+	// it from the host's end of the veth.
+	ns := newNetNamespace(t, "gw4")
+	gws := []*proc{c.startGateway("gw-1", pp...), c.startGateway("gw-2", pp...), c.startGateway("gw-3", pp...),
+		c.startGatewayIn(ns, "gw-4", "--proxy-protocol", "required", "--proxy-trusted", "127.0.0.0/8,"+ns.hostAddr+"/32")}
 	for _, p := range slices.Concat(sessions, routers, gws) {
 		p.waitReady()
 	}
@@ -189,6 +197,36 @@ func TestFaults(t *testing.T) {
 			routers[1].waitReady()
 			sessions[1].waitReady()
 			t.Logf("added router-4 and session-4")
+		})
+	})
+
+	// One gateway is cut off from every Kafka broker for 30 s while
+	// HAProxy, its clients and the database still reach it: it reports not
+	// ready and moves its clients (0x9C) after gateway.kafka_timeout (10 s),
+	// they resume elsewhere, and it serves again once the link heals.
+	t.Run("GatewayPartition", func(t *testing.T) {
+		gw4 := gws[3]
+		ports := kafkaPorts(t, kn.Brokers())
+		load(t, "GatewayPartition", func(t *testing.T) {
+			before := strings.Count(procLog(t, gw4), "kafka unreachable: not ready")
+			cutAt := time.Now()
+			ns.cut(t, ports...)
+			t.Logf("cut %s off from kafka %v", gw4.name, ports)
+			eventually.True(t, clusterWait, gw4.name+" to report not ready", func() bool { return !answersReady(gw4) })
+			t.Logf("%s not ready %s after the cut", gw4.name, time.Since(cutAt).Round(time.Millisecond))
+			time.Sleep(30*time.Second - time.Since(cutAt)) // real time: the partition lasts 30 s
+			ns.heal(t)
+			healed := time.Now()
+			eventually.True(t, clusterWait, gw4.name+" to be ready once healed", func() bool { return answersReady(gw4) })
+			t.Logf("%s ready again %s after the heal", gw4.name, time.Since(healed).Round(time.Millisecond))
+			lines := regexp.MustCompile(`kafka unreachable: not ready.* connections=(\d+)`).FindAllStringSubmatch(procLog(t, gw4), -1)
+			if len(lines) <= before {
+				t.Fatalf("%s did not log that it moved its clients", gw4.name)
+			}
+			t.Logf("%s moved %s connections to other gateways", gw4.name, lines[len(lines)-1][1])
+			if lines[len(lines)-1][1] == "0" {
+				t.Errorf("%s had no clients to move: the fault tested nothing of them", gw4.name)
+			}
 		})
 	})
 
@@ -336,4 +374,43 @@ func loadOnce(t *testing.T, addr, name string, fault func(t *testing.T)) {
 			t.Errorf("%s, QoS %d: nothing was acknowledged", name, q)
 		}
 	}
+}
+
+// kafkaPorts returns the ports of brokers (host:port).
+func kafkaPorts(t *testing.T, brokers []string) []int {
+	t.Helper()
+	var ports []int
+	for _, b := range brokers {
+		_, p, err := net.SplitHostPort(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports = append(ports, n)
+	}
+	return ports
+}
+
+// answersReady says whether p's /readyz answers 200.
+func answersReady(p *proc) bool {
+	cl := http.Client{Timeout: 2 * time.Second}
+	resp, err := cl.Get("http://" + p.http + "/readyz")
+	if err != nil {
+		return false
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// procLog returns p's log.
+func procLog(t *testing.T, p *proc) string {
+	t.Helper()
+	b, err := os.ReadFile(p.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -27,11 +27,15 @@ const skewBound = 1500 * time.Millisecond
 // comes after its delay, a retained message published through it expires
 // after its interval, and a message of another gateway's publisher is
 // delivered through it, not dropped as expired, with its interval left.
-// others is where the rest of the cluster's clients connect (HAProxy).
-func testClockSkew(t *testing.T, c *cluster, others string) {
+// others is where the rest of the cluster's clients connect (HAProxy);
+// vacate is a gateway stopped meanwhile, whose slot the skewed one takes
+// (every slot has a gateway).
+func testClockSkew(t *testing.T, c *cluster, others string, vacate *proc) {
+	vacate.stop(t)
+	defer vacate.restart()
 	gs := c.startGateway("gw-skew", "--clock-offset", "30s")
 	gs.waitReady()
-	defer gs.kill() // a round of its own each time (SHOAL_FAULT_ROUNDS)
+	defer gs.stop(t) // SIGTERM: it releases the slot for vacate, at once
 	eventually.True(t, clusterWait, "gw-skew to correct its clock by the database's", func() bool {
 		b, _ := os.ReadFile(gs.log)
 		return strings.Contains(string(b), "clock differs from the database's")

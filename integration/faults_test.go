@@ -233,7 +233,7 @@ func TestFaults(t *testing.T) {
 	// One gateway's clock is 30 s ahead of the cluster's: what it stamps
 	// and compares stays right (faults_clock_test.go).
 	t.Run("ClockSkew", func(t *testing.T) {
-		load(t, "ClockSkew", func(t *testing.T) { testClockSkew(t, c, h.mqtt) })
+		load(t, "ClockSkew", func(t *testing.T) { testClockSkew(t, c, h.mqtt, gws[2]) })
 	})
 
 	// Every Shoal process is stopped (SIGTERM) and started again, one at a

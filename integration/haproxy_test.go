@@ -185,10 +185,16 @@ func (p *proc) server() string {
 // answer.
 func (h *haproxyProc) command(t *testing.T, cmd string) string {
 	t.Helper()
-	nc, err := net.DialTimeout("unix", h.runtime, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// HAProxy creates its runtime socket a moment after its listeners
+	// answer (CI dialled it once before it existed).
+	var nc net.Conn
+	eventually.OK(t, 10*time.Second, func() string {
+		var err error
+		if nc, err = net.DialTimeout("unix", h.runtime, 5*time.Second); err != nil {
+			return err.Error()
+		}
+		return ""
+	})
 	defer func() { _ = nc.Close() }()
 	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
 	if _, err := io.WriteString(nc, cmd+"\n"); err != nil {

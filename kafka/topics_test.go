@@ -287,11 +287,7 @@ func TestEnsureTopicsWaitsForConfigsOfNewTopics(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
 	defer cancel()
-	c, err := NewClient(ctx, Config{Brokers: cluster.ListenAddrs()}, testlog.New(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c := clientOn(t, ctx, cluster)
 	if err := c.EnsureTopics(ctx); err != nil {
 		t.Fatalf("EnsureTopics while the brokers learn of the new topics: %v", err)
 	}
@@ -312,11 +308,7 @@ func TestReachableWhileOneBrokerAnswers(t *testing.T) {
 	t.Cleanup(cluster.Close)
 	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
 	defer cancel()
-	c, err := NewClient(ctx, Config{Brokers: cluster.ListenAddrs()}, testlog.New(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c := clientOn(t, ctx, cluster)
 	if err := c.EnsureTopics(ctx); err != nil { // learns every broker
 		t.Fatal(err)
 	}
@@ -363,4 +355,15 @@ func TestConfigTimeoutsNameTheirKeys(t *testing.T) {
 	if got := (Config{}).withDefaults().RequestTimeout; got != DefaultRequestTimeout {
 		t.Errorf("default request timeout %s, want %s", got, DefaultRequestTimeout)
 	}
+}
+
+// clientOn connects a client to a kfake cluster until the test ends.
+func clientOn(t *testing.T, ctx context.Context, cluster *kfake.Cluster) *Client {
+	t.Helper()
+	c, err := NewClient(ctx, Config{Brokers: cluster.ListenAddrs()}, testlog.New(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
 }

@@ -1,5 +1,5 @@
-// Package realcql runs a real CQL database, Apache Cassandra 5 (one node),
-// as a local process for Shoal's integration tests: ScyllaDB speaks the
+// Package realcql runs a real CQL database, Apache Cassandra 5 (one node,
+// or a ring of several), as local processes for Shoal's integration tests: ScyllaDB speaks the
 // same protocol but cannot be installed on the development and CI
 // machines, which have no Docker engine. Only tests and the distributed
 // benchmark (bench/cmd/shoal-distbench) import it.
@@ -34,12 +34,29 @@
 //
 // The JVM runs with the flags of Cassandra 5.0's own conf/jvm17-server.options
 // (the --add-exports / --add-opens list, the jamm agent found on the
-// classpath for memtable sizing), -Xmx1g, the C1 compiler only
+// classpath for memtable sizing), -Xmx1g (Options.MaxHeapMiB), the C1 compiler only
 // (-XX:TieredStopAtLevel=1: about twice as fast to start, enough for
 // tests), no wait for gossip to settle and a 100 ms ring delay (one node),
 // and its temporary files (java.io.tmpdir, jna.tmpdir) in the node's
 // directory. CQL answers about 8–20 s after launch on a busy 2-core
 // machine; the node then holds about 650 MB of memory.
+//
+// # A ring
+//
+// [StartRing] starts n nodes (up to [MaxRing]) at once, node i on the
+// address 127.0.0.i (every 127/8 address is the loopback interface's on
+// Linux), all on the same three ports: a ring has one storage port, and a
+// driver reaches the peers it discovers on the native port it was given.
+// Each node has one token, the Murmur3 range cut in n equal parts, does
+// not bootstrap (auto_bootstrap false: the ring starts empty) and lists
+// every node as a seed, so none waits for another to come up; the ring
+// delay is 1 s and the gossip settle wait skipped. A node is ready when it
+// answers CQL and lists the others in system.peers. The system tables are
+// fsynced as in production (no unsafesystem: a ring node killed with
+// SIGKILL must come back with its schema). [Node.Restart] starts a stopped
+// or killed node again on its data and ports. Measured on the 2-core
+// machine at a 512 MiB heap: a ring of three ready in about 35 s, a killed
+// node back in about 20 s, 560–660 MB of memory per node.
 //
 // # Never a JVM left behind
 //

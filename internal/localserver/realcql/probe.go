@@ -53,60 +53,80 @@ const (
 // probe connects to addr, starts a session and runs probeQuery, returning
 // the release_version it answers.
 func probe(ctx context.Context, addr string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
-	defer cancel()
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return "", fmt.Errorf("dial: %w", err)
-	}
-	defer conn.Close() //nolint:errcheck // a probe connection; nothing was written that a close could lose
-	if dl, ok := ctx.Deadline(); ok {
-		if err := conn.SetDeadline(dl); err != nil {
-			return "", fmt.Errorf("set deadline: %w", err)
-		}
-	}
-	return probeConn(conn)
+	rows, err := query(ctx, addr, probeQuery)
+	return versionOf(rows, err)
 }
 
 // probeConn runs the probe's exchange on conn.
 func probeConn(conn io.ReadWriter) (string, error) {
-	if _, err := conn.Write(frame(0, opStartup, appendStringMap(nil, map[string]string{"CQL_VERSION": "3.0.0"}))); err != nil {
-		return "", fmt.Errorf("send STARTUP: %w", err)
-	}
-	op, body, err := readFrame(conn)
-	if err != nil {
-		return "", fmt.Errorf("STARTUP: %w", err)
-	}
-	switch op {
-	case opReady:
-	case opAuthenticate:
-		return "", errors.New("STARTUP: the node asks for authentication (the harness configures AllowAllAuthenticator)")
-	default:
-		return "", fmt.Errorf("STARTUP: %w", unexpected(op, body))
-	}
+	return versionOf(queryConn(conn, probeQuery))
+}
 
-	q := appendLongString(nil, probeQuery)
-	q = binary.BigEndian.AppendUint16(q, consistencyOne)
-	q = append(q, 0) // no query flags
-	if _, err := conn.Write(frame(1, opQuery, q)); err != nil {
-		return "", fmt.Errorf("send QUERY: %w", err)
-	}
-	op, body, err = readFrame(conn)
+// versionOf returns the release_version in probeQuery's result.
+func versionOf(rows [][]string, err error) (string, error) {
 	if err != nil {
-		return "", fmt.Errorf("QUERY: %w", err)
-	}
-	if op != opResult {
-		return "", fmt.Errorf("QUERY: %w", unexpected(op, body))
-	}
-	rows, err := parseTextRows(body)
-	if err != nil {
-		return "", fmt.Errorf("QUERY result: %w", err)
+		return "", err
 	}
 	if len(rows) != 1 || len(rows[0]) != 1 {
 		return "", fmt.Errorf("QUERY result: %d rows, want one with one column", len(rows))
 	}
 	return rows[0][0], nil
+}
+
+// query connects to addr, starts a session and runs q, whose result must
+// be rows of text columns, at consistency ONE.
+func query(ctx context.Context, addr, q string) ([][]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("dial: %w", err)
+	}
+	defer conn.Close() //nolint:errcheck // a probe connection; nothing was written that a close could lose
+	if dl, ok := ctx.Deadline(); ok {
+		if err := conn.SetDeadline(dl); err != nil {
+			return nil, fmt.Errorf("set deadline: %w", err)
+		}
+	}
+	return queryConn(conn, q)
+}
+
+// queryConn runs the probe's exchange on conn: STARTUP, then q.
+func queryConn(conn io.ReadWriter, query string) ([][]string, error) {
+	if _, err := conn.Write(frame(0, opStartup, appendStringMap(nil, map[string]string{"CQL_VERSION": "3.0.0"}))); err != nil {
+		return nil, fmt.Errorf("send STARTUP: %w", err)
+	}
+	op, body, err := readFrame(conn)
+	if err != nil {
+		return nil, fmt.Errorf("STARTUP: %w", err)
+	}
+	switch op {
+	case opReady:
+	case opAuthenticate:
+		return nil, errors.New("STARTUP: the node asks for authentication (the harness configures AllowAllAuthenticator)")
+	default:
+		return nil, fmt.Errorf("STARTUP: %w", unexpected(op, body))
+	}
+
+	q := appendLongString(nil, query)
+	q = binary.BigEndian.AppendUint16(q, consistencyOne)
+	q = append(q, 0) // no query flags
+	if _, err := conn.Write(frame(1, opQuery, q)); err != nil {
+		return nil, fmt.Errorf("send QUERY: %w", err)
+	}
+	op, body, err = readFrame(conn)
+	if err != nil {
+		return nil, fmt.Errorf("QUERY: %w", err)
+	}
+	if op != opResult {
+		return nil, fmt.Errorf("QUERY: %w", unexpected(op, body))
+	}
+	rows, err := parseTextRows(body)
+	if err != nil {
+		return nil, fmt.Errorf("QUERY result: %w", err)
+	}
+	return rows, nil
 }
 
 // frame returns a request frame.

@@ -85,7 +85,11 @@ var jvm17Flags = [...]string{
 type Node struct {
 	dir     string
 	lib     string
+	logw    io.Writer
 	out     *output
+	host    string     // the node's loopback address, 127.0.0.1 unless in a ring
+	ring    *placement // nil: a node alone
+	heapMiB int
 	ports   ports
 	version string
 	began   time.Time
@@ -119,6 +123,17 @@ type Options struct {
 	// and costs more CPU while it compiles, then runs faster. For
 	// benchmarks; tests want the fast start.
 	FullJIT bool
+	// MaxHeapMiB is the JVM's -Xmx in MiB (0: 1024). A ring of three on
+	// a test machine runs at 512.
+	MaxHeapMiB int
+}
+
+// heap returns the -Xmx of opts.
+func (o Options) heap() int {
+	if o.MaxHeapMiB > 0 {
+		return o.MaxHeapMiB
+	}
+	return 1024
 }
 
 // StartWith is Start with options.
@@ -145,7 +160,8 @@ func StartWith(ctx context.Context, dir string, logw io.Writer, opts Options) (*
 			errs = append(errs, err)
 			break
 		}
-		n := &Node{dir: dir, lib: lib, out: out, ports: ports{native: p[0], storage: p[1], ssl: p[2]}, fullJIT: opts.FullJIT}
+		n := &Node{dir: dir, lib: lib, logw: logw, out: out, host: loopback, heapMiB: opts.heap(),
+			ports: ports{native: p[0], storage: p[1], ssl: p[2]}, fullJIT: opts.FullJIT}
 		err = n.run(ctx)
 		if err == nil {
 			return n, nil
@@ -159,9 +175,40 @@ func StartWith(ctx context.Context, dir string, logw io.Writer, opts Options) (*
 	return nil, fmt.Errorf("start cassandra in %s: %w", dir, errors.Join(errs...))
 }
 
-// Hosts returns the node's CQL address, "127.0.0.1:port".
+// loopback is the address of a node alone.
+const loopback = "127.0.0.1"
+
+// Hosts returns the node's CQL address, "127.0.0.1:port" (in a ring,
+// 127.0.0.i).
 func (n *Node) Hosts() []string {
-	return []string{net.JoinHostPort("127.0.0.1", strconv.Itoa(n.ports.native))}
+	return []string{n.Addr()}
+}
+
+// Addr returns the node's CQL address.
+func (n *Node) Addr() string {
+	return net.JoinHostPort(n.host, strconv.Itoa(n.ports.native))
+}
+
+// Restart starts a stopped or killed node again, on its directory, data
+// and ports, and returns once it answers CQL (in a ring: once it sees its
+// peers), or fails within [ReadyTimeout]. Restarting a running node is an
+// error.
+func (n *Node) Restart(ctx context.Context) error {
+	n.mu.Lock()
+	running := n.proc != nil
+	n.mu.Unlock()
+	if running {
+		return fmt.Errorf("restart cassandra at %s: it is running", n.Addr())
+	}
+	out, err := newOutput(n.path("output.log"), n.logw)
+	if err != nil {
+		return fmt.Errorf("restart cassandra: %w", err)
+	}
+	n.out = out
+	if err := n.run(ctx); err != nil {
+		return errors.Join(fmt.Errorf("restart cassandra at %s: %w", n.Addr(), err), out.close())
+	}
+	return nil
 }
 
 // Dir returns the node's directory.
@@ -277,7 +324,10 @@ func (n *Node) run(ctx context.Context) error {
 
 	rctx, cancel := context.WithTimeout(ctx, ReadyTimeout)
 	defer cancel()
-	version, err := waitReady(rctx, n.Hosts()[0], p.Done())
+	version, err := waitReady(rctx, n.Addr(), p.Done())
+	if err == nil && n.ring != nil {
+		err = waitPeers(rctx, n.Addr(), n.ring.size-1, p.Done())
+	}
 	if err == nil {
 		n.version = version
 		n.ready = time.Since(n.began)
@@ -285,7 +335,7 @@ func (n *Node) run(ctx context.Context) error {
 		n.proc = p
 		n.mu.Unlock()
 		fmt.Fprintf(n.out, "realcql: cassandra %s at %s answers CQL after %s (pid %d)\n",
-			version, n.Hosts()[0], n.ready.Round(time.Millisecond), cmd.Process.Pid)
+			version, n.Addr(), n.ready.Round(time.Millisecond), cmd.Process.Pid)
 		return nil
 	}
 	if p.Exited() {
@@ -309,7 +359,7 @@ func (n *Node) args() ([]string, error) {
 		return nil, fmt.Errorf("find the jamm agent in %s: %d jars match jamm-*.jar, want 1", n.lib, len(jamm))
 	}
 	tmp := n.path("tmp")
-	argv := []string{"-Xmx1g", "-Xss256k", "-XX:+UseG1GC"}
+	argv := []string{fmt.Sprintf("-Xmx%dm", n.heapMiB), "-Xss256k", "-XX:+UseG1GC"}
 	if !n.fullJIT {
 		// C1 only: about twice as fast to start; enough for tests.
 		argv = append(argv, "-XX:TieredStopAtLevel=1")
@@ -328,13 +378,21 @@ func (n *Node) args() ([]string, error) {
 		"-Dcassandra.logdir="+n.path("logs"),
 		"-Dcassandra.storagedir="+n.path("data"),
 		"-Dcassandra.triggers_dir="+n.path("triggers"),
-		// One node: nothing to wait for.
-		"-Dcassandra.skip_wait_for_gossip_to_settle=0",
-		"-Dcassandra.ring_delay_ms=100",
 		"-Dcassandra.superuser_setup_delay_ms=0",
-		// Schema changes do not fsync the system tables: every test
-		// creates a keyspace.
-		"-Dcassandra.unsafesystem=true",
+	)
+	if n.ring == nil {
+		argv = append(argv,
+			// One node: nothing to wait for.
+			"-Dcassandra.skip_wait_for_gossip_to_settle=0",
+			"-Dcassandra.ring_delay_ms=100",
+			// Schema changes do not fsync the system tables: every
+			// test creates a keyspace.
+			"-Dcassandra.unsafesystem=true",
+		)
+	} else {
+		argv = append(argv, ringFlags[:]...)
+	}
+	argv = append(argv,
 		"-Djava.io.tmpdir="+tmp,
 		"-Djna.tmpdir="+tmp,
 		"-cp", filepath.Join(n.lib, "*"),
@@ -364,18 +422,22 @@ func (n *Node) writeConfig() error {
 func (n *Node) yaml() []byte {
 	q := strconv.Quote // a Go-quoted path is a valid YAML double-quoted scalar
 	var b bytes.Buffer
-	fmt.Fprintf(&b, `# Written by internal/localserver/realcql: one node on loopback for tests.
+	token, seeds, bootstrap := "0", net.JoinHostPort(loopback, strconv.Itoa(n.ports.storage)), ""
+	if n.ring != nil {
+		token, seeds, bootstrap = n.ring.token, n.ring.seeds, "auto_bootstrap: false\n"
+	}
+	fmt.Fprintf(&b, `# Written by internal/localserver/realcql: a node on loopback for tests.
 cluster_name: shoal-test
 num_tokens: 1
-initial_token: 0
-partitioner: org.apache.cassandra.dht.Murmur3Partitioner
+initial_token: %s
+%spartitioner: org.apache.cassandra.dht.Murmur3Partitioner
 endpoint_snitch: SimpleSnitch
 seed_provider:
   - class_name: org.apache.cassandra.locator.SimpleSeedProvider
     parameters:
-      - seeds: "127.0.0.1:%d"
-listen_address: 127.0.0.1
-rpc_address: 127.0.0.1
+      - seeds: %s
+listen_address: %s
+rpc_address: %s
 storage_port: %d
 ssl_storage_port: %d
 native_transport_port: %d
@@ -394,7 +456,7 @@ authenticator: AllowAllAuthenticator
 authorizer: AllowAllAuthorizer
 role_manager: CassandraRoleManager
 network_authorizer: AllowAllNetworkAuthorizer
-`, n.ports.storage, n.ports.storage, n.ports.ssl, n.ports.native,
+`, token, bootstrap, q(seeds), n.host, n.host, n.ports.storage, n.ports.ssl, n.ports.native,
 		q(n.path("data")), q(n.path("commitlog")), q(n.path("hints")), q(n.path("saved_caches")), q(n.path("cdc_raw")))
 	return b.Bytes()
 }

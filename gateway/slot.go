@@ -78,13 +78,18 @@ func leaseValidity(ttl time.Duration) time.Duration { return ttl - min(time.Seco
 // renewLoop renews the slot lease every third of its time-to-live until
 // ctx ends, then releases it. leasedAt is when the lease's acquire was
 // sent. It returns an error when the lease is lost: another gateway may
-// own the slot, so this one must stop. The lease is lost when a renewal
-// fails while the last good one is two thirds of the lease old, when
-// another owner holds it, and when, measured on the gateway's own clock
-// (time.Now's monotonic reading), the lease ran out before a renewal was
-// confirmed: after a pause of the process (GC, SIGSTOP, a stalled VM)
-// another gateway may have taken the slot and released it meanwhile, so a
-// late renewal that succeeds does not undo the gap.
+// own the slot, so this one must stop. A renewal that fails is tried again
+// every renewRetry, each attempt bounded by what is left of the lease's
+// validity, until one succeeds or the validity (leaseValidity, from when
+// the last good renewal was sent) runs out: then the lease is lost. A
+// database that stalls for seconds, as Cassandra's lightweight
+// transactions do for 5–10 s after a replica dies (docs/faults.md), costs
+// nothing as long as a renewal gets through within the lease. The lease
+// is also lost when, measured on the gateway's own clock (time.Now's
+// monotonic reading), it ran out before a renewal was confirmed: after a
+// pause of the process (GC, SIGSTOP, a stalled VM) another gateway may
+// have taken the slot and released it meanwhile, so a late renewal that
+// succeeds does not undo the gap.
 func (g *Gateway) renewLoop(ctx context.Context, leasedAt time.Time) error {
 	if g.leaser == nil {
 		return nil
@@ -93,7 +98,7 @@ func (g *Gateway) renewLoop(ctx context.Context, leasedAt time.Time) error {
 	ttl := g.cfg.SlotLease
 	valid := leaseValidity(ttl)
 	last := leasedAt // when the last successful acquire or renewal was sent
-	t := time.NewTicker(ttl / 3)
+	t := time.NewTimer(ttl / 3)
 	defer t.Stop()
 	for {
 		select {
@@ -107,24 +112,32 @@ func (g *Gateway) renewLoop(ctx context.Context, leasedAt time.Time) error {
 		case <-t.C:
 		}
 		sent := g.baseClock()
-		if gap := sent.Sub(last); gap >= valid {
+		gap := sent.Sub(last)
+		if gap >= valid {
 			return fmt.Errorf("slot %d lease lost: the last renewal was sent %s ago, the lease lasts %s", slot, gap.Round(time.Millisecond), ttl)
 		}
-		rctx, cancel := context.WithTimeout(ctx, ttl/3)
+		rctx, cancel := context.WithTimeout(ctx, min(ttl/3, valid-gap))
 		err := g.leaser.RenewSlot(rctx, slot, g.cfg.ID, ttl)
 		cancel()
-		gap := g.baseClock().Sub(last)
+		gap = g.baseClock().Sub(last)
 		switch {
 		case ctx.Err() != nil:
+			t.Reset(0)
 		case err == nil && gap >= valid:
 			return fmt.Errorf("slot %d lease lost: renewed %s after the previous renewal, past the lease's %s", slot, gap.Round(time.Millisecond), ttl)
 		case err == nil:
 			last = sent
 			g.measureClock(ctx)
-		case gap >= ttl*2/3:
+			t.Reset(ttl / 3)
+		case gap >= valid:
 			return fmt.Errorf("slot %d lease lost (not renewed for %s): %w", slot, gap.Round(time.Millisecond), err)
 		default:
-			g.log.Warn("renew slot lease; retrying", "slot", slot, "err", err)
+			g.log.Warn("renew slot lease; retrying", "slot", slot, "err", err, "unrenewed_for", gap.Round(time.Millisecond))
+			t.Reset(renewRetry(ttl))
 		}
 	}
 }
+
+// renewRetry is the pause before trying a failed renewal again: a
+// fifteenth of the lease (1 s of the default 15 s).
+func renewRetry(ttl time.Duration) time.Duration { return ttl / 15 }

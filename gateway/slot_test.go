@@ -21,6 +21,7 @@ type fakeLeaser struct {
 	acquired, renews int
 	released         bool
 	renewErr         error
+	failRenews       int // the first renewals that fail with renewErr; 0: all of them
 }
 
 func (f *fakeLeaser) AcquireSlot(_ context.Context, _ int32, _ string, _ time.Duration) (int32, error) {
@@ -34,6 +35,9 @@ func (f *fakeLeaser) RenewSlot(context.Context, int32, string, time.Duration) er
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.renews++
+	if f.failRenews > 0 && f.renews > f.failRenews {
+		return nil
+	}
 	return f.renewErr
 }
 
@@ -122,10 +126,48 @@ func testSlotLeaseLostStopsGateway(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("a gateway that cannot renew its 1 s lease still runs after 5 s")
 	}
-	// The renewals at 1/3 s and 2/3 s fail; the second finds the last good
-	// one two thirds of the lease old.
-	if el := time.Since(start); el != 2*time.Second/3 {
-		t.Errorf("Run returned %v after it started, want 2/3 s", el)
+	// The renewal at 1/3 s fails and is tried again every 1/15 s until
+	// the lease's validity (0.75 s of a 1 s lease) ran out.
+	valid := leaseValidity(time.Second)
+	if el := time.Since(start); el < valid || el > valid+renewRetry(time.Second) {
+		t.Errorf("Run returned %v after it started, want within %v of the lease's validity %v", el, renewRetry(time.Second), valid)
+	}
+	if _, renews, released := l.counts(); renews < 5 || released {
+		t.Errorf("%d renewals, released %v; want a renewal every 1/15 s after the first failed, and no release", renews, released)
+	}
+}
+
+// A database that fails renewals for half the lease (Cassandra's
+// lightweight transactions stall for seconds after a replica dies) costs
+// the gateway nothing: it tries again until one gets through. In a
+// synctest bubble.
+func TestSlotLeaseRidesOutStalledRenewals(t *testing.T) {
+	synctest.Test(t, testSlotLeaseRidesOutStalledRenewals)
+}
+
+func testSlotLeaseRidesOutStalledRenewals(t *testing.T) {
+	// A 3 s lease, valid 2.25 s: the renewals at 1 s, 1.2, 1.4, 1.6 and
+	// 1.8 s fail; the sixth, at 2 s, gets through. The old rule (lost
+	// once a failure finds the last good renewal 2/3 of the lease old)
+	// stopped the gateway at 2 s.
+	l := &fakeLeaser{slot: 1, renewErr: errors.New("operation timed out"), failRenews: 5}
+	g, stop, done := runLeased(t, l, 3*time.Second)
+	time.Sleep(6 * time.Second) // on the bubble's clock: two lease lengths
+	synctest.Wait()
+	select {
+	case err := <-done:
+		t.Fatalf("Run returned %v after renewals failed for 1 s of a 3 s lease", err)
+	default:
+	}
+	if !g.Ready() {
+		t.Fatal("gateway not ready once a renewal got through")
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, renews, released := l.counts(); renews < 8 || !released {
+		t.Fatalf("%d renewals, released %v; want the 5 failed, the retries' success, renewals since, and a release", renews, released)
 	}
 }
 

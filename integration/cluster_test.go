@@ -18,6 +18,7 @@ import (
 
 	"github.com/eclipse/paho.golang/paho"
 
+	"github.com/shoal-mqtt/shoal/compose/store/cqlstore"
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
 	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 	"github.com/shoal-mqtt/shoal/internal/testutil/qos2resend"
@@ -81,6 +82,7 @@ type cluster struct {
 	cfgPath    string
 	passwdPath string
 	kafka      kafkaServer
+	cqlHosts   []string
 }
 
 // newCluster starts its own Kafka (fresh topics and groups) and writes the
@@ -88,15 +90,23 @@ type cluster struct {
 // noticed within seconds.
 func newCluster(t *testing.T) *cluster {
 	t.Helper()
-	return newClusterOn(t, ownKafka(t), "")
+	return newClusterOn(t, ownKafka(t), "", nil)
 }
 
 // newClusterOn is newCluster on the Kafka given, its kafka section with
-// kafkaExtra (indented YAML lines) added.
-func newClusterOn(t *testing.T, kafka kafkaServer, kafkaExtra string) *cluster {
+// kafkaExtra (indented YAML lines) added, and on the CQL database at
+// cqlHosts (nil: the shared node). A keyspace on several hosts has 3
+// replicas (at most one per host).
+func newClusterOn(t *testing.T, kafka kafkaServer, kafkaExtra string, cqlHosts []string) *cluster {
 	t.Helper()
 	c := &cluster{t: t, bin: shoalBinary(t), dir: t.TempDir()}
-	cql := cqlConfig(t)
+	var cql cqlstore.Config
+	if cqlHosts == nil {
+		cql = cqlConfig(t)
+	} else {
+		cql.Hosts, cql.Keyspace, cql.ReplicationFactor = cqlHosts, testKeyspace(t), min(3, len(cqlHosts))
+	}
+	c.cqlHosts = cql.Hosts
 	c.kafka = kafka
 	c.cfgPath = filepath.Join(c.dir, "shoal.yaml")
 	// One password file for every gateway (mosquitto_passwd's, of
@@ -117,7 +127,7 @@ kafka:
 %scql:
   hosts: [%s]
   keyspace: %s
-  replication_factor: 1
+  replication_factor: %d
   timeout: 20s
 gateway:
   heartbeat: 500ms
@@ -132,11 +142,27 @@ auth:
 tenants:
   qt:
     max_connections: 4
-`, kafkaExtra, strings.Join(cql.Hosts, ", "), cql.Keyspace, c.passwdPath)
+`, kafkaExtra, strings.Join(cql.Hosts, ", "), cql.Keyspace, cql.ReplicationFactor, c.passwdPath)
 	if err := os.WriteFile(c.cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// editConfig replaces old, which must occur once, with new in the
+// configuration file, for the processes started after.
+func (c *cluster) editConfig(old, new string) {
+	c.t.Helper()
+	b, err := os.ReadFile(c.cfgPath)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if n := strings.Count(string(b), old); n != 1 {
+		c.t.Fatalf("edit config: %q occurs %d times, want once", old, n)
+	}
+	if err := os.WriteFile(c.cfgPath, []byte(strings.Replace(string(b), old, new, 1)), 0o600); err != nil {
+		c.t.Fatal(err)
+	}
 }
 
 // TestCluster runs two gateways, two routers and one session service as

@@ -125,19 +125,23 @@ func cqlNode(t *testing.T) cqlServer {
 // the test.
 func cqlConfig(t *testing.T) cqlstore.Config {
 	t.Helper()
-	node := cqlNode(t)
+	cfg := cqlstore.DefaultConfig()
+	cfg.Hosts = cqlNode(t).Hosts()
+	cfg.Keyspace = testKeyspace(t)
+	cfg.ReplicationFactor = 1
+	cfg.Timeout = 20 * time.Second
+	return cfg
+}
+
+// testKeyspace returns a new keyspace name, made of the test's name.
+func testKeyspace(t *testing.T) string {
 	var b strings.Builder
 	for _, r := range strings.ToLower(t.Name()) {
 		if r < unicode.MaxASCII && (unicode.IsLetter(r) || unicode.IsDigit(r)) && b.Len() < 36 {
 			b.WriteRune(r)
 		}
 	}
-	cfg := cqlstore.DefaultConfig()
-	cfg.Hosts = node.Hosts()
-	cfg.Keyspace = fmt.Sprintf("t%s_%d", b.String(), sharedCQL.keyspaces.Add(1))
-	cfg.ReplicationFactor = 1
-	cfg.Timeout = 20 * time.Second
-	return cfg
+	return fmt.Sprintf("t%s_%d", b.String(), sharedCQL.keyspaces.Add(1))
 }
 
 // openCQL opens a store on cfg, closed when the test ends.

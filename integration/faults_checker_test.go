@@ -322,6 +322,7 @@ func parsePayload(s string) (p, seq int, ok bool) {
 // faultReport is what check found.
 type faultReport struct {
 	acked, lost, repeats, reorder, failed, redials int
+	lostWhat                                       []string      // the first lost messages, which subscriber missed them
 	gap, gapAt                                     time.Duration // the longest pause in first deliveries, and when it began (since the start)
 	gapP50                                         time.Duration // the median of the subscribers' longest pauses
 	ackP99, ackMax                                 time.Duration
@@ -380,7 +381,7 @@ func (w *workload) stop() faultReport {
 		r.resumed = 0
 	}
 	var longest []time.Duration
-	for _, s := range w.subs {
+	for si, s := range w.subs {
 		for _, at := range s.resumed {
 			if at.IsZero() {
 				r.resumed = -1
@@ -391,9 +392,13 @@ func (w *workload) stop() faultReport {
 		r.reorder += s.reorder
 		r.redials += s.redials
 		for p, acks := range w.acked {
-			for seq := range acks {
+			for seq, at := range acks {
 				if s.got[[2]int{p, seq}] == 0 {
 					r.lost++
+					if len(r.lostWhat) < 10 {
+						r.lostWhat = append(r.lostWhat, fmt.Sprintf("subscriber %d (reconnected %d times) never got publisher %d's message %d, acknowledged %s after the fault began",
+							si, s.redials, p, seq, at.Sub(w.faultAt).Round(time.Millisecond)))
+					}
 				}
 			}
 		}
@@ -434,6 +439,9 @@ func (w *workload) stop() faultReport {
 		for _, r := range s.repeats {
 			w.t.Logf("repeat: %s", r)
 		}
+	}
+	for _, l := range r.lostWhat {
+		w.t.Logf("lost: %s", l)
 	}
 	return r
 }

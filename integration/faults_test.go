@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/shoal-mqtt/shoal/internal/localserver/realcql"
 	"github.com/shoal-mqtt/shoal/internal/localserver/realkafka"
 	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
 )
@@ -43,6 +44,11 @@ func faultRounds(t *testing.T) int {
 // survives the loss of one node, topics replicated 3 times with
 // min.insync.replicas 2.
 const faultKafkaNodes = 3
+
+// faultCQLNodes is the size of the fault tests' Cassandra ring: the
+// keyspace has 3 replicas, read and written at QUORUM, so one node may be
+// down.
+const faultCQLNodes = 3
 
 // startKafkaNodes starts a Kafka of faultKafkaNodes nodes for t, each
 // node's log in t's directory (its warnings logged when t fails).
@@ -84,8 +90,35 @@ func startKafkaNodes(t *testing.T) *realkafka.Nodes {
 // QoS 1 repeats, acknowledgement latency) are logged for docs/faults.md.
 func TestFaults(t *testing.T) {
 	began := time.Now()
+	// On a Cassandra ring of 3 (SHOAL_FAULT_RING, make chaos) the
+	// keyspace has 3 replicas and the Cassandra faults run; otherwise the
+	// roles share the suite's one node.
+	if !faultRing() {
+		runFaults(t, began, startKafkaNodes(t), nil)
+		return
+	}
+	ringDone := beginCQLRing(t, faultCQLNodes) // starts beside Kafka
 	kn := startKafkaNodes(t)
-	c := newClusterOn(t, kn, "  replication_factor: 3\n  request_timeout: 3s\n")
+	runFaults(t, began, kn, ringDone())
+}
+
+// faultRing says whether the fault suite runs on a Cassandra ring:
+// SHOAL_FAULT_RING set (make chaos sets it). The ring's three JVMs make
+// the loaded 2-core machine slower still, and a ring node takes 70–90 s to
+// start under the load.
+func faultRing() bool { return os.Getenv("SHOAL_FAULT_RING") != "" }
+
+// runFaults is TestFaults on the Kafka nodes kn and the Cassandra ring
+// (nil: the suite's shared node).
+func runFaults(t *testing.T, began time.Time, kn *realkafka.Nodes, ring *realcql.Ring) {
+	var cqlHosts []string
+	if ring != nil {
+		cqlHosts = ring.Hosts()
+	}
+	c := newClusterOn(t, kn, "  replication_factor: 3\n  request_timeout: 3s\n", cqlHosts)
+	// The production lease: a gateway must ride out the seconds a
+	// database stalls when one of its nodes dies (CassandraNodeKill).
+	c.editConfig("  slot_lease: 6s\n", "  slot_lease: 15s\n")
 
 	// A fresh cluster's topics reach its brokers one by one: every start
 	// of a role that creates them must ride that out, never exit.
@@ -115,8 +148,8 @@ func TestFaults(t *testing.T) {
 		servers[i] = g.server()
 	}
 	h := startHAProxy(t, "default="+strings.Join(servers, ","))
-	t.Logf("cluster of %d Kafka nodes, %d session services, %d routers, %d gateways behind HAProxy ready in %s",
-		faultKafkaNodes, len(sessions), len(routers), len(gws), time.Since(began).Round(time.Millisecond))
+	t.Logf("cluster of %d Kafka nodes, %d Cassandra nodes, %d session services, %d routers, %d gateways behind HAProxy ready in %s",
+		faultKafkaNodes, len(c.cqlHosts), len(sessions), len(routers), len(gws), time.Since(began).Round(time.Millisecond))
 
 	// load runs fault under loadOnce's workload, faultRounds times.
 	rounds := faultRounds(t)
@@ -129,6 +162,15 @@ func TestFaults(t *testing.T) {
 				t.Logf("%s: round %d of %d", name, r+1, rounds)
 			}
 			loadOnce(t, h.mqtt, n, fault)
+			// No process may die of a fault: the ones it stops are
+			// started again (or replaced) within it.
+			for _, p := range slices.Concat(sessions, routers, gws) {
+				select {
+				case <-p.done:
+					t.Errorf("%s: %s exited during the fault: %v", n, p.name, p.waitErr)
+				default:
+				}
+			}
 		}
 	}
 
@@ -171,6 +213,57 @@ func TestFaults(t *testing.T) {
 		})
 	})
 
+	// A Cassandra node is killed (SIGKILL) and started again 10 s later:
+	// QUORUM reads and writes and the leases' lightweight transactions
+	// go on with two replicas of three.
+	t.Run("CassandraNodeKill", func(t *testing.T) {
+		if ring == nil {
+			t.Skip("runs on a Cassandra ring: SHOAL_FAULT_RING=1 (make chaos)")
+		}
+		load(t, "CassandraNodeKill", func(t *testing.T) {
+			node := ring.Node(1)
+			killed := time.Now()
+			if err := node.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("killed cassandra node %s", node.Addr())
+			time.Sleep(10 * time.Second) // real time: the ring runs on two nodes meanwhile
+			ctx, cancel := context.WithTimeout(t.Context(), cqlStartTimeout)
+			defer cancel()
+			if err := node.Restart(ctx); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("cassandra node %s back after %s", node.Addr(), time.Since(killed).Round(time.Millisecond))
+		})
+	})
+
+	// Every Cassandra node is stopped (SIGTERM: it drains) and started
+	// again, one at a time, as an upgrade of the database does (a node
+	// takes 70–90 s to start on the loaded 2-core machine). Without the
+	// ring, TestCassandraRing stops and restarts a ring node, unloaded.
+	t.Run("CassandraRollingRestart", func(t *testing.T) {
+		if ring == nil {
+			t.Skip("runs on a Cassandra ring: SHOAL_FAULT_RING=1 (make chaos)")
+		}
+		load(t, "CassandraRollingRestart", func(t *testing.T) {
+			for i := range ring.Len() {
+				node := ring.Node(i)
+				began := time.Now()
+				if err := node.Stop(); err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithTimeout(t.Context(), cqlStartTimeout)
+				err := node.Restart(ctx)
+				cancel()
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("cassandra node %s stopped and back in %s", node.Addr(), time.Since(began).Round(time.Millisecond))
+				time.Sleep(2 * time.Second) // real time: a steady load between two restarts
+			}
+		})
+	})
+
 	// Routers and session services join and leave consumer groups under
 	// load: one of each added, then one of each stopped (SIGTERM: it
 	// leaves its groups at once), then one of each killed (its partitions
@@ -197,6 +290,22 @@ func TestFaults(t *testing.T) {
 			routers[1].waitReady()
 			sessions[1].waitReady()
 			t.Logf("added router-4 and session-4")
+		})
+	})
+
+	// A gateway is killed (SIGKILL) and started again 5 s later: its
+	// clients resume on the others through HAProxy, nothing it
+	// acknowledged is lost, and the session services end its sessions
+	// after session.gateway_timeout.
+	t.Run("GatewayKill", func(t *testing.T) {
+		load(t, "GatewayKill", func(t *testing.T) {
+			g := gws[0]
+			g.kill()
+			t.Logf("killed %s (SIGKILL)", g.name)
+			time.Sleep(5 * time.Second) // real time: the cluster runs without it meanwhile
+			began := time.Now()
+			g.restart()
+			t.Logf("%s ready again %s after its restart", g.name, time.Since(began).Round(time.Millisecond))
 		})
 	})
 

@@ -248,7 +248,9 @@ func (s *Store) claim(ctx context.Context, slot int32, owner string, ttlS int) (
 		Query(s.q.slotClaimRecord, owner, time.Now(), slot)
 	ok, holder, err := s.casBatch(ctx, b)
 	if err == nil {
-		return ok, holder, nil
+		// Not applied, yet held by owner: an earlier attempt of this
+		// very claim applied (leaseRetry sent it again elsewhere).
+		return ok || holder == owner, holder, nil
 	}
 	holder, rerr := s.SlotHolder(ctx, slot)
 	if rerr != nil {
@@ -258,11 +260,36 @@ func (s *Store) claim(ctx context.Context, slot int32, owner string, ttlS int) (
 	return holder == owner, holder, nil
 }
 
+// leaseRetry is the retry policy of the leases' lightweight transactions:
+// up to leaseRetries more attempts, each on the next replica. The driver's
+// own policy sends a lightweight transaction again to the same coordinator
+// (ScyllaDB's advice, against Paxos contention), but a Cassandra
+// coordinator whose failure detector has not yet convicted a replica that
+// died times out every round for as long as it takes (about 10 s, measured
+// on the fault suite's ring: gateways lost their leases), while another
+// coordinator may already know. Sending a lease's statement twice is
+// harmless: a renewal or release (IF owner = <owner>) applies the same way
+// again, and a claim (IF owner = null) that finds its owner holding the
+// slot applied at an earlier attempt (see claim).
+var leaseRetry gocql.RetryPolicy = nextReplica{}
+
+// leaseRetries bounds the attempts of a lease statement after the first.
+const leaseRetries = 3
+
+// nextReplica is leaseRetry's policy. It implements gocql.RetryPolicy only
+// (not gocql.LWTRetryPolicy), so the driver applies it to lightweight
+// transactions as it is.
+type nextReplica struct{}
+
+func (nextReplica) Attempt(q gocql.RetryableQuery) bool { return q.Attempts() <= leaseRetries }
+
+func (nextReplica) GetRetryType(error) gocql.RetryType { return gocql.RetryNextHost }
+
 // cas runs a conditional statement on owner columns and reports whether
 // it applied and, if not, the current owner.
 func (s *Store) cas(ctx context.Context, q *gocql.Query) (bool, string, error) {
 	m := make(map[string]any)
-	applied, err := q.WithContext(ctx).SerialConsistency(s.cfg.serial()).MapScanCAS(m)
+	applied, err := q.WithContext(ctx).SerialConsistency(s.cfg.serial()).RetryPolicy(leaseRetry).MapScanCAS(m)
 	if err != nil {
 		return false, "", err
 	}
@@ -274,7 +301,7 @@ func (s *Store) cas(ctx context.Context, q *gocql.Query) (bool, string, error) {
 // if not, the current owner.
 func (s *Store) casBatch(ctx context.Context, b *gocql.Batch) (bool, string, error) {
 	m := make(map[string]any)
-	applied, iter, err := s.session.MapExecuteBatchCAS(b.WithContext(ctx).SerialConsistency(s.cfg.serial()), m)
+	applied, iter, err := s.session.MapExecuteBatchCAS(b.WithContext(ctx).SerialConsistency(s.cfg.serial()).RetryPolicy(leaseRetry), m)
 	if iter != nil {
 		if cerr := iter.Close(); err == nil && cerr != nil {
 			err = cerr

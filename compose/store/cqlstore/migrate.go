@@ -55,12 +55,17 @@ type AppliedMigration struct {
 //     statements succeeded (the driver waits for schema agreement after
 //     each schema change). Release the lock.
 //
-// Only one process changes the schema at a time, so concurrent schema
-// changes on different coordinators (which Cassandra before 5.1 can
-// resolve into two versions of a table) do not happen; and since every
+// Every schema change goes to one coordinator, the same for every process
+// (pickSchemaHost): concurrent schema changes on different coordinators,
+// which Cassandra before 5.1 resolves into two versions of a table, do not
+// happen, not even for the bootstrap tables, which are created before
+// there is a lock. After the bootstrap statements, and when another
+// process applied the migrations, it waits for schema agreement before
+// reading the tables. Only one process migrates at a time; and since every
 // statement is idempotent, a process that dies halfway is harmless: the
 // next one runs the unrecorded migration again.
 func (s *Store) migrate(ctx context.Context) error {
+	s.schemaHost = s.pickSchemaHost()
 	if err := s.ensureKeyspace(ctx); err != nil {
 		return err
 	}
@@ -72,6 +77,12 @@ func (s *Store) migrate(ctx context.Context) error {
 		if err := s.exec(ctx, cqlschema.Render(stmt, s.cfg.Keyspace)); err != nil {
 			return fmt.Errorf("bootstrap: %w", err)
 		}
+	}
+	// A CREATE … IF NOT EXISTS that found the table changed nothing, so
+	// the driver did not wait for the other nodes to know the table;
+	// reading it at QUORUM before they do fails (INCOMPATIBLE_SCHEMA).
+	if err := s.awaitSchema(ctx); err != nil {
+		return err
 	}
 	known, err := cqlschema.Migrations()
 	if err != nil {
@@ -100,8 +111,11 @@ func (s *Store) migrate(ctx context.Context) error {
 		if err := sleep(wctx, lockPoll); err != nil {
 			return fmt.Errorf("wait for the migrations of %s: %w", holder, err)
 		}
-		if pending, err = s.pending(wctx, known); err != nil || len(pending) == 0 {
+		if pending, err = s.pending(wctx, known); err != nil {
 			return err
+		}
+		if len(pending) == 0 {
+			return s.awaitSchema(wctx)
 		}
 	}
 	err = s.applyPending(ctx, known)
@@ -302,11 +316,38 @@ func (s *Store) releaseLock(ctx context.Context, owner string) error {
 	return nil
 }
 
-// exec runs one statement (a schema change: the driver waits for schema
-// agreement after it).
+// exec runs one schema change on the schema host (the driver waits for
+// schema agreement after a statement that changed the schema).
 func (s *Store) exec(ctx context.Context, stmt string) error {
-	if err := s.session.Query(stmt).WithContext(ctx).Exec(); err != nil {
-		return fmt.Errorf("%.60s…: %w", stmt, err)
+	if err := s.session.Query(stmt).SetHostID(s.schemaHost).WithContext(ctx).Exec(); err != nil {
+		return fmt.Errorf("%.60s… (on host %s): %w", stmt, s.schemaHost, err)
+	}
+	return nil
+}
+
+// pickSchemaHost returns the host every process sends its schema changes
+// to: the live host with the lowest host id ("" when the driver knows
+// none: the driver's own choice). Cassandra before 5.1 orders no schema
+// changes across nodes: two processes starting together that create one
+// table on two coordinators create two tables of that name with two
+// different ids, and the nodes refuse each other's reads and writes of it
+// (INCOMPATIBLE_SCHEMA). On one coordinator, the second CREATE … IF NOT
+// EXISTS sees the first. (ScyllaDB orders schema changes through Raft
+// since 5.2; one coordinator costs it nothing.)
+func (s *Store) pickSchemaHost() string {
+	best := ""
+	for _, h := range s.session.GetHosts() {
+		if id := h.HostID(); id != "" && h.IsUp() && (best == "" || id < best) {
+			best = id
+		}
+	}
+	return best
+}
+
+// awaitSchema waits until the live nodes agree on the schema.
+func (s *Store) awaitSchema(ctx context.Context) error {
+	if err := s.session.AwaitSchemaAgreement(ctx); err != nil {
+		return fmt.Errorf("wait for the nodes to agree on the schema: %w", err)
 	}
 	return nil
 }

@@ -24,6 +24,8 @@ type Store struct {
 	session *gocql.Session
 	q       statements
 	stamps  stamps
+	// schemaHost is the host id schema changes go to (pickSchemaHost).
+	schemaHost string
 
 	shardBatches atomic.Uint64
 	shardSplits  atomic.Uint64
@@ -77,6 +79,8 @@ func open(ctx context.Context, cfg Config, mustExist bool, log *slog.Logger) (*S
 	cluster.ReadTimeout = cfg.Timeout
 	cluster.ConnectTimeout = cfg.ConnectTimeout
 	cluster.Logger = driverLogger{log: log}
+	cluster.QueryObserver = slowLogger{log: log}
+	cluster.BatchObserver = slowLogger{log: log}
 	if cfg.LocalDC != "" {
 		cluster.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(gocql.DCAwareRoundRobinPolicy(cfg.LocalDC))
 	} else {
@@ -300,4 +304,42 @@ func (l driverLogger) Printf(format string, v ...any) {
 
 func (l driverLogger) Println(v ...any) {
 	l.log.Warn(strings.TrimSpace(fmt.Sprintln(v...)), "component", "gocql")
+}
+
+// slowRequest is the latency from which a request is logged, with the
+// node that served it: one slow node among several is otherwise invisible
+// (the driver retries elsewhere or the caller times out).
+const slowRequest = 2 * time.Second
+
+// slowLogger logs the requests (queries and batches) that took
+// slowRequest or longer, or failed at the node.
+type slowLogger struct {
+	log *slog.Logger
+}
+
+func (l slowLogger) ObserveQuery(_ context.Context, q gocql.ObservedQuery) {
+	l.observe("query", q.Statement, q.Host, q.Attempt, q.End.Sub(q.Start), q.Err)
+}
+
+func (l slowLogger) ObserveBatch(_ context.Context, b gocql.ObservedBatch) {
+	stmt := ""
+	if len(b.Statements) > 0 {
+		stmt = b.Statements[0]
+	}
+	l.observe("batch", stmt, b.Host, b.Attempt, b.End.Sub(b.Start), b.Err)
+}
+
+func (l slowLogger) observe(kind, stmt string, host *gocql.HostInfo, attempt int, took time.Duration, err error) {
+	if took < slowRequest {
+		return
+	}
+	addr := ""
+	if host != nil {
+		addr = host.ConnectAddressAndPort()
+	}
+	if len(stmt) > 60 {
+		stmt = stmt[:60] + "…"
+	}
+	l.log.Warn("slow cql request", "kind", kind, "statement", stmt, "host", addr, "attempt", attempt,
+		"took", took.Round(time.Millisecond), "err", err)
 }

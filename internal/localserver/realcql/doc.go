@@ -36,7 +36,9 @@
 // (the --add-exports / --add-opens list, the jamm agent found on the
 // classpath for memtable sizing), -Xmx1g (Options.MaxHeapMiB), the C1 compiler only
 // (-XX:TieredStopAtLevel=1: about twice as fast to start, enough for
-// tests), no wait for gossip to settle and a 100 ms ring delay (one node),
+// tests), the memtable's row overhead given (180 bytes, what Cassandra
+// measures at each start otherwise, for 10–30 s of CPU), no wait for gossip
+// to settle and a 100 ms ring delay (one node),
 // and its temporary files (java.io.tmpdir, jna.tmpdir) in the node's
 // directory. CQL answers about 8–20 s after launch on a busy 2-core
 // machine; the node then holds about 650 MB of memory.

@@ -269,12 +269,20 @@ func runFaults(t *testing.T, began time.Time, kn *realkafka.Nodes, ring *realcql
 	// leaves its groups at once), then one of each killed (its partitions
 	// wait for the group session timeout, 6 s here, before they move).
 	t.Run("RouterAddRemove", func(t *testing.T) {
+		// Every process added has a name of its own (router-3, router-4,
+		// …): with several rounds, one added earlier still runs.
+		spare := 2
+		addPair := func() (*proc, *proc) {
+			spare++
+			return c.start("router", fmt.Sprintf("router-%d", spare)), c.start("session", fmt.Sprintf("session-%d", spare))
+		}
 		load(t, "RouterAddTerm", func(t *testing.T) {
-			added := []*proc{c.start("router", "router-3"), c.start("session", "session-3")}
+			r, s := addPair()
+			added := []*proc{r, s}
 			for _, p := range added {
 				p.waitReady()
 			}
-			t.Logf("added router-3 and session-3")
+			t.Logf("added %s and %s", r.name, s.name)
 			time.Sleep(3 * time.Second) // real time: the groups rebalance under load
 			routers[0].stop(t)
 			sessions[0].stop(t)
@@ -286,10 +294,10 @@ func runFaults(t *testing.T, began time.Time, kn *realkafka.Nodes, ring *realcql
 			sessions[1].kill()
 			t.Logf("killed %s and %s (SIGKILL)", routers[1].name, sessions[1].name)
 			time.Sleep(8 * time.Second) // real time: past the group session timeout
-			routers[1], sessions[1] = c.start("router", "router-4"), c.start("session", "session-4")
+			routers[1], sessions[1] = addPair()
 			routers[1].waitReady()
 			sessions[1].waitReady()
-			t.Logf("added router-4 and session-4")
+			t.Logf("added %s and %s", routers[1].name, sessions[1].name)
 		})
 	})
 

@@ -11,22 +11,21 @@
 // [Open] creates the keyspace when it is missing (SimpleStrategy with
 // cql.replication_factor, refused when the factor exceeds the nodes of the
 // cluster's ring: such a keyspace could never serve a QUORUM request, and
-// an existing keyspace is never altered), then creates the bootstrap
-// tables and applies
-// the numbered migrations of schemas/cql that schema_migrations does not
-// list, holding a migration lock (a lightweight transaction with a TTL) so
-// that only one process changes the schema at a time; every statement is
-// also idempotent (IF NOT EXISTS), so processes that start together, or
-// one that dies halfway, are harmless (see migrate). Every process sends
-// its schema changes to the same node, the live one with the lowest host
-// id: Cassandra 5.0 does not order schema changes made on different nodes,
-// and two processes creating one table on two nodes at once would create
-// two tables of one name (found by the fault suite's ring of three). It
-// then waits for the nodes to agree on the schema before it reads a table. The statements name
-// the keyspace through the placeholder ${keyspace}, which the store
-// replaces with cql.keyspace: no statement depends on a session's current
-// keyspace. An applied migration whose statements changed since is refused
-// (its checksum is recorded).
+// an existing keyspace is never altered), then creates the bootstrap tables
+// and applies the numbered migrations of schemas/cql that schema_migrations
+// does not list, holding a migration lock (a lightweight transaction with a
+// TTL) so that only one process changes the schema at a time; every
+// statement is also idempotent (IF NOT EXISTS), so processes that start
+// together, or one that dies halfway, are harmless (see migrate). Every
+// process sends its schema changes to the same node, the live one with the
+// lowest host id: Cassandra 5.0 does not order schema changes made on
+// different nodes, and two processes creating one table on two nodes at
+// once would create two tables of one name (found by the fault suite's ring
+// of three). It then waits for the nodes to agree on the schema before it
+// reads a table. The statements name the keyspace through the placeholder
+// ${keyspace}, which the store replaces with cql.keyspace: no statement
+// depends on a session's current keyspace. An applied migration whose
+// statements changed since is refused (its checksum is recorded).
 //
 // The lightweight transactions (slot leases, migration lock) need a
 // keyspace without ScyllaDB's tablets, which do not support them (up to

@@ -311,8 +311,8 @@ func (l driverLogger) Println(v ...any) {
 // (the driver retries elsewhere or the caller times out).
 const slowRequest = 2 * time.Second
 
-// slowLogger logs the requests (queries and batches) that took
-// slowRequest or longer, or failed at the node.
+// slowLogger logs the requests (queries and batches, each attempt) that
+// took slowRequest or longer, with their node and error.
 type slowLogger struct {
 	log *slog.Logger
 }

@@ -218,7 +218,7 @@ func runFaults(t *testing.T, began time.Time, kn *realkafka.Nodes, ring *realcql
 	// go on with two replicas of three.
 	t.Run("CassandraNodeKill", func(t *testing.T) {
 		if ring == nil {
-			t.Skip("runs on a Cassandra ring: SHOAL_FAULT_RING=1 (make chaos)")
+			t.Skip("runs on a Cassandra ring only, SHOAL_FAULT_RING=1 (make chaos): the suite is not yet on the ring in make test (docs/faults.md, Not yet covered); TestCassandraRing kills and restarts a ring node there")
 		}
 		load(t, "CassandraNodeKill", func(t *testing.T) {
 			node := ring.Node(1)
@@ -243,7 +243,7 @@ func runFaults(t *testing.T, began time.Time, kn *realkafka.Nodes, ring *realcql
 	// ring, TestCassandraRing stops and restarts a ring node, unloaded.
 	t.Run("CassandraRollingRestart", func(t *testing.T) {
 		if ring == nil {
-			t.Skip("runs on a Cassandra ring: SHOAL_FAULT_RING=1 (make chaos)")
+			t.Skip("runs on a Cassandra ring only, SHOAL_FAULT_RING=1 (make chaos): the suite is not yet on the ring in make test (docs/faults.md, Not yet covered); TestCassandraRing kills and restarts a ring node there")
 		}
 		load(t, "CassandraRollingRestart", func(t *testing.T) {
 			for i := range ring.Len() {

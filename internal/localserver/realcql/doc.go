@@ -57,8 +57,8 @@
 // fsynced as in production (no unsafesystem: a ring node killed with
 // SIGKILL must come back with its schema). [Node.Restart] starts a stopped
 // or killed node again on its data and ports. Measured on the 2-core
-// machine at a 512 MiB heap: a ring of three ready in about 35 s, a killed
-// node back in about 20 s, 560–660 MB of memory per node.
+// machine at a 512 MiB heap, unloaded: a ring of three ready in 15–25 s, a
+// killed node back in about 7 s (70–105 s under the fault suite's load).
 //
 // # Never a JVM left behind
 //

@@ -79,10 +79,10 @@ integration: ## integration suites (own module, integration/) against a real Kaf
 	cd integration && $(GO) test -race -count=1 -tags integration -timeout 40m ./...
 
 .PHONY: chaos
-chaos: ## the fault suite's whole schedule: every fault of TestFaults 3 times (SHOAL_FAULT_ROUNDS), on 3 Kafka nodes, a Cassandra ring of 3 (SHOAL_FAULT_RING) and the Shoal roles behind HAProxy (docs/faults.md; make test runs each once, on one Cassandra node, without the Cassandra faults)
+chaos: ## the fault suite's whole schedule: every fault of TestFaults 3 times (SHOAL_FAULT_ROUNDS), the Cassandra rolling restart too (SHOAL_FAULT_SCHEDULE), on 3 Kafka nodes, a Cassandra ring of 3 and the Shoal roles behind HAProxy (docs/faults.md; make test runs each fault once but that one)
 	./scripts/fetch-kafka.sh >/dev/null
 	./scripts/fetch-cassandra.sh >/dev/null
-	cd integration && SHOAL_FAULT_RING=$${SHOAL_FAULT_RING:-1} SHOAL_FAULT_ROUNDS=$${SHOAL_FAULT_ROUNDS:-3} $(GO) test -race -count=1 -tags integration -timeout 90m -run Faults -v ./...
+	cd integration && SHOAL_FAULT_SCHEDULE=1 SHOAL_FAULT_ROUNDS=$${SHOAL_FAULT_ROUNDS:-3} $(GO) test -race -count=1 -tags integration -timeout 90m -run Faults -v ./...
 
 .PHONY: short
 short: ## unit tests with -short (skips the slow ones)

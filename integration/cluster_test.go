@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -163,6 +164,16 @@ func (c *cluster) editConfig(old, new string) {
 	if err := os.WriteFile(c.cfgPath, []byte(strings.Replace(string(b), old, new, 1)), 0o600); err != nil {
 		c.t.Fatal(err)
 	}
+}
+
+// tool runs `shoal args…` against the cluster's configuration and Kafka,
+// as an operator runs replay or trace, and returns its stdout and stderr.
+func (c *cluster) tool(args ...string) (string, string, error) {
+	var out, errOut bytes.Buffer
+	cmd := exec.Command(c.bin, append(args, "--config", c.cfgPath, "--kafka-brokers", strings.Join(c.kafka.Brokers(), ","))...)
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	return out.String(), errOut.String(), err
 }
 
 // TestCluster runs two gateways, two routers and one session service as

@@ -44,7 +44,8 @@ type workload struct {
 	t     *testing.T
 	cfg   workloadConfig
 	stopc chan struct{}
-	wg    sync.WaitGroup
+	wg    sync.WaitGroup // every client goroutine
+	pubs  sync.WaitGroup // the publishers: done once each publish has its answer
 	began time.Time
 
 	mu      sync.Mutex
@@ -98,7 +99,11 @@ func startWorkload(t *testing.T, cfg workloadConfig) *workload {
 		}
 	}
 	for i := range cfg.pubs {
-		w.wg.Go(func() { w.publish(i) })
+		w.pubs.Add(1)
+		w.wg.Go(func() {
+			defer w.pubs.Done()
+			w.publish(i)
+		})
 	}
 	return w
 }
@@ -323,6 +328,7 @@ func parsePayload(s string) (p, seq int, ok bool) {
 type faultReport struct {
 	acked, lost, repeats, reorder, failed, redials int
 	lostWhat                                       []string      // the first lost messages, which subscriber missed them
+	lostMsgs                                       [][2]int      // the first lost messages: (publisher, sequence), each once
 	gap, gapAt                                     time.Duration // the longest pause in first deliveries, and when it began (since the start)
 	gapP50                                         time.Duration // the median of the subscribers' longest pauses
 	ackP99, ackMax                                 time.Duration
@@ -365,8 +371,18 @@ func (w *workload) stop() faultReport {
 		}
 		return true
 	}
-	// The publishers' last publishes end within clusterWait; what they
-	// acknowledge after the stop counts too.
+	// The publishers' last publishes end within clusterWait, and what they
+	// acknowledge after the stop counts too: the wait for deliveries
+	// begins once every publish has its answer. Begun before, a publish
+	// acknowledged after the last delivery it waited for counted as lost
+	// (three false losses in GatewayPartition and RouterKill runs).
+	pubsDone := make(chan struct{})
+	go func() { w.pubs.Wait(); close(pubsDone) }()
+	select {
+	case <-pubsDone:
+	case <-time.After(2 * clusterWait):
+		w.t.Errorf("%s: publishers not done within %s of the stop", w.cfg.name, 2*clusterWait)
+	}
 	deadline := time.Now().Add(clusterWait)
 	for !complete() && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond) // polled: nothing signals the last delivery
@@ -395,6 +411,9 @@ func (w *workload) stop() faultReport {
 			for seq, at := range acks {
 				if s.got[[2]int{p, seq}] == 0 {
 					r.lost++
+					if k := [2]int{p, seq}; len(r.lostMsgs) < 3 && !slices.Contains(r.lostMsgs, k) {
+						r.lostMsgs = append(r.lostMsgs, k)
+					}
 					if len(r.lostWhat) < 10 {
 						r.lostWhat = append(r.lostWhat, fmt.Sprintf("subscriber %d (reconnected %d times) never got publisher %d's message %d, acknowledged %s after the fault began",
 							si, s.redials, p, seq, at.Sub(w.faultAt).Round(time.Millisecond)))

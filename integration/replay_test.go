@@ -3,9 +3,7 @@
 package integration
 
 import (
-	"bytes"
 	"encoding/json"
-	"os/exec"
 	"strings"
 	"testing"
 )
@@ -29,13 +27,7 @@ func TestClusterReplay(t *testing.T) {
 		}
 		sub.expectPayload(p)
 	}
-	shoal := func(args ...string) (string, string, error) {
-		var out, errOut bytes.Buffer
-		cmd := exec.Command(c.bin, append(args, "--config", c.cfgPath, "--kafka-brokers", strings.Join(c.kafka.Brokers(), ","))...)
-		cmd.Stdout, cmd.Stderr = &out, &errOut
-		err := cmd.Run()
-		return out.String(), errOut.String(), err
-	}
+	shoal := c.tool
 	out, errOut, err := shoal("replay", "--quiet", "--type", "publish", "--client", "acme-rpub", "--topic", "rp/x")
 	if err != nil {
 		t.Fatalf("shoal replay: %v\n%s", err, errOut)

@@ -104,8 +104,9 @@ func TestFaults(t *testing.T) {
 }
 
 // faultRing says whether the fault suite runs on a Cassandra ring of
-// faultCQLNodes: yes unless SHOAL_FAULT_RING=0. The ring costs make test
-// about 2 minutes (three JVMs on the loaded 2-core machine).
+// faultCQLNodes: yes unless SHOAL_FAULT_RING=0. The ring, and the
+// CassandraNodeKill it brings, cost make test about 4 minutes (three JVMs
+// on the loaded 2-core machine; a killed node takes 75 s to start again).
 func faultRing(t *testing.T) bool {
 	switch v := os.Getenv("SHOAL_FAULT_RING"); v {
 	case "", "1":

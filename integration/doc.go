@@ -3,7 +3,8 @@
 // and a real CQL database: the kafka package (kafka*_test.go), the CQL
 // view store and slot leases (cql_test.go), and a distributed cluster of
 // separate shoal processes (cluster*_test.go). TestFaults (faults*_test.go)
-// runs the roles on a Kafka of three nodes and injects faults under a
+// runs the roles on a Kafka of three nodes and a Cassandra ring of three
+// (cql_ring_test.go; SHOAL_FAULT_RING=0: one node) and injects faults under a
 // checked load (docs/faults.md); one of its gateways runs in a network
 // namespace whose link to Kafka it cuts (netns_test.go). `make integration` (part of `make test`)
 // runs them.

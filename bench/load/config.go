@@ -3,6 +3,7 @@ package load
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
@@ -10,10 +11,13 @@ import (
 
 // Config is one run of the generator.
 type Config struct {
-	Addr string // broker address, host:port
+	// Addr is the broker's address, host:port, or a comma-separated list
+	// of them (the nodes of a distributed broker): client i connects to
+	// the address i modulo the list's length.
+	Addr string
 	// SubscriberAddr, when set, is where subscribers connect instead of
-	// Addr: publishers on one node of a distributed broker, subscribers
-	// on another.
+	// Addr, a list as Addr is: publishers on one node of a distributed
+	// broker, subscribers on another.
 	SubscriberAddr string
 	Scenario       string         // pairs, fanout, connections, wildcards, latency
 	Version        packet.Version // V5 (default) or V311
@@ -104,9 +108,15 @@ const DefaultLatencyRate = 10000
 
 // Validate names the first bad setting.
 func (c *Config) Validate() error {
+	if err := checkAddrs(c.Addr); err != nil {
+		return fmt.Errorf("addr: %w", err)
+	}
+	if c.SubscriberAddr != "" {
+		if err := checkAddrs(c.SubscriberAddr); err != nil {
+			return fmt.Errorf("sub-addr: %w", err)
+		}
+	}
 	switch {
-	case c.Addr == "":
-		return errors.New("addr: empty")
 	case c.Version != packet.V5 && c.Version != packet.V311:
 		return fmt.Errorf("protocol: %s not supported (5 or 3.1.1)", c.Version)
 	case c.QoS > 2:
@@ -155,4 +165,27 @@ func (c *Config) Validate() error {
 // measured window, the drain, and a margin for closing.
 func (c *Config) Deadline() time.Duration {
 	return c.SetupTimeout + c.Warmup + c.Duration + c.Drain + 10*time.Second
+}
+
+// checkAddrs checks a comma-separated list of addresses: at least one,
+// none empty.
+func checkAddrs(list string) error {
+	if list == "" {
+		return errors.New("empty")
+	}
+	for i, a := range strings.Split(list, ",") {
+		if strings.TrimSpace(a) == "" {
+			return fmt.Errorf("%q: address %d of the list is empty", list, i+1)
+		}
+	}
+	return nil
+}
+
+// addrs splits a comma-separated list of addresses.
+func addrs(list string) []string {
+	as := strings.Split(list, ",")
+	for i, a := range as {
+		as[i] = strings.TrimSpace(a)
+	}
+	return as
 }

@@ -34,7 +34,7 @@ func (r *runner) runConnections(ctx context.Context, res *Result) error {
 	var connected atomic.Int64
 	failed := r.connectAll(n, func(i int) error {
 		start := r.now()
-		c, err := dial(setup, r.dialConfig(r.cfg.Addr, fmt.Sprintf("%s-c-%d", r.cfg.Prefix, i), idleBuf, idleBuf))
+		c, err := dial(setup, r.dialConfig(r.pubAddrs[i%len(r.pubAddrs)], fmt.Sprintf("%s-c-%d", r.cfg.Prefix, i), idleBuf, idleBuf))
 		if err != nil {
 			return err
 		}

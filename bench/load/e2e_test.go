@@ -2,10 +2,13 @@ package load_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -130,4 +133,116 @@ func TestRunAgainstShoal(t *testing.T) {
 			t.Errorf("connect stats %+v", res.Connect)
 		}
 	})
+}
+
+// TestClientsSpreadOverAddrs runs pairs through three proxies in front of
+// one Shoal, publishers given the list p0,p1,p2 and subscribers p1,p2,p0:
+// client i must come through the list's address i mod 3 (every pair split
+// over two proxies), and every message must arrive.
+func TestClientsSpreadOverAddrs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a broker: skipped with -short")
+	}
+	upstream := startShoal(t)
+	proxies := make([]*idProxy, 3)
+	for i := range proxies {
+		proxies[i] = startIDProxy(t, upstream)
+	}
+	cfg := load.DefaultConfig()
+	cfg.Addr = strings.Join([]string{proxies[0].addr, proxies[1].addr, proxies[2].addr}, ",")
+	cfg.SubscriberAddr = strings.Join([]string{proxies[1].addr, proxies[2].addr, proxies[0].addr}, ", ")
+	cfg.Scenario, cfg.Clients, cfg.QoS, cfg.Rate = load.ScenarioPairs, 6, 1, 300
+	cfg.Prefix = "spread"
+	cfg.Warmup, cfg.Duration, cfg.Drain = 200*time.Millisecond, 500*time.Millisecond, 5*time.Second
+	cfg.SetupTimeout = 20 * time.Second
+	res, err := load.Run(context.Background(), cfg, io.Discard)
+	if err != nil {
+		t.Fatalf("run: %v (errors %v)", err, res.Errors)
+	}
+	if res.Sent == 0 || res.Unique != res.Expected || res.Lost != 0 || res.Tail != 0 {
+		t.Errorf("sent %d, expected %d deliveries: unique %d, lost %d, tail %d (errors %v)",
+			res.Sent, res.Expected, res.Unique, res.Lost, res.Tail, res.Errors)
+	}
+	for k, p := range proxies {
+		var want []string
+		for i := range cfg.Clients {
+			if i%3 == k {
+				want = append(want, fmt.Sprintf("spread-p-%d", i))
+			}
+			if (i+1)%3 == k {
+				want = append(want, fmt.Sprintf("spread-s-%d", i))
+			}
+		}
+		slices.Sort(want)
+		if got := p.clientIDs(); !slices.Equal(got, want) {
+			t.Errorf("proxy %d (%s) carried %v, want %v", k, p.addr, got, want)
+		}
+	}
+}
+
+// idProxy forwards every connection to a broker and records the client
+// identifier of each CONNECT it carried.
+type idProxy struct {
+	addr string
+	mu   sync.Mutex
+	ids  []string
+}
+
+// startIDProxy listens on loopback in front of upstream until t ends.
+func startIDProxy(t *testing.T, upstream string) *idProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &idProxy{addr: ln.Addr().String()}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { _ = ln.Close(); wg.Wait() })
+	wg.Go(func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() { p.forward(nc, upstream) })
+		}
+	})
+	return p
+}
+
+// forward reads the client's CONNECT, records its identifier, passes it on
+// and then copies both ways until either side closes. The client sends
+// nothing else before its CONNACK, so the reader holds nothing more.
+func (p *idProxy) forward(nc net.Conn, upstream string) {
+	defer func() { _ = nc.Close() }()
+	h, body, err := packet.NewReader(nc, 4<<10).ReadPacket()
+	if err != nil || h.Type != packet.CONNECT {
+		return
+	}
+	var c packet.Connect
+	if c.Decode(h, body, packet.V5) != nil {
+		return
+	}
+	up, err := net.Dial("tcp", upstream)
+	if err != nil {
+		return
+	}
+	defer func() { _ = up.Close() }()
+	p.mu.Lock()
+	p.ids = append(p.ids, string(c.ClientID))
+	p.mu.Unlock()
+	if _, err := up.Write(c.Append(nil, c.Version)); err != nil {
+		return
+	}
+	done := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(up, nc); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(nc, up); done <- struct{}{} }()
+	<-done // one side closed: closing both ends the other copy
+}
+
+// clientIDs returns the identifiers recorded, sorted.
+func (p *idProxy) clientIDs() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Sorted(slices.Values(p.ids))
 }

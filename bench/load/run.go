@@ -39,6 +39,9 @@ type runner struct {
 	broker   *Proc       // nil without a broker PID
 	self     *Proc
 	procs    []*Proc // Config.Processes, in order
+	// The addresses of Config.Addr and of the subscribers (SubscriberAddr,
+	// else Addr): client i connects to the address i modulo their number.
+	pubAddrs, subAddrs []string
 
 	measuring atomic.Bool
 	stopping  atomic.Bool
@@ -101,6 +104,11 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 		lag:      newHistShards(4),
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
+		pubAddrs: addrs(cfg.Addr),
+	}
+	r.subAddrs = r.pubAddrs
+	if cfg.SubscriberAddr != "" {
+		r.subAddrs = addrs(cfg.SubscriberAddr)
 	}
 	if cfg.BrokerPID != 0 {
 		if r.broker, err = NewProc(cfg.BrokerPID); err != nil {
@@ -309,11 +317,7 @@ func (r *runner) setUp(ctx context.Context) error {
 	}
 	failed := r.connectAll(len(r.subs), func(i int) error {
 		s := r.subs[i]
-		addr := r.cfg.Addr
-		if r.cfg.SubscriberAddr != "" {
-			addr = r.cfg.SubscriberAddr
-		}
-		c, err := dial(ctx, r.dialConfig(addr, s.spec.clientID, subReadBuf, subWriteBuf))
+		c, err := dial(ctx, r.dialConfig(r.subAddrs[i%len(r.subAddrs)], s.spec.clientID, subReadBuf, subWriteBuf))
 		if err != nil {
 			return err
 		}
@@ -332,7 +336,7 @@ func (r *runner) setUp(ctx context.Context) error {
 	}
 	failed = r.connectAll(len(r.pubs), func(i int) error {
 		p := r.pubs[i]
-		c, err := dial(ctx, r.dialConfig(r.cfg.Addr, p.spec.clientID, pubReadBuf, pubWriteBuf))
+		c, err := dial(ctx, r.dialConfig(r.pubAddrs[i%len(r.pubAddrs)], p.spec.clientID, pubReadBuf, pubWriteBuf))
 		if err != nil {
 			return err
 		}

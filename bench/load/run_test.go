@@ -57,6 +57,9 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.Scenario = "x" }, "unknown scenario"},
 		{func(c *Config) { c.Rate = -1 }, "rate"},
 		{func(c *Config) { c.Processes = []Process{{Name: "kafka"}} }, "processes[0]"},
+		{func(c *Config) { c.Addr = "" }, "addr: empty"},
+		{func(c *Config) { c.Addr = "127.0.0.1:1883,,127.0.0.1:1884" }, "addr: \"127.0.0.1:1883,,127.0.0.1:1884\": address 2"},
+		{func(c *Config) { c.SubscriberAddr = "127.0.0.1:1883, " }, "sub-addr:"},
 	}
 	for _, c := range cases {
 		cfg := DefaultConfig()

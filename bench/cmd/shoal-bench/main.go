@@ -79,8 +79,8 @@ func parse(args []string, stderr io.Writer) (load.Config, options, error) {
 		fmt.Fprintf(stderr, "usage: shoal-bench [flags]\n       shoal-bench report -dir DIR [-a shoal -b mosquitto -md FILE]\n\nflags:\n")
 		fs.PrintDefaults()
 	}
-	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "broker address host:port")
-	fs.StringVar(&cfg.SubscriberAddr, "sub-addr", "", "address the subscribers connect to, when not -addr (another node of a distributed broker)")
+	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "broker address host:port, or a comma-separated list of them: client i connects to address i mod their number")
+	fs.StringVar(&cfg.SubscriberAddr, "sub-addr", "", "address (or list, as -addr) the subscribers connect to, when not -addr (another node of a distributed broker)")
 	fs.StringVar(&cfg.Scenario, "scenario", cfg.Scenario, "one of "+strings.Join(load.Scenarios(), ", "))
 	proto := fs.String("protocol", "5", "MQTT version: 5 or 3.1.1")
 	qos := fs.Uint("qos", 0, "QoS of publishes and subscriptions: 0, 1 or 2")

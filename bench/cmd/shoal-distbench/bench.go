@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,10 +18,11 @@ import (
 	"github.com/shoal-mqtt/shoal/internal/mqtt/packet"
 )
 
-// bench runs everything: the backbone, then each topology's Shoal
-// processes and runs. Whatever happens, every process it started is
-// stopped before it returns, and the README is written for the runs that
-// finished.
+// bench runs everything: for each topology its backbone when the one
+// running is not that (the one-node backbone is stopped before the
+// cluster's starts), then its Shoal processes and runs. Whatever happens,
+// every process it started is stopped before it returns, and the README is
+// written for the runs that finished.
 func bench(ctx context.Context, opt options, stdout, stderr io.Writer) (err error) {
 	work, err := os.MkdirTemp("", "shoal-distbench-")
 	if err != nil {
@@ -46,7 +48,7 @@ func bench(ctx context.Context, opt options, stdout, stderr io.Writer) (err erro
 	}
 	// Results of an earlier run into the same directory would mix with
 	// this run's in `shoal-bench report`.
-	old, err := filepath.Glob(filepath.Join(opt.out, "*-latency-qos*-r*.json"))
+	old, err := oldResults(opt.out)
 	if err != nil {
 		return fmt.Errorf("output directory: %w", err)
 	}
@@ -76,23 +78,15 @@ func bench(ctx context.Context, opt options, stdout, stderr io.Writer) (err erro
 	}
 	meta.shoalConfig = string(cfgText)
 
-	fmt.Fprintln(stderr, "starting kafka and cassandra (jars fetched once into the cache)")
-	began := time.Now()
-	bb, err := startBackbone(ctx, work, opt.c1Only)
-	if err != nil {
-		return err
-	}
+	var bb *backbone
 	defer func() {
+		if bb == nil {
+			return
+		}
 		if serr := bb.stop(); serr != nil {
 			err = errors.Join(err, serr)
 		}
 	}()
-	fmt.Fprintf(stderr, "kafka %s at %v (pid %d), cassandra %s at %v (pid %d), up after %s\n",
-		realkafka.Version, bb.kafka.Brokers(), bb.kafka.PID(), bb.cql.ReleaseVersion(), bb.cql.Hosts(), bb.cql.PID(),
-		time.Since(began).Round(100*time.Millisecond))
-
-	sa := shoalArgs{bin: bin, config: cfgPath, brokers: bb.kafka.Brokers(), cqlHosts: bb.cql.Hosts(),
-		partitions: opt.partitions, pprof: opt.profile, logDir: logDir}
 	var results []*load.Result
 	defer func() {
 		if len(results) == 0 {
@@ -101,9 +95,28 @@ func bench(ctx context.Context, opt options, stdout, stderr io.Writer) (err erro
 		if werr := writeReadme(filepath.Join(opt.out, "README.md"), meta, results); werr != nil {
 			err = errors.Join(err, werr)
 		}
-		writeSummary(stdout, results)
+		writeSummary(stdout, opt.scenario, results)
 	}()
 	for _, topo := range opt.topologies {
+		if nodes := backboneNodes(topo); bb == nil || bb.nodes != nodes {
+			if bb != nil {
+				fmt.Fprintf(stderr, "stopping the backbone of %d node(s)\n", bb.nodes)
+				serr := bb.stop()
+				bb = nil
+				if serr != nil {
+					return fmt.Errorf("stop the backbone: %w", serr)
+				}
+			}
+			fmt.Fprintf(stderr, "%s: starting kafka and cassandra, %d node(s) each (jars fetched once into the cache)\n", topo, nodes)
+			if bb, err = startBackbone(ctx, work, nodes, opt.c1Only); err != nil {
+				return fmt.Errorf("%s: %w", topo, err)
+			}
+			fmt.Fprintf(stderr, "%s: kafka %s at %v, cassandra %s at %v (pids %v), up after %s\n", topo,
+				realkafka.Version, bb.brokers, bb.cqlVersion, bb.cqlHosts, bb.procs(), bb.took.Round(100*time.Millisecond))
+			meta.backbones = append(meta.backbones, backboneStart{nodes: nodes, took: bb.took})
+		}
+		sa := shoalArgs{bin: bin, config: cfgPath, brokers: bb.brokers, cqlHosts: bb.cqlHosts,
+			partitions: opt.partitions, pprof: opt.profile, logDir: logDir, extra: bb.replicationArgs()}
 		rs, err := runTopology(ctx, opt, topo, sa, bb, stdout, stderr)
 		results = append(results, rs...)
 		if err != nil {
@@ -111,6 +124,28 @@ func bench(ctx context.Context, opt options, stdout, stderr io.Writer) (err erro
 		}
 	}
 	return nil
+}
+
+// backboneNodes is the number of Kafka brokers, and of Cassandra nodes, a
+// topology runs on.
+func backboneNodes(topo string) int {
+	if topo == topoCluster {
+		return clusterNodes
+	}
+	return 1
+}
+
+// layout is the Shoal processes of a topology.
+type layout struct{ sessions, routers, gateways int }
+
+func topoLayout(topo string) layout {
+	switch topo {
+	case topoTwo:
+		return layout{sessions: 1, routers: 1, gateways: 2}
+	case topoCluster:
+		return layout{sessions: 2, routers: 2, gateways: 3}
+	}
+	return layout{sessions: 1, routers: 1, gateways: 1}
 }
 
 // runTopology starts the Shoal processes of topo, runs every round and
@@ -181,7 +216,7 @@ func (c *cluster) connectWaves(ctx context.Context, opt options, topo string, ro
 		if err != nil {
 			return fmt.Errorf("connections (%s ids): %w", wave, err)
 		}
-		if err := writeJSON(filepath.Join(opt.out, fmt.Sprintf("%s-%s-r%d.json", topo, cfg.Name, round)), res); err != nil {
+		if err := writeJSON(filepath.Join(opt.out, resultFile(topo, cfg.Name, round)), res); err != nil {
 			return err
 		}
 		writeConnectLine(stdout, res)
@@ -192,16 +227,17 @@ func (c *cluster) connectWaves(ctx context.Context, opt options, topo string, ro
 	return nil
 }
 
-// cluster is the Shoal processes of one topology: a session service, a
-// router and one or two gateways.
+// cluster is the Shoal processes of one topology: session services,
+// routers and gateways (topoLayout).
 type cluster struct {
 	procs []*proc        // in start order
 	gws   []*proc        // the gateways among procs
 	named []load.Process // every process measured, the backbone's too
 }
 
-// start starts the session service and the router, waits for them, then
-// the gateways.
+// start starts the session services and the routers, waits for them, then
+// the gateways. A role that runs once is named after it (session, router);
+// several are numbered (session-1, session-2); gateways always are.
 func (c *cluster) start(ctx context.Context, topo string, sa shoalArgs, bb *backbone, stderr io.Writer) error {
 	start := func(role, name string) (*proc, error) {
 		p, err := startShoal(sa, role, name)
@@ -211,26 +247,30 @@ func (c *cluster) start(ctx context.Context, topo string, sa shoalArgs, bb *back
 		c.procs = append(c.procs, p)
 		return p, nil
 	}
-	fmt.Fprintf(stderr, "%s: starting shoal session, router and gateways\n", topo)
+	l := topoLayout(topo)
+	fmt.Fprintf(stderr, "%s: starting shoal: %d session service(s), %d router(s), %d gateway(s)\n", topo, l.sessions, l.routers, l.gateways)
 	began := time.Now()
-	session, err := start("session", "session")
-	if err != nil {
-		return err
+	var sessions, routers []*proc
+	for i := range l.sessions {
+		p, err := start("session", roleName("session", i, l.sessions))
+		if err != nil {
+			return err
+		}
+		sessions = append(sessions, p)
 	}
-	router, err := start("router", "router")
-	if err != nil {
-		return err
+	for i := range l.routers {
+		p, err := start("router", roleName("router", i, l.routers))
+		if err != nil {
+			return err
+		}
+		routers = append(routers, p)
 	}
-	for _, p := range []*proc{session, router} {
+	for _, p := range c.procs {
 		if err := p.waitReady(ctx); err != nil {
 			return err
 		}
 	}
-	n := 1
-	if topo == topoTwo {
-		n = 2
-	}
-	for i := range n {
+	for i := range l.gateways {
 		gw, err := start("gateway", fmt.Sprintf("gateway-%d", i+1))
 		if err != nil {
 			return err
@@ -243,15 +283,19 @@ func (c *cluster) start(ctx context.Context, topo string, sa shoalArgs, bb *back
 		}
 	}
 	fmt.Fprintf(stderr, "%s: ready after %s\n", topo, time.Since(began).Round(100*time.Millisecond))
-	for _, gw := range c.gws {
-		c.named = append(c.named, load.Process{Name: gw.name, PID: gw.pid()})
+	for _, p := range slices.Concat(c.gws, routers, sessions) {
+		c.named = append(c.named, load.Process{Name: p.name, PID: p.pid()})
 	}
-	c.named = append(c.named,
-		load.Process{Name: router.name, PID: router.pid()},
-		load.Process{Name: session.name, PID: session.pid()},
-		load.Process{Name: "kafka", PID: bb.kafka.PID()},
-		load.Process{Name: "cassandra", PID: bb.cql.PID()})
+	c.named = append(c.named, bb.procs()...)
 	return nil
+}
+
+// roleName names process i of the n of a role.
+func roleName(role string, i, n int) string {
+	if n == 1 {
+		return role
+	}
+	return fmt.Sprintf("%s-%d", role, i+1)
 }
 
 // stop stops the processes, gateways first, as an operator would drain a
@@ -267,13 +311,29 @@ func (c *cluster) stop() error {
 	return err
 }
 
-// addrs points cfg's publishers at the first gateway and its subscribers
-// at the second, when there is one.
+// addrs points cfg's clients at the gateways: every client at the one
+// gateway; publishers at the first of two and subscribers at the second;
+// with more, pair i's publisher at gateway i mod n and its subscriber at
+// the next one, so that every message crosses the log and every gateway
+// both receives and delivers.
 func (c *cluster) addrs(cfg *load.Config) {
-	cfg.Addr = c.gws[0].mqtt
-	if len(c.gws) > 1 {
-		cfg.SubscriberAddr = c.gws[1].mqtt
+	cfg.Addr, cfg.SubscriberAddr = gatewayAddrs(c.gws)
+}
+
+func gatewayAddrs(gws []*proc) (pub, sub string) {
+	switch len(gws) {
+	case 1:
+		return gws[0].mqtt, ""
+	case 2:
+		return gws[0].mqtt, gws[1].mqtt
 	}
+	pubs := make([]string, len(gws))
+	subs := make([]string, len(gws))
+	for i, gw := range gws {
+		pubs[i] = gw.mqtt
+		subs[(i+len(gws)-1)%len(gws)] = gw.mqtt
+	}
+	return strings.Join(pubs, ","), strings.Join(subs, ",")
 }
 
 // prime runs load that is not recorded: the JVMs compile their hot paths,
@@ -311,11 +371,31 @@ func (c *cluster) measure(ctx context.Context, opt options, topo string, q packe
 	if err != nil {
 		return nil, err
 	}
-	if werr := writeJSON(filepath.Join(opt.out, fmt.Sprintf("%s-latency-qos%d-r%d.json", topo, q, round)), res); werr != nil {
+	if werr := writeJSON(filepath.Join(opt.out, resultFile(topo, cfg.Name, round)), res); werr != nil {
 		return res, werr
 	}
 	writeRunLine(stdout, res)
 	return res, nil
+}
+
+// oldResults lists the result files of an earlier run in dir: every name
+// resultFile makes.
+func oldResults(dir string) ([]string, error) {
+	var old []string
+	for _, scenario := range []string{scenLatency, scenPairs, "connections"} {
+		fs, err := filepath.Glob(filepath.Join(dir, "*-"+scenario+"-*-r*.json"))
+		if err != nil {
+			return nil, err
+		}
+		old = append(old, fs...)
+	}
+	return old, nil
+}
+
+// resultFile names a run's JSON: <topology>-<scenario>-qos<N>-r<round>.json
+// (name is <scenario>-qos<N>).
+func resultFile(topo, name string, round int) string {
+	return fmt.Sprintf("%s-%s-r%d.json", topo, name, round)
 }
 
 // runOnce runs the generator once, taking CPU profiles of procs over its

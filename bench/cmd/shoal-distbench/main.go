@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -32,6 +33,20 @@ const (
 	// topoTwo is two gateways: publishers on the first, subscribers on
 	// the second.
 	topoTwo = "two-gateways"
+	// topoCluster is shaped like production: 3 Kafka brokers, a Cassandra
+	// ring of 3, 2 session services, 2 routers and 3 gateways, pair i's
+	// publisher on gateway i mod 3 and its subscriber on the next one. It
+	// has a backbone of its own, started once the one-node backbone is
+	// stopped (the machine holds one of them at a time), so it must come
+	// last.
+	topoCluster = "cluster"
+)
+
+// The scenarios: the generator's latency scenario at a fixed rate, or its
+// pairs scenario as fast as the flow control lets it.
+const (
+	scenLatency = load.ScenarioLatency
+	scenPairs   = load.ScenarioPairs
 )
 
 // options are the command's settings.
@@ -40,12 +55,14 @@ type options struct {
 	shoal       string // the shoal binary; "" builds one
 	shoalConfig string // YAML for every Shoal process; "" writes defaultShoalConfig
 	topologies  []string
+	scenario    string // scenLatency or scenPairs
 	qos         []packet.QoS
 	rounds      int
 	clients     int
 	rate        float64
 	payload     int
 	inflight    int
+	window      int // pairs at QoS 0: the end-to-end window per publisher
 	partitions  int
 	warmup      time.Duration
 	duration    time.Duration
@@ -69,6 +86,10 @@ const setupTimeout = 60 * time.Second
 // startBound bounds starting Kafka and Cassandra (and fetching their jars
 // the first time) plus Shoal's processes for every topology.
 const startBound = 10 * time.Minute
+
+// clusterStartBound bounds stopping the one-node backbone and starting the
+// cluster's (six JVMs on the machine at once).
+const clusterStartBound = 10 * time.Minute
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	opt, err := parse(args, stderr, time.Now())
@@ -98,19 +119,23 @@ func parse(args []string, stderr io.Writer, now time.Time) (options, error) {
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: shoal-distbench [flags]\n\n"+
 			"Starts a real Kafka, a real Cassandra and Shoal's roles as separate processes on\n"+
-			"loopback, runs the latency scenario against them and writes the results.\n\nflags:\n")
+			"loopback, runs the latency or the pairs scenario against them and writes the\n"+
+			"results. The cluster topology (3 Kafka brokers, a Cassandra ring of 3, 7 Shoal\n"+
+			"processes) runs on a backbone of its own, after the others: it must come last.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&opt.out, "out", filepath.Join("bench", "results", now.UTC().Format("2006-01-02")+"-distributed"), "directory of the JSON results, the logs and README.md (results of an earlier run there are removed)")
 	fs.StringVar(&opt.shoal, "shoal", "", "shoal binary to run (default: go build ./cmd/shoal into the work directory)")
 	fs.StringVar(&opt.shoalConfig, "shoal-config", "", "YAML configuration of every Shoal process (default: log_level info, cql.replication_factor 1); the command's flags override its Kafka, CQL and listener settings")
-	topos := fs.String("topologies", topoOne+","+topoTwo, "comma-separated: "+topoOne+" (publishers and subscribers on one gateway), "+topoTwo+" (publishers on one, subscribers on another)")
+	topos := fs.String("topologies", topoOne+","+topoTwo, "comma-separated: "+topoOne+" (publishers and subscribers on one gateway), "+topoTwo+" (publishers on one, subscribers on another), "+topoCluster+" (3 Kafka brokers, 3 Cassandra nodes, 2 session services, 2 routers, 3 gateways; last)")
+	fs.StringVar(&opt.scenario, "scenario", scenLatency, scenLatency+" (a fixed -rate, latency against the target) or "+scenPairs+" (as fast as flow control allows: throughput)")
 	qos := fs.String("qos", "0,1", "comma-separated QoS levels to run")
 	fs.IntVar(&opt.rounds, "rounds", 3, "rounds: each runs every QoS once per topology")
 	fs.IntVar(&opt.clients, "clients", 50, "publisher → subscriber pairs")
-	fs.Float64Var(&opt.rate, "rate", load.DefaultLatencyRate, "total publish rate in msg/s")
+	fs.Float64Var(&opt.rate, "rate", load.DefaultLatencyRate, "latency: total publish rate in msg/s")
 	fs.IntVar(&opt.payload, "payload", 64, "payload bytes")
-	fs.IntVar(&opt.inflight, "inflight", 64, "QoS 1: unacknowledged PUBLISH per publisher")
+	fs.IntVar(&opt.inflight, "inflight", 64, "QoS 1 and 2: unacknowledged PUBLISH per publisher")
+	fs.IntVar(&opt.window, "window", 100, "pairs at QoS 0: messages per publisher sent but not yet received (QoS 1 and 2 are bounded by -inflight)")
 	fs.IntVar(&opt.partitions, "partitions", 16, "partitions of each event topic (kafka.partitions)")
 	fs.DurationVar(&opt.warmup, "warmup", 3*time.Second, "warm-up before each measured window")
 	fs.DurationVar(&opt.duration, "duration", 10*time.Second, "measured window of each run")
@@ -129,9 +154,9 @@ func parse(args []string, stderr io.Writer, now time.Time) (options, error) {
 	if fs.NArg() > 0 {
 		return opt, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if *smoke {
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		if !set["rounds"] {
 			opt.rounds = 1
 		}
@@ -146,12 +171,16 @@ func parse(args []string, stderr io.Writer, now time.Time) (options, error) {
 		}
 	}
 	for t := range strings.SplitSeq(*topos, ",") {
-		switch t = strings.TrimSpace(t); t {
-		case topoOne, topoTwo:
-			opt.topologies = append(opt.topologies, t)
-		case "":
+		switch t = strings.TrimSpace(t); {
+		case t == "":
+		case t != topoOne && t != topoTwo && t != topoCluster:
+			return opt, fmt.Errorf("topologies: %q is not %s, %s or %s", t, topoOne, topoTwo, topoCluster)
+		case slices.Contains(opt.topologies, t):
+			return opt, fmt.Errorf("topologies: %s given twice", t)
+		case slices.Contains(opt.topologies, topoCluster):
+			return opt, fmt.Errorf("topologies: %s after %s: %s must come last (its backbone starts once the one-node backbone is stopped)", t, topoCluster, topoCluster)
 		default:
-			return opt, fmt.Errorf("topologies: %q is not %s or %s", t, topoOne, topoTwo)
+			opt.topologies = append(opt.topologies, t)
 		}
 	}
 	for q := range strings.SplitSeq(*qos, ",") {
@@ -167,6 +196,12 @@ func parse(args []string, stderr io.Writer, now time.Time) (options, error) {
 	switch {
 	case len(opt.topologies) == 0:
 		return opt, errors.New("topologies: none given")
+	case opt.scenario != scenLatency && opt.scenario != scenPairs:
+		return opt, fmt.Errorf("scenario: %q is not %s or %s", opt.scenario, scenLatency, scenPairs)
+	case opt.scenario == scenPairs && set["rate"]:
+		return opt, fmt.Errorf("rate: the %s scenario is not paced (it publishes as fast as flow control allows)", scenPairs)
+	case opt.window < 1:
+		return opt, fmt.Errorf("window: %d (want ≥ 1)", opt.window)
 	case len(opt.qos) == 0:
 		return opt, errors.New("qos: none given")
 	case opt.rounds < 1:
@@ -190,6 +225,9 @@ func parse(args []string, stderr io.Writer, now time.Time) (options, error) {
 		if opt.prime > 0 {
 			opt.timeout += time.Duration(len(opt.topologies)) * (cfg.Deadline() - cfg.Duration + opt.prime)
 		}
+		if slices.Contains(opt.topologies, topoCluster) {
+			opt.timeout += clusterStartBound
+		}
 	}
 	return opt, nil
 }
@@ -198,10 +236,20 @@ func parse(args []string, stderr io.Writer, now time.Time) (options, error) {
 // addresses and processes.
 func (o *options) loadConfig(topo string, qos packet.QoS, round int) load.Config {
 	cfg := load.DefaultConfig()
-	cfg.Scenario = load.ScenarioLatency
+	cfg.Scenario = o.scenario
 	cfg.QoS = qos
 	cfg.Clients = o.clients
 	cfg.Rate = o.rate
+	if o.scenario == scenPairs {
+		// Unpaced: QoS 1 and 2 publishers are bounded by their in-flight
+		// window; at QoS 0 only an end-to-end window keeps the queues
+		// between publisher and subscriber (socket buffers, the log)
+		// from growing without bound.
+		cfg.Rate = 0
+		if qos == 0 {
+			cfg.Window = o.window
+		}
+	}
 	cfg.Payload = o.payload
 	cfg.Inflight = o.inflight
 	cfg.Warmup = o.warmup
@@ -211,15 +259,19 @@ func (o *options) loadConfig(topo string, qos packet.QoS, round int) load.Config
 	// Fresh client ids and topics per run, in one tenant ("bench": Shoal's
 	// tenant is the client id up to the first '-').
 	cfg.Prefix = fmt.Sprintf("bench-%s-q%d-r%d", topoShort(topo), qos, round)
-	cfg.Name = fmt.Sprintf("latency-qos%d", qos)
+	cfg.Name = fmt.Sprintf("%s-qos%d", o.scenario, qos)
 	cfg.Label = topo
 	cfg.Round = round
 	return cfg
 }
 
+// topoShort is the topology's name in client ids.
 func topoShort(topo string) string {
-	if topo == topoTwo {
+	switch topo {
+	case topoTwo:
 		return "2gw"
+	case topoCluster:
+		return "cl"
 	}
 	return "1gw"
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +25,8 @@ func TestParseDefaults(t *testing.T) {
 		t.Errorf("out %q", opt.out)
 	}
 	if len(opt.topologies) != 2 || len(opt.qos) != 2 || opt.rounds != 3 || opt.clients != 50 || opt.rate != 10000 ||
-		opt.warmup != 3*time.Second || opt.duration != 10*time.Second || opt.prime != 10*time.Second || opt.c1Only {
+		opt.warmup != 3*time.Second || opt.duration != 10*time.Second || opt.prime != 10*time.Second || opt.c1Only ||
+		opt.scenario != scenLatency || opt.window != 100 {
 		t.Errorf("defaults %+v", opt)
 	}
 	// 12 runs of at most a minute and a half each, plus the start.
@@ -44,9 +46,114 @@ func TestParseSmoke(t *testing.T) {
 		t.Errorf("smoke %+v", opt)
 	}
 	for _, bad := range [][]string{{"-qos", "3"}, {"-qos", ""}, {"-topologies", "three"}, {"-rounds", "0"},
-		{"-payload", "8"}, {"-prime", "-1s"}, {"stray"}} {
+		{"-payload", "8"}, {"-prime", "-1s"}, {"stray"},
+		{"-topologies", "one-gateway,one-gateway"}, {"-scenario", "fanout"}, {"-window", "0"},
+		{"-scenario", "pairs", "-rate", "5000"}} {
 		if _, err := parse(bad, &stderr, day); err == nil {
 			t.Errorf("parse(%v): no error", bad)
+		}
+	}
+}
+
+// TestParseCluster: the cluster topology runs last or not at all, on a
+// backbone of its own whose start the timeout allows for.
+func TestParseCluster(t *testing.T) {
+	var stderr bytes.Buffer
+	for _, bad := range []string{"cluster,one-gateway", "two-gateways,cluster,one-gateway", "cluster,cluster"} {
+		_, err := parse([]string{"-topologies", bad}, &stderr, day)
+		if err == nil || !strings.Contains(err.Error(), "cluster") {
+			t.Errorf("parse(-topologies %s): %v, want an error about the cluster", bad, err)
+		}
+	}
+	two, err := parse([]string{"-topologies", "two-gateways", "-scenario", "pairs"}, &stderr, day)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt, err := parse([]string{"-topologies", " two-gateways, cluster", "-scenario", "pairs"}, &stderr, day)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(opt.topologies, []string{topoTwo, topoCluster}) || opt.scenario != scenPairs {
+		t.Errorf("topologies %v, scenario %q", opt.topologies, opt.scenario)
+	}
+	// Two topologies' runs and primes, plus the cluster's backbone.
+	cfg := opt.loadConfig(topoCluster, 0, 1)
+	if want := two.timeout + time.Duration(len(two.qos)*two.rounds)*(cfg.Deadline()+opt.pause) +
+		cfg.Deadline() - opt.duration + opt.prime + clusterStartBound; opt.timeout != want {
+		t.Errorf("timeout %s, want %s", opt.timeout, want)
+	}
+	if backboneNodes(topoTwo) != 1 || backboneNodes(topoOne) != 1 || backboneNodes(topoCluster) != 3 {
+		t.Error("backbone sizes")
+	}
+	if l := topoLayout(topoCluster); l != (layout{sessions: 2, routers: 2, gateways: 3}) {
+		t.Errorf("cluster layout %+v", l)
+	}
+	if got := (&backbone{nodes: 1}).replicationArgs(); got != nil {
+		t.Errorf("one node: replication flags %v", got)
+	}
+	want := []string{"--kafka-replication-factor", "3", "--cql-replication-factor", "3"}
+	if got := (&backbone{nodes: 3}).replicationArgs(); !slices.Equal(got, want) {
+		t.Errorf("three nodes: replication flags %v, want %v", got, want)
+	}
+}
+
+func TestPairsConfig(t *testing.T) {
+	var stderr bytes.Buffer
+	opt, err := parse([]string{"-scenario", "pairs", "-window", "40", "-inflight", "32", "-topologies", "cluster"}, &stderr, day)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q0, q1 := opt.loadConfig(topoCluster, 0, 1), opt.loadConfig(topoCluster, 1, 2)
+	if q0.Scenario != load.ScenarioPairs || q0.Rate != 0 || q0.Window != 40 || q0.Name != "pairs-qos0" || q0.Label != topoCluster {
+		t.Errorf("QoS 0 config %+v", q0)
+	}
+	if q1.Rate != 0 || q1.Window != 0 || q1.Inflight != 32 || q1.Name != "pairs-qos1" {
+		t.Errorf("QoS 1 config %+v", q1)
+	}
+	if !strings.HasPrefix(q1.Prefix, "bench-cl-") {
+		t.Errorf("prefix %q", q1.Prefix)
+	}
+	if got := resultFile(topoCluster, q1.Name, 2); got != "cluster-pairs-qos1-r2.json" {
+		t.Errorf("result file %q", got)
+	}
+}
+
+// TestOldResults: every result file a run writes is removed by the next
+// one, and nothing else is.
+func TestOldResults(t *testing.T) {
+	dir := t.TempDir()
+	results := []string{resultFile(topoOne, "latency-qos0", 1), resultFile(topoCluster, "pairs-qos1", 3),
+		resultFile(topoTwo, "connections-new", 2)}
+	for _, f := range append([]string{"README.md", "notes.json"}, results...) {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("{}"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old, err := oldResults(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range old {
+		old[i] = filepath.Base(f)
+	}
+	slices.Sort(old)
+	slices.Sort(results)
+	if !slices.Equal(old, results) {
+		t.Errorf("old results %v, want %v", old, results)
+	}
+}
+
+// TestGatewayAddrs: with three gateways, pair i's publisher and subscriber
+// are on different gateways (the generator takes address i mod n).
+func TestGatewayAddrs(t *testing.T) {
+	gws := []*proc{{mqtt: "a:1"}, {mqtt: "b:2"}, {mqtt: "c:3"}}
+	for _, c := range []struct {
+		n        int
+		pub, sub string
+	}{{1, "a:1", ""}, {2, "a:1", "b:2"}, {3, "a:1,b:2,c:3", "b:2,c:3,a:1"}} {
+		pub, sub := gatewayAddrs(gws[:c.n])
+		if pub != c.pub || sub != c.sub {
+			t.Errorf("%d gateways: publishers at %q, subscribers at %q; want %q, %q", c.n, pub, sub, c.pub, c.sub)
 		}
 	}
 }
@@ -112,6 +219,68 @@ func TestTables(t *testing.T) {
 	}
 }
 
+// pairsResult is a pairs run of topo: gateways, routers and session
+// services at 20, 30 and 10 % each (CPU-seconds over a 10 s window), the
+// JVMs at 50 % each.
+func pairsResult(topo string, round int, perSec float64) *load.Result {
+	l, nodes := topoLayout(topo), backboneNodes(topo)
+	r := &load.Result{Name: "pairs-qos1", Label: topo, Round: round, Scenario: load.ScenarioPairs,
+		Latency:   &load.LatencySummary{Count: 100, P50: 2000, P99: 9000},
+		Measured:  load.Window{Seconds: 10, Deliveries: uint64(10 * perSec), DeliveriesPerSec: perSec, SentPerSec: perSec},
+		Generator: &load.ProcUsage{CPUPercent: 40},
+	}
+	add := func(kind string, n int, pct float64) {
+		for i := range n {
+			r.Processes = append(r.Processes, load.ProcUsage{Name: roleName(kind, i, n), CPUPercent: pct, CPUSeconds: pct / 10, RSSEnd: 100 << 20})
+		}
+	}
+	add("gateway", l.gateways, 20)
+	add("router", l.routers, 30)
+	add("session", l.sessions, 10)
+	if nodes == 1 {
+		add("kafka", 1, 50)
+		add("cassandra", 1, 50)
+	} else {
+		add("kafka", nodes, 50)
+		add("cassandra", nodes, 50)
+	}
+	return r
+}
+
+func TestPairsTables(t *testing.T) {
+	results := []*load.Result{
+		pairsResult(topoTwo, 1, 30000), pairsResult(topoTwo, 2, 32000), pairsResult(topoTwo, 3, 10000),
+		pairsResult(topoCluster, 1, 3000), pairsResult(topoCluster, 2, 2000), pairsResult(topoCluster, 3, 8000),
+	}
+	var b bytes.Buffer
+	writeSummary(&b, scenPairs, results)
+	out := b.String()
+	for _, want := range []string{
+		"| topology | scenario | delivered msg/s | vs two-gateways | per Shoal CPU-second |",
+		// Two gateways: 2×20 + 30 + 10 = 80 % of Shoal, 4 CPU-seconds per 10 s.
+		"| two-gateways | pairs-qos1 | 30000 (10000–32000) | 1.00 | 37500 | 16667 | 2.00 | 9.00 | 0 | 0 |",
+		// The cluster: 3×20 + 2×30 + 2×10 = 140 %; the six JVMs add 300.
+		"| cluster | pairs-qos1 | 3000 (2000–8000) | 0.10 | 2143 | 682 |",
+		"| topology | scenario | gateway | router | session | kafka | cassandra | Shoal | all | generator |",
+		"| two-gateways | pairs-qos1 | 40 | 30 | 10 | 50 | 50 | 80 | 180 | 40 |",
+		"| cluster | pairs-qos1 | 60 | 60 | 20 | 150 | 150 | 140 | 440 | 40 |",
+		"| cluster | pairs-qos1 | 300 | 200 | 200 | 300 | 300 | 700 | 1300 |",
+		"| cluster | pairs-qos1 | 2 | 2000 | 2000 | 1429 | 0 | 0 | 60 / 60 / 20 / 150 / 150 / 40 |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("tables lack %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "Target") {
+		t.Errorf("the pairs tables judge a latency target:\n%s", out)
+	}
+	var line bytes.Buffer
+	writeRunLine(&line, results[3])
+	if want := "cluster pairs-qos1 round 1: 3000 deliveries/s (3000 sent/s), 2143 per Shoal CPU-second,"; !strings.HasPrefix(line.String(), want) {
+		t.Errorf("run line %q, want it to start %q", line.String(), want)
+	}
+}
+
 func TestReadme(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "README.md")
 	var stderr bytes.Buffer
@@ -132,5 +301,27 @@ func TestReadme(t *testing.T) {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("README lacks %q:\n%s", want, b)
 		}
+	}
+
+	opt, err = parse([]string{"-scenario", "pairs", "-topologies", "two-gateways,cluster"}, &stderr, day)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m = machineInfo(opt)
+	m.backbones = []backboneStart{{nodes: 1, took: 41 * time.Second}, {nodes: 3, took: 97 * time.Second}}
+	if err := writeReadme(path, m, []*load.Result{pairsResult(topoTwo, 1, 30000), pairsResult(topoCluster, 1, 3000)}); err != nil {
+		t.Fatal(err)
+	}
+	if b, err = os.ReadFile(path); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"the pairs scenario", "an end-to-end window of 100 messages", "one Kafka broker and one Cassandra node (the configuration's replication factors, 1): up after 41s",
+		"3 Kafka brokers", "ring of 3 (512 MiB heaps", "up after 1m37s", "`cluster`: 2 session services, 2 routers and 3 gateways", "| cluster | pairs-qos1 | 3000 | 0.10 |"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("README lacks %q:\n%s", want, b)
+		}
+	}
+	if strings.Contains(string(b), "Target") {
+		t.Errorf("the pairs README judges a latency target:\n%s", b)
 	}
 }

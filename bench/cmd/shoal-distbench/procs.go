@@ -10,12 +10,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/shoal-mqtt/shoal/bench/load"
 	"github.com/shoal-mqtt/shoal/internal/localserver/realcql"
 	"github.com/shoal-mqtt/shoal/internal/localserver/realkafka"
 	"github.com/shoal-mqtt/shoal/internal/localserver/serverproc"
@@ -43,58 +45,154 @@ cql:
   replication_factor: 1
 `
 
-// backbone is the Kafka broker and the Cassandra node.
+// clusterNodes is the number of Kafka brokers and of Cassandra nodes of
+// the cluster's backbone: topics and the keyspace have as many replicas,
+// min.insync.replicas is 2 and the database is read and written at QUORUM,
+// so that one node of each may be down.
+const clusterNodes = 3
+
+// ringHeapMiB is the heap of each Cassandra node of the cluster's ring:
+// three of them beside three Kafka brokers (512 MiB each) and seven Shoal
+// processes on one machine.
+const ringHeapMiB = 512
+
+// backbone is the Kafka brokers and the Cassandra nodes Shoal runs on:
+// one of each, or the cluster's clusterNodes of each.
 type backbone struct {
-	kafka    *realkafka.Cluster
-	cql      *realcql.Node
-	kafkaLog *os.File
+	nodes      int // Kafka brokers, and Cassandra nodes
+	brokers    []string
+	cqlHosts   []string
+	cqlVersion string
+	// The JVMs: kafka and cassandra, or kafka-1 … and cassandra-1 ….
+	kafka, cassandra []load.Process
+	took             time.Duration // from the start until both answered
+	// Kafka's and Cassandra's start at once: each sets its own fields.
+	killKafka func() error
+	killCQL   []func() error
+	logs      []*os.File
 }
 
-// startBackbone starts Kafka and Cassandra side by side under work; their
-// logs stay there (kafka.log, cassandra/output.log). c1Only runs both JVMs with the C1 compiler only (faster start, slower
-// run) instead of the full JIT.
-func startBackbone(ctx context.Context, work string, c1Only bool) (*backbone, error) {
-	b := &backbone{}
-	f, err := os.Create(filepath.Join(work, "kafka.log"))
-	if err != nil {
-		return nil, fmt.Errorf("start kafka: %w", err)
+// startBackbone starts Kafka and Cassandra side by side under work, one
+// node each (nodes 1) or a cluster of nodes each; their logs stay there
+// (kafka.log and cassandra/output.log, or kafka-N.log and
+// cassandra-ring/nodeN/output.log). c1Only runs the JVMs
+// with the C1 compiler only (faster start, slower run) instead of the full
+// JIT.
+func startBackbone(ctx context.Context, work string, nodes int, c1Only bool) (*backbone, error) {
+	b := &backbone{nodes: nodes}
+	began := time.Now()
+	logw := make([]io.Writer, nodes)
+	for i := range nodes {
+		name := "kafka.log"
+		if nodes > 1 {
+			name = fmt.Sprintf("kafka-%d.log", i+1)
+		}
+		f, err := os.Create(filepath.Join(work, name))
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("start kafka: %w", err), b.stop())
+		}
+		b.logs = append(b.logs, f)
+		logw[i] = f
 	}
-	b.kafkaLog = f
 	var kerr, cerr error
 	var wg sync.WaitGroup
-	wg.Go(func() {
-		b.kafka, kerr = realkafka.StartWith(ctx, filepath.Join(work, "kafka"), f, realkafka.Options{FullJIT: !c1Only})
-	})
-	wg.Go(func() {
-		b.cql, cerr = realcql.StartWith(ctx, filepath.Join(work, "cassandra"), nil, realcql.Options{FullJIT: !c1Only})
-	})
+	kdir, cdir := filepath.Join(work, "kafka"), filepath.Join(work, "cassandra")
+	if nodes > 1 { // beside the one-node backbone's
+		kdir, cdir = kdir+"-cluster", cdir+"-ring"
+	}
+	wg.Go(func() { kerr = b.startKafka(ctx, kdir, logw, c1Only) })
+	wg.Go(func() { cerr = b.startCassandra(ctx, cdir, c1Only) })
 	wg.Wait()
 	if err := errors.Join(kerr, cerr); err != nil {
 		return nil, errors.Join(err, b.stop())
 	}
+	b.took = time.Since(began)
 	return b, nil
 }
 
-// stop kills both: their data is thrown away, so there is nothing to
-// flush. It is safe to call on a backbone that started only in part.
+// startKafka starts the brokers and notes how to stop them.
+func (b *backbone) startKafka(ctx context.Context, dir string, logw []io.Writer, c1Only bool) error {
+	opts := realkafka.Options{FullJIT: !c1Only}
+	if b.nodes == 1 {
+		k, err := realkafka.StartWith(ctx, dir, logw[0], opts)
+		if err != nil {
+			return err
+		}
+		b.brokers, b.killKafka = k.Brokers(), k.Kill
+		b.kafka = []load.Process{{Name: "kafka", PID: k.PID()}}
+		return nil
+	}
+	k, err := realkafka.StartNodes(ctx, dir, b.nodes, func(i int) io.Writer { return logw[i] }, opts)
+	if err != nil {
+		return err
+	}
+	b.brokers, b.killKafka = k.Brokers(), k.Kill
+	for i := range k.Len() {
+		b.kafka = append(b.kafka, load.Process{Name: fmt.Sprintf("kafka-%d", i+1), PID: k.Node(i).PID()})
+	}
+	return nil
+}
+
+// startCassandra starts the node or the ring and notes how to stop it.
+func (b *backbone) startCassandra(ctx context.Context, dir string, c1Only bool) error {
+	if b.nodes == 1 {
+		n, err := realcql.StartWith(ctx, dir, nil, realcql.Options{FullJIT: !c1Only})
+		if err != nil {
+			return err
+		}
+		b.cqlHosts, b.cqlVersion, b.killCQL = n.Hosts(), n.ReleaseVersion(), []func() error{n.Kill}
+		b.cassandra = []load.Process{{Name: "cassandra", PID: n.PID()}}
+		return nil
+	}
+	r, err := realcql.StartRing(ctx, dir, b.nodes, nil, realcql.Options{FullJIT: !c1Only, MaxHeapMiB: ringHeapMiB})
+	if err != nil {
+		return err
+	}
+	b.cqlHosts, b.cqlVersion = r.Hosts(), r.Node(0).ReleaseVersion()
+	for i := range r.Len() {
+		b.cassandra = append(b.cassandra, load.Process{Name: fmt.Sprintf("cassandra-%d", i+1), PID: r.Node(i).PID()})
+		b.killCQL = append(b.killCQL, r.Node(i).Kill)
+	}
+	return nil
+}
+
+// procs returns every JVM of the backbone, Kafka's first.
+func (b *backbone) procs() []load.Process { return slices.Concat(b.kafka, b.cassandra) }
+
+// stop kills every JVM: their data is thrown away, so there is nothing to
+// flush. It is safe to call on a backbone that started only in part, and
+// twice.
 func (b *backbone) stop() error {
 	var errs []error
-	if b.kafka != nil {
-		if err := b.kafka.Kill(); err != nil {
+	if b.killKafka != nil {
+		if err := b.killKafka(); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if b.cql != nil {
-		if err := b.cql.Kill(); err != nil {
+	for _, kill := range b.killCQL {
+		if err := kill(); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if b.kafkaLog != nil {
-		if err := b.kafkaLog.Close(); err != nil {
+	b.killKafka, b.killCQL = nil, nil
+	for _, f := range b.logs {
+		if err := f.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close kafka log: %w", err))
 		}
 	}
+	b.logs = nil
 	return errors.Join(errs...)
+}
+
+// replicationArgs are the flags that give Shoal's topics and keyspace a
+// replica on every node of a backbone of several: production's settings
+// (topics of 3 replicas get min.insync.replicas 2 from Shoal).
+func (b *backbone) replicationArgs() []string {
+	if b.nodes == 1 {
+		return nil // the configuration's, which fits one node
+	}
+	n := strconv.Itoa(b.nodes)
+	return []string{"--kafka-replication-factor", n, "--cql-replication-factor", n}
 }
 
 // proc is one Shoal process.
@@ -116,6 +214,7 @@ type shoalArgs struct {
 	partitions  int
 	pprof       bool
 	logDir      string
+	extra       []string // appended to every role's flags
 }
 
 // startShoal starts `shoal role` as name; a gateway gets an MQTT listener
@@ -130,6 +229,7 @@ func startShoal(a shoalArgs, role, name string) (*proc, error) {
 		"--kafka-brokers", strings.Join(a.brokers, ","), "--kafka-partitions", strconv.Itoa(a.partitions),
 		"--cql-hosts", strings.Join(a.cqlHosts, ","), "--cql-keyspace", keyspace,
 		"--http-listen", p.http, "--pprof", strconv.FormatBool(a.pprof)}
+	args = append(args, a.extra...)
 	if role == "gateway" {
 		if p.mqtt, err = serverproc.FreeAddr(); err != nil {
 			return nil, fmt.Errorf("start %s: %w", name, err)

@@ -36,7 +36,14 @@ type meta struct {
 	commit      string
 	loadStart   string
 	shoalConfig string
+	backbones   []backboneStart // in start order
 	opt         options
+}
+
+// backboneStart is one backbone's start, for the README.
+type backboneStart struct {
+	nodes int
+	took  time.Duration
 }
 
 // machineInfo reads what describes the machine now; what cannot be read
@@ -228,9 +235,15 @@ func verdict(g *group) string {
 
 // writeRunLine prints one run's headline figures.
 func writeRunLine(w io.Writer, r *load.Result) {
-	fmt.Fprintf(w, "%s %s round %d: p50 %s ms, p99 %s ms, p99.9 %s ms, %s deliveries/s, %d lost/undelivered, %d other faults; CPU %%",
-		r.Label, r.Name, r.Round, ms(latency(r, p50)), ms(latency(r, p99)), ms(latency(r, p999)),
-		rate(r.Measured.DeliveriesPerSec), missing(r), faults(r))
+	if r.Scenario == scenPairs {
+		fmt.Fprintf(w, "%s %s round %d: %s deliveries/s (%s sent/s), %s per Shoal CPU-second, p50 %s ms, p99 %s ms, %d lost/undelivered, %d other faults; CPU %%",
+			r.Label, r.Name, r.Round, rate(r.Measured.DeliveriesPerSec), rate(r.Measured.SentPerSec), rate(perCPUSecond(r, isShoal)),
+			ms(latency(r, p50)), ms(latency(r, p99)), missing(r), faults(r))
+	} else {
+		fmt.Fprintf(w, "%s %s round %d: p50 %s ms, p99 %s ms, p99.9 %s ms, %s deliveries/s, %d lost/undelivered, %d other faults; CPU %%",
+			r.Label, r.Name, r.Round, ms(latency(r, p50)), ms(latency(r, p99)), ms(latency(r, p999)),
+			rate(r.Measured.DeliveriesPerSec), missing(r), faults(r))
+	}
 	for _, p := range r.Processes {
 		fmt.Fprintf(w, " %s %.0f", p.Name, p.CPUPercent)
 	}
@@ -333,8 +346,13 @@ func writeTables(w io.Writer, results []*load.Result) {
 	}
 }
 
-// writeSummary prints the tables.
-func writeSummary(w io.Writer, results []*load.Result) {
+// writeSummary prints the tables of the scenario.
+func writeSummary(w io.Writer, scenario string, results []*load.Result) {
+	if scenario == scenPairs {
+		fmt.Fprintln(w)
+		writePairsTables(w, results)
+		return
+	}
 	fmt.Fprintf(w, "\nTarget: p50 ≤ %s ms, p99 ≤ %s ms, nothing lost (medians of the rounds).\n\n", ms(targetP50us), ms(targetP99us))
 	writeTables(w, results)
 }
@@ -343,9 +361,13 @@ func writeSummary(w io.Writer, results []*load.Result) {
 func writeReadme(path string, m meta, results []*load.Result) error {
 	var b bytes.Buffer
 	o := m.opt
-	fmt.Fprintf(&b, "# Distributed mode on a real Kafka and Cassandra (%s)\n\n", m.date[:10])
+	title := "Distributed mode on a real Kafka and Cassandra"
+	if o.scenario == scenPairs {
+		title = "Throughput of distributed mode on a real Kafka and Cassandra"
+	}
+	fmt.Fprintf(&b, "# %s (%s)\n\n", title, m.date[:10])
 	fmt.Fprintf(&b, "```\n%s\n```\n\n", m.command)
-	fmt.Fprintf(&b, "- Machine: %s, %d cores, %.0f GiB, kernel %s, %s; Kafka %s (KRaft, one node), Cassandra %s (one node), all on loopback, sharing the machine with the generator and other work.\n",
+	fmt.Fprintf(&b, "- Machine: %s, %d cores, %.0f GiB, kernel %s, %s; Kafka %s (KRaft), Cassandra %s, all on loopback, sharing the machine with the generator and other work.\n",
 		m.cpu, m.cores, m.memGiB, m.kernel, m.goVersion, realkafka.Version, realcql.Version)
 	if m.commit != "" {
 		fmt.Fprintf(&b, "- Shoal: `%s`.\n", m.commit)
@@ -354,16 +376,212 @@ func writeReadme(path string, m meta, results []*load.Result) error {
 	if o.c1Only {
 		jit = "C1 compiler only"
 	}
-	fmt.Fprintf(&b, "- Load: the latency scenario, %d publisher → subscriber pairs, %.0f msg/s in total, %d B payloads (QoS 1: %d in flight per publisher); %s warm-up, %s measured, %d round(s), %d partitions per event topic; QoS order alternates per round; an unrecorded run of %s first per topology; JVMs with the %s.\n",
-		o.clients, o.rate, o.payload, o.inflight, o.warmup, o.duration, o.rounds, o.partitions, o.prime, jit)
-	fmt.Fprintf(&b, "- Processes: shoal session, shoal router, and one gateway (`%s`: publishers and subscribers on it) or two (`%s`: publishers on gateway-1, subscribers on gateway-2).\n", topoOne, topoTwo)
+	if o.scenario == scenPairs {
+		fmt.Fprintf(&b, "- Load: the pairs scenario, %d publisher → subscriber pairs publishing as fast as flow control allows (QoS 0: an end-to-end window of %d messages per publisher; QoS 1 and 2: %d in flight per publisher), %d B payloads; ",
+			o.clients, o.window, o.inflight, o.payload)
+	} else {
+		fmt.Fprintf(&b, "- Load: the latency scenario, %d publisher → subscriber pairs, %.0f msg/s in total, %d B payloads (QoS 1: %d in flight per publisher); ",
+			o.clients, o.rate, o.payload, o.inflight)
+	}
+	fmt.Fprintf(&b, "%s warm-up, %s measured, %d round(s), %d partitions per event topic; QoS order alternates per round; an unrecorded run of %s first per topology; JVMs with the %s.\n",
+		o.warmup, o.duration, o.rounds, o.partitions, o.prime, jit)
+	fmt.Fprintf(&b, "- Topologies, in the order run:\n")
+	for _, t := range o.topologies {
+		fmt.Fprintf(&b, "  - `%s`: %s.\n", t, topoText(t))
+	}
+	for _, s := range m.backbones {
+		if s.nodes == 1 {
+			fmt.Fprintf(&b, "- Backbone of one Kafka broker and one Cassandra node (the configuration's replication factors, 1): up after %s.\n", s.took.Round(100*time.Millisecond))
+			continue
+		}
+		fmt.Fprintf(&b, "- Backbone of %d Kafka brokers (a KRaft quorum of all, topics of %d replicas with min.insync.replicas 2) and a Cassandra ring of %d (%d MiB heaps, keyspace of %d replicas at QUORUM), started once the one-node backbone was stopped: up after %s.\n",
+			s.nodes, s.nodes, s.nodes, ringHeapMiB, s.nodes, s.took.Round(100*time.Millisecond))
+	}
 	fmt.Fprintf(&b, "- Load average at the start: %s.\n", m.loadStart)
-	fmt.Fprintf(&b, "- Shoal configuration (every process; the command line adds Kafka, CQL, partitions and listeners):\n\n```yaml\n%s```\n\n", m.shoalConfig)
-	fmt.Fprintf(&b, "Target: p50 ≤ %s ms, p99 ≤ %s ms, nothing lost; judged on the medians of the rounds, with no loss in any round.\n\n", ms(targetP50us), ms(targetP99us))
-	writeTables(&b, results)
-	fmt.Fprintf(&b, "\nLatency is from the scheduled send time to the subscriber's read (no coordinated omission). \"Lost + undelivered\" counts sequence gaps and messages not delivered by the end of the drain; \"other faults\" duplicates, reordering, refused publishes, lost connections and errors. JSON results: one file per run; the logs of the Shoal processes are in `logs/`.\n")
+	fmt.Fprintf(&b, "- Shoal configuration (every process; the command line adds Kafka, CQL, partitions, listeners and, on the cluster, the replication factors):\n\n```yaml\n%s```\n\n", m.shoalConfig)
+	if o.scenario == scenPairs {
+		writePairsTables(&b, results)
+		fmt.Fprintf(&b, "\nDelivered msg/s are over the measured window, medians of the rounds (min–max); the ratio is to the first topology's median at the same QoS. CPU is summed over the processes of a kind; \"Shoal\" is the gateways, routers and session services, \"all\" adds the JVMs. \"Lost + undelivered\" counts sequence gaps and messages not delivered by the end of the drain (QoS 0 may drop); \"other faults\" duplicates, reordering, refused publishes, lost connections and errors. JSON results: one file per run; the logs of the Shoal processes are in `logs/`.\n")
+	} else {
+		fmt.Fprintf(&b, "Target: p50 ≤ %s ms, p99 ≤ %s ms, nothing lost; judged on the medians of the rounds, with no loss in any round.\n\n", ms(targetP50us), ms(targetP99us))
+		writeTables(&b, results)
+		fmt.Fprintf(&b, "\nLatency is from the scheduled send time to the subscriber's read (no coordinated omission). \"Lost + undelivered\" counts sequence gaps and messages not delivered by the end of the drain; \"other faults\" duplicates, reordering, refused publishes, lost connections and errors. JSON results: one file per run; the logs of the Shoal processes are in `logs/`.\n")
+	}
 	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("write README: %w", err)
 	}
 	return nil
+}
+
+// topoText describes a topology's processes and where the clients connect.
+func topoText(topo string) string {
+	switch topo {
+	case topoOne:
+		return "shoal session, shoal router and one gateway; publishers and subscribers on it"
+	case topoTwo:
+		return "shoal session, shoal router and two gateways; publishers on gateway-1, subscribers on gateway-2"
+	}
+	return "2 session services, 2 routers and 3 gateways on the cluster backbone; pair i's publisher on gateway i mod 3, its subscriber on the next gateway"
+}
+
+// The kinds of processes, in table order: Shoal's roles, then the JVMs.
+var procKinds = [...]string{"gateway", "router", "session", "kafka", "cassandra"}
+
+// kindOf returns the kind of a process from its name (gateway-2: gateway).
+func kindOf(name string) string {
+	k, _, _ := strings.Cut(name, "-")
+	return k
+}
+
+// isShoal reports whether a kind is one of Shoal's roles.
+func isShoal(kind string) bool { return kind == "gateway" || kind == "router" || kind == "session" }
+
+// anyKind is every kind.
+func anyKind(string) bool { return true }
+
+// kindSum sums f over the processes of r whose kind is accepted; NaN when
+// none is.
+func kindSum(r *load.Result, accept func(string) bool, f func(load.ProcUsage) float64) float64 {
+	sum, n := 0.0, 0
+	for _, p := range r.Processes {
+		if accept(kindOf(p.Name)) {
+			sum += f(p)
+			n++
+		}
+	}
+	if n == 0 {
+		return math.NaN()
+	}
+	return sum
+}
+
+func isKind(kind string) func(string) bool { return func(k string) bool { return k == kind } }
+
+func cpuPct(p load.ProcUsage) float64 { return p.CPUPercent }
+func cpuSec(p load.ProcUsage) float64 { return p.CPUSeconds }
+func rssMiB(p load.ProcUsage) float64 { return float64(p.RSSEnd) / (1 << 20) }
+
+// perCPUSecond is the measured window's deliveries per CPU-second of the
+// processes of the accepted kinds; NaN without CPU time.
+func perCPUSecond(r *load.Result, accept func(string) bool) float64 {
+	cpu := kindSum(r, accept, cpuSec)
+	if !(cpu > 0) {
+		return math.NaN()
+	}
+	return float64(r.Measured.Deliveries) / cpu
+}
+
+func deliveries(r *load.Result) float64 { return r.Measured.DeliveriesPerSec }
+
+func rateSpread(s load.Spread) string {
+	if s.N <= 1 {
+		return rate(s.Median)
+	}
+	return fmt.Sprintf("%s (%s–%s)", rate(s.Median), rate(s.Min), rate(s.Max))
+}
+
+func ratio(x float64) string {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f", x)
+}
+
+// writePairsTables writes the throughput tables as markdown: delivered
+// msg/s and their ratio to the first topology's, CPU and memory per kind of
+// process, and every run.
+func writePairsTables(w io.Writer, results []*load.Result) {
+	gs := groups(results)
+	if len(gs) == 0 {
+		return
+	}
+	first := gs[0].topo
+	base := map[string]float64{} // scenario name: the first topology's median
+	for _, g := range gs {
+		if g.topo == first {
+			base[g.name] = spread(g.runs, deliveries).Median
+		}
+	}
+	fmt.Fprintf(w, "| topology | scenario | delivered msg/s | vs %s | per Shoal CPU-second | per CPU-second, JVMs included | p50 ms | p99 ms | lost + undelivered | other faults |\n", first)
+	fmt.Fprintf(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, g := range gs {
+		var lost, other uint64
+		for _, r := range g.runs {
+			lost += missing(r)
+			other += faults(r)
+		}
+		d := spread(g.runs, deliveries)
+		vs := math.NaN()
+		if b, ok := base[g.name]; ok {
+			vs = load.Ratio(d.Median, b)
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %d | %d |\n", g.topo, g.name, rateSpread(d), ratio(vs),
+			rate(spread(g.runs, func(r *load.Result) float64 { return perCPUSecond(r, isShoal) }).Median),
+			rate(spread(g.runs, func(r *load.Result) float64 { return perCPUSecond(r, anyKind) }).Median),
+			ms(spread(g.runs, func(r *load.Result) float64 { return latency(r, p50) }).Median),
+			ms(spread(g.runs, func(r *load.Result) float64 { return latency(r, p99) }).Median),
+			lost, other)
+	}
+
+	fmt.Fprintf(w, "\nCPU over the measured window, %% of one core, summed over the processes of each kind (median of the rounds):\n\n")
+	fmt.Fprintf(w, "| topology | scenario | %s | Shoal | all | generator | load average (1 min) |\n", strings.Join(procKinds[:], " | "))
+	fmt.Fprintf(w, "|---|---|%s---:|---:|---:|---|\n", strings.Repeat("---:|", len(procKinds)))
+	for _, g := range gs {
+		fmt.Fprintf(w, "| %s | %s |", g.topo, g.name)
+		for _, k := range procKinds {
+			fmt.Fprintf(w, " %s |", pct(spread(g.runs, func(r *load.Result) float64 { return kindSum(r, isKind(k), cpuPct) }).Median))
+		}
+		fmt.Fprintf(w, " %s | %s | %s | %s |\n",
+			pct(spread(g.runs, func(r *load.Result) float64 { return kindSum(r, isShoal, cpuPct) }).Median),
+			pct(spread(g.runs, func(r *load.Result) float64 { return kindSum(r, anyKind, cpuPct) }).Median),
+			pct(spread(g.runs, generatorCPU).Median), loadRange(g.runs))
+	}
+
+	fmt.Fprintf(w, "\nResident memory at the end of the measured window, MiB, summed over the processes of each kind (median of the rounds):\n\n")
+	fmt.Fprintf(w, "| topology | scenario | %s | Shoal | all |\n", strings.Join(procKinds[:], " | "))
+	fmt.Fprintf(w, "|---|---|%s---:|---:|\n", strings.Repeat("---:|", len(procKinds)))
+	for _, g := range gs {
+		fmt.Fprintf(w, "| %s | %s |", g.topo, g.name)
+		for _, k := range procKinds {
+			fmt.Fprintf(w, " %s |", rate(spread(g.runs, func(r *load.Result) float64 { return kindSum(r, isKind(k), rssMiB) }).Median))
+		}
+		fmt.Fprintf(w, " %s | %s |\n",
+			rate(spread(g.runs, func(r *load.Result) float64 { return kindSum(r, isShoal, rssMiB) }).Median),
+			rate(spread(g.runs, func(r *load.Result) float64 { return kindSum(r, anyKind, rssMiB) }).Median))
+	}
+
+	fmt.Fprintf(w, "\nEvery run:\n\n| topology | scenario | round | delivered msg/s | sent msg/s | per Shoal CPU-second | lost + undelivered | other faults | CPU %%: %s, generator | load |\n", strings.Join(procKinds[:], ", "))
+	fmt.Fprintf(w, "|---|---|---:|---:|---:|---:|---:|---:|---|---:|\n")
+	for _, r := range results {
+		cpus := make([]string, 0, len(procKinds)+1)
+		for _, k := range procKinds {
+			cpus = append(cpus, pct(kindSum(r, isKind(k), cpuPct)))
+		}
+		cpus = append(cpus, pct(generatorCPU(r)))
+		fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %s | %d | %d | %s | %s |\n", r.Label, r.Name, r.Round,
+			rate(r.Measured.DeliveriesPerSec), rate(r.Measured.SentPerSec), rate(perCPUSecond(r, isShoal)),
+			missing(r), faults(r), strings.Join(cpus, " / "), loadAvg(r))
+	}
+}
+
+func generatorCPU(r *load.Result) float64 {
+	if r.Generator == nil {
+		return math.NaN()
+	}
+	return r.Generator.CPUPercent
+}
+
+// loadRange is the range of the 1-minute load average at the ends of the
+// runs' measured windows.
+func loadRange(rs []*load.Result) string {
+	la := spread(rs, func(r *load.Result) float64 {
+		if r.LoadAvg == nil {
+			return math.NaN()
+		}
+		return r.LoadAvg.End[0]
+	})
+	if la.N == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f–%.2f", la.Min, la.Max)
 }

@@ -236,17 +236,21 @@ func (p *proc) restart() {
 }
 
 // dumpOnFailure logs a process's log when the test fails, and keeps it
-// whole in $SHOAL_KEEP_LOGS when that names a directory.
+// whole in $SHOAL_KEEP_LOGS, failed or not, when that names a directory.
 func dumpOnFailure(t *testing.T, path string) {
 	t.Cleanup(func() {
-		if !t.Failed() {
+		dir := os.Getenv("SHOAL_KEEP_LOGS")
+		if !t.Failed() && dir == "" {
 			return
 		}
 		b, _ := os.ReadFile(path)
-		if dir := os.Getenv("SHOAL_KEEP_LOGS"); dir != "" {
+		if dir != "" {
 			if err := os.WriteFile(filepath.Join(dir, filepath.Base(path)), b, 0o644); err != nil {
 				t.Logf("keep %s: %v", path, err)
 			}
+		}
+		if !t.Failed() {
+			return
 		}
 		if len(b) > 64<<10 {
 			b = b[len(b)-64<<10:]

@@ -49,14 +49,16 @@ type workload struct {
 	began time.Time
 
 	mu      sync.Mutex
-	acked   []map[int]time.Time // per publisher: sequence -> acknowledged at
-	sentAt  []map[int]time.Time // per publisher: sequence -> sent at
-	sent    []int               // per publisher: messages sent
-	faultAt time.Time           // when the fault began (markFault)
-	failed  int                 // publishes that got no acknowledgement (retried)
-	ackLat  []time.Duration     // PUBLISH to its acknowledgement
+	acked   []map[int]time.Time  // per publisher: sequence -> acknowledged at
+	sentAt  []map[int]time.Time  // per publisher: sequence -> sent at
+	sent    []int                // per publisher: messages sent
+	faultAt time.Time            // when the fault began (markFault)
+	failed  int                  // publishes that got no acknowledgement (retried)
+	ackLat  []time.Duration      // PUBLISH to its acknowledgement
+	lastAt  map[[2]int]time.Time // (publisher, sequence) -> its last subscriber's first arrival
 	subs    []*subLog
 	errs    []string
+	ends    []string // why connections ended before the stop, the first ones
 }
 
 // subLog is what one subscriber received.
@@ -81,7 +83,8 @@ func startWorkload(t *testing.T, cfg workloadConfig) *workload {
 		cfg.inflight = 1
 	}
 	w := &workload{t: t, cfg: cfg, stopc: make(chan struct{}), began: time.Now(),
-		acked: make([]map[int]time.Time, cfg.pubs), sentAt: make([]map[int]time.Time, cfg.pubs), sent: make([]int, cfg.pubs)}
+		acked: make([]map[int]time.Time, cfg.pubs), sentAt: make([]map[int]time.Time, cfg.pubs), sent: make([]int, cfg.pubs),
+		lastAt: map[[2]int]time.Time{}}
 	for i := range cfg.pubs {
 		w.acked[i], w.sentAt[i] = map[int]time.Time{}, map[int]time.Time{}
 	}
@@ -127,6 +130,18 @@ func (w *workload) errorf(format string, args ...any) {
 	}
 }
 
+// ended records why a connection of id ended, until the workload stops.
+func (w *workload) ended(id, why string) {
+	if w.stopped() {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.ends) < 20 {
+		w.ends = append(w.ends, fmt.Sprintf("%s at %s: %s", id, utcMilli(time.Now()), why))
+	}
+}
+
 func (w *workload) stopped() bool {
 	select {
 	case <-w.stopc:
@@ -140,7 +155,7 @@ func (w *workload) stopped() bool {
 // does, until it is accepted or the workload ends.
 func (w *workload) dial(id string, clean bool, st *state.State, onMsg func(*paho.Publish)) *paho.Client {
 	for {
-		c, err := w.connect(id, clean, st, onMsg)
+		c, err := w.connect(id, clean, st, onMsg, func(why string) { w.ended(id, why) })
 		if err == nil {
 			return c
 		}
@@ -159,13 +174,23 @@ func (w *workload) dial(id string, clean bool, st *state.State, onMsg func(*paho
 // it had the PUBREC is recognised and not delivered twice, as MQTT
 // requires of a client (MQTT-4.3.3-9); without it the checker would count
 // the broker's lawful retransmission as a repeat.
-func (w *workload) connect(id string, clean bool, st *state.State, onMsg func(*paho.Publish)) (*paho.Client, error) {
+// onEnd hears why the connection ended, when it was not the client's own
+// DISCONNECT.
+func (w *workload) connect(id string, clean bool, st *state.State, onMsg func(*paho.Publish), onEnd func(why string)) (*paho.Client, error) {
 	nc, err := net.DialTimeout("tcp", w.cfg.addr, 5*time.Second)
 	if err != nil {
 		return nil, err
 	}
 	cfg := paho.ClientConfig{
-		Conn: pahoconn.Locked(nc), OnClientError: func(error) {},
+		Conn:          pahoconn.Locked(nc),
+		OnClientError: func(err error) { onEnd(err.Error()) },
+		OnServerDisconnect: func(d *paho.Disconnect) {
+			why := fmt.Sprintf("the server's DISCONNECT, reason 0x%02x", d.ReasonCode)
+			if d.Properties != nil && d.Properties.ReasonString != "" {
+				why += ": " + d.Properties.ReasonString
+			}
+			onEnd(why)
+		},
 		OnPublishReceived: []func(paho.PublishReceived) (bool, error){func(pr paho.PublishReceived) (bool, error) {
 			if onMsg != nil {
 				onMsg(pr.Packet)
@@ -216,6 +241,7 @@ func (w *workload) subscribe(i int, s *subLog, ready chan<- struct{}) {
 		s.how[k] = how
 		now := time.Now()
 		s.times = append(s.times, now)
+		w.lastAt[k] = now
 		if at, ok := w.sentAt[pub][seq]; ok && !w.faultAt.IsZero() && !at.Before(w.faultAt) && s.resumed[pub].IsZero() {
 			s.resumed[pub] = now
 		}
@@ -311,6 +337,9 @@ func (w *workload) publish(p int) {
 	}
 }
 
+// utcMilli is t as `shoal trace` prints times.
+func utcMilli(t time.Time) string { return t.UTC().Format("15:04:05.000") }
+
 // payload numbers message seq of publisher p.
 func payload(p, seq int) string { return "p" + strconv.Itoa(p) + ":" + strconv.Itoa(seq) }
 
@@ -337,6 +366,13 @@ type faultReport struct {
 	// messages sent since reached every subscriber (the slowest first
 	// delivery); -1 when one never did or no fault was marked.
 	resumed time.Duration
+	// slowest is the message sent since the fault began that took longest
+	// to reach its last subscriber, slowestLat that time, and slowestWhat
+	// when it was sent, acknowledged and delivered (UTC, to set beside
+	// `shoal trace`).
+	slowest     [2]int
+	slowestLat  time.Duration
+	slowestWhat string
 }
 
 func (r faultReport) String() string {
@@ -395,6 +431,19 @@ func (w *workload) stop() faultReport {
 	r.resumed = -1
 	if !w.faultAt.IsZero() {
 		r.resumed = 0
+	}
+	for k, at := range w.lastAt {
+		sent, ok := w.sentAt[k[0]][k[1]]
+		if !ok || w.faultAt.IsZero() || sent.Before(w.faultAt) || at.Sub(sent) <= r.slowestLat {
+			continue
+		}
+		r.slowest, r.slowestLat = k, at.Sub(sent)
+		acked := "never acknowledged"
+		if a, ok := w.acked[k[0]][k[1]]; ok {
+			acked = "acknowledged " + utcMilli(a)
+		}
+		r.slowestWhat = fmt.Sprintf("%s sent %s (+%s after the fault began), %s, at its last subscriber %s",
+			payload(k[0], k[1]), utcMilli(sent), sent.Sub(w.faultAt).Round(time.Millisecond), acked, utcMilli(at))
 	}
 	var longest []time.Duration
 	for si, s := range w.subs {
@@ -461,6 +510,9 @@ func (w *workload) stop() faultReport {
 	}
 	for _, l := range r.lostWhat {
 		w.t.Logf("lost: %s", l)
+	}
+	for _, e := range w.ends {
+		w.t.Logf("connection ended: %s", e)
 	}
 	return r
 }

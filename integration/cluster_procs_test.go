@@ -236,7 +236,7 @@ func (p *proc) restart() {
 }
 
 // dumpOnFailure logs a process's log when the test fails, and keeps it
-// whole in $SHOAL_KEEP_LOGS, failed or not, when that names a directory.
+// whole in the directory $SHOAL_KEEP_LOGS (made if missing), failed or not.
 func dumpOnFailure(t *testing.T, path string) {
 	t.Cleanup(func() {
 		dir := os.Getenv("SHOAL_KEEP_LOGS")
@@ -245,7 +245,11 @@ func dumpOnFailure(t *testing.T, path string) {
 		}
 		b, _ := os.ReadFile(path)
 		if dir != "" {
-			if err := os.WriteFile(filepath.Join(dir, filepath.Base(path)), b, 0o644); err != nil {
+			err := os.MkdirAll(dir, 0o755)
+			if err == nil {
+				err = os.WriteFile(filepath.Join(dir, filepath.Base(path)), b, 0o644)
+			}
+			if err != nil {
 				t.Logf("keep %s: %v", path, err)
 			}
 		}

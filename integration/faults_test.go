@@ -21,6 +21,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/shoal-mqtt/shoal/internal/localserver/realcql"
 	"github.com/shoal-mqtt/shoal/internal/localserver/realkafka"
@@ -140,6 +141,11 @@ func runFaults(t *testing.T, began time.Time, kn *realkafka.Nodes, ring *realcql
 	// Kafka broker held up for that long (KafkaBrokerPause), a false
 	// death that cost its clients a reconnect and a redelivery.
 	c.editConfig("  gateway_timeout: 4s\n", "  gateway_timeout: 10s\n")
+	// SHOAL_FAULT_LOG_LEVEL=debug logs franz-go's requests too: what a
+	// client sent to a frozen broker and when it gave up on it.
+	if lvl := os.Getenv("SHOAL_FAULT_LOG_LEVEL"); lvl != "" {
+		c.editConfig("log_level: info\n", "log_level: "+lvl+"\n")
+	}
 
 	// A fresh cluster's topics reach its brokers one by one: every start
 	// of a role that creates them must ride that out, never exit.
@@ -198,11 +204,12 @@ func runFaults(t *testing.T, began time.Time, kn *realkafka.Nodes, ring *realcql
 	t.Run("KafkaLeaderKill", func(t *testing.T) {
 		load(t, "KafkaLeaderKill", func(t *testing.T) {
 			node := kn.NodeByID(busiestLeader(t, kn.Brokers(), "shoal.messages", "shoal.deliveries"))
+			controller := activeController(t, kn.Brokers())
 			killed := time.Now()
 			if err := node.Kill(); err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("killed kafka node %d, the leader of the most shoal.messages and shoal.deliveries partitions", node.ID())
+			t.Logf("killed kafka node %d, the leader of the most shoal.messages and shoal.deliveries partitions; the active controller: node %d", node.ID(), controller)
 			time.Sleep(10 * time.Second) // real time: the cluster runs on two nodes meanwhile
 			ctx, cancel := context.WithTimeout(t.Context(), kafkaStartTimeout)
 			defer cancel()
@@ -216,12 +223,13 @@ func runFaults(t *testing.T, began time.Time, kn *realkafka.Nodes, ring *realcql
 	t.Run("KafkaBrokerPause", func(t *testing.T) {
 		load(t, "KafkaBrokerPause", func(t *testing.T) {
 			node := kn.NodeByID(busiestLeader(t, kn.Brokers(), "shoal.messages", "shoal.deliveries"))
+			controller := activeController(t, kn.Brokers())
 			if err := node.Pause(); err != nil {
 				t.Fatal(err)
 			}
-			// Longer than the broker's session with the quorum (4 s
+			// Longer than the broker's session with the quorum (2 s
 			// here), so the controller fences it and moves its leaders.
-			t.Logf("paused kafka node %d (SIGSTOP) for 10 s", node.ID())
+			t.Logf("paused kafka node %d (SIGSTOP) for 10 s; the active controller: node %d", node.ID(), controller)
 			time.Sleep(10 * time.Second) // real time: the zombie's absence is the fault
 			if err := node.Resume(); err != nil {
 				t.Fatal(err)
@@ -424,6 +432,38 @@ func busiestLeader(t *testing.T, brokers []string, topics ...string) int32 {
 		t.Fatalf("no leader of %v", topics)
 	}
 	return best
+}
+
+// activeController returns the node that leads the KRaft quorum (the
+// active controller), or -1 if no broker says. A fault on it costs a
+// controller election before anything else moves.
+func activeController(t *testing.T, brokers []string) int32 {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrDescribeQuorumRequest()
+	rt := kmsg.NewDescribeQuorumRequestTopic()
+	rt.Topic = "__cluster_metadata"
+	rt.Partitions = []kmsg.DescribeQuorumRequestTopicPartition{kmsg.NewDescribeQuorumRequestTopicPartition()}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Logf("describe the quorum: %v", err)
+		return -1
+	}
+	for _, rt := range resp.Topics {
+		for _, p := range rt.Partitions {
+			if p.ErrorCode == 0 {
+				return p.LeaderID
+			}
+		}
+	}
+	return -1
 }
 
 // isLiveBroker says whether the cluster's metadata lists node id.

@@ -3,6 +3,7 @@ package kafka
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -223,12 +224,15 @@ func NewClient(ctx context.Context, cfg Config, log *slog.Logger) (*Client, erro
 		sem:    make(chan struct{}, cfg.MaxBufferedRecords),
 		closed: make(chan struct{}),
 	}
-	if cfg.Dial != nil {
-		c.common = append(c.common, kgo.Dialer(cfg.Dial))
-	}
+	// Every connection is dialled through the quarantine, which keeps
+	// new ones away from a broker that let a request time out
+	// (quarantine.go); the hook tells it of those requests.
+	q := newQuarantine(cfg.RequestTimeout/2, log)
+	var tlsCfg *tls.Config
 	if cfg.TLS != nil {
-		c.common = append(c.common, kgo.DialTLSConfig(cfg.TLS.Clone()))
+		tlsCfg = cfg.TLS.Clone()
 	}
+	c.common = append(c.common, kgo.Dialer(q.dialer(cfg.Dial, tlsCfg)), kgo.WithHooks(q))
 	c.tracing = cfg.Telemetry.Tracing
 	c.initBackground(cfg.BackgroundLinger)
 	if cfg.SASL != nil {

@@ -102,7 +102,10 @@ type Config struct {
 	// adds for the network (RequestTimeoutOverhead; a fetch's is its
 	// maximum wait plus that half). It bounds how long the partitions of a
 	// frozen broker (a zombie: its process stopped, its sockets open)
-	// stall its producers and consumers. 0 means DefaultRequestTimeout.
+	// stall its producers and consumers; once one request to a broker
+	// timed out, the client's connections to it are closed and it is not
+	// dialled again for half of it (quarantine.go). 0 means
+	// DefaultRequestTimeout.
 	RequestTimeout time.Duration
 	// Telemetry is what the client reports through: with Tracing, the
 	// produce and consume spans of franz-go's kotel plugin, continued

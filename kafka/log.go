@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -29,7 +30,23 @@ func (l kgoLogger) Level() kgo.LogLevel {
 }
 
 func (l kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
-	l.log.Log(context.Background(), kgoSlogLevel(level), msg, keyvals...)
+	lvl := kgoSlogLevel(level)
+	if lvl > slog.LevelDebug && quarantinedDial(keyvals) {
+		// A dial the quarantine refused: it logged the hold once.
+		lvl = slog.LevelDebug
+	}
+	l.log.Log(context.Background(), lvl, msg, keyvals...)
+}
+
+// quarantinedDial says whether one of keyvals is an error of a dial the
+// quarantine refused (quarantine.go).
+func quarantinedDial(keyvals []any) bool {
+	for _, v := range keyvals {
+		if err, ok := v.(error); ok && errors.Is(err, errQuarantined) {
+			return true
+		}
+	}
+	return false
 }
 
 func kgoSlogLevel(level kgo.LogLevel) slog.Level {

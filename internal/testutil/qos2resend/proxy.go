@@ -1,8 +1,11 @@
 package qos2resend
 
 import (
+	"errors"
+	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -95,19 +98,22 @@ func (p *Proxy) accept() {
 		p.conns[c], p.conns[up] = struct{}{}, struct{}{}
 		p.mu.Unlock()
 		p.wg.Add(2)
-		go p.pipe(up, c, false)
-		go p.pipe(c, up, true)
+		ended := new(atomic.Int32)
+		go p.pipe(up, c, false, ended)
+		go p.pipe(c, up, true, ended)
 	}
 }
 
-// pipe copies src to dst until either side fails; bytes from the target
-// (fromTarget) are dropped while the proxy is muted.
-func (p *Proxy) pipe(dst, src net.Conn, fromTarget bool) {
+// pipe copies src to dst (dropping it while muted, if src is the
+// target). When src ends with EOF, dst is only half-closed: the peer reads
+// everything written before it, then EOF, and the other direction goes on
+// until that peer closes. Closing dst instead, with bytes from it still
+// unread, would make the kernel send a reset in place of the FIN and
+// could drop what was just written (a client's last PUBLISH before its
+// DISCONNECT). Both are closed once both directions ended (ended counts
+// them), or at once on any other end (a reset, Cut).
+func (p *Proxy) pipe(dst, src net.Conn, fromTarget bool, ended *atomic.Int32) {
 	defer p.wg.Done()
-	defer func() {
-		_ = dst.Close()
-		_ = src.Close()
-	}()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
@@ -117,12 +123,19 @@ func (p *Proxy) pipe(dst, src net.Conn, fromTarget bool) {
 			p.mu.Unlock()
 			if !drop {
 				if _, werr := dst.Write(buf[:n]); werr != nil {
-					return
+					break
 				}
 			}
 		}
+		if errors.Is(err, io.EOF) {
+			if tc, ok := dst.(*net.TCPConn); ok && tc.CloseWrite() == nil && ended.Add(1) < 2 {
+				return
+			}
+		}
 		if err != nil {
-			return // EOF, a reset or Cut: the other direction ends too
+			break
 		}
 	}
+	_ = dst.Close()
+	_ = src.Close()
 }

@@ -114,6 +114,12 @@ bench-distributed: build ## distributed mode on a real Kafka + Cassandra, latenc
 	./scripts/fetch-cassandra.sh >/dev/null
 	$(GO) run ./bench/cmd/shoal-distbench -shoal bin/shoal $(DISTBENCH)
 
+.PHONY: bench-units
+bench-units: build ## what a message and a connect cost each role, Kafka and Cassandra, into bench/units.json (UNITS= for more flags); see docs/capacity.md
+	./scripts/fetch-kafka.sh >/dev/null
+	./scripts/fetch-cassandra.sh >/dev/null
+	$(GO) run ./bench/cmd/shoal-distbench -shoal bin/shoal -scenario units -topologies two-gateways -out bench/results/$$(date -u +%F)-units $(UNITS)
+
 .PHONY: bench-bridge
 bench-bridge: build ## the Kafka data bridge: throughput with and without a mapping, MQTT <-> Kafka latency through kcat and mosquitto_sub, catch-up after a stop (about 8 min; BRIDGEBENCH=-smoke for a quick check); see bench/README.md
 	./scripts/test-deps.sh

@@ -89,7 +89,7 @@ func bench(ctx context.Context, opt options, stdout, stderr io.Writer) (err erro
 	}()
 	var results []*load.Result
 	defer func() {
-		if len(results) == 0 {
+		if len(results) == 0 || opt.scenario == scenUnits { // units writes its own
 			return
 		}
 		if werr := writeReadme(filepath.Join(opt.out, "README.md"), meta, results); werr != nil {
@@ -168,6 +168,9 @@ func runTopology(ctx context.Context, opt options, topo string, sa shoalArgs, bb
 		if err := c.prime(ctx, opt, topo, stderr); err != nil {
 			return nil, err
 		}
+	}
+	if opt.scenario == scenUnits {
+		return c.units(ctx, opt, topo, bb, stdout, stderr)
 	}
 	for round := 1; round <= opt.rounds; round++ {
 		qs := slices.Clone(opt.qos)
@@ -382,7 +385,7 @@ func (c *cluster) measure(ctx context.Context, opt options, topo string, q packe
 // resultFile makes.
 func oldResults(dir string) ([]string, error) {
 	var old []string
-	for _, scenario := range []string{scenLatency, scenPairs, "connections"} {
+	for _, scenario := range []string{scenLatency, scenPairs, "connections", scenUnits} {
 		fs, err := filepath.Glob(filepath.Join(dir, "*-"+scenario+"-*-r*.json"))
 		if err != nil {
 			return nil, err

@@ -9,7 +9,10 @@
 // latency (-scenario latency, the default: a fixed rate, judged against
 // the latency target) or pairs (-scenario pairs: as fast as flow control
 // allows, QoS 0 bounded by an end-to-end window of -window messages per
-// publisher, QoS 1 by -inflight: throughput).
+// publisher, QoS 1 by -inflight: throughput). A third, -scenario units
+// (make bench-units), runs phases one after another on one topology and
+// writes what a message and a connect cost each kind of process, the log
+// and the database into bench/units.json (units.go; docs/capacity.md).
 //
 // Three topologies can be measured:
 //

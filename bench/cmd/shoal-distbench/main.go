@@ -71,10 +71,17 @@ type options struct {
 	timeout     time.Duration // the whole command; 0: computed
 	prime       time.Duration // an unrecorded run per topology before the rounds
 	connects    int           // clients of the connect waves after each round (0: none)
-	c1Only      bool
-	profile     bool
-	keep        bool
-	args        []string // the command line, for the README
+	// The units scenario's: fan-out subscribers and their publisher's
+	// rate, clients of its connect phases, and its output file.
+	fanout       int
+	fanoutRate   float64
+	unitConnects int
+	unitsOut     string
+	unitIdle     time.Duration
+	c1Only       bool
+	profile      bool
+	keep         bool
+	args         []string // the command line, for the README
 }
 
 // runs is the number of generator runs the options make.
@@ -128,7 +135,12 @@ func parse(args []string, stderr io.Writer, now time.Time) (options, error) {
 	fs.StringVar(&opt.shoal, "shoal", "", "shoal binary to run (default: go build ./cmd/shoal into the work directory)")
 	fs.StringVar(&opt.shoalConfig, "shoal-config", "", "YAML configuration of every Shoal process (default: log_level info, cql.replication_factor 1); the command's flags override its Kafka, CQL and listener settings")
 	topos := fs.String("topologies", topoOne+","+topoTwo, "comma-separated: "+topoOne+" (publishers and subscribers on one gateway), "+topoTwo+" (publishers on one, subscribers on another), "+topoCluster+" (3 Kafka brokers, 3 Cassandra nodes, 2 session services, 2 routers, 3 gateways; last)")
-	fs.StringVar(&opt.scenario, "scenario", scenLatency, scenLatency+" (a fixed -rate, latency against the target) or "+scenPairs+" (as fast as flow control allows: throughput)")
+	fs.StringVar(&opt.scenario, "scenario", scenLatency, scenLatency+" (a fixed -rate, latency against the target), "+scenPairs+" (as fast as flow control allows: throughput) or "+scenUnits+" (what a message and a connect cost each process, the log and the database, one phase after another, into -units-out)")
+	fs.IntVar(&opt.fanout, "fanout", 1000, "units: subscribers of the fan-out phase's one publisher")
+	fs.Float64Var(&opt.fanoutRate, "fanout-rate", 20, "units: the fan-out publisher's rate in msg/s (each message is delivered -fanout times)")
+	fs.IntVar(&opt.unitConnects, "unit-connects", 2000, "units: clients of each connect phase")
+	fs.DurationVar(&opt.unitIdle, "unit-idle", 15*time.Second, "units: how long every process's idle CPU is measured before the first phase (it is subtracted from each phase)")
+	fs.StringVar(&opt.unitsOut, "units-out", filepath.Join("bench", "units.json"), "units: the file of the costs")
 	qos := fs.String("qos", "0,1", "comma-separated QoS levels to run")
 	fs.IntVar(&opt.rounds, "rounds", 3, "rounds: each runs every QoS once per topology")
 	fs.IntVar(&opt.clients, "clients", 50, "publisher → subscriber pairs")
@@ -183,6 +195,9 @@ func parse(args []string, stderr io.Writer, now time.Time) (options, error) {
 			opt.topologies = append(opt.topologies, t)
 		}
 	}
+	if opt.scenario == scenUnits && !set["topologies"] {
+		opt.topologies = []string{topoTwo} // every message crosses the log
+	}
 	for q := range strings.SplitSeq(*qos, ",") {
 		if q = strings.TrimSpace(q); q == "" {
 			continue
@@ -196,8 +211,14 @@ func parse(args []string, stderr io.Writer, now time.Time) (options, error) {
 	switch {
 	case len(opt.topologies) == 0:
 		return opt, errors.New("topologies: none given")
-	case opt.scenario != scenLatency && opt.scenario != scenPairs:
-		return opt, fmt.Errorf("scenario: %q is not %s or %s", opt.scenario, scenLatency, scenPairs)
+	case opt.scenario != scenLatency && opt.scenario != scenPairs && opt.scenario != scenUnits:
+		return opt, fmt.Errorf("scenario: %q is not %s, %s or %s", opt.scenario, scenLatency, scenPairs, scenUnits)
+	case opt.scenario == scenUnits && len(opt.topologies) != 1:
+		return opt, fmt.Errorf("topologies: the %s scenario runs on one topology, got %d", scenUnits, len(opt.topologies))
+	case opt.scenario == scenUnits && (opt.fanout < 1 || opt.fanoutRate <= 0 || opt.unitConnects < 1):
+		return opt, fmt.Errorf("fanout, fanout-rate, unit-connects: %d, %g, %d (want ≥ 1, > 0, ≥ 1)", opt.fanout, opt.fanoutRate, opt.unitConnects)
+	case opt.scenario == scenUnits && set["rate"]:
+		return opt, fmt.Errorf("rate: the %s scenario's pairs are not paced (-fanout-rate paces its fan-out)", scenUnits)
 	case opt.scenario == scenPairs && set["rate"]:
 		return opt, fmt.Errorf("rate: the %s scenario is not paced (it publishes as fast as flow control allows)", scenPairs)
 	case opt.window < 1:
@@ -237,10 +258,13 @@ func parse(args []string, stderr io.Writer, now time.Time) (options, error) {
 func (o *options) loadConfig(topo string, qos packet.QoS, round int) load.Config {
 	cfg := load.DefaultConfig()
 	cfg.Scenario = o.scenario
+	if o.scenario == scenUnits {
+		cfg.Scenario = scenPairs // its prime; the phases set their own
+	}
 	cfg.QoS = qos
 	cfg.Clients = o.clients
 	cfg.Rate = o.rate
-	if o.scenario == scenPairs {
+	if o.scenario == scenPairs || o.scenario == scenUnits {
 		// Unpaced: QoS 1 and 2 publishers are bounded by their in-flight
 		// window; at QoS 0 only an end-to-end window keeps the queues
 		// between publisher and subscriber (socket buffers, the log)

@@ -73,6 +73,12 @@ func versionOf(rows [][]string, err error) (string, error) {
 	return rows[0][0], nil
 }
 
+// Query connects to the node at addr, starts a session and runs q, whose
+// result must be rows of text columns (CAST others AS text), at
+// consistency ONE: a benchmark reads the node's own tables with it
+// (system_views).
+func Query(ctx context.Context, addr, q string) ([][]string, error) { return query(ctx, addr, q) }
+
 // query connects to addr, starts a session and runs q, whose result must
 // be rows of text columns, at consistency ONE.
 func query(ctx context.Context, addr, q string) ([][]string, error) {

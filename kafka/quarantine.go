@@ -42,7 +42,9 @@ const dialTimeout = 10 * time.Second
 // hold lasts the client's request overhead (half of
 // Config.RequestTimeout) from the last request that timed out; a broker
 // still frozen when it ends lets the next connection's request time out
-// and is held again, and one that came back is dialled as before. One
+// and is held again, and one that came back is dialled as before. A
+// broker is held only while another the client knows is not: a cluster of
+// one is dialled as without the quarantine. One
 // quarantine serves every franz-go client of a Client, so what a consumer
 // learns the producer knows.
 type quarantine struct {
@@ -51,6 +53,7 @@ type quarantine struct {
 	now  func() time.Time
 
 	mu    sync.Mutex
+	known map[string]struct{}                  // every broker address dialled
 	until map[string]time.Time                 // broker address → end of its hold
 	open  map[string]map[*trackedConn]struct{} // broker address → its open connections
 }
@@ -58,6 +61,7 @@ type quarantine struct {
 func newQuarantine(hold time.Duration, log *slog.Logger) *quarantine {
 	return &quarantine{
 		hold: hold, log: log, now: time.Now,
+		known: make(map[string]struct{}),
 		until: make(map[string]time.Time),
 		open:  make(map[string]map[*trackedConn]struct{}),
 	}
@@ -151,10 +155,29 @@ func (q *quarantine) dialer(next func(ctx context.Context, network, addr string)
 	}
 }
 
-// held returns how much longer addr is held, 0 if it is not.
+// held returns how much longer addr is held, 0 if it is not. A broker is
+// held only while another one it knows is not: with no broker to go to
+// instead (a cluster of one, or every broker silent) a refused dial would
+// only delay the reconnect to one that is starting or coming back.
 func (q *quarantine) held(addr string) time.Duration {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.known[addr] = struct{}{}
+	left := q.leftLocked(addr)
+	if left == 0 {
+		return 0
+	}
+	for other := range q.known {
+		if other != addr && q.leftLocked(other) == 0 {
+			return left
+		}
+	}
+	return 0
+}
+
+// leftLocked returns how much longer addr's hold lasts, 0 if none; q.mu
+// is held.
+func (q *quarantine) leftLocked(addr string) time.Duration {
 	until, ok := q.until[addr]
 	if !ok {
 		return 0
@@ -176,11 +199,22 @@ func (q *quarantine) timedOut(meta kgo.BrokerMetadata, key int16) {
 	prev, held := q.until[addr]
 	already := held && prev.After(now)
 	q.until[addr] = now.Add(q.hold)
+	// Its connections are closed only when there is a broker to send
+	// their requests to instead.
 	var stuck []*trackedConn
-	for c := range q.open[addr] {
-		stuck = append(stuck, c)
+	elsewhere := false
+	for other := range q.known {
+		elsewhere = elsewhere || other != addr && q.leftLocked(other) == 0
+	}
+	if elsewhere {
+		for c := range q.open[addr] {
+			stuck = append(stuck, c)
+		}
 	}
 	q.mu.Unlock()
+	if !elsewhere {
+		return
+	}
 	if !already {
 		q.log.Warn("kafka broker answered nothing before the request's deadline: its connections closed, no new ones for a while",
 			"broker", meta.NodeID, "addr", addr, "request", kmsg.NameForKey(key), "closed", len(stuck), "hold", q.hold)

@@ -33,6 +33,10 @@ func (m *machine) replayInbox(k clientKey, sess *Session, at, now time.Time, out
 	return outs
 }
 
+// inboxDropLogEvery is how many drops of one session's full inbox a
+// warning stands for.
+const inboxDropLogEvery = 1000
+
 // inbox takes a QoS 1/2 message for the client. A persistent session keeps
 // it in its inbox (up to maxInbox) until the client acknowledges it, and
 // forwards it at once while the client is online; a connection without a
@@ -54,8 +58,14 @@ func (m *machine) inbox(k clientKey, sess *Session, ia *eventspb.InboxAppend, id
 			"partition", ia.GetSource().GetPartition(), "offset", ia.GetSource().GetOffset())
 		return outs, false
 	case len(sess.Inbox) >= m.maxInbox:
-		m.log.Warn("inbox full; message dropped", "tenant", k.tenant, "client", k.client,
-			"max_inbox", m.maxInbox, "topic", ia.GetMessage().GetTopic())
+		// Logged at the first drop and every inboxDropLogEvery-th after
+		// it: under a sustained overload a line per message flooded the
+		// log (715,000 lines in 10 s of a benchmark); the counter and
+		// the metric have every one.
+		if sess.InboxDropped%inboxDropLogEvery == 0 {
+			m.log.Warn("inbox full; message dropped", "tenant", k.tenant, "client", k.client,
+				"max_inbox", m.maxInbox, "topic", ia.GetMessage().GetTopic(), "dropped_since_connect", sess.InboxDropped+1)
+		}
 		if m.inboxDropped != nil {
 			m.inboxDropped.Add(1)
 		}

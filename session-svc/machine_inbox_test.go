@@ -1,7 +1,11 @@
 package sessionsvc
 
 import (
+	"bytes"
+	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/shoal-mqtt/shoal/kafka"
@@ -212,5 +216,29 @@ func TestInboxDropsRoutersRepeats(t *testing.T) {
 	// A message a gateway returns has no source and is never a repeat.
 	if got := deliveries(t, connA, h.batch(inboxAppend(connA, "bounced"))); len(got) != 1 {
 		t.Fatalf("returned message: %v", got)
+	}
+}
+
+// A full inbox logs its first drop and then one line per inboxDropLogEvery
+// drops, not one per message: under a sustained overload a line per drop
+// flooded the log.
+func TestInboxFullLogsEveryThousandth(t *testing.T) {
+	h := newHarness(t)
+	var buf bytes.Buffer
+	h.m.log = slog.New(slog.NewTextHandler(&buf, nil))
+	h.batch(connA.connect(false, 60, nil))
+	h.batch(connA.disconnect(1, false, nil))
+	const appended = 2 + 2*inboxDropLogEvery + 1 // 2 kept, then 2,001 dropped
+	envs := make([]*eventspb.Envelope, appended)
+	for i := range envs {
+		envs[i] = inboxAppend(connA, fmt.Sprintf("t/%d", i))
+	}
+	h.batch(envs...)
+	if s := h.session(connA); s.InboxDropped != appended-2 {
+		t.Fatalf("dropped %d, want %d", s.InboxDropped, appended-2)
+	}
+	lines := strings.Count(buf.String(), "inbox full; message dropped")
+	if lines != 3 || !strings.Contains(buf.String(), "dropped_since_connect=2001") {
+		t.Fatalf("%d warnings (want 3: drops 1, 1001 and 2001):\n%s", lines, buf.String())
 	}
 }

@@ -39,7 +39,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
-all_scenarios="pairs-qos0 pairs-qos1 pairs-qos1-window pairs-qos2 fanout-qos0 latency-qos0 latency-qos1 wildcards-qos0 connections connections-light connections-after-load connections-auth"
+all_scenarios="pairs-qos0 pairs-qos1 pairs-qos1-window pairs-qos2 fanout-qos0 latency-qos0 latency-qos1 wildcards-qos0 connections connections-light connections-after-load connections-auth pairs-qos1-persistent offline-qos1 subscriptions subscriptions-wildcard"
 scenarios=${SCENARIOS:-$all_scenarios}
 scenarios=${scenarios//,/ }
 rounds=${ROUNDS:-3}
@@ -65,6 +65,17 @@ scenario_flags() {
   latency-qos1) echo "-scenario latency -clients 50 -qos 1 -payload 64 -rate 10000 -inflight 64" ;;
   wildcards-qos0) echo "-scenario wildcards -clients 50 -publishers 50 -qos 0 -payload 64 -rate 2000" ;;
   connections) echo "-scenario connections -clients 10000 -connect-concurrency 64" ;;
+  # QoS 1 between persistent sessions (TBMQ's point-to-point payload),
+  # windowed: a broker that acknowledges a publish before it reached the
+  # subscriber's queue would otherwise let its queue overflow.
+  pairs-qos1-persistent) echo "-scenario pairs -clients 50 -qos 1 -payload 62 -inflight 64 -window 100 -session-expiry 10m" ;;
+  # 500 sessions offline while 200 messages each are queued for them,
+  # then back for the backlog (both brokers keep 1,000 per session).
+  offline-qos1) echo "-scenario offline -clients 500 -qos 1 -payload 62 -queued 200 -session-expiry 10m" ;;
+  # 1,000 connections subscribing 100 filters each, one SUBSCRIBE apiece;
+  # then 10 filters with a '+' each.
+  subscriptions) echo "-scenario connections -clients 1000 -connect-concurrency 64 -subscriptions 100 -qos 1" ;;
+  subscriptions-wildcard) echo "-scenario connections -clients 1000 -connect-concurrency 64 -subscriptions 10 -wildcard-filters -qos 1" ;;
   # Connects at a light load (4 at a time): the latency of one device's
   # reconnect when the broker is not saturated by the storm itself.
   connections-light) echo "-scenario connections -clients 2000 -connect-concurrency 4" ;;

@@ -27,6 +27,14 @@ type dialConfig struct {
 	ReceiveMax uint16 // ours, announced in a 5.0 CONNECT; 0 = not sent
 	Username   string // sent with Password when not empty
 	Password   string
+	// SessionExpiry is the 5.0 CONNECT's Session Expiry Interval in
+	// seconds; 0 = not sent (the session ends with the connection).
+	SessionExpiry uint32
+	// Resume sends Clean Start 0: the broker takes up the client's session.
+	Resume bool
+	// EndSession makes close's DISCONNECT end a persistent session (a 5.0
+	// Session Expiry Interval of 0) instead of leaving it to expire.
+	EndSession bool
 }
 
 // conn is a minimal MQTT client connection: the handshake is synchronous,
@@ -35,10 +43,12 @@ type dialConfig struct {
 // through a buffered writer under mu; the reader flushes once its read
 // buffer is empty, the publisher when it is about to wait.
 type conn struct {
-	nc            net.Conn
-	rd            *packet.Reader
-	version       packet.Version
-	brokerRecvMax uint16
+	nc             net.Conn
+	rd             *packet.Reader
+	version        packet.Version
+	brokerRecvMax  uint16
+	sessionPresent bool // the CONNACK's
+	endSession     bool // dialConfig.EndSession
 
 	// Reader goroutine only.
 	in        packet.Publish
@@ -72,11 +82,12 @@ func dial(ctx context.Context, cfg dialConfig) (*conn, error) {
 		return nil, fmt.Errorf("dial %s: %w", cfg.Addr, err)
 	}
 	c := &conn{
-		nc:      nc,
-		rd:      packet.NewReader(nc, cfg.ReadBuf),
-		version: cfg.Version,
-		w:       bufio.NewWriterSize(nc, cfg.WriteBuf),
-		done:    make(chan struct{}),
+		nc:         nc,
+		rd:         packet.NewReader(nc, cfg.ReadBuf),
+		version:    cfg.Version,
+		endSession: cfg.EndSession && cfg.SessionExpiry > 0,
+		w:          bufio.NewWriterSize(nc, cfg.WriteBuf),
+		done:       make(chan struct{}),
 	}
 	if err := c.handshake(ctx, cfg); err != nil {
 		_ = nc.Close()
@@ -93,13 +104,17 @@ func (c *conn) handshake(ctx context.Context, cfg dialConfig) error {
 	}
 	p := packet.Connect{
 		Version:    cfg.Version,
-		CleanStart: true,
+		CleanStart: !cfg.Resume,
 		KeepAlive:  cfg.KeepAlive,
 		ClientID:   []byte(cfg.ClientID),
 	}
 	if cfg.Username != "" {
 		p.UsernameFlag, p.Username = true, []byte(cfg.Username)
 		p.PasswordFlag, p.Password = true, []byte(cfg.Password)
+	}
+	if cfg.Version == packet.V5 && cfg.SessionExpiry > 0 {
+		p.Props.SessionExpiry = cfg.SessionExpiry
+		p.Props.Set(packet.PropSessionExpiry)
 	}
 	if cfg.Version == packet.V5 && cfg.ReceiveMax > 0 {
 		p.Props.ReceiveMax = cfg.ReceiveMax
@@ -125,6 +140,7 @@ func (c *conn) handshake(ctx context.Context, cfg dialConfig) error {
 	if ca.Code.IsError() {
 		return fmt.Errorf("CONNACK refused: %s (0x%02x)", ca.Code, byte(ca.Code))
 	}
+	c.sessionPresent = ca.SessionPresent
 	c.brokerRecvMax = 65535
 	if ca.Props.Present(packet.PropReceiveMax) {
 		c.brokerRecvMax = ca.Props.ReceiveMax
@@ -151,6 +167,9 @@ func (c *conn) subscribe(ctx context.Context, filters []string, qos packet.QoS) 
 		return fmt.Errorf("write SUBSCRIBE: %w", err)
 	}
 	h, body, err := c.rd.ReadPacket()
+	for err == nil && h.Type == packet.PINGRESP { // the pinger's, before the reader runs
+		h, body, err = c.rd.ReadPacket()
+	}
 	if err != nil {
 		return fmt.Errorf("read SUBACK: %w", err)
 	}
@@ -382,14 +401,19 @@ func (c *conn) lostErr() error {
 	return c.readErr()
 }
 
-// close sends DISCONNECT (best effort, within a second) and closes the
-// socket. Safe to call more than once and from any goroutine.
+// close sends DISCONNECT (best effort, within a second; ending the
+// session if endSession) and closes the socket. Safe to call more than
+// once and from any goroutine.
 func (c *conn) close() {
 	c.closeOnce.Do(func() {
 		c.closing.Store(true)
 		if c.alive() {
 			_ = c.nc.SetWriteDeadline(time.Now().Add(time.Second)) // best effort on the way out
 			d := packet.Disconnect{}
+			if c.endSession && c.version == packet.V5 {
+				d.Props.SessionExpiry = 0
+				d.Props.Set(packet.PropSessionExpiry)
+			}
 			c.mu.Lock()
 			_, _ = c.w.Write(d.Append(nil, c.version))
 			_ = c.w.Flush()

@@ -3,6 +3,7 @@ package load
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -19,7 +20,7 @@ type Config struct {
 	// Addr, a list as Addr is: publishers on one node of a distributed
 	// broker, subscribers on another.
 	SubscriberAddr string
-	Scenario       string         // pairs, fanout, connections, wildcards, latency
+	Scenario       string         // pairs, fanout, connections, wildcards, latency, offline
 	Version        packet.Version // V5 (default) or V311
 	QoS            packet.QoS
 	Payload        int // bytes, at least StampSize
@@ -28,6 +29,28 @@ type Config struct {
 	Clients int
 	// Publishers is the number of wildcard publishers.
 	Publishers int
+	// SessionExpiry, when > 0, makes every client's session persistent: it
+	// outlives the connection by this long (MQTT 5's Session Expiry
+	// Interval, whole seconds). A persistent session's QoS 1/2 messages
+	// are kept for it while it is offline. At the end of the run the
+	// clients end their sessions (DISCONNECT with an expiry of 0) unless
+	// KeepSessions.
+	SessionExpiry time.Duration
+	// Resume connects with Clean Start 0, taking up the sessions an
+	// earlier run kept (KeepSessions) under the same Prefix; a CONNACK's
+	// Session Present is counted (ConnectStats.SessionPresent).
+	Resume bool
+	// KeepSessions leaves the persistent sessions on the broker at the
+	// end of the run, for a later run to Resume.
+	KeepSessions bool
+	// Subscriptions is, in the connections scenario, the filters each
+	// connection subscribes to once every connection is up, one SUBSCRIBE
+	// each (QoS); WildcardFilters makes them filters with a '+'.
+	Subscriptions   int
+	WildcardFilters bool
+	// Queued is, in the offline scenario, the number of messages each
+	// publisher sends while its subscriber is offline.
+	Queued int
 	// Rate is the total publish rate in messages/s, split evenly over the
 	// publishers; 0 publishes as fast as flow control allows.
 	Rate float64
@@ -71,6 +94,15 @@ type Config struct {
 	// scenario starts, with its length (to take profiles of exactly that
 	// window). It runs on the run's own goroutine: it must return at once.
 	OnMeasure func(d time.Duration)
+	// OnStage, when set, is called by the offline scenario at the edges of
+	// its stages: "queue" before the first publish, "deliver" when every
+	// publish was acknowledged and the broker had the warm-up to store
+	// them, before the subscribers come back, and "end" a warm-up after
+	// the last delivery; and by the connections scenario with
+	// Subscriptions: "subscribe" once every connection is up, "hold" once
+	// every filter is acknowledged and the warm-up passed. The run waits
+	// for it (to sample what the stage cost).
+	OnStage func(stage string)
 
 	Name, Label string // copied into the result
 	Round       int
@@ -99,6 +131,7 @@ func DefaultConfig() Config {
 		ConnectConcurrency: 64,
 		KeepAlive:          60 * time.Second,
 		Prefix:             "bench",
+		Queued:             100,
 	}
 }
 
@@ -149,6 +182,26 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("keepalive: %s (want 0–65535s)", c.KeepAlive)
 	case c.Prefix == "":
 		return errors.New("prefix: empty")
+	case c.SessionExpiry < 0 || c.SessionExpiry > math.MaxUint32*time.Second || c.SessionExpiry%time.Second != 0:
+		return fmt.Errorf("session-expiry: %s (want whole seconds, 0 to %d s)", c.SessionExpiry, uint32(math.MaxUint32))
+	case c.SessionExpiry > 0 && c.Version != packet.V5:
+		return errors.New("session-expiry: needs MQTT 5 (-protocol 5): 3.1.1 has no session expiry")
+	case (c.Resume || c.KeepSessions) && c.SessionExpiry == 0:
+		return errors.New("resume, keep-sessions: need persistent sessions (-session-expiry > 0)")
+	case c.Scenario == ScenarioOffline && c.SessionExpiry == 0:
+		return errors.New("scenario offline: needs persistent sessions (-session-expiry > 0)")
+	case c.Scenario == ScenarioOffline && c.QoS == 0:
+		return errors.New("scenario offline: needs QoS 1 or 2: a broker keeps no QoS 0 message for an offline session")
+	case c.Scenario == ScenarioOffline && (c.Queued < 1 || c.Queued > math.MaxUint32):
+		return fmt.Errorf("queued: %d (want ≥ 1)", c.Queued)
+	case c.Subscriptions < 0 || c.Subscriptions > 0 && c.Scenario != ScenarioConnections:
+		return fmt.Errorf("subscriptions: %d (want ≥ 0, with -scenario connections)", c.Subscriptions)
+	case c.WildcardFilters && c.Subscriptions == 0:
+		return errors.New("wildcard-filters: needs -subscriptions")
+	case c.Scenario == ScenarioOffline && c.Window > 0:
+		return errors.New("scenario offline: no end-to-end window (-window 0): nothing is received while the messages are queued")
+	case c.Scenario == ScenarioOffline && c.Resume:
+		return errors.New("scenario offline: starts its own sessions (no -resume)")
 	}
 	for i, p := range c.Processes {
 		if p.Name == "" || p.PID <= 0 {
@@ -164,7 +217,14 @@ func (c *Config) Validate() error {
 // Deadline is the longest a run of c may take: set-up, warm-up, the
 // measured window, the drain, and a margin for closing.
 func (c *Config) Deadline() time.Duration {
-	return c.SetupTimeout + c.Warmup + c.Duration + c.Drain + 10*time.Second
+	d := c.SetupTimeout + c.Warmup + c.Duration + c.Drain + 10*time.Second
+	if c.Scenario == ScenarioOffline { // a settle and a bound more: queue, then deliver
+		d += c.Warmup + c.Duration
+	}
+	if c.Subscriptions > 0 { // subscribing has a set-up bound of its own
+		d += c.SetupTimeout
+	}
+	return d
 }
 
 // checkAddrs checks a comma-separated list of addresses: at least one,

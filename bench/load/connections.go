@@ -31,7 +31,7 @@ func (r *runner) runConnections(ctx context.Context, res *Result) error {
 	setup, cancel := context.WithTimeout(ctx, r.cfg.SetupTimeout)
 	defer cancel()
 	lat := newHistShards(8)
-	var connected atomic.Int64
+	var connected, present atomic.Int64
 	failed := r.connectAll(n, func(i int) error {
 		start := r.now()
 		c, err := dial(setup, r.dialConfig(r.pubAddrs[i%len(r.pubAddrs)], fmt.Sprintf("%s-c-%d", r.cfg.Prefix, i), idleBuf, idleBuf))
@@ -40,8 +40,13 @@ func (r *runner) runConnections(ctx context.Context, res *Result) error {
 		}
 		lat.record(i, int64(r.now()-start))
 		connected.Add(1)
+		if c.sessionPresent {
+			present.Add(1)
+		}
 		r.register(c)
-		c.start()
+		if r.cfg.Subscriptions == 0 {
+			c.start()
+		}
 		return nil
 	})
 	connectSecs := (r.now() - r.t0).Seconds()
@@ -52,6 +57,8 @@ func (r *runner) runConnections(ctx context.Context, res *Result) error {
 		Failed:    failed,
 		Seconds:   connectSecs,
 		Latency:   summarize(lat.merged()),
+
+		SessionPresent: int(present.Load()),
 	}
 	if connectSecs > 0 {
 		cs.PerSec = float64(cs.Connected) / connectSecs
@@ -63,12 +70,22 @@ func (r *runner) runConnections(ctx context.Context, res *Result) error {
 		}
 	}
 	res.Connect = cs
+	if r.cfg.Subscriptions > 0 {
+		mon.setPhase("subscribe")
+		r.subscribeAll(ctx, cs)
+	}
 
 	mon.setPhase("settle")
 	ok := Sleep(ctx, r.cfg.Warmup)
 	var held, end windowMark
 	if ok {
+		if r.cfg.Subscriptions > 0 && r.cfg.OnStage != nil {
+			r.cfg.OnStage("hold")
+		}
 		held = r.mark()
+		if r.cfg.OnMeasure != nil {
+			r.cfg.OnMeasure(r.cfg.Duration)
+		}
 		mon.setPhase("hold")
 		ok = Sleep(ctx, r.cfg.Duration)
 		end = r.mark()
@@ -116,4 +133,50 @@ func (r *runner) runConnections(ctx context.Context, res *Result) error {
 		return fmt.Errorf("%d of %d connections failed", failed, n)
 	}
 	return nil
+}
+
+// subscriptionFilter is connection i's filter j of the connections
+// scenario: its own topic, or with wildcards a '+' level below it.
+func subscriptionFilter(prefix string, i, j int, wildcard bool) string {
+	if wildcard {
+		return fmt.Sprintf("%s/sub/%d/%d/+", prefix, i, j)
+	}
+	return fmt.Sprintf("%s/sub/%d/%d", prefix, i, j)
+}
+
+// subscribeAll sends, on every connection, cfg.Subscriptions SUBSCRIBEs of
+// one filter each, one after another, and then starts its reader.
+func (r *runner) subscribeAll(ctx context.Context, cs *ConnectStats) {
+	if r.cfg.OnStage != nil {
+		r.cfg.OnStage("subscribe")
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.SetupTimeout)
+	defer cancel()
+	before := r.sampleBroker()
+	conns := r.snapshotConns()
+	lat := newHistShards(8)
+	var subscribed atomic.Int64
+	start := r.now()
+	r.connectAll(len(conns), func(i int) error {
+		c := conns[i]
+		defer c.start()
+		for j := range r.cfg.Subscriptions {
+			t := r.now()
+			if err := c.subscribe(ctx, []string{subscriptionFilter(r.cfg.Prefix, i, j, r.cfg.WildcardFilters)}, r.cfg.QoS); err != nil {
+				return fmt.Errorf("connection %d, filter %d: %w", i, j, err)
+			}
+			lat.record(i, int64(r.now()-t))
+			subscribed.Add(1)
+		}
+		return nil
+	})
+	cs.Subscribed = int(subscribed.Load())
+	cs.SubscribeSec = (r.now() - start).Seconds()
+	if cs.SubscribeSec > 0 {
+		cs.SubscribePerSec = float64(cs.Subscribed) / cs.SubscribeSec
+	}
+	if cs.SubscribeLatency = summarize(lat.merged()); cs.SubscribeLatency != nil {
+		cs.SubscribeLatency.CDF = nil
+	}
+	cs.SubscribeCPUPerSubUs = cpuPer(before, r.sampleBroker(), uint64(cs.Subscribed))
 }

@@ -133,6 +133,84 @@ func TestRunAgainstShoal(t *testing.T) {
 			t.Errorf("connect stats %+v", res.Connect)
 		}
 	})
+	t.Run("connections with subscriptions", func(t *testing.T) {
+		cfg := base
+		cfg.Prefix = "e2es"
+		cfg.Scenario, cfg.Clients, cfg.Subscriptions, cfg.WildcardFilters, cfg.QoS = load.ScenarioConnections, 10, 5, true, 1
+		var stages []string
+		cfg.OnStage = func(s string) { stages = append(stages, s) }
+		res, err := load.Run(context.Background(), cfg, io.Discard)
+		if err != nil {
+			t.Fatalf("run: %v (errors %v)", err, res.Errors)
+		}
+		if c := res.Connect; c == nil || c.Connected != 10 || c.AliveAtEnd != 10 || c.Subscribed != 50 || c.SubscribeLatency == nil || c.SubscribeLatency.Count != 50 {
+			t.Errorf("connect stats %+v", res.Connect)
+		}
+		if want := []string{"subscribe", "hold"}; !slices.Equal(stages, want) {
+			t.Errorf("stages %v, want %v", stages, want)
+		}
+	})
+	// Persistent sessions: kept by one run, taken up by the next, which
+	// ends them, so a third finds none.
+	t.Run("persistent sessions kept, resumed, ended", func(t *testing.T) {
+		for _, step := range []struct {
+			resume, keep bool
+			present      int
+		}{{false, true, 0}, {true, false, 20}, {true, false, 0}} {
+			// A DISCONNECT has no answer: the broker applies it after the
+			// client closed, so a CONNECT right behind it can still find
+			// the session it ended. Give the broker a moment.
+			time.Sleep(time.Second)
+			cfg := base
+			cfg.Prefix = "e2ek"
+			cfg.Scenario, cfg.Clients = load.ScenarioConnections, 20
+			cfg.SessionExpiry, cfg.Resume, cfg.KeepSessions = time.Minute, step.resume, step.keep
+			res, err := load.Run(context.Background(), cfg, io.Discard)
+			if err != nil {
+				t.Fatalf("run (resume %v, keep %v): %v (errors %v)", step.resume, step.keep, err, res.Errors)
+			}
+			if c := res.Connect; c == nil || c.Connected != 20 || c.SessionPresent != step.present {
+				t.Errorf("run (resume %v, keep %v): connect stats %+v, want %d sessions present", step.resume, step.keep, res.Connect, step.present)
+			}
+		}
+	})
+	t.Run("pairs QoS 1 between persistent sessions", func(t *testing.T) {
+		cfg := base
+		cfg.Prefix = "e2ep"
+		cfg.Scenario, cfg.Clients, cfg.QoS, cfg.Rate = load.ScenarioPairs, 3, 1, 300
+		cfg.SessionExpiry = time.Minute
+		res, err := load.Run(context.Background(), cfg, io.Discard)
+		if err != nil {
+			t.Fatalf("run: %v (errors %v)", err, res.Errors)
+		}
+		if res.Sent == 0 || res.Unique != res.Expected || res.Lost != 0 || res.Tail != 0 {
+			t.Errorf("sent %d, expected %d: unique %d, lost %d, tail %d (errors %v)", res.Sent, res.Expected, res.Unique, res.Lost, res.Tail, res.Errors)
+		}
+	})
+	t.Run("offline", func(t *testing.T) {
+		cfg := base
+		cfg.Prefix = "e2eo"
+		cfg.Scenario, cfg.Clients, cfg.QoS, cfg.Queued = load.ScenarioOffline, 3, 1, 40
+		cfg.SessionExpiry = time.Minute
+		cfg.BrokerPID = os.Getpid()
+		var stages []string
+		cfg.OnStage = func(s string) { stages = append(stages, s) }
+		res, err := load.Run(context.Background(), cfg, io.Discard)
+		if err != nil {
+			t.Fatalf("run: %v (errors %v)", err, res.Errors)
+		}
+		if want := []string{"queue", "deliver", "end"}; !slices.Equal(stages, want) {
+			t.Errorf("stages %v, want %v", stages, want)
+		}
+		o := res.Offline
+		if o == nil || o.Sessions != 3 || o.Queued != 120 || o.Unacked != 0 || o.Resumed != 3 || o.Delivered != 120 ||
+			o.FirstDelivery == nil || o.FirstDelivery.Count != 3 || o.DeliveredPerSec <= 0 || o.BrokerCPUQueueUs+o.BrokerCPUDeliverUs <= 0 || o.BrokerCPUQueueUs < 0 || o.BrokerCPUDeliverUs < 0 {
+			t.Errorf("offline stats %+v", o)
+		}
+		if res.Sent != 120 || res.Unique != 120 || res.Lost != 0 || res.Tail != 0 || res.Foreign != 0 || len(res.Errors) != 0 {
+			t.Errorf("sent %d: unique %d, lost %d, tail %d, foreign %d (errors %v)", res.Sent, res.Unique, res.Lost, res.Tail, res.Foreign, res.Errors)
+		}
+	})
 }
 
 // TestClientsSpreadOverAddrs runs pairs through three proxies in front of

@@ -13,11 +13,15 @@ const (
 	ScenarioConnections = "connections"
 	ScenarioWildcards   = "wildcards"
 	ScenarioLatency     = "latency"
+	// ScenarioOffline is pairs of persistent sessions whose subscribers
+	// are offline while their publishers send Config.Queued messages
+	// each, then come back for them.
+	ScenarioOffline = "offline"
 )
 
 // Scenarios lists the scenario names, for flag help.
 func Scenarios() []string {
-	return []string{ScenarioPairs, ScenarioFanout, ScenarioConnections, ScenarioWildcards, ScenarioLatency}
+	return []string{ScenarioPairs, ScenarioFanout, ScenarioConnections, ScenarioWildcards, ScenarioLatency, ScenarioOffline}
 }
 
 // pubSpec is one publisher of a plan.
@@ -75,7 +79,7 @@ func newPlan(scenario, prefix string, n, npub int) (plan, error) {
 	subID := func(i int) string { return fmt.Sprintf("%s-s-%d", prefix, i) }
 	var p plan
 	switch scenario {
-	case ScenarioPairs, ScenarioLatency:
+	case ScenarioPairs, ScenarioLatency, ScenarioOffline:
 		for i := range n {
 			t := fmt.Sprintf("%s/pairs/%d", prefix, i)
 			p.pubs = append(p.pubs, pubSpec{clientID: pubID(i), topic: t, fanout: 1})

@@ -101,6 +101,78 @@ func connectionMetrics() []Metric {
 	}
 }
 
+// subscriptionMetrics are reported for the connections scenario with
+// subscriptions.
+func subscriptionMetrics() []Metric {
+	sub := func(f func(*ConnectStats) float64) func(*Result) float64 {
+		return func(r *Result) float64 {
+			if r.Connect == nil || r.Connect.Subscribed == 0 {
+				return nan()
+			}
+			if v := f(r.Connect); v != 0 {
+				return v
+			}
+			return nan()
+		}
+	}
+	lat := func(p func(*LatencySummary) float64) func(*Result) float64 {
+		return sub(func(c *ConnectStats) float64 {
+			if c.SubscribeLatency == nil {
+				return 0
+			}
+			return p(c.SubscribeLatency)
+		})
+	}
+	return []Metric{
+		{"subscribes/s", sub(func(c *ConnectStats) float64 { return c.SubscribePerSec })},
+		{"subscribe p50 µs", lat(func(l *LatencySummary) float64 { return l.P50 })},
+		{"subscribe p99 µs", lat(func(l *LatencySummary) float64 { return l.P99 })},
+		{"broker CPU µs per subscription", sub(func(c *ConnectStats) float64 { return c.SubscribeCPUPerSubUs })},
+		{"broker RSS per connection KiB (its filters included)", func(r *Result) float64 {
+			return broker(r, func(u *ProcUsage) float64 {
+				if u.RSSPerConnection == 0 {
+					return nan()
+				}
+				return u.RSSPerConnection / 1024
+			})
+		}},
+		{"subscriptions acknowledged", sub(func(c *ConnectStats) float64 { return float64(c.Subscribed) })},
+		{"connections lost", func(r *Result) float64 { return float64(r.LostConns) }},
+	}
+}
+
+// offlineMetrics are reported for the offline scenario.
+func offlineMetrics() []Metric {
+	off := func(f func(*OfflineStats) float64) func(*Result) float64 {
+		return func(r *Result) float64 {
+			if r.Offline == nil {
+				return nan()
+			}
+			if v := f(r.Offline); v != 0 {
+				return v
+			}
+			return nan()
+		}
+	}
+	first := func(p func(*LatencySummary) float64) func(*Result) float64 {
+		return off(func(o *OfflineStats) float64 {
+			if o.FirstDelivery == nil {
+				return 0
+			}
+			return p(o.FirstDelivery)
+		})
+	}
+	return []Metric{
+		{"queued/s", off(func(o *OfflineStats) float64 { return o.QueuedPerSec })},
+		{"backlog delivered/s", off(func(o *OfflineStats) float64 { return o.DeliveredPerSec })},
+		{"first queued message p50 µs", first(func(l *LatencySummary) float64 { return l.P50 })},
+		{"first queued message p99 µs", first(func(l *LatencySummary) float64 { return l.P99 })},
+		{"broker CPU µs per queued message", off(func(o *OfflineStats) float64 { return o.BrokerCPUQueueUs })},
+		{"broker CPU µs per backlog delivery", off(func(o *OfflineStats) float64 { return o.BrokerCPUDeliverUs })},
+		{"lost + undelivered", func(r *Result) float64 { return float64(r.Lost + r.Tail) }},
+	}
+}
+
 // Row is one line of the comparison: a metric of one scenario for the two
 // brokers, and the ratio of their medians (A / B).
 type Row struct {
@@ -139,8 +211,14 @@ func Compare(results []*Result, a, b string) []Row {
 	for _, n := range names {
 		group := byName[n]
 		metrics := trafficMetrics()
-		if group[0].Scenario == ScenarioConnections {
+		switch group[0].Scenario {
+		case ScenarioConnections:
 			metrics = connectionMetrics()
+			if group[0].Connect != nil && group[0].Connect.Subscribed > 0 {
+				metrics = subscriptionMetrics()
+			}
+		case ScenarioOffline:
+			metrics = offlineMetrics()
 		}
 		for _, m := range metrics {
 			var xa, xb []float64

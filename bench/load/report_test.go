@@ -165,3 +165,35 @@ func TestSummarizeHistogram(t *testing.T) {
 		t.Error("an empty histogram has a summary")
 	}
 }
+
+func TestCompareOfflineAndSubscriptions(t *testing.T) {
+	results := []*Result{
+		{Name: "offline-qos1", Label: "shoal", Scenario: ScenarioOffline, Started: "2026-01-01T00:00:01Z",
+			Offline: &OfflineStats{QueuedPerSec: 5000, DeliveredPerSec: 8000, BrokerCPUQueueUs: 20, FirstDelivery: &LatencySummary{P99: 300}}},
+		{Name: "offline-qos1", Label: "mosquitto", Scenario: ScenarioOffline, Started: "2026-01-01T00:00:02Z",
+			Offline: &OfflineStats{QueuedPerSec: 10000, DeliveredPerSec: 4000, BrokerCPUQueueUs: 10, FirstDelivery: &LatencySummary{P99: 100}}},
+		{Name: "subscriptions", Label: "shoal", Scenario: ScenarioConnections, Started: "2026-01-01T00:00:03Z",
+			Connect: &ConnectStats{Subscribed: 100, SubscribePerSec: 300, SubscribeCPUPerSubUs: 40}},
+		{Name: "subscriptions", Label: "mosquitto", Scenario: ScenarioConnections, Started: "2026-01-01T00:00:04Z",
+			Connect: &ConnectStats{Subscribed: 100, SubscribePerSec: 600, SubscribeCPUPerSubUs: 10}},
+	}
+	want := map[[2]string]float64{
+		{"offline-qos1", "queued/s"}:                         0.5,
+		{"offline-qos1", "backlog delivered/s"}:              2,
+		{"offline-qos1", "first queued message p99 µs"}:      3,
+		{"offline-qos1", "broker CPU µs per queued message"}: 2,
+		{"subscriptions", "subscribes/s"}:                    0.5,
+		{"subscriptions", "broker CPU µs per subscription"}:  4,
+	}
+	for _, r := range Compare(results, "shoal", "mosquitto") {
+		if w, ok := want[[2]string{r.Scenario, r.Metric}]; ok {
+			if r.Ratio != w {
+				t.Errorf("%s / %s: ratio %v, want %v", r.Scenario, r.Metric, r.Ratio, w)
+			}
+			delete(want, [2]string{r.Scenario, r.Metric})
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("rows missing: %v", want)
+	}
+}

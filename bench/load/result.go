@@ -58,6 +58,7 @@ type Result struct {
 	// window: how busy the shared machine was.
 	LoadAvg *LoadAvg      `json:"loadavg,omitempty"`
 	Connect *ConnectStats `json:"connect,omitempty"`
+	Offline *OfflineStats `json:"offline,omitempty"`
 	Series  []Point       `json:"series"`
 	Errors  []string      `json:"errors,omitempty"`
 	ErrorsN int           `json:"errors_total,omitempty"`
@@ -104,6 +105,19 @@ type ConnectStats struct {
 	Latency      *LatencySummary `json:"latency_us,omitempty"`
 	CPUSeconds   float64         `json:"broker_cpu_s,omitempty"`
 	CPUPerConnUs float64         `json:"broker_cpu_us_per_connect,omitempty"`
+	// SessionPresent is the CONNACKs that said Session Present (a resumed
+	// persistent session).
+	SessionPresent int `json:"session_present,omitempty"`
+	// Subscribed is the filters acknowledged (Config.Subscriptions per
+	// connection), over SubscribeSec; SubscribeLatency is SUBSCRIBE →
+	// SUBACK.
+	Subscribed       int             `json:"subscribed,omitempty"`
+	SubscribeSec     float64         `json:"subscribe_s,omitempty"`
+	SubscribePerSec  float64         `json:"subscribe_per_s,omitempty"`
+	SubscribeLatency *LatencySummary `json:"subscribe_latency_us,omitempty"`
+	// SubscribeCPUPerSubUs is the broker's CPU-µs per filter subscribed
+	// (with Config.BrokerPID).
+	SubscribeCPUPerSubUs float64 `json:"broker_cpu_us_per_subscription,omitempty"`
 }
 
 // Point is one second of the run.

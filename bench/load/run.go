@@ -55,6 +55,12 @@ type runner struct {
 
 	pubs []*publisher
 	subs []*subscriber
+	// limit, when > 0, is the number of messages each publisher sends
+	// (the offline scenario's Queued).
+	limit uint32
+	// resumed counts the CONNACKs with Session Present of the subscribers
+	// that came back (offline scenario).
+	resumed atomic.Int64
 }
 
 type publisher struct {
@@ -73,10 +79,13 @@ type subscriber struct {
 	index     int
 	c         *conn
 	recv      atomic.Uint64
-	trackers  []Tracker    // reader goroutine only, parallel to spec.pubs
-	windows   []*pubWindow // parallel to spec.pubs; nil without windows
-	malformed uint64       // reader goroutine only
-	foreign   uint64       // reader goroutine only
+	back      time.Duration // when its connection was made (run clock)
+	first     atomic.Int64  // run clock of its first delivery on that connection, ns; 0 = none yet
+	last      atomic.Int64  // run clock of its latest delivery, ns
+	trackers  []Tracker     // reader goroutine only, parallel to spec.pubs
+	windows   []*pubWindow  // parallel to spec.pubs; nil without windows
+	malformed uint64        // reader goroutine only
+	foreign   uint64        // reader goroutine only
 }
 
 // Run runs one scenario against the broker at cfg.Addr and returns what it
@@ -142,9 +151,12 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 	}
 
 	res := r.newResult()
-	if cfg.Scenario == ScenarioConnections {
+	switch cfg.Scenario {
+	case ScenarioConnections:
 		err = r.runConnections(ctx, res)
-	} else {
+	case ScenarioOffline:
+		err = r.runOffline(ctx, res)
+	default:
 		err = r.runTraffic(ctx, res)
 	}
 	res.ElapsedSec = r.now().Seconds()
@@ -280,15 +292,18 @@ func (r *runner) connectAll(n int, open func(i int) error) int {
 
 func (r *runner) dialConfig(addr, clientID string, readBuf, writeBuf int) dialConfig {
 	return dialConfig{
-		Addr:       addr,
-		ClientID:   clientID,
-		Version:    r.cfg.Version,
-		KeepAlive:  uint16(r.cfg.KeepAlive / time.Second),
-		ReadBuf:    readBuf,
-		WriteBuf:   writeBuf,
-		ReceiveMax: recvMaxAsked,
-		Username:   r.cfg.Username,
-		Password:   r.cfg.Password,
+		Addr:          addr,
+		ClientID:      clientID,
+		Version:       r.cfg.Version,
+		KeepAlive:     uint16(r.cfg.KeepAlive / time.Second),
+		ReadBuf:       readBuf,
+		WriteBuf:      writeBuf,
+		ReceiveMax:    recvMaxAsked,
+		Username:      r.cfg.Username,
+		Password:      r.cfg.Password,
+		SessionExpiry: uint32(r.cfg.SessionExpiry / time.Second),
+		Resume:        r.cfg.Resume,
+		EndSession:    !r.cfg.KeepSessions,
 	}
 }
 
@@ -297,6 +312,15 @@ func (r *runner) dialConfig(addr, clientID string, readBuf, writeBuf int) dialCo
 func (r *runner) setUp(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.SetupTimeout)
 	defer cancel()
+	r.build()
+	if err := r.connectSubscribers(ctx, false); err != nil {
+		return err
+	}
+	return r.connectPublishers(ctx)
+}
+
+// build makes the plan's publishers and subscribers, not yet connected.
+func (r *runner) build() {
 	r.pubs = make([]*publisher, len(r.plan.pubs))
 	for i, spec := range r.plan.pubs {
 		r.pubs[i] = &publisher{spec: spec, index: uint32(i), topic: []byte(spec.topic)}
@@ -315,13 +339,26 @@ func (r *runner) setUp(ctx context.Context) error {
 		}
 		r.subs[i] = s
 	}
+}
+
+// connectSubscribers connects every subscriber and subscribes it, or, to
+// resume the sessions the offline scenario left, connects it with Clean
+// Start 0 and counts the sessions the broker had kept.
+func (r *runner) connectSubscribers(ctx context.Context, resume bool) error {
 	failed := r.connectAll(len(r.subs), func(i int) error {
 		s := r.subs[i]
-		c, err := dial(ctx, r.dialConfig(r.subAddrs[i%len(r.subAddrs)], s.spec.clientID, subReadBuf, subWriteBuf))
+		dc := r.dialConfig(r.subAddrs[i%len(r.subAddrs)], s.spec.clientID, subReadBuf, subWriteBuf)
+		dc.Resume = dc.Resume || resume
+		c, err := dial(ctx, dc)
 		if err != nil {
 			return err
 		}
-		if err := c.subscribe(ctx, s.spec.filters, r.cfg.QoS); err != nil {
+		s.back = r.now()
+		if resume {
+			if c.sessionPresent {
+				r.resumed.Add(1)
+			}
+		} else if err := c.subscribe(ctx, s.spec.filters, r.cfg.QoS); err != nil {
 			_ = c.nc.Close()
 			return fmt.Errorf("subscribe %s: %w", s.spec.clientID, err)
 		}
@@ -334,7 +371,12 @@ func (r *runner) setUp(ctx context.Context) error {
 	if failed > 0 {
 		return fmt.Errorf("set up: %d of %d subscribers failed to connect or subscribe", failed, len(r.subs))
 	}
-	failed = r.connectAll(len(r.pubs), func(i int) error {
+	return nil
+}
+
+// connectPublishers connects every publisher.
+func (r *runner) connectPublishers(ctx context.Context) error {
+	failed := r.connectAll(len(r.pubs), func(i int) error {
 		p := r.pubs[i]
 		c, err := dial(ctx, r.dialConfig(r.pubAddrs[i%len(r.pubAddrs)], p.spec.clientID, pubReadBuf, pubWriteBuf))
 		if err != nil {
@@ -357,6 +399,10 @@ func (r *runner) setUp(ctx context.Context) error {
 func (s *subscriber) onPublish(p *packet.Publish) {
 	now := s.r.now()
 	s.recv.Add(1)
+	if s.first.Load() == 0 {
+		s.first.CompareAndSwap(0, int64(now))
+	}
+	s.last.Store(int64(now))
 	st, err := ReadStamp(p.Payload)
 	if err != nil {
 		s.malformed++
@@ -621,7 +667,7 @@ func (r *runner) publishLoop(p *publisher, rate float64, offset time.Duration) {
 	timer.Stop()
 	qos := r.cfg.QoS
 	var seq uint32
-	for !r.stopping.Load() {
+	for !r.stopping.Load() && (r.limit == 0 || seq < r.limit) {
 		at := r.now()
 		if pacer.Paced() {
 			if wait := pacer.Wait(at); wait > 0 {

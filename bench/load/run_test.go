@@ -60,6 +60,13 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.Addr = "" }, "addr: empty"},
 		{func(c *Config) { c.Addr = "127.0.0.1:1883,,127.0.0.1:1884" }, "addr: \"127.0.0.1:1883,,127.0.0.1:1884\": address 2"},
 		{func(c *Config) { c.SubscriberAddr = "127.0.0.1:1883, " }, "sub-addr:"},
+		{func(c *Config) { c.SessionExpiry = 1500 * time.Millisecond }, "session-expiry: 1.5s"},
+		{func(c *Config) { c.SessionExpiry, c.Version = time.Minute, packet.V311 }, "needs MQTT 5"},
+		{func(c *Config) { c.Resume = true }, "resume, keep-sessions"},
+		{func(c *Config) { c.Scenario, c.QoS = ScenarioOffline, 1 }, "scenario offline: needs persistent sessions"},
+		{func(c *Config) { c.Scenario, c.SessionExpiry = ScenarioOffline, time.Minute }, "needs QoS 1 or 2"},
+		{func(c *Config) { c.Scenario, c.SessionExpiry, c.QoS, c.Queued = ScenarioOffline, time.Minute, 1, 0 }, "queued: 0"},
+		{func(c *Config) { c.Scenario, c.SessionExpiry, c.QoS, c.Window = ScenarioOffline, time.Minute, 1, 10 }, "no end-to-end window"},
 	}
 	for _, c := range cases {
 		cfg := DefaultConfig()

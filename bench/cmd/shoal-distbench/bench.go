@@ -116,7 +116,7 @@ func bench(ctx context.Context, opt options, stdout, stderr io.Writer) (err erro
 			meta.backbones = append(meta.backbones, backboneStart{nodes: nodes, took: bb.took})
 		}
 		sa := shoalArgs{bin: bin, config: cfgPath, brokers: bb.brokers, cqlHosts: bb.cqlHosts,
-			partitions: opt.partitions, pprof: opt.profile, logDir: logDir, extra: bb.replicationArgs()}
+			partitions: opt.partitions, pprof: opt.profile || opt.scenario == scenUnits, logDir: logDir, extra: bb.replicationArgs()}
 		rs, err := runTopology(ctx, opt, topo, sa, bb, stdout, stderr)
 		results = append(results, rs...)
 		if err != nil {

@@ -76,12 +76,15 @@ type options struct {
 	fanout       int
 	fanoutRate   float64
 	unitConnects int
-	unitsOut     string
-	unitIdle     time.Duration
-	c1Only       bool
-	profile      bool
-	keep         bool
-	args         []string // the command line, for the README
+	unitQueued   int
+	// The subscribe phases: connections, and filters each.
+	unitSubscribers, unitFilters, unitWildcards int
+	unitsOut                                    string
+	unitIdle                                    time.Duration
+	c1Only                                      bool
+	profile                                     bool
+	keep                                        bool
+	args                                        []string // the command line, for the README
 }
 
 // runs is the number of generator runs the options make.
@@ -139,6 +142,10 @@ func parse(args []string, stderr io.Writer, now time.Time) (options, error) {
 	fs.IntVar(&opt.fanout, "fanout", 1000, "units: subscribers of the fan-out phase's one publisher")
 	fs.Float64Var(&opt.fanoutRate, "fanout-rate", 20, "units: the fan-out publisher's rate in msg/s (each message is delivered -fanout times)")
 	fs.IntVar(&opt.unitConnects, "unit-connects", 2000, "units: clients of each connect phase")
+	fs.IntVar(&opt.unitSubscribers, "unit-subscribers", 1000, "units: connections of each subscribe phase")
+	fs.IntVar(&opt.unitFilters, "unit-filters", 100, "units: filters without wildcards each of the subscribe-concrete phase's connections subscribes to")
+	fs.IntVar(&opt.unitWildcards, "unit-wildcards", 10, "units: filters with a '+' each of the subscribe-wildcard phase's connections subscribes to")
+	fs.IntVar(&opt.unitQueued, "unit-queued", 200, "units: messages each of the offline phase's publishers sends while its subscriber is offline")
 	fs.DurationVar(&opt.unitIdle, "unit-idle", 15*time.Second, "units: how long every process's idle CPU is measured before the first phase (it is subtracted from each phase)")
 	fs.StringVar(&opt.unitsOut, "units-out", filepath.Join("bench", "units.json"), "units: the file of the costs")
 	qos := fs.String("qos", "0,1", "comma-separated QoS levels to run")
@@ -215,8 +222,9 @@ func parse(args []string, stderr io.Writer, now time.Time) (options, error) {
 		return opt, fmt.Errorf("scenario: %q is not %s, %s or %s", opt.scenario, scenLatency, scenPairs, scenUnits)
 	case opt.scenario == scenUnits && len(opt.topologies) != 1:
 		return opt, fmt.Errorf("topologies: the %s scenario runs on one topology, got %d", scenUnits, len(opt.topologies))
-	case opt.scenario == scenUnits && (opt.fanout < 1 || opt.fanoutRate <= 0 || opt.unitConnects < 1):
-		return opt, fmt.Errorf("fanout, fanout-rate, unit-connects: %d, %g, %d (want ≥ 1, > 0, ≥ 1)", opt.fanout, opt.fanoutRate, opt.unitConnects)
+	case opt.scenario == scenUnits && (opt.fanout < 1 || opt.fanoutRate <= 0 || opt.unitConnects < 1 || opt.unitQueued < 1 || opt.unitSubscribers < 1 || opt.unitFilters < 1 || opt.unitWildcards < 1):
+		return opt, fmt.Errorf("fanout, fanout-rate, unit-connects, unit-queued, unit-subscribers, unit-filters, unit-wildcards: %d, %g, %d, %d, %d, %d, %d (want ≥ 1, > 0, then ≥ 1)",
+			opt.fanout, opt.fanoutRate, opt.unitConnects, opt.unitQueued, opt.unitSubscribers, opt.unitFilters, opt.unitWildcards)
 	case opt.scenario == scenUnits && set["rate"]:
 		return opt, fmt.Errorf("rate: the %s scenario's pairs are not paced (-fanout-rate paces its fan-out)", scenUnits)
 	case opt.scenario == scenPairs && set["rate"]:

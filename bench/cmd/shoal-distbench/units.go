@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -28,10 +29,19 @@ const scenUnits = "units"
 // its costs are divided by.
 type unitPhase struct {
 	name string
-	// per is what a cost is per: "message" (a publish) or "connect".
+	// per is what a cost is per: "message" (a publish), "connect" or
+	// "subscription".
 	per string
 	cfg load.Config
+	// takeover: the connects take over sessions live on another gateway.
+	takeover bool
 }
+
+// unitSessionExpiry is the session expiry of the phases with persistent
+// sessions: longer than any phase, and the clients end their sessions
+// when a phase ends (but for connect-persistent-new's, which the next
+// phase takes up).
+const unitSessionExpiry = 10 * time.Minute
 
 // unitPhases are the units scenario's phases on topo, in order.
 func (o *options) unitPhases(topo string) []unitPhase {
@@ -57,24 +67,67 @@ func (o *options) unitPhases(topo string) []unitPhase {
 	fan.Window = 0
 	fan.Prefix = "bench-ufan"
 	fan.Name = fmt.Sprintf("fanout-%d-qos0", o.fanout)
-	conns := func(name string) unitPhase {
+	persistent := pairs("pairs-qos1-persistent", 1, 62)
+	persistent.cfg.SessionExpiry = unitSessionExpiry
+	// An end-to-end window as at QoS 0: a persistent session's QoS 1
+	// messages go through its inbox, and a publisher acknowledged as soon
+	// as its message is in the log runs ahead of the inbox's forwarding
+	// until session.max_inbox drops the excess (docs/capacity.md).
+	persistent.cfg.Window = o.window
+	// The offline phase: 500 persistent sessions offline while their
+	// publishers send -unit-queued messages each, then back for them.
+	off := o.loadConfig(topo, 1, 1)
+	off.Clients = 500
+	off.Scenario = load.ScenarioOffline
+	off.Rate, off.Window, off.Payload = 0, 0, 62
+	off.SessionExpiry = unitSessionExpiry
+	off.Queued = o.unitQueued
+	off.Warmup = 3 * time.Second // each settle: the stores caught up
+	off.Duration = time.Minute   // each stage's bound
+	off.Prefix = "bench-uoff"
+	off.Name = "offline-qos1"
+	conns := func(name, prefix string) unitPhase {
 		cfg := load.DefaultConfig()
 		cfg.Scenario = load.ScenarioConnections
 		cfg.Clients = o.unitConnects
 		cfg.Warmup, cfg.Duration = time.Second, time.Second
 		cfg.SetupTimeout = setupTimeout
-		cfg.Prefix = "bench-uconn" // the same ids twice: new, then returning
+		cfg.Prefix = prefix
 		cfg.Name = name
 		cfg.Label, cfg.Round = topo, 1
 		return unitPhase{name: name, per: "connect", cfg: cfg}
 	}
+	subs := func(name, prefix string, filters int, wildcard bool) unitPhase {
+		ph := conns(name, prefix)
+		ph.per = "subscription"
+		ph.cfg.Clients, ph.cfg.Subscriptions, ph.cfg.WildcardFilters = o.unitSubscribers, filters, wildcard
+		ph.cfg.QoS = 1
+		ph.cfg.Warmup = 3 * time.Second // the stores caught up
+		ph.cfg.SetupTimeout = 5 * time.Minute
+		return ph
+	}
+	takeover := conns("connect-takeover", "bench-utake")
+	takeover.takeover = true
+	persNew := conns("connect-persistent-new", "bench-upers")
+	persNew.cfg.SessionExpiry, persNew.cfg.KeepSessions = unitSessionExpiry, true
+	persBack := conns("connect-persistent-resumed", "bench-upers")
+	persBack.cfg.SessionExpiry, persBack.cfg.Resume = unitSessionExpiry, true
 	return []unitPhase{
 		pairs("pairs-qos0", 0, 64),
 		// TBMQ's point-to-point payload.
 		pairs("pairs-qos1", 1, 62),
+		persistent,
+		{name: off.Name, per: "message", cfg: off},
 		{name: fan.Name, per: "message", cfg: fan},
-		conns("connect-new"),
-		conns("connect-returning"),
+		// The same ids twice: new, then returning to a session that ended.
+		conns("connect-new", "bench-uconn"),
+		conns("connect-returning", "bench-uconn"),
+		// Persistent sessions, kept offline, then taken up.
+		persNew,
+		persBack,
+		takeover,
+		subs("subscribe-concrete", "bench-usubc", o.unitFilters, false),
+		subs("subscribe-wildcard", "bench-usubw", o.unitWildcards, true),
 	}
 }
 
@@ -82,9 +135,13 @@ func (o *options) unitPhases(topo string) []unitPhase {
 type unitSample struct {
 	at      time.Time
 	cpu     map[string]time.Duration // by process name
+	rss     map[string]uint64        // by process name, bytes
 	records map[string]int64         // by topic: the sum of its partitions' end offsets
 	bytes   map[string]int64         // by topic: the size of its logs
 	cql     cqlCounts
+	// heap is each Shoal process's live heap after a collection, bytes;
+	// taken for the subscribe phases only (a forced collection costs CPU).
+	heap map[string]uint64
 }
 
 // cqlCounts are the requests Cassandra coordinated on Shoal's keyspace.
@@ -96,10 +153,16 @@ type unitMeter struct {
 	readers map[string]*load.Proc
 	brokers []string
 	cqlHost string
+	// debug is each Shoal process's HTTP address (its /debug/ endpoints:
+	// the units scenario starts the roles with pprof on).
+	debug map[string]string
 }
 
-func newUnitMeter(bb *backbone, procs []load.Process) (*unitMeter, error) {
-	m := &unitMeter{procs: procs, readers: make(map[string]*load.Proc), brokers: bb.brokers, cqlHost: bb.cqlHosts[0]}
+func newUnitMeter(bb *backbone, procs []load.Process, shoal []*proc) (*unitMeter, error) {
+	m := &unitMeter{procs: procs, readers: make(map[string]*load.Proc), brokers: bb.brokers, cqlHost: bb.cqlHosts[0], debug: map[string]string{}}
+	for _, p := range shoal {
+		m.debug[p.name] = p.http
+	}
 	for _, p := range procs {
 		r, err := load.NewProc(p.PID)
 		if err != nil {
@@ -111,13 +174,14 @@ func newUnitMeter(bb *backbone, procs []load.Process) (*unitMeter, error) {
 }
 
 func (m *unitMeter) sample(ctx context.Context) (unitSample, error) {
-	s := unitSample{at: time.Now(), cpu: map[string]time.Duration{}}
+	s := unitSample{at: time.Now(), cpu: map[string]time.Duration{}, rss: map[string]uint64{}}
 	for _, p := range m.procs {
 		ps, err := m.readers[p.Name].Sample()
 		if err != nil {
 			return s, fmt.Errorf("%s: %w", p.Name, err)
 		}
 		s.cpu[p.Name] = ps.CPU
+		s.rss[p.Name] = ps.RSS
 	}
 	var err error
 	if s.records, s.bytes, err = realkafka.TopicTotals(ctx, m.brokers, "shoal."); err != nil {
@@ -127,6 +191,58 @@ func (m *unitMeter) sample(ctx context.Context) (unitSample, error) {
 		return s, err
 	}
 	return s, nil
+}
+
+// liveHeap collects each Shoal process's garbage (the heap profile's
+// gc=1) and returns its live heap then (/debug/memory's
+// /gc/heap/live:bytes), by process name: what its state holds, without
+// the garbage and free pages an RSS counts.
+func (m *unitMeter) liveHeap(ctx context.Context) (map[string]uint64, error) {
+	heap := map[string]uint64{}
+	client := &http.Client{Timeout: 30 * time.Second}
+	get := func(url string) ([]byte, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		defer func() { _ = resp.Body.Close() }()
+		b, err := io.ReadAll(resp.Body)
+		if err == nil && resp.StatusCode != http.StatusOK {
+			err = fmt.Errorf("%s: %s", url, resp.Status)
+		}
+		return b, err
+	}
+	for name, addr := range m.debug {
+		if _, err := get("http://" + addr + "/debug/pprof/heap?gc=1"); err != nil {
+			return nil, fmt.Errorf("%s: collect garbage: %w", name, err)
+		}
+		b, err := get("http://" + addr + "/debug/memory")
+		if err != nil {
+			return nil, fmt.Errorf("%s: memory classes: %w", name, err)
+		}
+		v, ok := memoryClass(b, "/gc/heap/live:bytes")
+		if !ok {
+			return nil, fmt.Errorf("%s: no /gc/heap/live:bytes in /debug/memory", name)
+		}
+		heap[name] = v
+	}
+	return heap, nil
+}
+
+// memoryClass finds one value of /debug/memory's "name value" lines.
+func memoryClass(b []byte, name string) (uint64, bool) {
+	for line := range strings.Lines(string(b)) {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), " ")
+		if ok && k == name {
+			n, err := strconv.ParseUint(v, 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
 }
 
 // cqlCounts sums the requests Cassandra's coordinators served on the
@@ -183,6 +299,19 @@ type unitResult struct {
 	CQLWrites float64 `json:"cql_writes"`
 	CQLScans  float64 `json:"cql_scans"`
 	Lost      uint64  `json:"lost_or_undelivered"`
+	// RSSBytes is, for subscriptions, the growth of each kind's RSS per
+	// subscription (the processes of a kind summed), from before the
+	// first SUBSCRIBE to the settle after the last SUBACK.
+	RSSBytes map[string]float64 `json:"rss_bytes,omitempty"`
+	// HeapBytes is, for subscriptions, the growth of each Shoal role's live
+	// heap per subscription (the processes of a kind summed), between
+	// collections before the first SUBSCRIBE and after the settle: what
+	// its state holds for one.
+	HeapBytes map[string]float64 `json:"heap_live_bytes,omitempty"`
+	// SessionPresent is the connects that resumed a kept session.
+	SessionPresent int `json:"session_present,omitempty"`
+	// Offline is the offline phase's account (on its deliver result).
+	Offline *load.OfflineStats `json:"offline,omitempty"`
 }
 
 // idleRates is each process's CPU-seconds per second without load, from
@@ -209,6 +338,11 @@ func unitCosts(ph unitPhase, res *load.Result, a, b unitSample, idle map[string]
 	case "connect":
 		if res.Connect != nil {
 			u.Count = uint64(res.Connect.Connected)
+		}
+		u.Payload = 0
+	case "subscription":
+		if res.Connect != nil {
+			u.Count = uint64(res.Connect.Subscribed)
 		}
 		u.Payload = 0
 	default:
@@ -263,6 +397,29 @@ func unitCosts(ph unitPhase, res *load.Result, a, b unitSample, idle map[string]
 	if ph.per == "connect" && res.Broker != nil {
 		u.GatewayRSSBytes = res.Broker.RSSPerConnection
 	}
+	if ph.per == "connect" && res.Connect != nil {
+		u.SessionPresent = res.Connect.SessionPresent
+	}
+	if ph.per == "subscription" {
+		grow := map[string]float64{}
+		for name, r := range b.rss {
+			grow[kindOf(name)] += float64(int64(r) - int64(a.rss[name]))
+		}
+		u.RSSBytes = map[string]float64{}
+		for k, g := range grow {
+			u.RSSBytes[k] = g / n
+		}
+		if a.heap != nil && b.heap != nil {
+			hg := map[string]float64{}
+			for name, h := range b.heap {
+				hg[kindOf(name)] += float64(int64(h) - int64(a.heap[name]))
+			}
+			u.HeapBytes = map[string]float64{}
+			for k, g := range hg {
+				u.HeapBytes[k] = g / n
+			}
+		}
+	}
 	if ph.per == "message" && len(res.Processes) > 0 && res.Measured.Sent > 0 {
 		n = float64(res.Measured.Sent) // the samples are of the measured window
 	}
@@ -282,6 +439,165 @@ func unitCosts(ph unitPhase, res *load.Result, a, b unitSample, idle map[string]
 	u.CQLWrites = float64(b.cql.writes-a.cql.writes) / n
 	u.CQLScans = float64(b.cql.scans-a.cql.scans) / n
 	return u
+}
+
+// plainPhase runs a message or connect phase: its costs are those of the
+// generator's measured window (messages) or of the whole run (connects).
+func plainPhase(ctx context.Context, ph unitPhase, cfg load.Config, m *unitMeter, idle map[string]float64, stderr io.Writer) (*load.Result, []unitResult, error) {
+	before, err := m.sample(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	// A message phase's log and database counts are those of its
+	// measured window, as its CPU is: not its clients' connects and
+	// subscriptions.
+	window := make(chan [2]unitSample, 1)
+	werr := make(chan error, 1)
+	if ph.per == "message" {
+		cfg.OnMeasure = func(d time.Duration) {
+			go func() {
+				a, err := m.sample(ctx)
+				if err == nil && load.Sleep(ctx, d) {
+					var b unitSample
+					if b, err = m.sample(ctx); err == nil {
+						window <- [2]unitSample{a, b}
+						return
+					}
+				}
+				werr <- errors.Join(err, ctx.Err())
+			}()
+		}
+	}
+	res, err := load.Run(ctx, cfg, stderr)
+	if err != nil {
+		return res, nil, err
+	}
+	after, err := m.sample(ctx)
+	if err != nil {
+		return res, nil, err
+	}
+	if ph.per == "message" {
+		select {
+		case w := <-window:
+			before, after = w[0], w[1]
+		case err := <-werr:
+			return res, nil, fmt.Errorf("measured window: %w", err)
+		case <-ctx.Done():
+			return res, nil, ctx.Err()
+		}
+	}
+	return res, []unitResult{unitCosts(ph, res, before, after, idle)}, nil
+}
+
+// stagedPhase runs a phase whose costs are taken between the stages the
+// generator calls out (load.Config.OnStage): the offline phase's queue and
+// delivery, a subscribe phase's subscriptions.
+func stagedPhase(ctx context.Context, ph unitPhase, cfg load.Config, m *unitMeter, idle map[string]float64, stderr io.Writer) (*load.Result, []unitResult, error) {
+	stages := map[string]unitSample{}
+	var serr error
+	cfg.OnStage = func(stage string) {
+		// A subscribe phase's live heaps: collected before the CPU sample
+		// at its start and after it at its end, so that the forced
+		// collections are outside what it measures.
+		var heap map[string]uint64
+		var herr error
+		if ph.per == "subscription" && stage == "subscribe" {
+			heap, herr = m.liveHeap(ctx)
+		}
+		s, err := m.sample(ctx)
+		if ph.per == "subscription" && stage == "hold" {
+			heap, herr = m.liveHeap(ctx)
+		}
+		s.heap = heap
+		stages[stage], serr = s, errors.Join(serr, err, herr)
+	}
+	res, err := load.Run(ctx, cfg, stderr)
+	if err != nil {
+		return res, nil, err
+	}
+	if serr != nil {
+		return res, nil, fmt.Errorf("stage samples: %w", serr)
+	}
+	if ph.cfg.Scenario == load.ScenarioOffline {
+		us, err := offlineCosts(ph, res, stages, idle)
+		return res, us, err
+	}
+	a, okA := stages["subscribe"]
+	b, okB := stages["hold"]
+	if !okA || !okB || res.Connect == nil {
+		return res, nil, fmt.Errorf("no samples of the subscriptions (errors: %v)", res.Errors)
+	}
+	u := unitCosts(ph, res, a, b, idle)
+	if want := ph.cfg.Clients * ph.cfg.Subscriptions; res.Connect.Subscribed < want {
+		return res, nil, fmt.Errorf("%d of %d filters subscribed (errors: %v)", res.Connect.Subscribed, want, res.Errors)
+	}
+	return res, []unitResult{u}, nil
+}
+
+// takeoverPhase connects ph.cfg's clients to the first gateway and, while
+// they are held, the same identifiers to the second: each connect of the
+// second run takes a session over from a live connection on another
+// gateway. The costs are the second run's, per connect.
+func (c *cluster) takeoverPhase(ctx context.Context, ph unitPhase, cfg load.Config, m *unitMeter, idle map[string]float64, stderr io.Writer) (*load.Result, []unitResult, error) {
+	if len(c.gws) < 2 {
+		return nil, nil, errors.New("a takeover needs two gateways")
+	}
+	first := cfg
+	first.Name = ph.name + "-held"
+	first.Duration = 5 * time.Minute // cut short once the takeovers are done
+	held := make(chan struct{})
+	first.OnMeasure = func(time.Duration) { close(held) }
+	hctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := load.Run(hctx, first, io.Discard)
+		done <- err
+	}()
+	select {
+	case <-held:
+	case err := <-done:
+		return nil, nil, fmt.Errorf("the connections to take over: %w", err)
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	}
+	second := cfg
+	second.Addr = c.gws[1].mqtt
+	second.BrokerPID = c.gws[1].pid()
+	res, us, err := plainPhase(ctx, ph, second, m, idle, stderr)
+	cancel()
+	if err := <-done; err != nil && ctx.Err() == nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintf(stderr, "%s: the held connections' run: %v (expected: cut short)\n", ph.name, err)
+	}
+	return res, us, err
+}
+
+// offlineCosts splits the offline phase into its two stages' costs: per
+// message queued for an offline session (from the first publish to a
+// settle after the last acknowledgement), and per message of the backlog
+// delivered when the sessions came back (their reconnects included, from
+// the first to a settle after the last delivery).
+func offlineCosts(ph unitPhase, res *load.Result, stages map[string]unitSample, idle map[string]float64) ([]unitResult, error) {
+	o := res.Offline
+	if o == nil {
+		return nil, fmt.Errorf("%s: no offline account in the result", ph.name)
+	}
+	for _, s := range []string{"queue", "deliver", "end"} {
+		if _, ok := stages[s]; !ok {
+			return nil, fmt.Errorf("%s: no sample at the %q stage (errors: %v)", ph.name, s, res.Errors)
+		}
+	}
+	stage := func(name string, count uint64, a, b unitSample) unitResult {
+		r := *res
+		r.Processes, r.Sent, r.Received, r.Expected = nil, count, 0, 0
+		return unitCosts(unitPhase{name: ph.name + "-" + name, per: "message"}, &r, a, b, idle)
+	}
+	q := stage("queue", o.Queued, stages["queue"], stages["deliver"])
+	q.Seconds = o.QueueSec
+	d := stage("deliver", o.Delivered, stages["deliver"], stages["end"])
+	d.Seconds, d.Offline, d.SessionPresent = o.DeliverSec, o, o.Resumed
+	d.Lost = res.Lost + res.Tail
+	return []unitResult{q, d}, nil
 }
 
 // unitsFile is bench/units.json.
@@ -308,7 +624,7 @@ type unitsFile struct {
 // units runs the units scenario's phases on the started topology and
 // writes their costs to opt.unitsOut and stdout.
 func (c *cluster) units(ctx context.Context, opt options, topo string, bb *backbone, stdout, stderr io.Writer) ([]*load.Result, error) {
-	m, err := newUnitMeter(bb, c.named)
+	m, err := newUnitMeter(bb, c.named, c.procs)
 	if err != nil {
 		return nil, err
 	}
@@ -343,61 +659,35 @@ func (c *cluster) units(ctx context.Context, opt options, topo string, bb *backb
 		}
 		cfg := ph.cfg
 		c.addrs(&cfg)
-		if ph.per == "connect" {
+		if ph.per != "message" {
 			cfg.Addr, cfg.SubscriberAddr = c.gws[0].mqtt, ""
 		}
 		cfg.BrokerPID = c.gws[0].pid()
 		cfg.Processes = c.named
-		before, err := m.sample(ctx)
-		if err != nil {
-			return results, err
+		fmt.Fprintf(stderr, "%s: units, %s\n", topo, ph.name)
+		var us []unitResult
+		var res *load.Result
+		switch {
+		case ph.takeover:
+			res, us, err = c.takeoverPhase(ctx, ph, cfg, m, idle, stderr)
+		case ph.cfg.Scenario == load.ScenarioOffline || ph.cfg.Subscriptions > 0:
+			res, us, err = stagedPhase(ctx, ph, cfg, m, idle, stderr)
+		default:
+			res, us, err = plainPhase(ctx, ph, cfg, m, idle, stderr)
 		}
-		// A message phase's log and database counts are those of its
-		// measured window, as its CPU is: not its clients' connects and
-		// subscriptions.
-		window := make(chan [2]unitSample, 1)
-		werr := make(chan error, 1)
-		if ph.per == "message" {
-			cfg.OnMeasure = func(d time.Duration) {
-				go func() {
-					a, err := m.sample(ctx)
-					if err == nil && load.Sleep(ctx, d) {
-						var b unitSample
-						if b, err = m.sample(ctx); err == nil {
-							window <- [2]unitSample{a, b}
-							return
-						}
-					}
-					werr <- errors.Join(err, ctx.Err())
-				}()
+		if res != nil {
+			results = append(results, res)
+			if werr := writeJSON(filepath.Join(opt.out, topo+"-units-"+ph.name+".json"), res); werr != nil {
+				return results, werr
 			}
 		}
-		fmt.Fprintf(stderr, "%s: units, %s\n", topo, ph.name)
-		res, err := load.Run(ctx, cfg, stderr)
 		if err != nil {
 			return results, fmt.Errorf("%s: %w", ph.name, err)
 		}
-		after, err := m.sample(ctx)
-		if err != nil {
-			return results, err
+		for _, u := range us {
+			f.Units = append(f.Units, u)
+			writeUnitLine(stdout, u)
 		}
-		if ph.per == "message" {
-			select {
-			case w := <-window:
-				before, after = w[0], w[1]
-			case err := <-werr:
-				return results, fmt.Errorf("%s: measured window: %w", ph.name, err)
-			case <-ctx.Done():
-				return results, ctx.Err()
-			}
-		}
-		results = append(results, res)
-		if err := writeJSON(filepath.Join(opt.out, topo+"-units-"+ph.name+".json"), res); err != nil {
-			return results, err
-		}
-		u := unitCosts(ph, res, before, after, idle)
-		f.Units = append(f.Units, u)
-		writeUnitLine(stdout, u)
 		if !load.Sleep(ctx, opt.pause+3*time.Second) { // disconnects applied, queues drained
 			return results, ctx.Err()
 		}

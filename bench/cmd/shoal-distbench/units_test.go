@@ -77,7 +77,10 @@ func TestParseUnits(t *testing.T) {
 			t.Errorf("%s: %v", p.name, err)
 		}
 	}
-	if len(phases) != 5 || phases[1].cfg.Payload != 62 || phases[1].cfg.QoS != 1 || phases[2].cfg.Clients != 1000 {
+	if len(phases) != 12 || phases[10].per != "subscription" || phases[10].cfg.Subscriptions != 100 || !phases[11].cfg.WildcardFilters || !phases[9].takeover ||
+		phases[2].cfg.Window == 0 || phases[1].cfg.Payload != 62 || phases[1].cfg.QoS != 1 || phases[4].cfg.Clients != 1000 ||
+		phases[2].cfg.SessionExpiry == 0 || phases[3].cfg.Scenario != load.ScenarioOffline || phases[3].cfg.Queued != 200 ||
+		!phases[7].cfg.KeepSessions || !phases[8].cfg.Resume || phases[7].cfg.Prefix != phases[8].cfg.Prefix {
 		t.Fatalf("phases %v", names)
 	}
 	for _, bad := range [][]string{
@@ -119,5 +122,72 @@ func TestUnitCostsOfTheMeasuredWindow(t *testing.T) {
 	// gateway: 1 s over the window's 2,000 messages; kafka: 2 s less 10 s at 10 %.
 	if u.CPUMicros["gateway"] != 500 || u.CPUMicros["kafka"] != 500 || u.CPUMicrosPerDelivery["shoal"] != 250 {
 		t.Fatalf("cpu %v, per delivery %v", u.CPUMicros, u.CPUMicrosPerDelivery)
+	}
+}
+
+func TestOfflineCostsPerStage(t *testing.T) {
+	at := func(sec int, gw, sess time.Duration, sessions int64, writes int64) unitSample {
+		return unitSample{at: time.Unix(int64(1000+sec), 0), cpu: map[string]time.Duration{"gateway-1": gw, "session": sess},
+			records: map[string]int64{"shoal.sessions": sessions}, bytes: map[string]int64{}, cql: cqlCounts{writes: writes}}
+	}
+	stages := map[string]unitSample{
+		"queue":   at(0, 0, 0, 0, 0),
+		"deliver": at(5, time.Second, 2*time.Second, 1000, 2000),
+		"end":     at(10, 3*time.Second, 3*time.Second, 1500, 2500),
+	}
+	res := &load.Result{Sent: 1000, Received: 990, Expected: 1000, TrackCounts: load.TrackCounts{Lost: 10},
+		Offline: &load.OfflineStats{Queued: 1000, Delivered: 990, Resumed: 50, QueueSec: 1, DeliverSec: 2}}
+	us, err := offlineCosts(unitPhase{name: "offline-qos1"}, res, stages, map[string]float64{"session": 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, d := us[0], us[1]
+	// queue: gateway 1 s, session 2 s less 5 s at 10 %, over 1,000 queued.
+	if q.Name != "offline-qos1-queue" || q.Count != 1000 || q.CPUMicros["gateway"] != 1000 || q.CPUMicros["session"] != 1500 ||
+		q.KafkaRecords["total"] != 1 || q.CQLWrites != 2 || q.Lost != 0 || q.Offline != nil {
+		t.Errorf("queue %+v", q)
+	}
+	// deliver: gateway 2 s, session 1 s less 0.5 s, over 990 delivered.
+	if d.Name != "offline-qos1-deliver" || d.Count != 990 || math.Abs(d.CPUMicros["gateway"]-2e6/990) > 1e-9 ||
+		math.Abs(d.CPUMicros["session"]-0.5e6/990) > 1e-9 || d.Lost != 10 || d.SessionPresent != 50 || d.Offline == nil || d.Seconds != 2 {
+		t.Errorf("deliver %+v", d)
+	}
+	delete(stages, "end")
+	if _, err := offlineCosts(unitPhase{name: "offline-qos1"}, res, stages, nil); err == nil {
+		t.Error("a missing stage sample accepted")
+	}
+}
+
+func TestUnitCostsPerSubscription(t *testing.T) {
+	a := unitSample{cpu: map[string]time.Duration{"router": 0, "gateway-1": 0}, rss: map[string]uint64{"router": 100 << 20, "gateway-1": 50 << 20},
+		records: map[string]int64{"shoal.messages": 0}, bytes: map[string]int64{}}
+	b := unitSample{cpu: map[string]time.Duration{"router": time.Second, "gateway-1": 2 * time.Second}, rss: map[string]uint64{"router": 100<<20 + 40_000_000, "gateway-1": 50<<20 - 1_000_000},
+		records: map[string]int64{"shoal.messages": 80_000}, bytes: map[string]int64{}}
+	res := &load.Result{Connect: &load.ConnectStats{Connected: 1000, Subscribed: 10_000}}
+	u := unitCosts(unitPhase{name: "subscribe-wildcard", per: "subscription"}, res, a, b, nil)
+	if u.Count != 10_000 || u.CPUMicros["router"] != 100 || u.CPUMicros["shoal"] != 300 || u.KafkaRecords["total"] != 8 {
+		t.Fatalf("count %d, cpu %v, records %v", u.Count, u.CPUMicros, u.KafkaRecords)
+	}
+	if u.RSSBytes["router"] != 4000 || u.RSSBytes["gateway"] != -100 {
+		t.Fatalf("rss %v, want 4000 B per subscription for the router and the gateway's shrink as is", u.RSSBytes)
+	}
+	if u.HeapBytes != nil {
+		t.Fatalf("heap %v without heap samples", u.HeapBytes)
+	}
+	a.heap = map[string]uint64{"router": 10 << 20, "gateway-1": 5 << 20}
+	b.heap = map[string]uint64{"router": 10<<20 + 7_000_000, "gateway-1": 5<<20 + 500_000}
+	u = unitCosts(unitPhase{name: "subscribe-wildcard", per: "subscription"}, res, a, b, nil)
+	if u.HeapBytes["router"] != 700 || u.HeapBytes["gateway"] != 50 {
+		t.Fatalf("heap %v, want 700 and 50 B per subscription", u.HeapBytes)
+	}
+}
+
+func TestMemoryClass(t *testing.T) {
+	b := []byte("/gc/heap/goal:bytes 8388608\n/gc/heap/live:bytes 4194304\n/memory/classes/total:bytes 12\n")
+	if v, ok := memoryClass(b, "/gc/heap/live:bytes"); !ok || v != 4194304 {
+		t.Fatalf("live heap %d, %v", v, ok)
+	}
+	if _, ok := memoryClass(b, "/gc/heap/live"); ok {
+		t.Fatal("a prefix of a name matched")
 	}
 }

@@ -115,7 +115,7 @@ bench-distributed: build ## distributed mode on a real Kafka + Cassandra, latenc
 	$(GO) run ./bench/cmd/shoal-distbench -shoal bin/shoal $(DISTBENCH)
 
 .PHONY: bench-units
-bench-units: build ## what a message and a connect cost each role, Kafka and Cassandra, into bench/units.json (UNITS= for more flags); see docs/capacity.md
+bench-units: build ## what a message, a connect and a subscription cost each role, Kafka and Cassandra, and the memory they hold, into bench/units.json (UNITS= for more flags); see docs/capacity.md
 	./scripts/fetch-kafka.sh >/dev/null
 	./scripts/fetch-cassandra.sh >/dev/null
 	$(GO) run ./bench/cmd/shoal-distbench -shoal bin/shoal -scenario units -topologies two-gateways -out bench/results/$$(date -u +%F)-units $(UNITS)

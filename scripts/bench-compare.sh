@@ -70,7 +70,7 @@ scenario_flags() {
   # subscriber's queue would otherwise let its queue overflow.
   pairs-qos1-persistent) echo "-scenario pairs -clients 50 -qos 1 -payload 62 -inflight 64 -window 100 -session-expiry 10m" ;;
   # 500 sessions offline while 200 messages each are queued for them,
-  # then back for the backlog (both brokers keep 1,000 per session).
+  # then back for the backlog (within both brokers' queue bounds).
   offline-qos1) echo "-scenario offline -clients 500 -qos 1 -payload 62 -queued 200 -session-expiry 10m" ;;
   # 1,000 connections subscribing 100 filters each, one SUBSCRIBE apiece;
   # then 10 filters with a '+' each.

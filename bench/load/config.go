@@ -218,8 +218,8 @@ func (c *Config) Validate() error {
 // measured window, the drain, and a margin for closing.
 func (c *Config) Deadline() time.Duration {
 	d := c.SetupTimeout + c.Warmup + c.Duration + c.Drain + 10*time.Second
-	if c.Scenario == ScenarioOffline { // a settle and a bound more: queue, then deliver
-		d += c.Warmup + c.Duration
+	if c.Scenario == ScenarioOffline { // three settles, the queue's and the backlog's bounds, two set-ups
+		d += c.SetupTimeout + 2*c.Warmup + c.Duration
 	}
 	if c.Subscriptions > 0 { // subscribing has a set-up bound of its own
 		d += c.SetupTimeout

@@ -1,6 +1,7 @@
 // Package load is Shoal's MQTT load generator: a minimal client built on
 // Shoal's own codec (internal/mqtt/packet), the scenarios it drives (pairs,
-// fan-out, idle connections, wildcards, fixed-rate latency), the
+// fan-out, idle connections and their subscriptions, wildcards, fixed-rate
+// latency, a backlog queued for offline persistent sessions), the
 // measurements it takes (HDR latency histograms from timestamps carried in
 // the payload, per-subscriber sequence tracking, the broker's CPU and RSS
 // read from /proc) and the aggregation the comparison report uses

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -80,6 +81,7 @@ type options struct {
 	// The subscribe phases: connections, and filters each.
 	unitSubscribers, unitFilters, unitWildcards int
 	unitsOut                                    string
+	unitsReadme                                 string
 	unitIdle                                    time.Duration
 	c1Only                                      bool
 	profile                                     bool
@@ -109,6 +111,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "shoal-distbench:", err)
 		return 2
+	}
+	if opt.unitsReadme != "" {
+		b, err := os.ReadFile(opt.unitsReadme)
+		var f unitsFile
+		if err == nil {
+			err = json.Unmarshal(b, &f)
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "shoal-distbench: units-readme:", err)
+			return 1
+		}
+		_, _ = io.WriteString(stdout, unitsReadme(f))
+		return 0
 	}
 	ctx, cancel := context.WithTimeout(ctx, opt.timeout)
 	defer cancel()
@@ -148,6 +163,7 @@ func parse(args []string, stderr io.Writer, now time.Time) (options, error) {
 	fs.IntVar(&opt.unitQueued, "unit-queued", 200, "units: messages each of the offline phase's publishers sends while its subscriber is offline")
 	fs.DurationVar(&opt.unitIdle, "unit-idle", 15*time.Second, "units: how long every process's idle CPU is measured before the first phase (it is subtracted from each phase)")
 	fs.StringVar(&opt.unitsOut, "units-out", filepath.Join("bench", "units.json"), "units: the file of the costs")
+	fs.StringVar(&opt.unitsReadme, "units-readme", "", "print the README of the costs in this units file (a -units-out of an earlier run) and exit")
 	qos := fs.String("qos", "0,1", "comma-separated QoS levels to run")
 	fs.IntVar(&opt.rounds, "rounds", 3, "rounds: each runs every QoS once per topology")
 	fs.IntVar(&opt.clients, "clients", 50, "publisher → subscriber pairs")

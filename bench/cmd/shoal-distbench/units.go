@@ -401,23 +401,9 @@ func unitCosts(ph unitPhase, res *load.Result, a, b unitSample, idle map[string]
 		u.SessionPresent = res.Connect.SessionPresent
 	}
 	if ph.per == "subscription" {
-		grow := map[string]float64{}
-		for name, r := range b.rss {
-			grow[kindOf(name)] += float64(int64(r) - int64(a.rss[name]))
-		}
-		u.RSSBytes = map[string]float64{}
-		for k, g := range grow {
-			u.RSSBytes[k] = g / n
-		}
+		u.RSSBytes = growthPer(a.rss, b.rss, n)
 		if a.heap != nil && b.heap != nil {
-			hg := map[string]float64{}
-			for name, h := range b.heap {
-				hg[kindOf(name)] += float64(int64(h) - int64(a.heap[name]))
-			}
-			u.HeapBytes = map[string]float64{}
-			for k, g := range hg {
-				u.HeapBytes[k] = g / n
-			}
+			u.HeapBytes = growthPer(a.heap, b.heap, n)
 		}
 	}
 	if ph.per == "message" && len(res.Processes) > 0 && res.Measured.Sent > 0 {
@@ -572,6 +558,16 @@ func (c *cluster) takeoverPhase(ctx context.Context, ph unitPhase, cfg load.Conf
 	return res, us, err
 }
 
+// growthPer is the growth from a to b (bytes by process name) per n, by
+// kind of process (the processes of a kind summed); a shrink is negative.
+func growthPer(a, b map[string]uint64, n float64) map[string]float64 {
+	per := map[string]float64{}
+	for name, v := range b {
+		per[kindOf(name)] += float64(int64(v)-int64(a[name])) / n
+	}
+	return per
+}
+
 // offlineCosts splits the offline phase into its two stages' costs: per
 // message queued for an offline session (from the first publish to a
 // settle after the last acknowledgement), and per message of the backlog
@@ -702,19 +698,56 @@ func (c *cluster) units(ctx context.Context, opt options, topo string, bb *backb
 	fmt.Fprintln(stderr, "units written to", opt.unitsOut)
 	fmt.Fprintln(stdout)
 	writeUnitsTable(stdout, f.Units)
-	var rd strings.Builder
-	fmt.Fprintf(&rd, "# What a message and a connect cost (%s)\n\n```\n%s\n```\n\n", f.Date[:10], f.Command)
-	fmt.Fprintf(&rd, "- Machine: %s, %d cores, %.0f GiB, kernel %s, %s; Kafka %s, Cassandra %s, one node each, on loopback.\n- Shoal: `%s`, topology `%s` (%s), %d partitions per event topic.\n- The costs: %s\n\n",
-		f.CPU, f.Cores, f.MemGiB, f.Kernel, f.Go, f.Kafka, f.Cassandra, f.Commit, topo, topoText(topo), f.Partitions, unitsMethod)
-	writeUnitsTable(&rd, f.Units)
-	if err := os.WriteFile(filepath.Join(opt.out, "README.md"), []byte(rd.String()), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(opt.out, "README.md"), []byte(unitsReadme(f)), 0o644); err != nil {
 		return results, fmt.Errorf("write README: %w", err)
 	}
 	return results, nil
 }
 
+// unitsReadme is the README of a units run's results.
+func unitsReadme(f unitsFile) string {
+	var rd strings.Builder
+	fmt.Fprintf(&rd, "# What a message, a connect and a subscription cost (%s)\n\n```\n%s\n```\n\n", f.Date[:10], f.Command)
+	fmt.Fprintf(&rd, "- Machine: %s, %d cores, %.0f GiB, kernel %s, %s; Kafka %s, Cassandra %s, one node each, on loopback.\n- Shoal: `%s`, topology `%s` (%s), %d partitions per event topic.\n- The costs: %s\n\n",
+		f.CPU, f.Cores, f.MemGiB, f.Kernel, f.Go, f.Kafka, f.Cassandra, f.Commit, f.Topology, topoText(f.Topology), f.Partitions, unitsMethod)
+	writeUnitsTable(&rd, f.Units)
+	fmt.Fprintln(&rd)
+	writeUnitsMemory(&rd, f.Units)
+	return rd.String()
+}
+
+// writeUnitsMemory writes, for the subscribe phases, each role's memory
+// per subscription, and for the offline phase its rates.
+func writeUnitsMemory(w io.Writer, us []unitResult) {
+	fmt.Fprintln(w, "| phase | live heap per subscription, bytes: gateway | router | session | RSS per subscription, bytes: gateway | router | session | Cassandra |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|")
+	for _, u := range us {
+		if u.Per != "subscription" {
+			continue
+		}
+		h := func(k string) string {
+			if u.HeapBytes == nil {
+				return "—"
+			}
+			return fmt.Sprintf("%.0f", u.HeapBytes[k])
+		}
+		r := func(k string) string { return fmt.Sprintf("%.0f", u.RSSBytes[k]) }
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", u.Name, h("gateway"), h("router"), h("session"), r("gateway"), r("router"), r("session"), r("cassandra"))
+	}
+	for _, u := range us {
+		if o := u.Offline; o != nil {
+			first := "—"
+			if o.FirstDelivery != nil {
+				first = fmt.Sprintf("p50 %.0f µs, p99 %.0f µs", o.FirstDelivery.P50, o.FirstDelivery.P99)
+			}
+			fmt.Fprintf(w, "\n%s: %d sessions, %d messages queued at %.0f/s; %d of the sessions present on return, the backlog delivered at %.0f/s; CONNACK to the first queued message %s.\n",
+				strings.TrimSuffix(u.Name, "-deliver"), o.Sessions, o.Queued, o.QueuedPerSec, o.Resumed, o.DeliveredPerSec, first)
+		}
+	}
+}
+
 // unitsMethod says how the units are measured, for the README.
-const unitsMethod = "CPU from /proc (user + system) of every process, less what the process spends idle over as long (measured for -unit-idle before the first phase): for messages over the generator's measured window, divided by the messages published in it (the fan-out's also by its deliveries); for connects over the whole phase (the connects, an idle hold, the disconnects), divided by the connects. Kafka records (over the same window for messages, the whole phase for connects) are the growth of the topics' end offsets, bytes the growth of their logs (one replica here: a replication factor of 3 writes them three times; compaction can shrink a log during a phase). CQL requests are those Cassandra's coordinators counted on Shoal's keyspace (`system_views.coordinator_*_latency`; lightweight transactions are not among the writes). A gateway's memory per connection is its RSS growth while the connections are held."
+const unitsMethod = "CPU from /proc (user + system) of every process, less what the process spends idle over as long (measured for -unit-idle before the first phase): for messages over the generator's measured window, divided by the messages published in it (the fan-out's also by its deliveries); for connects over the whole phase (the connects, an idle hold, the disconnects), divided by the connects. Kafka records (over the same window for messages, the whole phase for connects) are the growth of the topics' end offsets, bytes the growth of their logs (one replica here: a replication factor of 3 writes them three times; compaction can shrink a log during a phase). CQL requests are those Cassandra's coordinators counted on Shoal's keyspace (`system_views.coordinator_*_latency`; lightweight transactions are not among the writes). A gateway's memory per connection is its RSS growth while the connections are held. The offline phase's two rows are its stages, from stage samples: the queue (first publish to a settle after the last PUBACK) per message queued, the delivery (the sessions' return, their reconnects included, to a settle after the last delivery) per message delivered. A subscription's CPU, records and requests are those from before the first SUBSCRIBE to a settle after the last SUBACK, per filter (one SUBSCRIBE each); its memory is each role's live heap after a forced collection (`/debug/pprof/heap?gc=1`, then `/debug/memory`) before and after, and the RSS growth over the same span."
 
 // writeUnitsTable writes the costs as a Markdown table.
 func writeUnitsTable(w io.Writer, us []unitResult) {

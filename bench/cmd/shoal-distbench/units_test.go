@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -189,5 +190,20 @@ func TestMemoryClass(t *testing.T) {
 	}
 	if _, ok := memoryClass(b, "/gc/heap/live"); ok {
 		t.Fatal("a prefix of a name matched")
+	}
+}
+
+func TestUnitsReadme(t *testing.T) {
+	f := unitsFile{Date: "2026-12-06T00:00:00Z", Command: "make bench-units", Topology: topoTwo, Units: []unitResult{
+		{Name: "subscribe-wildcard", Per: "subscription", Count: 10, CPUMicros: map[string]float64{}, KafkaRecords: map[string]float64{},
+			HeapBytes: map[string]float64{"router": 10553}, RSSBytes: map[string]float64{"router": 18930}},
+		{Name: "offline-qos1-deliver", Per: "message", Count: 100, CPUMicros: map[string]float64{}, KafkaRecords: map[string]float64{},
+			Offline: &load.OfflineStats{Sessions: 5, Queued: 100, Resumed: 5, DeliveredPerSec: 1000, FirstDelivery: &load.LatencySummary{P50: 67, P99: 1972}}},
+	}}
+	rd := unitsReadme(f)
+	for _, want := range []string{"| subscribe-wildcard | 0 | 10553 | 0 | 0 | 18930 | 0 | 0 |", "offline-qos1: 5 sessions, 100 messages", "p50 67 µs, p99 1972 µs", "make bench-units"} {
+		if !strings.Contains(rd, want) {
+			t.Errorf("README lacks %q:\n%s", want, rd)
+		}
 	}
 }

@@ -68,7 +68,8 @@ func (s TopicSpec) topicConfigs() map[string]*string {
 // those that exist. It is idempotent and safe to run from several processes
 // at once. An existing topic fails the check when it has fewer partitions
 // than the catalogue says (records would go to partitions that do not
-// exist), when a keyed topic has more (PartitionForKey would disagree with
+// exist; an unkeyed topic, the deliveries', is grown instead: growTopic),
+// when a keyed topic has more (PartitionForKey would disagree with
 // the producer), or when its cleanup.policy differs. A max.message.bytes
 // below the spec's is raised (raiseMaxMessageBytes). A different retention
 // (by time or size),
@@ -96,6 +97,11 @@ func (c *Client) EnsureSpecs(ctx context.Context, specs ...TopicSpec) error {
 	for _, s := range specs {
 		d := existing[s.Name]
 		switch {
+		case d.err == nil && !s.Keyed && int32(len(d.replicas)) < s.Partitions:
+			if err := c.growTopic(ctx, s, int32(len(d.replicas))); err != nil {
+				errs = append(errs, err)
+			}
+			continue
 		case d.err == nil:
 			continue
 		case !errors.Is(d.err, kerr.UnknownTopicOrPartition):
@@ -118,6 +124,42 @@ func (c *Client) EnsureSpecs(ctx context.Context, specs ...TopicSpec) error {
 		return err
 	}
 	return c.checkTopics(ctx, specs, names)
+}
+
+// growTopic adds partitions to an existing unkeyed topic that has fewer
+// than its spec (had): nothing maps a key to its partitions, so more of
+// them change nothing already written, and the deliveries topic grows this
+// way to take more gateway slots (kafka.deliveries_partitions). Several
+// processes may grow it at once: a count already reached is no error. It
+// returns once a broker answers with the new count.
+func (c *Client) growTopic(ctx context.Context, s TopicSpec, had int32) error {
+	resp, err := c.adm.UpdatePartitions(ctx, int(s.Partitions), s.Name)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil && !errors.Is(err, kerr.InvalidPartitions) { // grown concurrently: checked below
+		return fmt.Errorf("ensure topic %s: grow from %d to %d partitions: %w; grow it with kafka-topics --alter --partitions %d",
+			s.Name, had, s.Partitions, err, s.Partitions)
+	}
+	for backoff := 20 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+		details, _, err := c.describeTopics(ctx, []string{s.Name})
+		if err != nil {
+			return fmt.Errorf("ensure topic %s: %w", s.Name, err)
+		}
+		if n := int32(len(details[s.Name].replicas)); n >= s.Partitions {
+			if n > had {
+				c.log.Info("kafka topic grown", "topic", s.Name, "partitions", n, "was", had)
+			}
+			return nil
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("ensure topic %s: waiting for its %d partitions: %w", s.Name, s.Partitions, ctx.Err())
+		case <-t.C:
+		}
+	}
 }
 
 // topicDetail is what a metadata response says about one topic.

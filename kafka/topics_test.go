@@ -367,3 +367,53 @@ func clientOn(t *testing.T, ctx context.Context, cluster *kfake.Cluster) *Client
 	t.Cleanup(c.Close)
 	return c
 }
+
+// TestEnsureTopicsGrowsTheDeliveriesTopic: an unkeyed topic with fewer
+// partitions than its spec (shoal.deliveries, for more gateway slots) is
+// grown, by two clients at once too; a keyed one is still refused, since
+// its keys would move.
+func TestEnsureTopicsGrowsTheDeliveriesTopic(t *testing.T) {
+	e := startEmbedded(t, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	cat := DefaultCatalogue()
+	cat.Deliveries.Partitions = 2
+	newTestClient(t, e, Config{Catalogue: cat}) // creates the catalogue's topics
+	cat.Deliveries.Partitions = 6
+	var logs testlog.Buffer
+	clients := make([]*Client, 2)
+	for i := range clients {
+		c, err := NewClient(ctx, e.ClientConfig(Config{Catalogue: cat}), slog.New(slog.NewTextHandler(&logs, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		clients[i] = c
+	}
+	errs := make(chan error, len(clients))
+	for _, c := range clients {
+		go func() { errs <- c.EnsureTopics(ctx) }()
+	}
+	for range clients {
+		if err := <-errs; err != nil {
+			t.Fatalf("EnsureTopics with shoal.deliveries at 2 partitions and a catalogue of 6: %v, want it grown", err)
+		}
+	}
+	details, _, err := clients[0].describeTopics(ctx, []string{TopicDeliveries})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(details[TopicDeliveries].replicas); n != 6 {
+		t.Fatalf("%s has %d partitions, want 6", TopicDeliveries, n)
+	}
+	if grown := logs.Lines("kafka topic grown"); len(grown) < 1 || !strings.Contains(grown[0], "was=2") {
+		t.Errorf("grown lines %q, want one naming the count it had", grown)
+	}
+
+	cat.Messages.Partitions = 32
+	c := newTestClient(t, e, Config{})
+	c.cfg.Catalogue = cat
+	if err := c.EnsureTopics(ctx); err == nil || !strings.Contains(err.Error(), TopicMessages) {
+		t.Errorf("EnsureTopics with a keyed topic below its spec: %v, want it refused", err)
+	}
+}

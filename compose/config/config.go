@@ -188,6 +188,15 @@ type Kafka struct {
 	// has records: an explicit count that differs from an existing
 	// topic's is refused at start.
 	Partitions int32 `yaml:"partitions"`
+	// DeliveriesPartitions is the partitions of shoal.deliveries, one per
+	// gateway slot, when it must differ from Partitions: the number of
+	// gateways a deployment can run. 0 (the default) is Partitions'
+	// count. Raised on an existing deployment, the first role to start
+	// with it adds the partitions (the topic is unkeyed, so nothing
+	// written moves): roll the routers and session services with it
+	// before starting the gateways that take the new slots
+	// (docs/deployment.md, "More gateways than partitions").
+	DeliveriesPartitions int32 `yaml:"deliveries_partitions"`
 	// ReplicationFactor of the topics Shoal creates: -1 (the default)
 	// leaves it to the brokers' default.replication.factor (KIP-464; the
 	// embedded backbone has one broker, so 1). An explicit factor of 3 or
@@ -285,6 +294,9 @@ func (c *Config) Validate() error {
 	if c.Kafka.Partitions < 0 {
 		errs = append(errs, fmt.Errorf("kafka.partitions: must be ≥ 1, or 0 for the backbone's default; is %d", c.Kafka.Partitions))
 	}
+	if c.Kafka.DeliveriesPartitions < 0 {
+		errs = append(errs, fmt.Errorf("kafka.deliveries_partitions: must be ≥ 1, or 0 for kafka.partitions' count; is %d", c.Kafka.DeliveriesPartitions))
+	}
 	if err := kafka.CheckReplication(c.Kafka.ReplicationFactor); err != nil {
 		errs = append(errs, fmt.Errorf("kafka.replication_factor: %w", err))
 	}
@@ -332,6 +344,9 @@ func (k Kafka) Catalogue() kafka.Catalogue {
 			t.Retention = k.Retention
 			t.RetentionBytes, t.RetentionBytesTotal = k.retentionBytes()
 		}
+	}
+	if k.DeliveriesPartitions > 0 {
+		cat.Deliveries.Partitions = k.DeliveriesPartitions
 	}
 	cat.Quotas.Replication = k.ReplicationFactor
 	return cat
@@ -454,6 +469,14 @@ func options() []option {
 				return fmt.Errorf("kafka.partitions: %w", err)
 			}
 			c.Kafka.Partitions = int32(n)
+			return nil
+		}},
+		{"kafka-deliveries-partitions", "partitions of shoal.deliveries, one per gateway slot, when not kafka.partitions' count; raised, the topic grows (kafka.deliveries_partitions)", func(c *Config, v string) error {
+			n, err := strconv.ParseInt(v, 10, 32)
+			if err != nil {
+				return fmt.Errorf("kafka.deliveries_partitions: %w", err)
+			}
+			c.Kafka.DeliveriesPartitions = int32(n)
 			return nil
 		}},
 		{"kafka-replication-factor", "replication factor of the topics Shoal creates; -1 for the brokers' default.replication.factor (kafka.replication_factor)", func(c *Config, v string) error {

@@ -174,6 +174,20 @@ func TestKafkaTopicKeys(t *testing.T) {
 		t.Errorf("kafka.partitions -1: %v", err)
 	}
 
+	c.Kafka.Partitions = 0
+	c.Kafka.DeliveriesPartitions = -2
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "kafka.deliveries_partitions: must be ≥ 1, or 0 for kafka.partitions' count; is -2") {
+		t.Errorf("kafka.deliveries_partitions -2: %v", err)
+	}
+	// More gateway slots than partitions: the deliveries topic alone.
+	cd, err := Load("shoal", []string{"--kafka-brokers", "k1:9092", "--kafka-partitions", "8", "--kafka-deliveries-partitions", "24"}, env(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cat := cd.Kafka.Catalogue(); cat.Deliveries.Partitions != 24 || cat.Messages.Partitions != 8 || cat.Sessions.Partitions != 8 || cat.Presence.Partitions != 8 {
+		t.Errorf("kafka.deliveries_partitions 24 with kafka.partitions 8: %+v", cat)
+	}
+
 	dir := t.TempDir()
 	file := filepath.Join(dir, "shoal.yaml")
 	if err := os.WriteFile(file, []byte("kafka:\n  partitions: 6\n  replication_factor: 2\n  retention: 36h\n  retention_bytes: 1048576\n"), 0o600); err != nil {

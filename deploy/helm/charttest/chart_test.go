@@ -314,12 +314,13 @@ func TestGeneratedAuth(t *testing.T) {
 // files the Secrets are mounted as).
 func TestConfigFromValues(t *testing.T) {
 	cfg := shoalYAML(t, render(t, []string{"testdata/values/tenants.yaml", "testdata/values/external-kafka.yaml", "testdata/values/tls.yaml"},
-		"kafka.partitions=24", "kafka.retentionBytes=1073741824", "config.log_level=debug"))
+		"kafka.partitions=24", "kafka.deliveriesPartitions=32", "gateway.replicas=30", "kafka.retentionBytes=1073741824", "config.log_level=debug"))
 	for _, want := range []struct {
 		path []any
 		val  any
 	}{
 		{[]any{"kafka", "partitions"}, float64(24)},
+		{[]any{"kafka", "deliveries_partitions"}, float64(32)},
 		{[]any{"kafka", "replication_factor"}, float64(3)},
 		{[]any{"kafka", "retention_bytes"}, float64(1 << 30)},
 		{[]any{"kafka", "brokers", 0}, "kafka-0.kafka.example.com:9093"},

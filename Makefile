@@ -120,6 +120,13 @@ bench-units: build ## what a message, a connect and a subscription cost each rol
 	./scripts/fetch-cassandra.sh >/dev/null
 	$(GO) run ./bench/cmd/shoal-distbench -shoal bin/shoal -scenario units -topologies two-gateways -out bench/results/$$(date -u +%F)-units $(UNITS)
 
+INDEX ?= 1000000,100000
+.PHONY: bench-router-index
+bench-router-index: build ## the router index ceiling: 1M concrete and 100k wildcard filters of persistent sessions, the router's heap and CPU per message with them and its rebuild from CQL, into bench/router-index.json (about 10 min; INDEX=1000000,100000); see docs/capacity.md
+	./scripts/fetch-kafka.sh >/dev/null
+	./scripts/fetch-cassandra.sh >/dev/null
+	$(GO) run ./bench/cmd/shoal-distbench -shoal bin/shoal -scenario units -unit-index $(INDEX) -topologies two-gateways -out bench/results/$$(date -u +%F)-router-index
+
 .PHONY: bench-bridge
 bench-bridge: build ## the Kafka data bridge: throughput with and without a mapping, MQTT <-> Kafka latency through kcat and mosquitto_sub, catch-up after a stop (about 8 min; BRIDGEBENCH=-smoke for a quick check); see bench/README.md
 	./scripts/test-deps.sh

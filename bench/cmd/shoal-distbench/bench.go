@@ -169,6 +169,9 @@ func runTopology(ctx context.Context, opt options, topo string, sa shoalArgs, bb
 			return nil, err
 		}
 	}
+	if opt.scenario == scenUnits && opt.indexConcrete > 0 {
+		return c.routerIndex(ctx, opt, topo, bb, stdout, stderr)
+	}
 	if opt.scenario == scenUnits {
 		return c.units(ctx, opt, topo, bb, stdout, stderr)
 	}
@@ -233,6 +236,7 @@ func (c *cluster) connectWaves(ctx context.Context, opt options, topo string, ro
 // cluster is the Shoal processes of one topology: session services,
 // routers and gateways (topoLayout).
 type cluster struct {
+	sa    shoalArgs      // what its processes were started with
 	procs []*proc        // in start order
 	gws   []*proc        // the gateways among procs
 	named []load.Process // every process measured, the backbone's too
@@ -242,6 +246,7 @@ type cluster struct {
 // the gateways. A role that runs once is named after it (session, router);
 // several are numbered (session-1, session-2); gateways always are.
 func (c *cluster) start(ctx context.Context, topo string, sa shoalArgs, bb *backbone, stderr io.Writer) error {
+	c.sa = sa
 	start := func(role, name string) (*proc, error) {
 		p, err := startShoal(sa, role, name)
 		if err != nil {

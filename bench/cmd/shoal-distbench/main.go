@@ -82,11 +82,15 @@ type options struct {
 	unitSubscribers, unitFilters, unitWildcards int
 	unitsOut                                    string
 	unitsReadme                                 string
-	unitIdle                                    time.Duration
-	c1Only                                      bool
-	profile                                     bool
-	keep                                        bool
-	args                                        []string // the command line, for the README
+	// The router index ceiling (-unit-index): filters without and with a
+	// wildcard, and the file of its figures.
+	indexConcrete, indexWildcard int
+	indexOut                     string
+	unitIdle                     time.Duration
+	c1Only                       bool
+	profile                      bool
+	keep                         bool
+	args                         []string // the command line, for the README
 }
 
 // runs is the number of generator runs the options make.
@@ -163,6 +167,17 @@ func parse(args []string, stderr io.Writer, now time.Time) (options, error) {
 	fs.IntVar(&opt.unitQueued, "unit-queued", 200, "units: messages each of the offline phase's publishers sends while its subscriber is offline")
 	fs.DurationVar(&opt.unitIdle, "unit-idle", 15*time.Second, "units: how long every process's idle CPU is measured before the first phase (it is subtracted from each phase)")
 	fs.StringVar(&opt.unitsOut, "units-out", filepath.Join("bench", "units.json"), "units: the file of the costs")
+	fs.Func("unit-index", "units: instead of the unit costs, the router index ceiling with CONCRETE,WILDCARD filters of persistent sessions (e.g. 1000000,100000): the router's heap per filter, its CPU per message with and without the index, and its rebuild when it restarts, into -index-out", func(v string) error {
+		a, b, ok := strings.Cut(v, ",")
+		n, err1 := strconv.Atoi(strings.TrimSpace(a))
+		w, err2 := strconv.Atoi(strings.TrimSpace(b))
+		if !ok || err1 != nil || err2 != nil || n < 1 || w < 1 {
+			return fmt.Errorf("%q: want CONCRETE,WILDCARD, both ≥ 1", v)
+		}
+		opt.indexConcrete, opt.indexWildcard = n, w
+		return nil
+	})
+	fs.StringVar(&opt.indexOut, "index-out", filepath.Join("bench", "router-index.json"), "units with -unit-index: the file of the router index ceiling")
 	fs.StringVar(&opt.unitsReadme, "units-readme", "", "print the README of the costs in this units file (a -units-out of an earlier run) and exit")
 	qos := fs.String("qos", "0,1", "comma-separated QoS levels to run")
 	fs.IntVar(&opt.rounds, "rounds", 3, "rounds: each runs every QoS once per topology")

@@ -207,3 +207,23 @@ func TestUnitsReadme(t *testing.T) {
 		}
 	}
 }
+
+func TestParseUnitIndex(t *testing.T) {
+	opt, err := parse([]string{"-scenario", "units", "-unit-index", "1000000, 100000"}, io.Discard, time.Unix(0, 0))
+	if err != nil || opt.indexConcrete != 1000000 || opt.indexWildcard != 100000 || opt.indexOut == "" {
+		t.Fatalf("%+v, %v", opt, err)
+	}
+	for _, bad := range []string{"1000000", "0,5", "a,b"} {
+		if _, err := parse([]string{"-scenario", "units", "-unit-index", bad}, io.Discard, time.Unix(0, 0)); err == nil {
+			t.Errorf("-unit-index %q accepted", bad)
+		}
+	}
+	rd := indexReadme(indexFile{Date: "2026-12-06T00:00:00Z", Concrete: 10, Wildcard: 2, RebuildSeconds: 12.5,
+		RouterHeapBytes: map[string]uint64{"rebuilt": 3 << 20},
+		Phases:          []index{{Name: "subscribe-concrete", Subscribed: 10, RouterHeapPer: 450}, {Name: "match-full", Messages: 100, RouterCPUMicros: 4.5}}})
+	for _, want := range []string{"| subscribe-concrete | 10 |", "| 450 |", "| match-full | | | | | 100 | 4.50 |", "ready after 12.5 s with 3 MiB"} {
+		if !strings.Contains(rd, want) {
+			t.Errorf("README lacks %q:\n%s", want, rd)
+		}
+	}
+}

@@ -160,10 +160,17 @@ func (c *conn) subscribe(ctx context.Context, filters []string, qos packet.QoS) 
 	for _, f := range filters {
 		s.Filters = append(s.Filters, packet.Subscription{Filter: []byte(f), QoS: qos})
 	}
-	if _, err := c.w.Write(s.Append(nil, c.version)); err != nil {
-		return fmt.Errorf("write SUBSCRIBE: %w", err)
+	// Under mu: the pinger writes PINGREQs to a registered connection
+	// whose reader is not running yet (the connections scenario's
+	// subscriptions); unlocked, their bytes interleaved and the broker
+	// closed connections as malformed.
+	c.mu.Lock()
+	_, err := c.w.Write(s.Append(nil, c.version))
+	if err == nil {
+		err = c.w.Flush()
 	}
-	if err := c.w.Flush(); err != nil {
+	c.mu.Unlock()
+	if err != nil {
 		return fmt.Errorf("write SUBSCRIBE: %w", err)
 	}
 	h, body, err := c.rd.ReadPacket()

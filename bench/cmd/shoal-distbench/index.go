@@ -224,8 +224,8 @@ func (c *cluster) role(name string) *proc {
 }
 
 // waitReadyWithin polls p's /readyz until it answers 200, p exits, ctx
-// ends or bound passes (a router rebuilding a large index takes longer
-// than readyTimeout).
+// ends or bound passes (proc.waitReady's, readyTimeout; a router
+// rebuilding a large index takes longer).
 func waitReadyWithin(ctx context.Context, p *proc, bound time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()

@@ -261,33 +261,7 @@ func (p *proc) pid() int { return p.cmd.Process.Pid }
 
 // waitReady polls /readyz until it answers 200, the process exits, ctx
 // ends or readyTimeout passes.
-func (p *proc) waitReady(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
-	defer cancel()
-	client := &http.Client{Timeout: time.Second}
-	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.http+"/readyz", nil)
-		if err != nil {
-			return fmt.Errorf("%s: %w", p.name, err)
-		}
-		if resp, err := client.Do(req); err == nil {
-			_ = resp.Body.Close() // only the status matters
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		t := time.NewTimer(100 * time.Millisecond)
-		select {
-		case <-p.done:
-			t.Stop()
-			return fmt.Errorf("%s exited before it was ready: %w%s", p.name, p.err, p.tail())
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("%s not ready: %w%s", p.name, ctx.Err(), p.tail())
-		case <-t.C:
-		}
-	}
-}
+func (p *proc) waitReady(ctx context.Context) error { return waitReadyWithin(ctx, p, readyTimeout) }
 
 // stop sends SIGTERM, then SIGKILL after stopTimeout, and waits. It
 // reports a process that had exited on its own or had to be killed.

@@ -12,7 +12,10 @@
 // publisher, QoS 1 by -inflight: throughput). A third, -scenario units
 // (make bench-units), runs phases one after another on one topology and
 // writes what a message and a connect cost each kind of process, the log
-// and the database into bench/units.json (units.go; docs/capacity.md).
+// and the database into bench/units.json (docs/capacity.md): units.go
+// holds its phases, unitmeter.go the samples taken around them,
+// unitcosts.go the costs computed from the samples and unitreport.go the
+// JSON and the tables.
 //
 // Three topologies can be measured:
 //

@@ -55,8 +55,9 @@ vet: ## go vet, and a gofmt check
 	cd deploy/helm/charttest && $(GO) vet ./...
 
 .PHONY: lint
-lint: ## golangci-lint (installed into the tool cache when missing), the main module and the integration module; no "issue N" in the code and docs (scripts/check-refs.sh)
+lint: ## golangci-lint (installed into the tool cache when missing), the main module and the integration module; no "issue N" in the code and docs (scripts/check-refs.sh); no file over its size (scripts/check-sizes.sh)
 	./scripts/check-refs.sh
+	./scripts/check-sizes.sh
 	$(TOOLS)/golangci-lint run --build-tags integration $(PKGS)
 	cd integration && $(TOOLS)/golangci-lint run --config ../.golangci.yml --build-tags integration ./...
 	cd deploy/helm/charttest && $(TOOLS)/golangci-lint run --config ../../../.golangci.yml ./...

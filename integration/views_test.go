@@ -70,8 +70,9 @@ func TestViewsRebuildCQL(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_ = dying.Close()           // no DISCONNECT: the will is published
-	time.Sleep(3 * time.Second) // acme-brief expires at a tick (session.expiry_check 1s)
+	_ = dying.Close() // no DISCONNECT: the will is published
+	// acme-brief expires at a tick (session.expiry_check 1s).
+	time.Sleep(3 * time.Second) // real time: shoal processes on a real Kafka and CQL store, on their real clocks
 	if err := pub.publish("fleet/done", "1", 1, false); err != nil {
 		t.Fatal(err)
 	}

@@ -83,7 +83,7 @@ func TestProduceBackgroundKeepsOrder(t *testing.T) {
 	c.ProduceBackground(rec("b2"), d.done)
 	// Held: nothing is acknowledged while nothing else is produced (a
 	// client without the hold acknowledges within a millisecond).
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // a quiet period: nothing signals that a held record stays held
 	if n := d.count(); n != 0 {
 		t.Fatalf("%d background records done before anything sent them", n)
 	}

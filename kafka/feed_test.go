@@ -119,7 +119,7 @@ func TestLocalConsume(t *testing.T) {
 		defer wg.Done()
 		for i := range 5 {
 			produce(foreign, fmt.Sprintf("foreign-%d", i))
-			time.Sleep(5 * time.Millisecond) // spreads the foreign records among the clients' own
+			time.Sleep(5 * time.Millisecond) // real time: spreads the foreign records among the clients' own, produced meanwhile
 		}
 	}()
 	wg.Wait()

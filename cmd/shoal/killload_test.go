@@ -155,7 +155,7 @@ func TestKillUnderLoad(t *testing.T) {
 			total, len(m1), m1[:min(len(m1), 5)], len(m2), m2[:min(len(m2), 5)])
 	})
 	// Give late repeats a moment to show.
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(500 * time.Millisecond) // a quiet period: nothing signals that no repeat comes
 	sub2.mu.Lock()
 	defer sub2.mu.Unlock()
 	for n, rs := range sub2.got {

@@ -290,7 +290,7 @@ func TestRestartKeepsRetainedAndSessions(t *testing.T) {
 	// Queued while offline, then SIGKILL right after the PUBACK: the
 	// message is still delivered when the session resumes.
 	_ = s2.Disconnect(&paho.Disconnect{})
-	time.Sleep(200 * time.Millisecond) // the session goes offline
+	time.Sleep(200 * time.Millisecond) // real time: a real shoal process, and nothing outside it tells when the router knows the session offline
 	pub.publish(t, "dur/live/q", "queued", 1, false)
 	p.kill()
 
@@ -429,7 +429,7 @@ func TestRestartKeepsMessagesInFlight(t *testing.T) {
 	}
 	// The PUBREC must be in the log before the kill: the PUBREL above
 	// comes from the gateway at once, its record a little later.
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // real time: a real shoal process, whose log tells nothing outside it when it holds the record
 	p.kill()
 
 	p = startShoal(t, dir)
@@ -448,7 +448,7 @@ func TestRestartKeepsMessagesInFlight(t *testing.T) {
 	}
 	sub.send(&packet.Ack{Kind: packet.PUBACK, PacketID: again.PacketID})
 	sub.send(&packet.Ack{Kind: packet.PUBCOMP, PacketID: rel.PacketID})
-	time.Sleep(300 * time.Millisecond) // the acknowledgements reach the log
+	time.Sleep(300 * time.Millisecond) // real time: the acknowledgements reach the log of a real shoal process, which tells nothing when they have
 	_ = sub.nc.Close()
 
 	pub, _ = connect(t, p.mqtt, "fly-pub", true)

@@ -38,7 +38,14 @@ type across struct {
 	cfg  TransactConfig
 
 	mu    sync.Mutex
-	prods map[int32]*kgo.Client // the producer of each source partition owned
+	prods map[int32]*txProducer // the producer of each source partition owned
+}
+
+// txProducer is a transactional producer of the target, with the waiter
+// for its transactions' ends (txnend.go).
+type txProducer struct {
+	*kgo.Client
+	ends *txnEnds
 }
 
 // transactAcross is transactSession for a Target of another cluster: the
@@ -49,7 +56,7 @@ func (c *Client) transactAcross(ctx context.Context, cfg TransactConfig, handle 
 	if cfg.OffsetsTopic == "" || cfg.OffsetsPartitions <= 0 {
 		return errors.New("transact: a target on another cluster needs an offsets topic and its partitions")
 	}
-	a := &across{c: c, t: cfg.Target, cfg: cfg, prods: make(map[int32]*kgo.Client)}
+	a := &across{c: c, t: cfg.Target, cfg: cfg, prods: make(map[int32]*txProducer)}
 	defer a.closeAll()
 	maxPoll := cfg.MaxPollRecords
 	if maxPoll <= 0 {
@@ -141,6 +148,7 @@ func (a *across) poll(ctx context.Context, fp kgo.FetchTopicPartition, handle fu
 	for i, kr := range fp.Records {
 		b.Records[i] = fromKgo(kr)
 	}
+	prod.ends.await(ctx)
 	if err := prod.BeginTransaction(); err != nil {
 		return fmt.Errorf("transact: begin: %w", err)
 	}
@@ -159,6 +167,7 @@ func (a *across) poll(ctx context.Context, fp kgo.FetchTopicPartition, handle fu
 		commit = kgo.TryAbort
 	}
 	err = prod.EndTransaction(ctx, commit)
+	prod.ends.ended()
 	switch {
 	case herr != nil:
 		return handlerError{herr}
@@ -191,17 +200,17 @@ func (a *across) offsetRecord(p int32, next int64) *Record {
 // making it when there is none: its producer id is loaded at once, which
 // fences the previous owner's producer of p and ends its open
 // transaction.
-func (a *across) producer(ctx context.Context, p int32) (*kgo.Client, error) {
+func (a *across) producer(ctx context.Context, p int32) (*txProducer, error) {
 	a.mu.Lock()
 	prod := a.prods[p]
 	a.mu.Unlock()
 	if prod != nil {
 		return prod, nil
 	}
-	t := a.t
+	t, id := a.t, a.cfg.TransactionalID+"-p"+strconv.Itoa(int(p))
 	opts := append(t.common[:len(t.common):len(t.common)],
 		kgo.WithLogger(kgoLogger{t.log.With("transact", a.cfg.Topic, "partition", p)}),
-		kgo.TransactionalID(a.cfg.TransactionalID+"-p"+strconv.Itoa(int(p))),
+		kgo.TransactionalID(id),
 		kgo.TransactionTimeout(a.c.cfg.GroupSessionTimeout),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.RecordPartitioner(txPartitioner{manual: append(a.cfg.ManualTopics[:len(a.cfg.ManualTopics):len(a.cfg.ManualTopics)], a.cfg.OffsetsTopic),
@@ -210,14 +219,15 @@ func (a *across) producer(ctx context.Context, p int32) (*kgo.Client, error) {
 	if n := max(a.c.cfg.Catalogue.MaxMessageBytes(), t.cfg.Catalogue.MaxMessageBytes()); n > 0 {
 		opts = append(opts, kgo.ProducerBatchMaxBytes(n))
 	}
-	prod, err := kgo.NewClient(opts...)
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("transact: new producer of partition %d: %w", p, err)
 	}
-	if _, _, err := prod.ProducerID(ctx); err != nil {
-		prod.Close()
+	if _, _, err := cl.ProducerID(ctx); err != nil {
+		cl.Close()
 		return nil, fmt.Errorf("transact: producer of partition %d: %w", p, err)
 	}
+	prod = &txProducer{Client: cl, ends: t.newTxnEnds(cl, id)}
 	a.mu.Lock()
 	a.prods[p] = prod
 	a.mu.Unlock()

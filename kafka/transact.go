@@ -247,6 +247,7 @@ func (c *Client) transactSession(ctx context.Context, cfg TransactConfig, handle
 	if _, _, err := sess.Client().ProducerID(ctx); err != nil {
 		return fmt.Errorf("transact: init producer id: %w", err)
 	}
+	ends := c.newTxnEnds(sess.Client(), cfg.TransactionalID)
 	var bs []Batch
 	var slab []kgo.RecordHeader
 	for {
@@ -274,6 +275,7 @@ func (c *Client) transactSession(ctx context.Context, cfg TransactConfig, handle
 			}
 			bs = append(bs, b)
 		})
+		ends.await(ctx)
 		if err := sess.Begin(); err != nil {
 			return fmt.Errorf("transact: begin: %w", err)
 		}
@@ -292,6 +294,7 @@ func (c *Client) transactSession(ctx context.Context, cfg TransactConfig, handle
 			commit = kgo.TryAbort
 		}
 		committed, err := sess.End(ctx, commit)
+		ends.ended()
 		slab = tx.slab
 		switch {
 		case herr != nil:

@@ -21,8 +21,12 @@ func describeAnswers(e *Embedded, id string, code int16, states ...string) *atom
 	e.cluster.ControlKey(int16(kmsg.DescribeTransactions), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
 		e.cluster.KeepControl()
 		n := int(asked.Add(1))
-		req := kreq.(*kmsg.DescribeTransactionsRequest)
-		resp := req.ResponseKind().(*kmsg.DescribeTransactionsResponse)
+		req, ok := kreq.(*kmsg.DescribeTransactionsRequest)
+		if !ok {
+			return nil, nil, false
+		}
+		resp := kmsg.NewPtrDescribeTransactionsResponse()
+		resp.Version = req.Version
 		st := kmsg.NewDescribeTransactionsResponseTransactionState()
 		st.TransactionalID, st.ErrorCode = id, code
 		st.State = states[min(n, len(states))-1]

@@ -27,10 +27,17 @@ type outState struct {
 	// and every partition's state is read again.
 	pending bool
 
-	env     eventspb.Envelope
+	// dec decodes the records of shoal.messages into structs it reuses;
+	// env is the envelope of the record being handled.
+	dec     kafka.PublishDecoder
+	env     *eventspb.Envelope
 	matches []*Out
-	buf     []byte
-	tally   tally
+	// names are the Kafka topic names rendered so far, each valid, by
+	// their own bytes: a record's topic name is then looked up rather
+	// than made (at most namesKept; emptied when full).
+	names map[string]string
+	buf   []byte
+	tally tally
 	// hdrs is reused for each record's headers (Tx.Produce copies them);
 	// arena holds the bytes of the records' keys and header values, which
 	// must never change (a record can outlive its transaction in the
@@ -47,7 +54,13 @@ type outState struct {
 	revoked   []int32
 }
 
-func (s *outState) init() { s.parts, s.tally = make(map[int32]partState), tally{} }
+func (s *outState) init() {
+	s.parts, s.tally, s.names = make(map[int32]partState), tally{}, make(map[string]string)
+}
+
+// namesKept bounds outState.names: a template of {topic} or {client_id}
+// renders as many names as there are topics or clients.
+const namesKept = 4096
 
 // assigned and revoked follow the out group's partitions: a partition's
 // state is read at its first poll and dropped when it goes.
@@ -92,12 +105,14 @@ func (b *Bridge) handleOut(ctx context.Context, bs []kafka.Batch, tx *kafka.Tx) 
 			s.parts[batch.Partition] = st
 		}
 		for _, r := range batch.Records {
-			if err := kafka.DecodeEnvelope(r, &s.env); err != nil {
+			env, err := s.dec.Decode(r)
+			if err != nil {
 				b.met.failed(ctx, "", causeDecode)
 				b.log.Warn("record of shoal.messages that does not decode; skipped", "partition", r.Partition, "offset", r.Offset, "err", err)
 				continue
 			}
-			switch ev := s.env.Event.(type) {
+			s.env = env
+			switch ev := env.Event.(type) {
 			case *eventspb.Envelope_Publish:
 				b.bridgeOut(ctx, m, st, r, ev.Publish, tx, now)
 			case *eventspb.Envelope_PublishRelease:
@@ -115,7 +130,7 @@ func (b *Bridge) handleOut(ctx context.Context, bs []kafka.Batch, tx *kafka.Tx) 
 // bridgeOut writes the message of pub to every out mapping that takes it.
 func (b *Bridge) bridgeOut(ctx context.Context, m *Mappings, st partState, r *kafka.Record, pub *eventspb.Publish, tx *kafka.Tx, now time.Time) {
 	s := &b.out
-	env, msg := &s.env, pub.GetMessage()
+	env, msg := s.env, pub.GetMessage()
 	if msg == nil {
 		return
 	}
@@ -132,13 +147,20 @@ func (b *Bridge) bridgeOut(ctx context.Context, m *Mappings, st partState, r *ka
 	origin := Origin{Tenant: env.Tenant, ClientID: env.ClientId, MessageID: env.MessageId, Traceparent: r.Header(kafka.HeaderTraceparent)}
 	for _, o := range s.matches {
 		s.buf = o.KafkaTopic.Append(s.buf[:0], env.Tenant, msg.Topic, env.ClientId)
-		if err := ValidKafkaTopic(string(s.buf)); err != nil {
-			b.met.skipped(ctx, o.Name, causeBadTopic)
-			b.warnEvery(o.Name, "out mapping rendered no valid kafka topic; message not bridged", "mapping", o.Name,
-				"mqtt_topic", msg.Topic, "kafka_topic", string(s.buf), "err", err)
-			continue
+		name, ok := s.names[string(s.buf)]
+		if !ok {
+			if err := ValidKafkaTopic(string(s.buf)); err != nil {
+				b.met.skipped(ctx, o.Name, causeBadTopic)
+				b.warnEvery(o.Name, "out mapping rendered no valid kafka topic; message not bridged", "mapping", o.Name,
+					"mqtt_topic", msg.Topic, "kafka_topic", string(s.buf), "err", err)
+				continue
+			}
+			if len(s.names) >= namesKept {
+				clear(s.names)
+			}
+			name = string(s.buf)
+			s.names[name] = name
 		}
-		name := string(s.buf)
 		// No loop: what an in mapping published never goes back to the
 		// topic it came from (Validate refuses such mappings; a reload
 		// that made one is caught here).
@@ -210,7 +232,7 @@ func (b *Bridge) receive(st partState, part int32, env *eventspb.Envelope, pub *
 // release forgets a packet identifier its client released (PUBREL), when
 // it was kept for that session or an earlier one.
 func (b *Bridge) release(st partState, part int32, rel *eventspb.PublishRelease, tx *kafka.Tx) {
-	env := &b.out.env
+	env := b.out.env
 	c, id := clientKey{tenant: env.Tenant, client: env.ClientId}, uint16(rel.GetPacketId())
 	ids := st[c]
 	if kept, ok := ids[id]; ok && kept <= rel.GetSessionGeneration() {
@@ -222,7 +244,7 @@ func (b *Bridge) release(st partState, part int32, rel *eventspb.PublishRelease,
 // endSession forgets every identifier of the envelope's client kept for a
 // session that began at or before gen (the session ended: REMOVE_ALL).
 func (b *Bridge) endSession(st partState, part int32, gen uint64, tx *kafka.Tx) {
-	env := &b.out.env
+	env := b.out.env
 	c := clientKey{tenant: env.Tenant, client: env.ClientId}
 	for id, kept := range st[c] {
 		if kept <= gen {

@@ -144,8 +144,10 @@ var ErrTransactionAborted = errors.New("transaction aborted")
 // then returned. Errors of Kafka (a broker down, the producer fenced) end
 // the session: Transact logs them and starts a new one after a backoff,
 // until ctx ends; then it returns nil. handle is never called
-// concurrently with itself (the callbacks may be: TransactConfig). A
-// record is read committed: a transactional producer's aborted records are
+// concurrently with itself (the callbacks may be: TransactConfig). The
+// batches, their Records and the records' Headers slices are reused from
+// poll to poll, as ConsumeConfig.Reuse's: handle must not keep them after
+// it returns, only the bytes they refer to. A record is read committed: a transactional producer's aborted records are
 // never seen. With a cfg.Target of another cluster, the records go there
 // and each partition's poll is a transaction of its own, the offsets kept
 // beside the records (across.go).
@@ -217,6 +219,9 @@ func (c *Client) transactSession(ctx context.Context, cfg TransactConfig, handle
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.RecordPartitioner(txPartitioner{manual: cfg.ManualTopics, byKey: kgo.StickyKeyPartitioner(nil)}),
 		kgo.FetchMaxPartitionBytes(max(1<<20, c.cfg.Catalogue.MaxMessageBytes())),
+		// Each poll's records are copied into its batches and recycled,
+		// as Consume's.
+		kgo.WithPools(&kgoRecords{}),
 	)
 	if n := c.cfg.Catalogue.MaxMessageBytes(); n > 0 {
 		opts = append(opts, kgo.ProducerBatchMaxBytes(n))
@@ -248,6 +253,7 @@ func (c *Client) transactSession(ctx context.Context, cfg TransactConfig, handle
 		return fmt.Errorf("transact: init producer id: %w", err)
 	}
 	ends := c.newTxnEnds(sess.Client(), cfg.TransactionalID)
+	arena := new(batchArena)
 	var bs []Batch
 	var slab []kgo.RecordHeader
 	for {
@@ -265,15 +271,17 @@ func (c *Client) transactSession(ctx context.Context, cfg TransactConfig, handle
 			continue
 		}
 		bs = bs[:0]
+		arena.reset()
 		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
 			if len(fp.Records) == 0 {
 				return
 			}
-			b := Batch{Topic: fp.Topic, Partition: fp.Partition, Records: make([]*Record, len(fp.Records))}
-			for i, kr := range fp.Records {
-				b.Records[i] = fromKgo(kr)
+			bs = append(bs, toBatch(fp, arena))
+			if !c.tracing { // as consumeLoop's
+				for _, kr := range fp.Records {
+					kr.Recycle()
+				}
 			}
-			bs = append(bs, b)
 		})
 		ends.await(ctx)
 		if err := sess.Begin(); err != nil {

@@ -69,7 +69,7 @@ func (r *Router) Express(rec *kafka.Record) bool {
 	if !r.client.Settled(r.topics.Messages.Name, p, s.Offset()) {
 		return false
 	}
-	env, err := s.xdec.decode(rec)
+	env, err := s.xdec.Decode(rec)
 	if err != nil {
 		return false // the log's way, which logs it
 	}

@@ -29,7 +29,7 @@ type Rebuild struct {
 	cfg      Config
 	presence *Presence
 	quota    *RetainedQuota
-	dec      envDecoder
+	dec      kafka.PublishDecoder
 	shards   map[int32]*rebuildShard
 	skipped  int64
 }
@@ -82,7 +82,7 @@ func (r *Rebuild) Apply(b kafka.Batch) *Mutations {
 		if rec.Offset <= s.Offset() {
 			continue
 		}
-		env, err := r.dec.decode(rec)
+		env, err := r.dec.Decode(rec)
 		if err != nil {
 			s.Skip(rec.Offset, out)
 			r.skipped++

@@ -71,7 +71,7 @@ type Router struct {
 	outs  []*Output // free, for the handler; the committer returns them
 
 	// Used by the messages handler only (Consume calls it one at a time).
-	dec envDecoder
+	dec kafka.PublishDecoder
 
 	// Used by the committer only.
 	unstored map[int32]int64     // offsets applied but not stored yet
@@ -586,7 +586,7 @@ func (r *Router) apply(s *Shard, out *Output, b kafka.Batch, recs []*kafka.Recor
 			continue
 		}
 		first := len(out.Deliveries)
-		env, err := r.dec.decode(rec)
+		env, err := r.dec.Decode(rec)
 		if err != nil {
 			r.log.WarnContext(recordContext(rec), "skipping undecodable record", "partition", b.Partition, "offset", rec.Offset, "err", err)
 			s.Skip(rec.Offset, out)

@@ -38,7 +38,7 @@ type Shard struct {
 	mu sync.Mutex
 	// xdec decodes the express path's publishes and xrecs holds their
 	// records, under mu.
-	xdec  envDecoder
+	xdec  kafka.PublishDecoder
 	xrecs []*kafka.Record
 
 	partition int32

@@ -177,9 +177,11 @@
 // Client.Transact is a consume-produce-commit loop (KIP-447, transact.go):
 // a poll's records and its offsets commit in one Kafka transaction. Each
 // session first settles what an earlier transaction of its id left pending
-// (settle.go), then takes its producer id, then polls. With a target of
-// another cluster the offsets are kept there instead, in the same
-// transactions (across.go). Client.Relay commits a group's offsets after
+// (settle.go), then takes its producer id, then polls. Before a
+// transaction produces, it waits for the coordinator to complete the last
+// one, which spares Kafka's 20 ms retry of a transaction begun too soon
+// (txnend.go). With a target of another cluster the offsets are kept
+// there instead, in the same transactions (across.go). Client.Relay commits a group's offsets after
 // its handler made the poll durable, at least once (relay.go);
 // Client.ReadCommitted reads back a partition's committed records. The Kafka
 // bridge (bridge/) is their user; docs/bridge.md has the argument.

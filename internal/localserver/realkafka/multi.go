@@ -77,7 +77,7 @@ func newNodes(dir string, n int, lib string, logw func(int) io.Writer, opts Opti
 			}
 		}
 		c := &Cluster{dir: filepath.Join(dir, "node-"+strconv.Itoa(i+1)), lib: lib, out: &output{w: w},
-			brokerPort: ports[2*i], ctlPort: ports[2*i+1], fullJIT: opts.FullJIT, nodeID: i + 1, multi: m}
+			brokerPort: ports[2*i], ctlPort: ports[2*i+1], fullJIT: opts.FullJIT, props: opts.Properties, nodeID: i + 1, multi: m}
 		m.nodes = append(m.nodes, c)
 	}
 	for _, c := range m.nodes {

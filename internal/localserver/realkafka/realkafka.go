@@ -56,6 +56,10 @@ type Options struct {
 	// and costs more CPU while it compiles, then runs faster. For
 	// benchmarks; tests want the fast start.
 	FullJIT bool
+	// Properties are more lines of server.properties (key=value), after
+	// the harness's own: a later line of a key overrides an earlier one.
+	// For benchmarks that measure a broker setting.
+	Properties []string
 }
 
 // Cluster is one Kafka broker (and KRaft controller) running as a local
@@ -68,6 +72,7 @@ type Cluster struct {
 	brokerPort int
 	ctlPort    int
 	fullJIT    bool
+	props      []string // Options.Properties
 	// Of a node of several (multi.go); zero for a one-node cluster.
 	nodeID int
 	multi  *Nodes
@@ -106,7 +111,7 @@ func StartWith(ctx context.Context, dir string, logw io.Writer, opts Options) (*
 		if err != nil {
 			return nil, err
 		}
-		c := &Cluster{dir: dir, lib: lib, out: out, brokerPort: ports[0], ctlPort: ports[1], fullJIT: opts.FullJIT}
+		c := &Cluster{dir: dir, lib: lib, out: out, brokerPort: ports[0], ctlPort: ports[1], fullJIT: opts.FullJIT, props: opts.Properties}
 		// The storage is formatted for the controller's address: new
 		// ports need a new format.
 		if err := os.RemoveAll(c.dataDir()); err != nil {
@@ -300,6 +305,7 @@ func (c *Cluster) writeProperties() error {
 		"controller.quorum.fetch.timeout.ms=1000",
 		"controller.quorum.election.timeout.ms=500",
 	}
+	props = append(props, c.props...)
 	data := []byte("# Written by internal/localserver/realkafka.\n" + strings.Join(props, "\n") + "\n")
 	if err := os.WriteFile(c.propertiesPath(), data, 0o600); err != nil {
 		return fmt.Errorf("write server.properties: %w", err)

@@ -7,7 +7,7 @@ import (
 )
 
 func TestWriteProperties(t *testing.T) {
-	c := &Cluster{dir: t.TempDir(), brokerPort: 19092, ctlPort: 19093}
+	c := &Cluster{dir: t.TempDir(), brokerPort: 19092, ctlPort: 19093, props: []string{"add.partitions.to.txn.retry.backoff.ms=1"}}
 	if err := c.writeProperties(); err != nil {
 		t.Fatal(err)
 	}
@@ -25,6 +25,7 @@ func TestWriteProperties(t *testing.T) {
 		"\ntransaction.state.log.min.isr=1\n",
 		"\nshare.coordinator.state.topic.replication.factor=1\n",
 		"\ngroup.initial.rebalance.delay.ms=0\n",
+		"\nadd.partitions.to.txn.retry.backoff.ms=1\n", // Options.Properties, last
 	} {
 		if !strings.Contains(string(data), want) {
 			t.Errorf("server.properties lacks %q:\n%s", strings.TrimSpace(want), data)

@@ -16,12 +16,11 @@ import (
 // written is refused with CONCURRENT_TRANSACTIONS, and the broker asks again
 // only after add.partitions.to.txn.retry.backoff.ms, 20 ms by default (the
 // client, before KIP-890, after its own backoff, 20 ms in franz-go). A
-// transaction per poll that starts at once after the last one met that wait
-// nearly every time: it made a poll's transaction 14 ms on a quiet one-node
-// Kafka, where the two round trips take 4. So a producer first asks the
-// coordinator, with DescribeTransactions, until the last transaction is
-// complete: a round trip or two, and the markers are written meanwhile
-// (docs/bridge.md "Latency").
+// transaction per poll that starts as soon as the last one ended met that
+// wait nearly every time. So a producer first asks the coordinator, with
+// DescribeTransactions, until the last transaction is complete: a round
+// trip or two, while the markers are written (docs/bridge.md "Latency" has
+// the figures).
 
 // txnEndPolls bounds the DescribeTransactions asked after one transaction,
 // and txnEndWait the time they take: past either the next transaction

@@ -147,10 +147,11 @@ var ErrTransactionAborted = errors.New("transaction aborted")
 // concurrently with itself (the callbacks may be: TransactConfig). The
 // batches, their Records and the records' Headers slices are reused from
 // poll to poll, as ConsumeConfig.Reuse's: handle must not keep them after
-// it returns, only the bytes they refer to. A record is read committed: a transactional producer's aborted records are
-// never seen. With a cfg.Target of another cluster, the records go there
-// and each partition's poll is a transaction of its own, the offsets kept
-// beside the records (across.go).
+// it returns, only the bytes they refer to. A record is read committed: a
+// transactional producer's aborted records are never seen. With a
+// cfg.Target of another cluster, the records go there and each
+// partition's poll is a transaction of its own, the offsets kept beside
+// the records (across.go).
 func (c *Client) Transact(ctx context.Context, cfg TransactConfig, handle func(ctx context.Context, bs []Batch, tx *Tx) error) error {
 	if cfg.Topic == "" || cfg.Group == "" || cfg.TransactionalID == "" {
 		return fmt.Errorf("transact: topic, group and transactional id are required")

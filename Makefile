@@ -121,6 +121,13 @@ bench-units: build ## what a message, a connect and a subscription cost each rol
 	./scripts/fetch-cassandra.sh >/dev/null
 	$(GO) run ./bench/cmd/shoal-distbench -shoal bin/shoal -scenario units -topologies two-gateways -out bench/results/$$(date -u +%F)-units $(UNITS)
 
+STORM ?= 10000
+.PHONY: bench-connect-storm
+bench-connect-storm: build ## connect storms: STORM (10000) clients connect at once with persistent sessions, their gateway is killed, all resume at once on another; with 1 and 2 session services, into bench/connect-storm.json (about 5 min); see docs/capacity.md
+	./scripts/fetch-kafka.sh >/dev/null
+	./scripts/fetch-cassandra.sh >/dev/null
+	$(GO) run ./bench/cmd/shoal-distbench -shoal bin/shoal -scenario units -unit-storm $(STORM) -storm-sessions 1,2 -topologies two-gateways -out bench/results/$$(date -u +%F)-connect-storm
+
 INDEX ?= 1000000,100000
 .PHONY: bench-router-index
 bench-router-index: build ## the router index ceiling: 1M concrete and 100k wildcard filters of persistent sessions, the router's heap and CPU per message with them and its rebuild from CQL, into bench/router-index.json (about 10 min; INDEX=1000000,100000); see docs/capacity.md

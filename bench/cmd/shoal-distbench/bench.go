@@ -172,6 +172,9 @@ func runTopology(ctx context.Context, opt options, topo string, sa shoalArgs, bb
 	if opt.scenario == scenUnits && opt.indexConcrete > 0 {
 		return c.routerIndex(ctx, opt, topo, bb, stdout, stderr)
 	}
+	if opt.scenario == scenUnits && opt.stormClients > 0 {
+		return c.storms(ctx, opt, topo, bb, stdout, stderr)
+	}
 	if opt.scenario == scenUnits {
 		return c.units(ctx, opt, topo, bb, stdout, stderr)
 	}
@@ -246,6 +249,11 @@ type cluster struct {
 // the gateways. A role that runs once is named after it (session, router);
 // several are numbered (session-1, session-2); gateways always are.
 func (c *cluster) start(ctx context.Context, topo string, sa shoalArgs, bb *backbone, stderr io.Writer) error {
+	return c.startLayout(ctx, topo, topoLayout(topo), sa, bb, stderr)
+}
+
+// startLayout is start with the processes of l.
+func (c *cluster) startLayout(ctx context.Context, topo string, l layout, sa shoalArgs, bb *backbone, stderr io.Writer) error {
 	c.sa = sa
 	start := func(role, name string) (*proc, error) {
 		p, err := startShoal(sa, role, name)
@@ -255,7 +263,6 @@ func (c *cluster) start(ctx context.Context, topo string, sa shoalArgs, bb *back
 		c.procs = append(c.procs, p)
 		return p, nil
 	}
-	l := topoLayout(topo)
 	fmt.Fprintf(stderr, "%s: starting shoal: %d session service(s), %d router(s), %d gateway(s)\n", topo, l.sessions, l.routers, l.gateways)
 	began := time.Now()
 	var sessions, routers []*proc

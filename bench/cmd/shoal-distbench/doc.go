@@ -15,7 +15,9 @@
 // and the database into bench/units.json (docs/capacity.md): units.go
 // holds its phases, unitmeter.go the samples taken around them,
 // unitcosts.go the costs computed from the samples and unitreport.go the
-// JSON and the tables.
+// JSON and the tables. With -unit-index it measures the router's index
+// at many filters instead (index.go), with -unit-storm connect storms of
+// many clients at once, a gateway killed under them (storm.go).
 //
 // Three topologies can be measured:
 //

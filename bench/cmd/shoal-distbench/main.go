@@ -85,6 +85,9 @@ type options struct {
 	// The router index ceiling (-unit-index): filters without and with a
 	// wildcard, and the file of its figures.
 	indexConcrete, indexWildcard int
+	stormClients                 int   // -unit-storm
+	stormSessions                []int // -storm-sessions
+	stormOut                     string
 	indexOut                     string
 	unitIdle                     time.Duration
 	c1Only                       bool
@@ -177,6 +180,9 @@ func parse(args []string, stderr io.Writer, now time.Time) (options, error) {
 		opt.indexConcrete, opt.indexWildcard = n, w
 		return nil
 	})
+	fs.IntVar(&opt.stormClients, "unit-storm", 0, "units: instead of the unit costs, connect storms of this many clients (e.g. 10000) on two gateways: all connect at once with persistent sessions, their gateway is killed, all resume at once on the other; with each count of -storm-sessions session services, into -storm-out")
+	stormSessions := fs.String("storm-sessions", "1,2", "units with -unit-storm: comma-separated counts of session services, one topology each")
+	fs.StringVar(&opt.stormOut, "storm-out", filepath.Join("bench", "connect-storm.json"), "units with -unit-storm: the file of the connect storms")
 	fs.StringVar(&opt.indexOut, "index-out", filepath.Join("bench", "router-index.json"), "units with -unit-index: the file of the router index ceiling")
 	fs.StringVar(&opt.unitsReadme, "units-readme", "", "print the README of the costs in this units file (a -units-out of an earlier run) and exit")
 	qos := fs.String("qos", "0,1", "comma-separated QoS levels to run")
@@ -246,9 +252,23 @@ func parse(args []string, stderr io.Writer, now time.Time) (options, error) {
 		}
 		opt.qos = append(opt.qos, packet.QoS(n))
 	}
+	for v := range strings.SplitSeq(*stormSessions, ",") {
+		if v = strings.TrimSpace(v); v == "" {
+			continue
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return opt, fmt.Errorf("storm-sessions: %q is not a count ≥ 1", v)
+		}
+		opt.stormSessions = append(opt.stormSessions, n)
+	}
 	switch {
 	case len(opt.topologies) == 0:
 		return opt, errors.New("topologies: none given")
+	case opt.stormClients < 0 || (opt.stormClients > 0 && (opt.scenario != scenUnits || opt.indexConcrete > 0 || len(opt.stormSessions) == 0)):
+		return opt, fmt.Errorf("unit-storm: %d clients (want ≥ 0; with -scenario units, without -unit-index, and at least one -storm-sessions)", opt.stormClients)
+	case opt.stormClients > 0 && opt.topologies[0] == topoOne:
+		return opt, fmt.Errorf("topologies: the connect storms need two gateways (%s or %s)", topoTwo, topoCluster)
 	case opt.scenario != scenLatency && opt.scenario != scenPairs && opt.scenario != scenUnits:
 		return opt, fmt.Errorf("scenario: %q is not %s, %s or %s", opt.scenario, scenLatency, scenPairs, scenUnits)
 	case opt.scenario == scenUnits && len(opt.topologies) != 1:

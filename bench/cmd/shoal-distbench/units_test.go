@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -222,6 +223,31 @@ func TestParseUnitIndex(t *testing.T) {
 		RouterHeapBytes: map[string]uint64{"rebuilt": 3 << 20},
 		Phases:          []index{{Name: "subscribe-concrete", Subscribed: 10, RouterHeapPer: 450}, {Name: "match-full", Messages: 100, RouterCPUMicros: 4.5}}})
 	for _, want := range []string{"| subscribe-concrete | 10 |", "| 450 |", "| match-full | | | | | 100 | 4.50 |", "ready after 12.5 s with 3 MiB"} {
+		if !strings.Contains(rd, want) {
+			t.Errorf("README lacks %q:\n%s", want, rd)
+		}
+	}
+}
+
+func TestParseUnitStorm(t *testing.T) {
+	opt, err := parse([]string{"-scenario", "units", "-unit-storm", "10000", "-storm-sessions", "1, 2"}, io.Discard, time.Unix(0, 0))
+	if err != nil || opt.stormClients != 10000 || !slices.Equal(opt.stormSessions, []int{1, 2}) || opt.stormOut == "" || opt.topologies[0] != topoTwo {
+		t.Fatalf("%+v, %v", opt, err)
+	}
+	for _, bad := range [][]string{
+		{"-unit-storm", "100"},                      // not the units scenario
+		{"-scenario", "units", "-unit-storm", "-1"}, // negative
+		{"-scenario", "units", "-unit-storm", "100", "-storm-sessions", "0"},
+		{"-scenario", "units", "-unit-storm", "100", "-topologies", "one-gateway"},
+		{"-scenario", "units", "-unit-storm", "100", "-unit-index", "10,1"},
+	} {
+		if _, err := parse(bad, io.Discard, time.Unix(0, 0)); err == nil {
+			t.Errorf("parse(%v) accepted", bad)
+		}
+	}
+	rd := stormReadme(stormFile{Date: "2026-12-07T00:00:00Z", Clients: 10,
+		Storms: []storm{{Sessions: 2, Wave: "resume", Connected: 10, SessionPresent: 10, Seconds: 0.5, PerSec: 20, P50Ms: 1, P99Ms: 2.5, MaxMs: 3, SessionCPUMicros: 150}}})
+	for _, want := range []string{"# Connect storms of 10 clients", "| 2 | resume | 10 | 0 | 10 | 0.50 | 20 | 1.0 / 2.5 / 3.0 | 150 |"} {
 		if !strings.Contains(rd, want) {
 			t.Errorf("README lacks %q:\n%s", want, rd)
 		}

@@ -1,0 +1,246 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/shoal-mqtt/shoal/bench/load"
+	"github.com/shoal-mqtt/shoal/internal/localserver/realkafka"
+)
+
+// The connect storms (-unit-storm N): N clients connect to the first of two
+// gateways all at once, with persistent sessions; the gateway is killed
+// (SIGKILL) while they are connected, and all N connect again at once to
+// the second gateway, resuming their sessions. Measured with each count of
+// session services of -storm-sessions: connects/s, CONNECT-to-CONNACK
+// latency, the sessions found present, and the session services' CPU.
+
+// stormFile is bench/connect-storm.json.
+type stormFile struct {
+	Date       string  `json:"date"`
+	Command    string  `json:"command"`
+	Commit     string  `json:"commit"`
+	CPU        string  `json:"cpu"`
+	Cores      int     `json:"cores"`
+	Kafka      string  `json:"kafka"`
+	Cassandra  string  `json:"cassandra"`
+	Partitions int     `json:"partitions"`
+	Clients    int     `json:"clients"`
+	Storms     []storm `json:"storms"`
+}
+
+// storm is one wave of connects.
+type storm struct {
+	// Sessions is the count of session services; Wave is "new" (sessions
+	// new to the broker) or "resume" (the same clients after their gateway
+	// was killed, Clean Start 0).
+	Sessions       int     `json:"session_services"`
+	Wave           string  `json:"wave"`
+	Connected      int     `json:"connected"`
+	Failed         int     `json:"failed"`
+	SessionPresent int     `json:"session_present"`
+	Seconds        float64 `json:"seconds"`
+	PerSec         float64 `json:"connects_per_s"`
+	P50Ms          float64 `json:"connack_p50_ms"`
+	P99Ms          float64 `json:"connack_p99_ms"`
+	MaxMs          float64 `json:"connack_max_ms"`
+	// SessionCPUMicros is the session services' CPU over the wave (from
+	// the first CONNECT to the last CONNACK) per connect, all together.
+	SessionCPUMicros float64 `json:"session_cpu_us_per_connect"`
+}
+
+// stormHold is how long the first wave's connections stay up before their
+// gateway is killed, after its warm-up.
+const stormHold = time.Second
+
+// storms runs the storms on the started topology (two gateways), then
+// again on a new one of each further count of session services.
+func (c *cluster) storms(ctx context.Context, opt options, topo string, bb *backbone, stdout, stderr io.Writer) ([]*load.Result, error) {
+	meta := machineInfo(opt)
+	f := stormFile{Date: meta.date, Command: meta.command, Commit: meta.commit, CPU: meta.cpu, Cores: meta.cores,
+		Kafka: realkafka.Version, Cassandra: bb.cqlVersion, Partitions: opt.partitions, Clients: opt.stormClients}
+	var results []*load.Result
+	for i, k := range opt.stormSessions {
+		if i > 0 || topoLayout(topo).sessions != k {
+			sa := c.sa
+			if err := c.stop(); err != nil {
+				return results, err
+			}
+			*c = cluster{}
+			l := topoLayout(topo)
+			l.sessions = k
+			if err := c.startLayout(ctx, topo, l, sa, bb, stderr); err != nil {
+				return results, err
+			}
+		}
+		if len(c.gws) < 2 {
+			return results, errors.New("the connect storms need two gateways (-topologies two-gateways)")
+		}
+		rs, ws, err := c.stormWaves(ctx, opt, k, stdout, stderr)
+		results = append(results, rs...)
+		f.Storms = append(f.Storms, ws...)
+		if err != nil {
+			return results, err
+		}
+	}
+	b, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return results, fmt.Errorf("encode the connect storms: %w", err)
+	}
+	if err := os.WriteFile(opt.stormOut, append(b, '\n'), 0o644); err != nil {
+		return results, fmt.Errorf("write the connect storms: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(opt.out, "README.md"), []byte(stormReadme(f)), 0o644); err != nil {
+		return results, fmt.Errorf("write README: %w", err)
+	}
+	fmt.Fprintln(stderr, "connect storms written to", opt.stormOut)
+	return results, nil
+}
+
+// stormWaves runs the two waves with k session services: new sessions on
+// the first gateway, which is killed while they are up, then the same
+// clients resuming on the second.
+func (c *cluster) stormWaves(ctx context.Context, opt options, k int, stdout, stderr io.Writer) ([]*load.Result, []storm, error) {
+	var results []*load.Result
+	var waves []storm
+	first, second := c.gws[0], c.gws[1]
+	wave := func(name, addr string, resume bool, onHold func(time.Duration)) error {
+		cfg := load.DefaultConfig()
+		cfg.Scenario, cfg.Clients = load.ScenarioConnections, opt.stormClients
+		cfg.ConnectConcurrency = opt.stormClients // all at once
+		cfg.SessionExpiry, cfg.Resume, cfg.KeepSessions = time.Hour, resume, !resume
+		cfg.Warmup, cfg.Duration = 2*time.Second, stormHold
+		cfg.SetupTimeout = 10 * time.Minute
+		cfg.Prefix, cfg.Name, cfg.Label, cfg.Round = fmt.Sprintf("bench-st%d", k), fmt.Sprintf("storm-%d-%s", k, name), "storm", 1
+		cfg.Addr = addr
+		cfg.OnMeasure = onHold
+		sessions, err := c.sampler("session")
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "storm: %d session service(s), %s: %d clients at once\n", k, name, cfg.Clients)
+		res, err := load.Run(ctx, cfg, stderr)
+		if err != nil {
+			return fmt.Errorf("storm %s: %w", name, err)
+		}
+		results = append(results, res)
+		cs := res.Connect
+		if cs == nil {
+			return fmt.Errorf("storm %s: no connect figures", name)
+		}
+		w := storm{Sessions: k, Wave: name, Connected: cs.Connected, Failed: cs.Failed, SessionPresent: cs.SessionPresent,
+			Seconds: cs.Seconds, PerSec: cs.PerSec}
+		if l := cs.Latency; l != nil {
+			w.P50Ms, w.P99Ms, w.MaxMs = l.P50/1000, l.P99/1000, l.Max/1000
+		}
+		if cpu, ok := sessions.since(); ok && cs.Connected > 0 {
+			// The CPU from the wave's start to the hold's end: the
+			// settle and hold add the idle CPU of about three seconds.
+			w.SessionCPUMicros = cpu.Seconds() * 1e6 / float64(cs.Connected)
+		}
+		waves = append(waves, w)
+		fmt.Fprintf(stdout, "storm, %d session service(s), %s: %d of %d connected in %.2f s (%.0f/s), %d sessions present, CONNACK p50 %.1f ms, p99 %.1f ms, max %.1f ms; session services %.0f CPU-µs per connect\n",
+			k, name, w.Connected, cfg.Clients, w.Seconds, w.PerSec, w.SessionPresent, w.P50Ms, w.P99Ms, w.MaxMs, w.SessionCPUMicros)
+		return nil
+	}
+	kill := func(time.Duration) {
+		fmt.Fprintf(stderr, "storm: killing %s\n", first.name)
+		if err := c.kill(first); err != nil {
+			fmt.Fprintf(stderr, "storm: %v\n", err)
+		}
+	}
+	if err := wave("new", first.mqtt, false, kill); err != nil {
+		return results, waves, err
+	}
+	if first.alive() == nil {
+		return results, waves, fmt.Errorf("storm: %s still runs after the first wave", first.name)
+	}
+	if err := wave("resume", second.mqtt, true, nil); err != nil {
+		return results, waves, err
+	}
+	return results, waves, nil
+}
+
+// kill kills p (SIGKILL), waits for it and takes it out of the cluster,
+// whose stop would report it.
+func (c *cluster) kill(p *proc) error {
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("kill %s: %w", p.name, err)
+	}
+	<-p.done
+	drop := func(ps []*proc) []*proc {
+		out := ps[:0]
+		for _, q := range ps {
+			if q != p {
+				out = append(out, q)
+			}
+		}
+		return out
+	}
+	c.procs, c.gws = drop(c.procs), drop(c.gws)
+	return nil
+}
+
+// cpuSampler reads the CPU of a set of processes since it was made.
+type cpuSampler struct {
+	procs []*load.Proc
+	start time.Duration
+}
+
+// sampler samples the CPU of the processes of role (by name prefix).
+func (c *cluster) sampler(role string) (*cpuSampler, error) {
+	s := &cpuSampler{}
+	for _, p := range c.procs {
+		if !strings.HasPrefix(p.name, role) {
+			continue
+		}
+		pr, err := load.NewProc(p.pid())
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p.name, err)
+		}
+		s.procs = append(s.procs, pr)
+	}
+	s.start, _ = s.total()
+	return s, nil
+}
+
+func (s *cpuSampler) total() (time.Duration, bool) {
+	var t time.Duration
+	for _, p := range s.procs {
+		ps, err := p.Sample()
+		if err != nil {
+			return 0, false
+		}
+		t += ps.CPU
+	}
+	return t, len(s.procs) > 0
+}
+
+// since is the CPU the processes used since the sampler was made.
+func (s *cpuSampler) since() (time.Duration, bool) {
+	t, ok := s.total()
+	return t - s.start, ok
+}
+
+// stormReadme is the README of the connect storms' results.
+func stormReadme(f stormFile) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Connect storms of %d clients (%s)\n\n```\n%s\n```\n\n", f.Clients, f.Date[:10], f.Command)
+	fmt.Fprintf(&b, "- Machine: %s, %d cores; Kafka %s, Cassandra %s, one node each; Shoal `%s`, one router, two gateways, %d partitions per event topic; everything, the generator too, on the same cores.\n", f.CPU, f.Cores, f.Kafka, f.Cassandra, f.Commit, f.Partitions)
+	fmt.Fprintf(&b, "- new: %d clients connect at once to gateway-1 with persistent sessions (MQTT 5.0, session expiry 1 h); 3 s later gateway-1 is killed (SIGKILL). resume: the same clients connect at once to gateway-2 with Clean Start 0. Session-service CPU is from the wave's first CONNECT to 3 s after its last CONNACK (the idle CPU of that time included).\n\n", f.Clients)
+	fmt.Fprintln(&b, "| session services | wave | connected | failed | sessions present | seconds | connects/s | CONNACK p50 / p99 / max ms | session-service CPU-µs per connect |")
+	fmt.Fprintln(&b, "|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+	for _, s := range f.Storms {
+		fmt.Fprintf(&b, "| %d | %s | %d | %d | %d | %.2f | %.0f | %.1f / %.1f / %.1f | %.0f |\n", s.Sessions, s.Wave, s.Connected, s.Failed,
+			s.SessionPresent, s.Seconds, s.PerSec, s.P50Ms, s.P99Ms, s.MaxMs, s.SessionCPUMicros)
+	}
+	return b.String()
+}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -52,9 +53,9 @@ type storm struct {
 	P50Ms          float64 `json:"connack_p50_ms"`
 	P99Ms          float64 `json:"connack_p99_ms"`
 	MaxMs          float64 `json:"connack_max_ms"`
-	// SessionCPUMicros is the session services' CPU over the wave (from
-	// the first CONNECT to the last CONNACK) per connect, all together.
-	SessionCPUMicros float64 `json:"session_cpu_us_per_connect"`
+	// CPUMicros is each kind of process's CPU (all of a kind together)
+	// from the wave's first CONNECT to the start of its hold, per connect.
+	CPUMicros map[string]float64 `json:"cpu_us_per_connect"`
 }
 
 // stormHold is how long the first wave's connections stay up before their
@@ -121,10 +122,16 @@ func (c *cluster) stormWaves(ctx context.Context, opt options, k int, stdout, st
 		cfg.SetupTimeout = 10 * time.Minute
 		cfg.Prefix, cfg.Name, cfg.Label, cfg.Round = fmt.Sprintf("bench-st%d", k), fmt.Sprintf("storm-%d-%s", k, name), "storm", 1
 		cfg.Addr = addr
-		cfg.OnMeasure = onHold
-		sessions, err := c.sampler("session")
+		cpu, err := c.sampler()
 		if err != nil {
 			return err
+		}
+		var used map[string]time.Duration
+		cfg.OnMeasure = func(d time.Duration) {
+			used = cpu.since() // before the hold, and before a kill
+			if onHold != nil {
+				onHold(d)
+			}
 		}
 		fmt.Fprintf(stderr, "storm: %d session service(s), %s: %d clients at once\n", k, name, cfg.Clients)
 		res, err := load.Run(ctx, cfg, stderr)
@@ -141,14 +148,17 @@ func (c *cluster) stormWaves(ctx context.Context, opt options, k int, stdout, st
 		if l := cs.Latency; l != nil {
 			w.P50Ms, w.P99Ms, w.MaxMs = l.P50/1000, l.P99/1000, l.Max/1000
 		}
-		if cpu, ok := sessions.since(); ok && cs.Connected > 0 {
-			// The CPU from the wave's start to the hold's end: the
-			// settle and hold add the idle CPU of about three seconds.
-			w.SessionCPUMicros = cpu.Seconds() * 1e6 / float64(cs.Connected)
+		if cs.Connected > 0 && used != nil {
+			// The CPU from the wave's start to the hold's: the settle
+			// adds the idle CPU of its two seconds.
+			w.CPUMicros = map[string]float64{}
+			for kind, d := range used {
+				w.CPUMicros[kind] = d.Seconds() * 1e6 / float64(cs.Connected)
+			}
 		}
 		waves = append(waves, w)
-		fmt.Fprintf(stdout, "storm, %d session service(s), %s: %d of %d connected in %.2f s (%.0f/s), %d sessions present, CONNACK p50 %.1f ms, p99 %.1f ms, max %.1f ms; session services %.0f CPU-µs per connect\n",
-			k, name, w.Connected, cfg.Clients, w.Seconds, w.PerSec, w.SessionPresent, w.P50Ms, w.P99Ms, w.MaxMs, w.SessionCPUMicros)
+		fmt.Fprintf(stdout, "storm, %d session service(s), %s: %d of %d connected in %.2f s (%.0f/s), %d sessions present, CONNACK p50 %.1f ms, p99 %.1f ms, max %.1f ms; CPU-µs per connect: %s\n",
+			k, name, w.Connected, cfg.Clients, w.Seconds, w.PerSec, w.SessionPresent, w.P50Ms, w.P99Ms, w.MaxMs, cpuList(w.CPUMicros))
 		return nil
 	}
 	kill := func(time.Duration) {
@@ -189,45 +199,58 @@ func (c *cluster) kill(p *proc) error {
 	return nil
 }
 
-// cpuSampler reads the CPU of a set of processes since it was made.
+// cpuSampler reads the CPU of processes since it was made.
 type cpuSampler struct {
+	names []string
 	procs []*load.Proc
-	start time.Duration
+	start []time.Duration
 }
 
-// sampler samples the CPU of the processes of role (by name prefix).
-func (c *cluster) sampler(role string) (*cpuSampler, error) {
+// sampler samples the CPU of every process measured: the cluster's and
+// the backbone's JVMs.
+func (c *cluster) sampler() (*cpuSampler, error) {
 	s := &cpuSampler{}
-	for _, p := range c.procs {
-		if !strings.HasPrefix(p.name, role) {
+	for _, p := range c.named {
+		pr, err := load.NewProc(p.PID)
+		if err != nil {
+			continue // a process killed since the cluster started
+		}
+		ps, err := pr.Sample()
+		if err != nil {
 			continue
 		}
-		pr, err := load.NewProc(p.pid())
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", p.name, err)
-		}
-		s.procs = append(s.procs, pr)
+		s.names, s.procs, s.start = append(s.names, p.Name), append(s.procs, pr), append(s.start, ps.CPU)
 	}
-	s.start, _ = s.total()
+	if len(s.procs) == 0 {
+		return nil, errors.New("no process to sample")
+	}
 	return s, nil
 }
 
-func (s *cpuSampler) total() (time.Duration, bool) {
-	var t time.Duration
-	for _, p := range s.procs {
+// since is the CPU each process used since the sampler was made, by its
+// kind (roleKind: gateway, session, router, kafka, cassandra); a process
+// that exited meanwhile is left out.
+func (s *cpuSampler) since() map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for i, p := range s.procs {
 		ps, err := p.Sample()
 		if err != nil {
-			return 0, false
+			continue
 		}
-		t += ps.CPU
+		out[roleKind(s.names[i])] += ps.CPU - s.start[i]
 	}
-	return t, len(s.procs) > 0
+	return out
 }
 
-// since is the CPU the processes used since the sampler was made.
-func (s *cpuSampler) since() (time.Duration, bool) {
-	t, ok := s.total()
-	return t - s.start, ok
+// roleKind is the kind of a process name: its name up to a "-" and a
+// number (gateway-2: gateway).
+func roleKind(name string) string {
+	if i := strings.LastIndexByte(name, '-'); i > 0 {
+		if _, err := strconv.Atoi(name[i+1:]); err == nil {
+			return name[:i]
+		}
+	}
+	return name
 }
 
 // stormReadme is the README of the connect storms' results.
@@ -235,12 +258,26 @@ func stormReadme(f stormFile) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Connect storms of %d clients (%s)\n\n```\n%s\n```\n\n", f.Clients, f.Date[:10], f.Command)
 	fmt.Fprintf(&b, "- Machine: %s, %d cores; Kafka %s, Cassandra %s, one node each; Shoal `%s`, one router, two gateways, %d partitions per event topic; everything, the generator too, on the same cores.\n", f.CPU, f.Cores, f.Kafka, f.Cassandra, f.Commit, f.Partitions)
-	fmt.Fprintf(&b, "- new: %d clients connect at once to gateway-1 with persistent sessions (MQTT 5.0, session expiry 1 h); 3 s later gateway-1 is killed (SIGKILL). resume: the same clients connect at once to gateway-2 with Clean Start 0. Session-service CPU is from the wave's first CONNECT to 3 s after its last CONNACK (the idle CPU of that time included).\n\n", f.Clients)
-	fmt.Fprintln(&b, "| session services | wave | connected | failed | sessions present | seconds | connects/s | CONNACK p50 / p99 / max ms | session-service CPU-µs per connect |")
-	fmt.Fprintln(&b, "|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintf(&b, "- new: %d clients connect at once to gateway-1 with persistent sessions (MQTT 5.0, session expiry 1 h); 3 s later gateway-1 is killed (SIGKILL). resume: the same clients connect at once to gateway-2 with Clean Start 0. The CPU of each kind of process (all of a kind together) is from the wave's first CONNECT to the start of its hold, 2 s after its last CONNACK (the idle CPU of that time included), per connect.\n\n", f.Clients)
+	fmt.Fprintln(&b, "| session services | wave | connected | failed | sessions present | seconds | connects/s | CONNACK p50 / p99 / max ms | CPU-µs per connect |")
+	fmt.Fprintln(&b, "|---:|---|---:|---:|---:|---:|---:|---:|---|")
 	for _, s := range f.Storms {
-		fmt.Fprintf(&b, "| %d | %s | %d | %d | %d | %.2f | %.0f | %.1f / %.1f / %.1f | %.0f |\n", s.Sessions, s.Wave, s.Connected, s.Failed,
-			s.SessionPresent, s.Seconds, s.PerSec, s.P50Ms, s.P99Ms, s.MaxMs, s.SessionCPUMicros)
+		fmt.Fprintf(&b, "| %d | %s | %d | %d | %d | %.2f | %.0f | %.1f / %.1f / %.1f | %s |\n", s.Sessions, s.Wave, s.Connected, s.Failed,
+			s.SessionPresent, s.Seconds, s.PerSec, s.P50Ms, s.P99Ms, s.MaxMs, cpuList(s.CPUMicros))
 	}
 	return b.String()
+}
+
+// cpuKinds orders the kinds of process in a list of CPU figures.
+var cpuKinds = []string{"gateway", "session", "router", "kafka", "cassandra"}
+
+// cpuList is "gateway 120, session 30, …": each kind's CPU-µs per connect.
+func cpuList(m map[string]float64) string {
+	var parts []string
+	for _, k := range cpuKinds {
+		if v, ok := m[k]; ok {
+			parts = append(parts, fmt.Sprintf("%s %.0f", k, v))
+		}
+	}
+	return strings.Join(parts, ", ")
 }

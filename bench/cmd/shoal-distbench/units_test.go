@@ -245,9 +245,13 @@ func TestParseUnitStorm(t *testing.T) {
 			t.Errorf("parse(%v) accepted", bad)
 		}
 	}
+	if k := roleKind("gateway-2"); k != "gateway" || roleKind("kafka") != "kafka" || roleKind("router-restarted") != "router-restarted" {
+		t.Errorf("roleKind: %q", k)
+	}
 	rd := stormReadme(stormFile{Date: "2026-12-07T00:00:00Z", Clients: 10,
-		Storms: []storm{{Sessions: 2, Wave: "resume", Connected: 10, SessionPresent: 10, Seconds: 0.5, PerSec: 20, P50Ms: 1, P99Ms: 2.5, MaxMs: 3, SessionCPUMicros: 150}}})
-	for _, want := range []string{"# Connect storms of 10 clients", "| 2 | resume | 10 | 0 | 10 | 0.50 | 20 | 1.0 / 2.5 / 3.0 | 150 |"} {
+		Storms: []storm{{Sessions: 2, Wave: "resume", Connected: 10, SessionPresent: 10, Seconds: 0.5, PerSec: 20, P50Ms: 1, P99Ms: 2.5, MaxMs: 3,
+			CPUMicros: map[string]float64{"session": 150, "gateway": 300, "kafka": 90}}}})
+	for _, want := range []string{"# Connect storms of 10 clients", "| 2 | resume | 10 | 0 | 10 | 0.50 | 20 | 1.0 / 2.5 / 3.0 | gateway 300, session 150, kafka 90 |"} {
 		if !strings.Contains(rd, want) {
 			t.Errorf("README lacks %q:\n%s", want, rd)
 		}

@@ -128,6 +128,12 @@ bench-connect-storm: build ## connect storms: STORM (10000) clients connect at o
 	./scripts/fetch-cassandra.sh >/dev/null
 	$(GO) run ./bench/cmd/shoal-distbench -shoal bin/shoal -scenario units -unit-storm $(STORM) -storm-sessions 1,2 -topologies two-gateways -out bench/results/$$(date -u +%F)-connect-storm
 
+.PHONY: bench-partition-costs
+bench-partition-costs: build ## what the per-partition records (GatewayHeartbeat, SessionTick) cost each process: the idle roles with their default periods, then at 100ms, into bench/partition-costs.json (about 3 min); see docs/capacity.md
+	./scripts/fetch-kafka.sh >/dev/null
+	./scripts/fetch-cassandra.sh >/dev/null
+	$(GO) run ./bench/cmd/shoal-distbench -shoal bin/shoal -scenario units -unit-ticks -unit-idle 20s -topologies two-gateways -out bench/results/$$(date -u +%F)-partition-costs
+
 INDEX ?= 1000000,100000
 .PHONY: bench-router-index
 bench-router-index: build ## the router index ceiling: 1M concrete and 100k wildcard filters of persistent sessions, the router's heap and CPU per message with them and its rebuild from CQL, into bench/router-index.json (about 10 min; INDEX=1000000,100000); see docs/capacity.md

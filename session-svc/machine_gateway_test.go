@@ -273,3 +273,51 @@ func TestTakenOverConnectionOfAGoneGateway(t *testing.T) {
 		t.Fatal("the silent gateway's connection taken over was never removed")
 	})
 }
+
+// TestIdleBatchesStoreTheOffsetSeldom: batches that change no session
+// (heartbeats of a running gateway) move the partition's offset in memory
+// and store it at most every offsetStoreEvery, where a batch that changes
+// a session stores at once; a restart resumes from the stored offset with
+// the sessions as they were (the heartbeats after it are read again).
+func TestIdleBatchesStoreTheOffsetSeldom(t *testing.T) {
+	h := newHarness(t)
+	now := testNow
+	h.m.now = func() time.Time { return now }
+	h.batch(heartbeat(1, 5<<24, now), run5.connect(false, 60, nil))
+	stored := func() (int, int64) {
+		h.store.mu.Lock()
+		defer h.store.mu.Unlock()
+		return h.store.commits, h.store.parts[0].offset
+	}
+	commits, at := stored()
+	for i := 1; i <= 4; i++ { // a second apart: within offsetStoreEvery
+		now = now.Add(time.Second)
+		if got := h.batch(heartbeat(1, 5<<24, now)); len(got) != 0 {
+			t.Fatalf("heartbeat %d of the same run: %d outputs", i, len(got))
+		}
+	}
+	if c, off := stored(); c != commits || off != at {
+		t.Fatalf("idle heartbeats stored: %d commits (want %d), offset %d (want %d)", c, commits, off, at)
+	}
+	if h.p.nextOffset() != h.next {
+		t.Fatalf("the partition resumes at %d, want %d: the offset did not move in memory", h.p.nextOffset(), h.next)
+	}
+	now = now.Add(offsetStoreEvery)
+	h.batch(heartbeat(1, 5<<24, now))
+	if c, off := stored(); c != commits+1 || off != h.next-1 {
+		t.Fatalf("after %s: %d commits (want %d), offset %d (want %d)", offsetStoreEvery, c, commits+1, off, h.next-1)
+	}
+	// A change stores at once, however soon.
+	now = now.Add(time.Millisecond)
+	h.batch(run6.connect(true, 0, nil))
+	if c, off := stored(); c != commits+2 || off != h.next-1 {
+		t.Fatalf("a connect: %d commits (want %d), offset %d (want %d)", c, commits+2, off, h.next-1)
+	}
+	// A heartbeat left unstored, then a restart.
+	now = now.Add(time.Second)
+	h.batch(heartbeat(1, 5<<24, now))
+	h.restart()
+	if s := h.session(run5); !s.Online {
+		t.Fatal("run 5's client went offline across the restart")
+	}
+}

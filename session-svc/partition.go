@@ -41,6 +41,9 @@ type partition struct {
 	mu       sync.Mutex
 	sessions map[clientKey]*Session // committed
 	offset   int64                  // the last applied offset, -1 before any
+	// storedAt is when the store last took the partition's offset (used
+	// by process only).
+	storedAt time.Time
 	// wakeUs is the timestamp (unix microseconds) of the first SessionTick
 	// that changes a committed session by itself (Session.tickDueUs: a
 	// delayed will due, a session expired), 0 when none is pending. It
@@ -520,6 +523,10 @@ func (b *batch) flush() error {
 	return nil
 }
 
+// offsetStoreEvery is how often, at most, a partition's offset is stored
+// when its batches change no session.
+const offsetStoreEvery = 5 * time.Second
+
 // commit stores the sessions the batch changed with last, the offset of
 // its last record, and makes them the partition's state; it calls onWake
 // when that brings the partition's next wake-up forward.
@@ -528,8 +535,16 @@ func (b *batch) commit(ctx context.Context, last int64) error {
 	changed := slices.SortedFunc(maps.Values(b.dirty), func(x, y *Session) int {
 		return cmp.Or(cmp.Compare(x.Tenant, y.Tenant), cmp.Compare(x.ClientID, y.ClientID))
 	})
-	if err := p.store.CommitSessions(ctx, p.id, last, changed); err != nil {
-		return fmt.Errorf("commit partition %d at offset %d: %w", p.id, last, err)
+	// A batch that changed no session (heartbeats, ticks that found
+	// nothing due) moves the offset alone: stored at most every
+	// offsetStoreEvery, so an idle partition does not cost a write per
+	// heartbeat. A restart reads those records again, which changes
+	// nothing: a heartbeat or a tick applied twice decides the same.
+	if now := p.m.now(); len(changed) > 0 || now.Sub(p.storedAt) >= offsetStoreEvery {
+		if err := p.store.CommitSessions(ctx, p.id, last, changed); err != nil {
+			return fmt.Errorf("commit partition %d at offset %d: %w", p.id, last, err)
+		}
+		p.storedAt = now
 	}
 	if p.stored != nil {
 		for k := range b.dirty {

@@ -88,6 +88,8 @@ type options struct {
 	stormClients                 int   // -unit-storm
 	stormSessions                []int // -storm-sessions
 	stormOut                     string
+	unitTicks                    bool // -unit-ticks
+	ticksOut                     string
 	indexOut                     string
 	unitIdle                     time.Duration
 	c1Only                       bool
@@ -183,6 +185,8 @@ func parse(args []string, stderr io.Writer, now time.Time) (options, error) {
 	fs.IntVar(&opt.stormClients, "unit-storm", 0, "units: instead of the unit costs, connect storms of this many clients (e.g. 10000) on two gateways: all connect at once with persistent sessions, their gateway is killed, all resume at once on the other; with each count of -storm-sessions session services, into -storm-out")
 	stormSessions := fs.String("storm-sessions", "1,2", "units with -unit-storm: comma-separated counts of session services, one topology each")
 	fs.StringVar(&opt.stormOut, "storm-out", filepath.Join("bench", "connect-storm.json"), "units with -unit-storm: the file of the connect storms")
+	fs.BoolVar(&opt.unitTicks, "unit-ticks", false, "units: instead of the unit costs, what the per-partition records (GatewayHeartbeat, SessionTick) cost each process: the idle topology with their default periods, then with both at 100ms, into -ticks-out")
+	fs.StringVar(&opt.ticksOut, "ticks-out", filepath.Join("bench", "partition-costs.json"), "units with -unit-ticks: the file of the partition costs")
 	fs.StringVar(&opt.indexOut, "index-out", filepath.Join("bench", "router-index.json"), "units with -unit-index: the file of the router index ceiling")
 	fs.StringVar(&opt.unitsReadme, "units-readme", "", "print the README of the costs in this units file (a -units-out of an earlier run) and exit")
 	qos := fs.String("qos", "0,1", "comma-separated QoS levels to run")
@@ -267,6 +271,8 @@ func parse(args []string, stderr io.Writer, now time.Time) (options, error) {
 		return opt, errors.New("topologies: none given")
 	case opt.stormClients < 0 || (opt.stormClients > 0 && (opt.scenario != scenUnits || opt.indexConcrete > 0 || len(opt.stormSessions) == 0)):
 		return opt, fmt.Errorf("unit-storm: %d clients (want ≥ 0; with -scenario units, without -unit-index, and at least one -storm-sessions)", opt.stormClients)
+	case opt.unitTicks && (opt.scenario != scenUnits || opt.indexConcrete > 0 || opt.stormClients > 0):
+		return opt, errors.New("unit-ticks: with -scenario units, without -unit-index or -unit-storm")
 	case opt.stormClients > 0 && opt.topologies[0] == topoOne:
 		return opt, fmt.Errorf("topologies: the connect storms need two gateways (%s or %s)", topoTwo, topoCluster)
 	case opt.scenario != scenLatency && opt.scenario != scenPairs && opt.scenario != scenUnits:

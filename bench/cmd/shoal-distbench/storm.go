@@ -158,7 +158,7 @@ func (c *cluster) stormWaves(ctx context.Context, opt options, k int, stdout, st
 		}
 		waves = append(waves, w)
 		fmt.Fprintf(stdout, "storm, %d session service(s), %s: %d of %d connected in %.2f s (%.0f/s), %d sessions present, CONNACK p50 %.1f ms, p99 %.1f ms, max %.1f ms; CPU-µs per connect: %s\n",
-			k, name, w.Connected, cfg.Clients, w.Seconds, w.PerSec, w.SessionPresent, w.P50Ms, w.P99Ms, w.MaxMs, cpuList(w.CPUMicros))
+			k, name, w.Connected, cfg.Clients, w.Seconds, w.PerSec, w.SessionPresent, w.P50Ms, w.P99Ms, w.MaxMs, cpuList(w.CPUMicros, 0))
 		return nil
 	}
 	kill := func(time.Duration) {
@@ -263,7 +263,7 @@ func stormReadme(f stormFile) string {
 	fmt.Fprintln(&b, "|---:|---|---:|---:|---:|---:|---:|---:|---|")
 	for _, s := range f.Storms {
 		fmt.Fprintf(&b, "| %d | %s | %d | %d | %d | %.2f | %.0f | %.1f / %.1f / %.1f | %s |\n", s.Sessions, s.Wave, s.Connected, s.Failed,
-			s.SessionPresent, s.Seconds, s.PerSec, s.P50Ms, s.P99Ms, s.MaxMs, cpuList(s.CPUMicros))
+			s.SessionPresent, s.Seconds, s.PerSec, s.P50Ms, s.P99Ms, s.MaxMs, cpuList(s.CPUMicros, 0))
 	}
 	return b.String()
 }
@@ -271,12 +271,13 @@ func stormReadme(f stormFile) string {
 // cpuKinds orders the kinds of process in a list of CPU figures.
 var cpuKinds = []string{"gateway", "session", "router", "kafka", "cassandra"}
 
-// cpuList is "gateway 120, session 30, …": each kind's CPU-µs per connect.
-func cpuList(m map[string]float64) string {
+// cpuList is "gateway 120, session 30, …": each kind's figure of m, in
+// the order of cpuKinds, with prec decimals.
+func cpuList(m map[string]float64, prec int) string {
 	var parts []string
 	for _, k := range cpuKinds {
 		if v, ok := m[k]; ok {
-			parts = append(parts, fmt.Sprintf("%s %.0f", k, v))
+			parts = append(parts, fmt.Sprintf("%s %.*f", k, prec, v))
 		}
 	}
 	return strings.Join(parts, ", ")

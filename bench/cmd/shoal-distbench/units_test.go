@@ -257,3 +257,27 @@ func TestParseUnitStorm(t *testing.T) {
 		}
 	}
 }
+
+func TestParseUnitTicks(t *testing.T) {
+	opt, err := parse([]string{"-scenario", "units", "-unit-ticks"}, io.Discard, time.Unix(0, 0))
+	if err != nil || !opt.unitTicks || opt.ticksOut == "" {
+		t.Fatalf("%+v, %v", opt, err)
+	}
+	for _, bad := range [][]string{
+		{"-unit-ticks"},
+		{"-scenario", "units", "-unit-ticks", "-unit-storm", "10"},
+		{"-scenario", "units", "-unit-ticks", "-unit-index", "10,1"},
+	} {
+		if _, err := parse(bad, io.Discard, time.Unix(0, 0)); err == nil {
+			t.Errorf("parse(%v) accepted", bad)
+		}
+	}
+	rd := ticksReadme(ticksFile{Date: "2026-12-07T00:00:00Z", Gateways: 2, Partitions: 16,
+		Phases:          []tickPhase{{Name: "default", Heartbeat: "1s", ExpiryCheck: "5s", RecordsPerSec: 35, CPUPercent: map[string]float64{"gateway": 1.5}}},
+		PerRecordMicros: map[string]float64{"gateway": 12.34, "session": 20}})
+	for _, want := range []string{"| default | 1s | 5s | 35 | gateway 1.5 |", "gateway 12.3, session 20.0."} {
+		if !strings.Contains(rd, want) {
+			t.Errorf("README lacks %q:\n%s", want, rd)
+		}
+	}
+}

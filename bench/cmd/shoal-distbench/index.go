@@ -199,18 +199,25 @@ func (c *cluster) routerIndex(ctx context.Context, opt options, topo string, bb 
 		return results, err
 	}
 
-	b, err := json.MarshalIndent(f, "", "  ")
+	return results, writeCeiling(opt, opt.indexOut, "index ceiling", f, indexReadme(f), stderr)
+}
+
+// writeCeiling writes a ceiling's results, v as JSON into path and readme
+// as the README of opt.out, and says so on stderr; what names them in the
+// errors and the message.
+func writeCeiling(opt options, path, what string, v any, readme string, stderr io.Writer) error {
+	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
-		return results, fmt.Errorf("encode the index ceiling: %w", err)
+		return fmt.Errorf("encode the %s: %w", what, err)
 	}
-	if err := os.WriteFile(opt.indexOut, append(b, '\n'), 0o644); err != nil {
-		return results, fmt.Errorf("write the index ceiling: %w", err)
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write the %s: %w", what, err)
 	}
-	if err := os.WriteFile(filepath.Join(opt.out, "README.md"), []byte(indexReadme(f)), 0o644); err != nil {
-		return results, fmt.Errorf("write README: %w", err)
+	if err := os.WriteFile(filepath.Join(opt.out, "README.md"), []byte(readme), 0o644); err != nil {
+		return fmt.Errorf("write README: %w", err)
 	}
-	fmt.Fprintln(stderr, "index ceiling written to", opt.indexOut)
-	return results, nil
+	fmt.Fprintln(stderr, what, "written to", path)
+	return nil
 }
 
 // role returns the one process named name, nil if none.

@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -92,18 +90,7 @@ func (c *cluster) storms(ctx context.Context, opt options, topo string, bb *back
 			return results, err
 		}
 	}
-	b, err := json.MarshalIndent(f, "", "  ")
-	if err != nil {
-		return results, fmt.Errorf("encode the connect storms: %w", err)
-	}
-	if err := os.WriteFile(opt.stormOut, append(b, '\n'), 0o644); err != nil {
-		return results, fmt.Errorf("write the connect storms: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(opt.out, "README.md"), []byte(stormReadme(f)), 0o644); err != nil {
-		return results, fmt.Errorf("write README: %w", err)
-	}
-	fmt.Fprintln(stderr, "connect storms written to", opt.stormOut)
-	return results, nil
+	return results, writeCeiling(opt, opt.stormOut, "connect storms", f, stormReadme(f), stderr)
 }
 
 // stormWaves runs the two waves with k session services: new sessions on

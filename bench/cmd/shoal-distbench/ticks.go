@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -104,18 +103,7 @@ func (c *cluster) ticks(ctx context.Context, opt options, topo string, bb *backb
 		}
 	}
 	fmt.Fprintf(stdout, "per record of heartbeats and ticks: CPU-µs %s\n", cpuList(f.PerRecordMicros, 1))
-	out, err := json.MarshalIndent(f, "", "  ")
-	if err != nil {
-		return nil, fmt.Errorf("encode the partition costs: %w", err)
-	}
-	if err := os.WriteFile(opt.ticksOut, append(out, '\n'), 0o644); err != nil {
-		return nil, fmt.Errorf("write the partition costs: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(opt.out, "README.md"), []byte(ticksReadme(f)), 0o644); err != nil {
-		return nil, fmt.Errorf("write README: %w", err)
-	}
-	fmt.Fprintln(stderr, "partition costs written to", opt.ticksOut)
-	return nil, nil
+	return nil, writeCeiling(opt, opt.ticksOut, "partition costs", f, ticksReadme(f), stderr)
 }
 
 // tickWindow lets the idle topology settle, then measures every process's

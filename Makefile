@@ -141,6 +141,17 @@ bench-router-index: build ## the router index ceiling: 1M concrete and 100k wild
 	./scripts/fetch-cassandra.sh >/dev/null
 	$(GO) run ./bench/cmd/shoal-distbench -shoal bin/shoal -scenario units -unit-index $(INDEX) -topologies two-gateways -out bench/results/$$(date -u +%F)-router-index
 
+HOLD ?= 100000
+.PHONY: bench-fleet-hold
+bench-fleet-hold: build ## a fleet held idle: HOLD (100000) devices with persistent sessions and a subscription each, across 6 gateways (one generator process each, under the per-process open-file limit): memory per device in every process and the kernel, CPU per device-second, into bench/fleet-hold.json (about 6 min); see docs/capacity.md
+	./scripts/fetch-kafka.sh >/dev/null
+	./scripts/fetch-cassandra.sh >/dev/null
+	$(GO) run ./bench/cmd/shoal-distbench -shoal bin/shoal -scenario units -unit-hold $(HOLD) -hold-gateways 6 -unit-idle 20s -topologies two-gateways -out bench/results/$$(date -u +%F)-fleet-hold
+
+.PHONY: capacity
+capacity: ## the capacity model: node counts for the fleets of docs/capacity.md from bench/*.json, written into docs/capacity.md (CAPACITY= for flags: -vcpu, -mem-gib, -cpu-target, -rf, ...)
+	$(GO) run ./bench/cmd/shoal-capacity -write docs/capacity.md $(CAPACITY)
+
 .PHONY: bench-bridge
 bench-bridge: build ## the Kafka data bridge: throughput with and without a mapping, MQTT <-> Kafka latency through kcat and mosquitto_sub, catch-up after a stop (about 8 min; BRIDGEBENCH=-smoke for a quick check); see bench/README.md
 	./scripts/test-deps.sh

@@ -175,6 +175,9 @@ func runTopology(ctx context.Context, opt options, topo string, sa shoalArgs, bb
 	if opt.scenario == scenUnits && opt.stormClients > 0 {
 		return c.storms(ctx, opt, topo, bb, stdout, stderr)
 	}
+	if opt.scenario == scenUnits && opt.holdClients > 0 {
+		return c.hold(ctx, opt, topo, bb, stdout, stderr)
+	}
 	if opt.scenario == scenUnits && opt.unitTicks {
 		return c.ticks(ctx, opt, topo, bb, stdout, stderr)
 	}

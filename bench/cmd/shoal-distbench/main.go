@@ -89,13 +89,20 @@ type options struct {
 	stormSessions                []int // -storm-sessions
 	stormOut                     string
 	unitTicks                    bool // -unit-ticks
-	ticksOut                     string
-	indexOut                     string
-	unitIdle                     time.Duration
-	c1Only                       bool
-	profile                      bool
-	keep                         bool
-	args                         []string // the command line, for the README
+	// The fleet hold (-unit-hold): devices, gateways, keepalive, the
+	// measured window, the bound on connecting them, the file; and, in a
+	// generator child, its spec (-hold-child).
+	holdClients, holdGateways int
+	holdKeepAlive, holdWindow time.Duration
+	holdSetup                 time.Duration
+	holdOut, holdChild        string
+	ticksOut                  string
+	indexOut                  string
+	unitIdle                  time.Duration
+	c1Only                    bool
+	profile                   bool
+	keep                      bool
+	args                      []string // the command line, for the README
 }
 
 // runs is the number of generator runs the options make.
@@ -120,6 +127,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "shoal-distbench:", err)
 		return 2
+	}
+	if opt.holdChild != "" {
+		if err := runHoldChild(ctx, opt.holdChild, os.Stdin, stdout, stderr); err != nil {
+			fmt.Fprintln(stderr, "shoal-distbench:", err)
+			return 1
+		}
+		return 0
 	}
 	if opt.unitsReadme != "" {
 		b, err := os.ReadFile(opt.unitsReadme)
@@ -187,6 +201,13 @@ func parse(args []string, stderr io.Writer, now time.Time) (options, error) {
 	fs.StringVar(&opt.stormOut, "storm-out", filepath.Join("bench", "connect-storm.json"), "units with -unit-storm: the file of the connect storms")
 	fs.BoolVar(&opt.unitTicks, "unit-ticks", false, "units: instead of the unit costs, what the per-partition records (GatewayHeartbeat, SessionTick) cost each process: the idle topology with their default periods, then with both at 100ms, into -ticks-out")
 	fs.StringVar(&opt.ticksOut, "ticks-out", filepath.Join("bench", "partition-costs.json"), "units with -unit-ticks: the file of the partition costs")
+	fs.IntVar(&opt.holdClients, "unit-hold", 0, "units: instead of the unit costs, this many idle devices (e.g. 100000) held across -hold-gateways gateways, each with a persistent session and one subscription: memory per device in every process and the kernel, and CPU per device-second held, into -hold-out")
+	fs.IntVar(&opt.holdGateways, "hold-gateways", 6, "units with -unit-hold: gateways, one generator process each")
+	fs.DurationVar(&opt.holdKeepAlive, "hold-keepalive", 60*time.Second, "units with -unit-hold: the devices' keepalive (they ping every half of it)")
+	fs.DurationVar(&opt.holdWindow, "hold-window", 60*time.Second, "units with -unit-hold: how long the held devices' CPU is measured")
+	fs.DurationVar(&opt.holdSetup, "hold-setup", 10*time.Minute, "units with -unit-hold: the bound on connecting and subscribing every device")
+	fs.StringVar(&opt.holdOut, "hold-out", filepath.Join("bench", "fleet-hold.json"), "units with -unit-hold: the file of the fleet hold")
+	fs.StringVar(&opt.holdChild, holdChildFlag, "", "internal: run as one of -unit-hold's generator processes (ADDR,DEVICES,PREFIX,KEEPALIVE)")
 	fs.StringVar(&opt.indexOut, "index-out", filepath.Join("bench", "router-index.json"), "units with -unit-index: the file of the router index ceiling")
 	fs.StringVar(&opt.unitsReadme, "units-readme", "", "print the README of the costs in this units file (a -units-out of an earlier run) and exit")
 	qos := fs.String("qos", "0,1", "comma-separated QoS levels to run")
@@ -271,6 +292,12 @@ func parse(args []string, stderr io.Writer, now time.Time) (options, error) {
 		return opt, errors.New("topologies: none given")
 	case opt.stormClients < 0 || (opt.stormClients > 0 && (opt.scenario != scenUnits || opt.indexConcrete > 0 || len(opt.stormSessions) == 0)):
 		return opt, fmt.Errorf("unit-storm: %d clients (want ≥ 0; with -scenario units, without -unit-index, and at least one -storm-sessions)", opt.stormClients)
+	case opt.holdClients < 0 || opt.holdClients > 0 && (opt.scenario != scenUnits || opt.indexConcrete > 0 || opt.stormClients > 0 || opt.unitTicks):
+		return opt, fmt.Errorf("unit-hold: %d devices (want ≥ 0; with -scenario units, without -unit-index, -unit-storm or -unit-ticks)", opt.holdClients)
+	case opt.holdClients > 0 && (opt.holdGateways < 1 || opt.holdGateways > opt.partitions || opt.holdClients < opt.holdGateways):
+		return opt, fmt.Errorf("hold-gateways: %d (want 1 to -partitions, %d, and at most one per device)", opt.holdGateways, opt.partitions)
+	case opt.holdClients > 0 && (opt.holdKeepAlive < time.Second || opt.holdWindow <= 0 || opt.holdSetup <= 0):
+		return opt, fmt.Errorf("hold-keepalive, hold-window, hold-setup: %s, %s, %s (want ≥ 1s, > 0, > 0)", opt.holdKeepAlive, opt.holdWindow, opt.holdSetup)
 	case opt.unitTicks && (opt.scenario != scenUnits || opt.indexConcrete > 0 || opt.stormClients > 0):
 		return opt, errors.New("unit-ticks: with -scenario units, without -unit-index or -unit-storm")
 	case opt.stormClients > 0 && opt.topologies[0] == topoOne:
@@ -313,6 +340,11 @@ func parse(args []string, stderr io.Writer, now time.Time) (options, error) {
 		}
 		if slices.Contains(opt.topologies, topoCluster) {
 			opt.timeout += clusterStartBound
+		}
+		if opt.holdClients > 0 {
+			// Restarting with the hold's gateways, then the idle window,
+			// the setup, the hold and the disconnects.
+			opt.timeout += startBound + opt.unitIdle + opt.holdSetup + opt.holdWindow + 5*time.Minute
 		}
 	}
 	return opt, nil

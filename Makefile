@@ -109,11 +109,12 @@ bench-independent: build ## Shoal vs Mosquitto measured with Mosquitto's own cli
 	@command -v mosquitto >/dev/null && command -v mosquitto_sub >/dev/null || { apt-get install -y -qq --no-install-recommends mosquitto mosquitto-clients >/dev/null || sudo apt-get install -y -qq --no-install-recommends mosquitto mosquitto-clients >/dev/null; }
 	SCENARIOS=$${SCENARIOS:-steady,saturate,cycle} ./scripts/independent-compare.py
 
+OUTSIDE ?= 6
 .PHONY: bench-distributed
-bench-distributed: build ## distributed mode on a real Kafka + Cassandra, latency at 10k msg/s (DISTBENCH=-smoke for a quick check); see bench/README.md
+bench-distributed: build ## distributed mode on a real Kafka + Cassandra, latency at 10k msg/s: OUTSIDE (6) rounds of an outside generator from each topology's start, then Shoal's generator's rounds (DISTBENCH=-smoke for a quick check); see bench/README.md
 	./scripts/fetch-kafka.sh >/dev/null
 	./scripts/fetch-cassandra.sh >/dev/null
-	$(GO) run ./bench/cmd/shoal-distbench -shoal bin/shoal $(DISTBENCH)
+	$(GO) run ./bench/cmd/shoal-distbench -shoal bin/shoal -outside $(OUTSIDE) $(DISTBENCH)
 
 .PHONY: bench-units
 bench-units: build ## what a message, a connect and a subscription cost each role, Kafka and Cassandra, and the memory they hold, into bench/units.json (UNITS= for more flags); see docs/capacity.md
@@ -140,6 +141,11 @@ bench-router-index: build ## the router index ceiling: 1M concrete and 100k wild
 	./scripts/fetch-kafka.sh >/dev/null
 	./scripts/fetch-cassandra.sh >/dev/null
 	$(GO) run ./bench/cmd/shoal-distbench -shoal bin/shoal -scenario units -unit-index $(INDEX) -topologies two-gateways -out bench/results/$$(date -u +%F)-router-index
+
+.PHONY: bench-router-10m
+bench-router-10m: ## the router's index simulated in one process with its real shards: 10M concrete and 100k wildcard filters (and 1M, set against bench/router-index.json): heap per filter, load and Apply CPU, match CPU per publish, into bench/router-10m.json (about 1 min, 6 GiB); see docs/capacity.md
+	$(GO) run ./bench/cmd/shoal-indexsim -concrete 1000000 -wildcard 100000 -out bench/results/$$(date -u +%F)-router-10m/router-1m.json -readme ""
+	$(GO) run ./bench/cmd/shoal-indexsim -concrete 10000000 -wildcard 100000 -out bench/router-10m.json -readme bench/results/$$(date -u +%F)-router-10m/README.md -beside bench/results/$$(date -u +%F)-router-10m/router-1m.json
 
 HOLD ?= 100000
 .PHONY: bench-fleet-hold

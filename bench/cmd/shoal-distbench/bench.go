@@ -164,6 +164,11 @@ func runTopology(ctx context.Context, opt options, topo string, sa shoalArgs, bb
 	if err := c.start(ctx, topo, sa, bb, stderr); err != nil {
 		return nil, err
 	}
+	if opt.outsideRounds > 0 && opt.scenario == scenLatency {
+		if err := c.outside(ctx, opt, topo, time.Now(), stderr); err != nil {
+			return nil, err
+		}
+	}
 	if opt.prime > 0 {
 		if err := c.prime(ctx, opt, topo, stderr); err != nil {
 			return nil, err

@@ -96,13 +96,17 @@ type options struct {
 	holdKeepAlive, holdWindow time.Duration
 	holdSetup                 time.Duration
 	holdOut, holdChild        string
-	ticksOut                  string
-	indexOut                  string
-	unitIdle                  time.Duration
-	c1Only                    bool
-	profile                   bool
-	keep                      bool
-	args                      []string // the command line, for the README
+	// The outside generator (-outside): its rounds, its saturating
+	// warm-ups, and the script.
+	outsideRounds, outsideWarmups int
+	outsideScript                 string
+	ticksOut                      string
+	indexOut                      string
+	unitIdle                      time.Duration
+	c1Only                        bool
+	profile                       bool
+	keep                          bool
+	args                          []string // the command line, for the README
 }
 
 // runs is the number of generator runs the options make.
@@ -208,6 +212,9 @@ func parse(args []string, stderr io.Writer, now time.Time) (options, error) {
 	fs.DurationVar(&opt.holdSetup, "hold-setup", 10*time.Minute, "units with -unit-hold: the bound on connecting and subscribing every device")
 	fs.StringVar(&opt.holdOut, "hold-out", filepath.Join("bench", "fleet-hold.json"), "units with -unit-hold: the file of the fleet hold")
 	fs.StringVar(&opt.holdChild, holdChildFlag, "", "internal: run as one of -unit-hold's generator processes (ADDR,DEVICES,PREFIX,KEEPALIVE)")
+	fs.IntVar(&opt.outsideRounds, "outside", 0, "latency: first, right after each topology starts, this many rounds of scripts/outside-latency.py (a generator with nothing of Shoal's) after its saturating warm-ups, in the README beside Shoal's generator's rounds (other scenarios: ignored; -smoke: 0 unless given)")
+	fs.IntVar(&opt.outsideWarmups, "outside-warmups", 2, "latency with -outside: the outside generator's saturating warm-ups of 10 s")
+	fs.StringVar(&opt.outsideScript, "outside-script", filepath.Join("scripts", "outside-latency.py"), "latency with -outside: the outside generator")
 	fs.StringVar(&opt.indexOut, "index-out", filepath.Join("bench", "router-index.json"), "units with -unit-index: the file of the router index ceiling")
 	fs.StringVar(&opt.unitsReadme, "units-readme", "", "print the README of the costs in this units file (a -units-out of an earlier run) and exit")
 	qos := fs.String("qos", "0,1", "comma-separated QoS levels to run")
@@ -249,6 +256,9 @@ func parse(args []string, stderr io.Writer, now time.Time) (options, error) {
 		}
 		if !set["prime"] {
 			opt.prime = 0
+		}
+		if !set["outside"] {
+			opt.outsideRounds = 0
 		}
 	}
 	for t := range strings.SplitSeq(*topos, ",") {
@@ -298,6 +308,8 @@ func parse(args []string, stderr io.Writer, now time.Time) (options, error) {
 		return opt, fmt.Errorf("hold-gateways: %d (want 1 to -partitions, %d, and at most one per device)", opt.holdGateways, opt.partitions)
 	case opt.holdClients > 0 && (opt.holdKeepAlive < time.Second || opt.holdWindow <= 0 || opt.holdSetup <= 0):
 		return opt, fmt.Errorf("hold-keepalive, hold-window, hold-setup: %s, %s, %s (want ≥ 1s, > 0, > 0)", opt.holdKeepAlive, opt.holdWindow, opt.holdSetup)
+	case opt.outsideRounds < 0 || opt.outsideWarmups < 0:
+		return opt, fmt.Errorf("outside, outside-warmups: %d, %d (want ≥ 0)", opt.outsideRounds, opt.outsideWarmups)
 	case opt.unitTicks && (opt.scenario != scenUnits || opt.indexConcrete > 0 || opt.stormClients > 0):
 		return opt, errors.New("unit-ticks: with -scenario units, without -unit-index or -unit-storm")
 	case opt.stormClients > 0 && opt.topologies[0] == topoOne:
@@ -340,6 +352,11 @@ func parse(args []string, stderr io.Writer, now time.Time) (options, error) {
 		}
 		if slices.Contains(opt.topologies, topoCluster) {
 			opt.timeout += clusterStartBound
+		}
+		if opt.outsideRounds > 0 && opt.scenario == scenLatency {
+			// Each warm-up and its drain, each round and its settle and drain.
+			per := time.Duration(opt.outsideWarmups)*40*time.Second + time.Duration(opt.outsideRounds)*(opt.duration+5*time.Second)
+			opt.timeout += time.Duration(len(opt.topologies)) * per
 		}
 		if opt.holdClients > 0 {
 			// Restarting with the hold's gateways, then the idle window,

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -323,5 +324,33 @@ func TestReadme(t *testing.T) {
 	}
 	if strings.Contains(string(b), "Target") {
 		t.Errorf("the pairs README judges a latency target:\n%s", b)
+	}
+}
+
+func TestOutsideTables(t *testing.T) {
+	dir := t.TempDir()
+	rounds := []outsideRound{
+		{Round: 1, Sent: 100000, Received: 100000, P50: 9.73, P90: 18.1, P99: 30.4, P999: 41.6, Max: 45.8, GeneratorCPU: 19,
+			CPUPercent: map[string]float64{"gateway": 20, "router": 14, "session": 10, "kafka": 93, "cassandra": 16}, Since: 17},
+		{Round: 2, Sent: 100000, Received: 99990, P50: 3.26, P99: 12.4, Since: 31},
+	}
+	b, err := json.Marshal(rounds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, topoTwo+outsideSuffix), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	writeOutsideTables(&out, dir)
+	for _, want := range []string{"### `two-gateways`, measured by the outside generator", "| 1 | 17 s | 9.73 | 18.10 | 30.4 | 41.6 | 45.8 | 100000 of 100000 | 44, 93, 16, 19 |", "| 2 | 31 s | 3.26 |", "99990 of 100000"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("outside table without %q:\n%s", want, out.String())
+		}
+	}
+	var none bytes.Buffer
+	writeOutsideTables(&none, t.TempDir())
+	if none.Len() != 0 {
+		t.Errorf("no outside rounds, yet: %q", none.String())
 	}
 }

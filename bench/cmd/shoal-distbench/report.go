@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -405,6 +406,7 @@ func writeReadme(path string, m meta, results []*load.Result) error {
 	} else {
 		fmt.Fprintf(&b, "Target: p50 ≤ %s ms, p99 ≤ %s ms, nothing lost; judged on the medians of the rounds, with no loss in any round.\n\n", ms(targetP50us), ms(targetP99us))
 		writeTables(&b, results)
+		writeOutsideTables(&b, filepath.Dir(path))
 		fmt.Fprintf(&b, "\nLatency is from the scheduled send time to the subscriber's read (no coordinated omission). \"Lost + undelivered\" counts sequence gaps and messages not delivered by the end of the drain; \"other faults\" duplicates, reordering, refused publishes, lost connections and errors. JSON results: one file per run; the logs of the Shoal processes are in `logs/`.\n")
 	}
 	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {

@@ -137,7 +137,7 @@ bench-partition-costs: build ## what the per-partition records (GatewayHeartbeat
 
 INDEX ?= 1000000,100000
 .PHONY: bench-router-index
-bench-router-index: build ## the router index ceiling: 1M concrete and 100k wildcard filters of persistent sessions, the router's heap and CPU per message with them and its rebuild from CQL, into bench/router-index.json (about 10 min; INDEX=1000000,100000); see docs/capacity.md
+bench-router-index: build ## the router index ceiling: 1M concrete and 100k wildcard filters of persistent sessions, the router's heap and CPU per message with them, its rebuild from CQL, and the pause when a second router joins and leaves under load, into bench/router-index.json (about 13 min; INDEX=1000000,100000); see docs/capacity.md
 	./scripts/fetch-kafka.sh >/dev/null
 	./scripts/fetch-cassandra.sh >/dev/null
 	$(GO) run ./bench/cmd/shoal-distbench -shoal bin/shoal -scenario units -unit-index $(INDEX) -topologies two-gateways -out bench/results/$$(date -u +%F)-router-index

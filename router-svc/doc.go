@@ -134,8 +134,9 @@
 //     presence tombstone (empty value) forgets the client of its key
 //     (kafka.SplitKey); a key that names no client is logged and
 //     skipped.
-//   - Group mode (router.group): OnAssigned loads the assigned shards
-//     (retrying the store), Start resumes each after its stored offset,
+//   - Group mode (router.group): OnAssigned loads the assigned shards,
+//     shardLoaders at a time (retrying the store; explicit partitions
+//     load the same way at start), Start resumes each after its stored offset,
 //     OnRevoked waits until the committer has stored every poll applied
 //     before and the shards' waiting offsets, then drops them, so nothing
 //     is lost or replayed on a rebalance and the next owner's writes come

@@ -183,13 +183,11 @@ func (r *Router) runMessages(ctx context.Context) error {
 		SkipExpressed: true,
 	}
 	if r.cfg.Group == "" {
-		for _, p := range r.cfg.Partitions {
-			if err := r.load(ctx, p); err != nil {
-				if ctx.Err() != nil {
-					return nil // stopping: the load failed because ctx ended
-				}
-				return fmt.Errorf("messages: %w", err)
+		if err := r.loadShards(ctx, r.cfg.Partitions, false); err != nil {
+			if ctx.Err() != nil {
+				return nil // stopping: the load failed because ctx ended
 			}
+			return fmt.Errorf("messages: %w", err)
 		}
 		cc.Partitions = r.cfg.Partitions
 	} else {
@@ -265,15 +263,48 @@ func (r *Router) load(ctx context.Context, partition int32) error {
 	return nil
 }
 
+// shardLoaders bounds the shards loaded at once. A partition routes
+// nothing until its shard is loaded, so a router that starts, or takes
+// partitions over when another joins or leaves, pauses them for as long
+// as their loads take; a load is mostly waiting on the store's reads, so
+// several at once shorten the pause (docs/capacity.md, "Elasticity").
+const shardLoaders = 4
+
+// loadShards loads the shards of partitions, shardLoaders at a time. With
+// retry each load retries a failing store until it answers or ctx ends;
+// without, the loads' errors are returned.
+func (r *Router) loadShards(ctx context.Context, partitions []int32, retry bool) error {
+	sem := make(chan struct{}, shardLoaders)
+	errs := make([]error, len(partitions))
+	var wg sync.WaitGroup
+	for i, p := range partitions {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			errs[i] = ctx.Err()
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			load := func() error { return r.load(ctx, p) }
+			if retry {
+				errs[i] = r.retry(ctx, "load shard", p, load)
+			} else {
+				errs[i] = load()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
 // assigned loads the shards of partitions given to this instance by the
 // group, retrying a failing store until it answers or ctx ends.
 func (r *Router) assigned(ctx context.Context, partitions []int32) {
 	r.shardsReady.Store(false)
-	for _, p := range partitions {
-		err := r.retry(ctx, "load shard", p, func() error { return r.load(ctx, p) })
-		if err != nil {
-			return // ctx ended; handleMessages refuses unloaded partitions
-		}
+	if err := r.loadShards(ctx, partitions, true); err != nil {
+		return // ctx ended; handleMessages refuses unloaded partitions
 	}
 	r.shardsReady.Store(true)
 }

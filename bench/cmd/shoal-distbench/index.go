@@ -67,7 +67,12 @@ type index struct {
 	RouterCPUMicros float64 `json:"router_cpu_us,omitempty"`
 	P50Ms           float64 `json:"p50_ms,omitempty"`
 	P99Ms           float64 `json:"p99_ms,omitempty"`
-	Lost            uint64  `json:"lost_or_undelivered"`
+	// For scale phases: the tail, and how long the join (until the new
+	// router was ready) or the leave (until it exited) took.
+	P999Ms       float64 `json:"p99_9_ms,omitempty"`
+	MaxMs        float64 `json:"max_ms,omitempty"`
+	EventSeconds float64 `json:"event_s,omitempty"`
+	Lost         uint64  `json:"lost_or_undelivered"`
 }
 
 // routerIndex runs the index ceiling on the started topology.
@@ -198,6 +203,11 @@ func (c *cluster) routerIndex(ctx context.Context, opt options, topo string, bb 
 	if err := match("match-rebuilt", again); err != nil {
 		return results, err
 	}
+	rs, err := c.scaleRouters(ctx, opt, topo, &f, stdout, stderr)
+	results = append(results, rs...)
+	if err != nil {
+		return results, err
+	}
 
 	return results, writeCeiling(opt, opt.indexOut, "index ceiling", f, indexReadme(f), stderr)
 }
@@ -266,7 +276,12 @@ func indexReadme(f indexFile) string {
 	fmt.Fprintf(&b, "- The filters are persistent sessions' (kept offline, so they stay in the index), %d connections subscribing their share one SUBSCRIBE at a time, 64 at once. The match phases are 50 QoS 0 pairs at 10,000 msg/s on topics outside the index.\n\n", indexSubscribers)
 	fmt.Fprintln(&b, "| phase | filters | per second | SUBACK p50 / p99 ms | router heap per filter, B | messages | router CPU-µs per message | p50 / p99 ms | lost |")
 	fmt.Fprintln(&b, "|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	var scale []index
 	for _, p := range f.Phases {
+		if p.EventSeconds > 0 {
+			scale = append(scale, p)
+			continue
+		}
 		if p.Subscribed > 0 {
 			fmt.Fprintf(&b, "| %s | %d | %.0f | %.1f / %.1f | %.0f | | | | |\n", p.Name, p.Subscribed, p.SubscribePerSec, p.SubackP50Ms, p.SubackP99Ms, p.RouterHeapPer)
 			continue
@@ -275,5 +290,13 @@ func indexReadme(f indexFile) string {
 	}
 	fmt.Fprintf(&b, "\nRouter live heap: empty %d MiB, with the concrete filters %d MiB, with both %d MiB; the restarted router was ready after %.1f s with %d MiB.\n",
 		f.RouterHeapBytes["empty"]>>20, f.RouterHeapBytes["concrete"]>>20, f.RouterHeapBytes["concrete_and_wildcard"]>>20, f.RebuildSeconds, f.RouterHeapBytes["rebuilt"]>>20)
+	if len(scale) > 0 {
+		fmt.Fprintf(&b, "\nElasticity: under the same 10,000 msg/s, %s into a window of %s, a second router starts (scale-out) and then stops (scale-in: SIGTERM); the second column is from its start until it answered ready (before the group gave it partitions) or until it exited. The longest latency is the pause of the partitions that moved while their new owner loaded their shards.\n\n", scaleEventAfter, scaleWindow)
+		fmt.Fprintln(&b, "| phase | start or stop | messages | p50 / p99 / p99.9 / max ms | lost |")
+		fmt.Fprintln(&b, "|---|---:|---:|---:|---:|")
+		for _, p := range scale {
+			fmt.Fprintf(&b, "| %s | %.1f s | %d | %.2f / %.1f / %.1f / %.1f | %d |\n", p.Name, p.EventSeconds, p.Messages, p.P50Ms, p.P99Ms, p.P999Ms, p.MaxMs, p.Lost)
+		}
+	}
 	return b.String()
 }

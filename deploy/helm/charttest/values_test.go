@@ -35,6 +35,10 @@ func TestValuesRefused(t *testing.T) {
 		{[]string{"gateway.replicas=20"}, []string{"gateway.replicas", "kafka.partitions", "16 partitions"}},
 		{[]string{"gateway.replicas=20", "kafka.deliveriesPartitions=18"}, []string{"gateway.replicas", "kafka.deliveriesPartitions", "18 partitions"}},
 		{[]string{"kafka.deliveriesPartitions=-1"}, []string{"kafka", "deliveriesPartitions"}},
+		{[]string{"session.replicas=17"}, []string{"session.replicas", "16 partitions"}},
+		{[]string{"router.autoscaling.enabled=true", "router.autoscaling.maxReplicas=20"}, []string{"router.autoscaling.maxReplicas", "20 instances", "16 partitions"}},
+		{[]string{"session.autoscaling.enabled=true", "session.autoscaling.minReplicas=9"}, []string{"session.autoscaling.minReplicas", "maxReplicas 8"}},
+		{[]string{"router.autoscaling.changePeriodSeconds=0"}, []string{"router", "changePeriodSeconds"}},
 		{[]string{"tls.enabled=true"}, []string{"tls.secretName"}},
 		{[]string{"haproxy.pools.a={0}"}, []string{"haproxy.pools", "default"}},
 		{[]string{"haproxy.tenants.acme=gold"}, []string{"haproxy.tenants.acme", "gold"}},
@@ -198,5 +202,40 @@ func TestDashboardFromRepository(t *testing.T) {
 	}
 	if got := stringField(t, cm, "data", "shoal.json"); strings.TrimSpace(got) != strings.TrimSpace(string(want)) {
 		t.Fatalf("%s does not hold deploy/grafana/shoal.json", cm)
+	}
+}
+
+// TestAutoscalingOneAtATime: the routers' and session services'
+// HorizontalPodAutoscalers add and remove one instance per period, and
+// remove none before the stabilization window: each change moves
+// partitions, which pause while their new owner rebuilds them.
+func TestAutoscalingOneAtATime(t *testing.T) {
+	objs := render(t, nil, "router.autoscaling.enabled=true", "session.autoscaling.enabled=true",
+		"session.autoscaling.changePeriodSeconds=120", "kafka.partitions=8", "router.autoscaling.maxReplicas=8", "session.autoscaling.maxReplicas=8")
+	for _, c := range []struct {
+		role         string
+		period, hold float64
+	}{{"router", 60, 300}, {"session", 120, 300}} {
+		var hpa map[string]any
+		for _, o := range objs {
+			if o.Kind == "HorizontalPodAutoscaler" && strings.HasSuffix(o.Name, "-"+c.role) {
+				if err := yaml.Unmarshal(o.YAML, &hpa); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if hpa == nil {
+			t.Fatalf("no HorizontalPodAutoscaler for %s", c.role)
+		}
+		for _, dir := range []string{"scaleUp", "scaleDown"} {
+			pol, ok := field(hpa, "spec", "behavior", dir, "policies", 0)
+			p, _ := pol.(map[string]any)
+			if !ok || p["type"] != "Pods" || p["value"] != float64(1) || p["periodSeconds"] != c.period {
+				t.Errorf("%s %s: policy %v, want 1 pod per %g s", c.role, dir, pol, c.period)
+			}
+		}
+		if w, _ := field(hpa, "spec", "behavior", "scaleDown", "stabilizationWindowSeconds"); w != c.hold {
+			t.Errorf("%s: scale-down window %v, want %g", c.role, w, c.hold)
+		}
 	}
 }

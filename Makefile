@@ -149,10 +149,10 @@ bench-router-10m: ## the router's index simulated in one process with its real s
 
 HOLD ?= 100000
 .PHONY: bench-fleet-hold
-bench-fleet-hold: build ## a fleet held idle: HOLD (100000) devices with persistent sessions and a subscription each, across 6 gateways (one generator process each, under the per-process open-file limit): memory per device in every process and the kernel, CPU per device-second, into bench/fleet-hold.json (about 6 min); see docs/capacity.md
+bench-fleet-hold: build ## a fleet held idle: HOLD (100000) devices with persistent sessions and a subscription each, across 6 gateways (one generator process each, under the per-process open-file limit): memory per device in every process and the kernel, CPU per device-second, then a second session service started and stopped under persistent QoS 1 pairs (the pause), into bench/fleet-hold.json (about 9 min); see docs/capacity.md
 	./scripts/fetch-kafka.sh >/dev/null
 	./scripts/fetch-cassandra.sh >/dev/null
-	$(GO) run ./bench/cmd/shoal-distbench -shoal bin/shoal -scenario units -unit-hold $(HOLD) -hold-gateways 6 -unit-idle 20s -topologies two-gateways -out bench/results/$$(date -u +%F)-fleet-hold
+	$(GO) run ./bench/cmd/shoal-distbench -shoal bin/shoal -scenario units -unit-hold $(HOLD) -hold-gateways 6 -hold-scale -unit-idle 20s -topologies two-gateways -out bench/results/$$(date -u +%F)-fleet-hold
 
 .PHONY: capacity
 capacity: ## the capacity model: node counts for the fleets of docs/capacity.md from bench/*.json, written into docs/capacity.md (CAPACITY= for flags: -vcpu, -mem-gib, -cpu-target, -rf, ...)

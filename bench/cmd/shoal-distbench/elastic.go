@@ -23,14 +23,18 @@ const (
 	scaleWindow     = 60 * time.Second
 )
 
-// scalePhase runs the latency load and, scaleEventAfter into its measured
-// window, act, whose duration it reports with the run's latency.
-func (c *cluster) scalePhase(ctx context.Context, opt options, topo, name string, act func() error, stdout, stderr io.Writer) (index, *load.Result, error) {
+// scalePhase runs the latency load (10,000 msg/s QoS 0, or as shape
+// makes it) and, scaleEventAfter into its measured window, act, whose
+// duration it reports with the run's latency.
+func (c *cluster) scalePhase(ctx context.Context, opt options, topo, name string, shape func(*load.Config), act func() error, stdout, stderr io.Writer) (index, *load.Result, error) {
 	cfg := opt.loadConfig(topo, 0, 1)
 	cfg.Scenario, cfg.Rate, cfg.Window = load.ScenarioLatency, 10000, 0
 	cfg.Duration = scaleWindow
 	cfg.Drain = 30 * time.Second
 	cfg.Prefix, cfg.Name = "bench-ixs-"+name, name
+	if shape != nil {
+		shape(&cfg)
+	}
 	c.addrs(&cfg)
 	done := make(chan error, 1)
 	var took time.Duration
@@ -61,17 +65,26 @@ func (c *cluster) scalePhase(ctx context.Context, opt options, topo, name string
 	if res.Expected > res.Unique {
 		ph.Lost = res.Expected - res.Unique
 	}
-	fmt.Fprintf(stdout, "%s: the start or stop took %.1f s; %d messages at 10,000/s, p50 %.2f ms, p99 %.1f ms, p99.9 %.1f ms, max %.1f ms; %d lost\n",
-		name, ph.EventSeconds, ph.Messages, ph.P50Ms, ph.P99Ms, ph.P999Ms, ph.MaxMs, ph.Lost)
+	fmt.Fprintf(stdout, "%s: the start or stop took %.1f s; %d messages at %.0f/s, p50 %.2f ms, p99 %.1f ms, p99.9 %.1f ms, max %.1f ms; %d lost\n",
+		name, ph.EventSeconds, ph.Messages, cfg.Rate, ph.P50Ms, ph.P99Ms, ph.P999Ms, ph.MaxMs, ph.Lost)
 	return ph, res, nil
 }
 
 // scaleRouters adds a router and removes it again, each under load.
 func (c *cluster) scaleRouters(ctx context.Context, opt options, topo string, f *indexFile, stdout, stderr io.Writer) ([]*load.Result, error) {
+	phases, results, err := c.scaleRole(ctx, opt, topo, "router", "router-2", nil, stdout, stderr)
+	f.Phases = append(f.Phases, phases...)
+	return results, err
+}
+
+// scaleRole starts a second instance of role (named name) under load, and
+// stops it again under load.
+func (c *cluster) scaleRole(ctx context.Context, opt options, topo, role, name string, shape func(*load.Config), stdout, stderr io.Writer) ([]index, []*load.Result, error) {
 	var results []*load.Result
+	var phases []index
 	var added *proc
 	join := func() error {
-		p, err := startShoal(c.sa, "router", "router-2")
+		p, err := startShoal(c.sa, role, name)
 		if err != nil {
 			return err
 		}
@@ -96,14 +109,14 @@ func (c *cluster) scaleRouters(ctx context.Context, opt options, topo string, f 
 		name string
 		act  func() error
 	}{{"scale-out", join}, {"scale-in", leave}} {
-		ph, res, err := c.scalePhase(ctx, opt, topo, s.name, s.act, stdout, stderr)
+		ph, res, err := c.scalePhase(ctx, opt, topo, s.name, shape, s.act, stdout, stderr)
 		if res != nil {
 			results = append(results, res)
 		}
 		if err != nil {
-			return results, err
+			return phases, results, err
 		}
-		f.Phases = append(f.Phases, ph)
+		phases = append(phases, ph)
 	}
-	return results, nil
+	return phases, results, nil
 }

@@ -66,7 +66,14 @@ type holdFile struct {
 	IdleCPU map[string]float64 `json:"cpu_us_per_connection_second"`
 	// AliveAtEnd is the connections still up when the hold ended.
 	AliveAtEnd int `json:"alive_at_end"`
+	// Scale is, with -hold-scale, a second session service started and
+	// stopped while the devices are held, under persistent QoS 1 pairs.
+	Scale []index `json:"scale,omitempty"`
 }
+
+// holdScaleRate is the persistent QoS 1 pairs' rate while a session
+// service joins and leaves: every message goes through a session's inbox.
+const holdScaleRate = 2000
 
 // holdChildFlag is the flag a generator child is started with: its
 // gateway's address, its devices, their identifiers' prefix and their
@@ -180,6 +187,17 @@ func (c *cluster) hold(ctx context.Context, opt options, topo string, bb *backbo
 	}
 
 	var results []*load.Result
+	if opt.holdScale {
+		persistent := func(cfg *load.Config) {
+			cfg.QoS, cfg.Rate, cfg.SessionExpiry = 1, holdScaleRate, 10*time.Minute
+		}
+		phases, rs, err := c.scaleRole(ctx, opt, topo, "session", "session-2", persistent, stdout, stderr)
+		results = append(results, rs...)
+		if err != nil {
+			return results, err
+		}
+		f.Scale = phases
+	}
 	for _, k := range kids {
 		res, err := k.finish(ctx)
 		if err != nil {
@@ -419,5 +437,13 @@ func holdReadme(f holdFile) string {
 	row("live heap growth, bytes", f.Heap, 0)
 	row("CPU-µs per second held", f.IdleCPU, 3)
 	fmt.Fprintf(&b, "\nThe kernel's memory for sockets (slab caches and TCP buffers) grew %.0f B per connection, both ends together.\n", f.KernelTCP)
+	if len(f.Scale) > 0 {
+		fmt.Fprintf(&b, "\nElasticity: with the devices held, 50 pairs of persistent sessions at %d msg/s QoS 1 (every message through an inbox); %s into a window of %s a second session service starts (scale-out), then stops (scale-in: SIGTERM). The longest latency is the pause of the partitions that moved while their new owner loaded their sessions.\n\n", holdScaleRate, scaleEventAfter, scaleWindow)
+		fmt.Fprintln(&b, "| phase | start or stop | messages | p50 / p99 / p99.9 / max ms | lost |")
+		fmt.Fprintln(&b, "|---|---:|---:|---:|---:|")
+		for _, p := range f.Scale {
+			fmt.Fprintf(&b, "| %s | %.1f s | %d | %.2f / %.1f / %.1f / %.1f | %d |\n", p.Name, p.EventSeconds, p.Messages, p.P50Ms, p.P99Ms, p.P999Ms, p.MaxMs, p.Lost)
+		}
+	}
 	return b.String()
 }

@@ -96,6 +96,7 @@ type options struct {
 	holdKeepAlive, holdWindow time.Duration
 	holdSetup                 time.Duration
 	holdOut, holdChild        string
+	holdScale                 bool
 	// The outside generator (-outside): its rounds, its saturating
 	// warm-ups, and the script.
 	outsideRounds, outsideWarmups int
@@ -210,6 +211,7 @@ func parse(args []string, stderr io.Writer, now time.Time) (options, error) {
 	fs.DurationVar(&opt.holdKeepAlive, "hold-keepalive", 60*time.Second, "units with -unit-hold: the devices' keepalive (they ping every half of it)")
 	fs.DurationVar(&opt.holdWindow, "hold-window", 60*time.Second, "units with -unit-hold: how long the held devices' CPU is measured")
 	fs.DurationVar(&opt.holdSetup, "hold-setup", 10*time.Minute, "units with -unit-hold: the bound on connecting and subscribing every device")
+	fs.BoolVar(&opt.holdScale, "hold-scale", false, "units with -unit-hold: while the devices are held, start a second session service and stop it again, each under persistent QoS 1 pairs, and measure the pause")
 	fs.StringVar(&opt.holdOut, "hold-out", filepath.Join("bench", "fleet-hold.json"), "units with -unit-hold: the file of the fleet hold")
 	fs.StringVar(&opt.holdChild, holdChildFlag, "", "internal: run as one of -unit-hold's generator processes (ADDR,DEVICES,PREFIX,KEEPALIVE)")
 	fs.IntVar(&opt.outsideRounds, "outside", 0, "latency: first, right after each topology starts, this many rounds of scripts/outside-latency.py (a generator with nothing of Shoal's) after its saturating warm-ups, in the README beside Shoal's generator's rounds (other scenarios: ignored; -smoke: 0 unless given)")
@@ -362,6 +364,9 @@ func parse(args []string, stderr io.Writer, now time.Time) (options, error) {
 			// Restarting with the hold's gateways, then the idle window,
 			// the setup, the hold and the disconnects.
 			opt.timeout += startBound + opt.unitIdle + opt.holdSetup + opt.holdWindow + 5*time.Minute
+			if opt.holdScale {
+				opt.timeout += 2 * (scaleWindow + 90*time.Second) // each window, its drain and the start or stop
+			}
 		}
 	}
 	return opt, nil

@@ -1,7 +1,6 @@
 // Command shoal-capacity is the capacity model: from the unit costs and
 // ceilings measured on one machine (bench/units.json, connect-storm.json,
-// partition-costs.json, router-index.json and, once measured,
-// fleet-hold.json), it counts the gateway, router, session-service, Kafka
+// partition-costs.json and fleet-hold.json), it counts the gateway, router, session-service, Kafka
 // and Cassandra nodes of a stated size that the fleets of
 // docs/capacity.md take, and prints the tables, each unit cost beside the
 // file it came from. Node size, how full a node may run, the replication

@@ -56,17 +56,6 @@ type ticksFile struct {
 	PerRecord map[string]float64 `json:"cpu_us_per_record"`
 }
 
-// indexFile is bench/router-index.json (make bench-router-index).
-type indexFile struct {
-	Date      string  `json:"date"`
-	Concrete  int     `json:"concrete_filters"`
-	RebuildS  float64 `json:"rebuild_s"`
-	HeapBytes struct {
-		Empty    float64 `json:"empty"`
-		Concrete float64 `json:"concrete"`
-	} `json:"router_heap_bytes"`
-}
-
 // holdFile is bench/fleet-hold.json (make bench-fleet-hold): many idle
 // devices held at once, each with a persistent session and one
 // subscription.
@@ -85,7 +74,6 @@ type inputs struct {
 	units unitsFile
 	storm stormFile
 	ticks ticksFile
-	index indexFile
 	// hold is nil until bench/fleet-hold.json exists: the model then
 	// says which figures it lacks.
 	hold *holdFile
@@ -96,7 +84,6 @@ const (
 	unitsPath = "bench/units.json"
 	stormPath = "bench/connect-storm.json"
 	ticksPath = "bench/partition-costs.json"
-	indexPath = "bench/router-index.json"
 	holdPath  = "bench/fleet-hold.json"
 )
 
@@ -106,7 +93,7 @@ func readInputs(root string) (*inputs, error) {
 	for _, f := range []struct {
 		path string
 		into any
-	}{{unitsPath, &in.units}, {stormPath, &in.storm}, {ticksPath, &in.ticks}, {indexPath, &in.index}} {
+	}{{unitsPath, &in.units}, {stormPath, &in.storm}, {ticksPath, &in.ticks}} {
 		if err := readJSON(filepath.Join(root, f.path), f.into); err != nil {
 			return nil, err
 		}
@@ -171,9 +158,6 @@ func (in *inputs) check() error {
 	}
 	if len(in.ticks.PerRecord) == 0 {
 		return fmt.Errorf("%s: no cpu_us_per_record", ticksPath)
-	}
-	if in.index.Concrete == 0 {
-		return fmt.Errorf("%s: no concrete_filters", indexPath)
 	}
 	if in.hold != nil && (in.hold.Connections == 0 || len(in.hold.RSS) == 0) {
 		return fmt.Errorf("%s: no connections or rss_bytes_per_connection", holdPath)

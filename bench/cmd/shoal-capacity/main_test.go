@@ -115,7 +115,7 @@ func TestSizeWriteBound(t *testing.T) {
 
 func TestReadInputsRefusesLostPhase(t *testing.T) {
 	dir := t.TempDir()
-	for _, f := range []string{unitsPath, stormPath, ticksPath, indexPath} {
+	for _, f := range []string{unitsPath, stormPath, ticksPath} {
 		b, err := os.ReadFile(filepath.Join(root, f))
 		if err != nil {
 			t.Fatal(err)

@@ -78,8 +78,8 @@ func render(in *inputs, c *costs, p params, ss []sizing) string {
 // renderInputs is the table of the unit costs the model used, each with
 // the file and phase it came from.
 func renderInputs(b *strings.Builder, in *inputs, c *costs) {
-	fmt.Fprintf(b, "Inputs: `%s` (%s, %s, %d cores, commit %s), `%s` (%s), `%s` (%s), `%s` (%s)", unitsPath, in.units.Date[:10], in.units.CPU, in.units.Cores, in.units.Commit,
-		stormPath, in.storm.Date[:10], ticksPath, in.ticks.Date[:10], indexPath, in.index.Date[:10])
+	fmt.Fprintf(b, "Inputs: `%s` (%s, %s, %d cores, commit %s), `%s` (%s), `%s` (%s)", unitsPath, in.units.Date[:10], in.units.CPU, in.units.Cores, in.units.Commit,
+		stormPath, in.storm.Date[:10], ticksPath, in.ticks.Date[:10])
 	if in.hold != nil {
 		fmt.Fprintf(b, ", `%s` (%s)", holdPath, in.hold.Date[:10])
 	}

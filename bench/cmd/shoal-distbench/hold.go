@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/shoal-mqtt/shoal/bench/load"
-	"github.com/shoal-mqtt/shoal/internal/localserver/realkafka"
 )
 
 // The fleet hold (-unit-hold N): N devices connect across -hold-gateways
@@ -31,16 +30,9 @@ import (
 
 // holdFile is bench/fleet-hold.json.
 type holdFile struct {
-	Date        string `json:"date"`
-	Command     string `json:"command"`
-	Commit      string `json:"commit"`
-	CPU         string `json:"cpu"`
-	Cores       int    `json:"cores"`
-	Kafka       string `json:"kafka"`
-	Cassandra   string `json:"cassandra"`
-	Partitions  int    `json:"partitions"`
-	Connections int    `json:"connections"`
-	Gateways    int    `json:"gateways"`
+	runHeader
+	Connections int `json:"connections"`
+	Gateways    int `json:"gateways"`
 	// FDLimit is the open files one process may have here: why the
 	// devices are split over generator processes.
 	FDLimit    uint64  `json:"fd_limit"`
@@ -102,26 +94,18 @@ func (c *cluster) hold(ctx context.Context, opt options, topo string, bb *backbo
 		return nil, err
 	}
 	meta := machineInfo(opt)
-	f := holdFile{Date: meta.date, Command: meta.command, Commit: meta.commit, CPU: meta.cpu, Cores: meta.cores,
-		Kafka: realkafka.Version, Cassandra: bb.cqlVersion, Partitions: opt.partitions, Connections: opt.holdClients,
-		Gateways: len(c.gws), KeepAliveS: int(opt.holdKeepAlive / time.Second)}
+	f := holdFile{runHeader: meta.header(bb),
+		Connections: opt.holdClients,
+		Gateways:    len(c.gws), KeepAliveS: int(opt.holdKeepAlive / time.Second)}
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil {
 		f.FDLimit = lim.Cur
 	}
 	fmt.Fprintf(stderr, "hold: idle for %s\n", opt.unitIdle)
-	s0, err := m.sample(ctx)
+	_, s1, idle, err := m.idleWindow(ctx, opt.unitIdle)
 	if err != nil {
 		return nil, err
 	}
-	if !load.Sleep(ctx, opt.unitIdle) {
-		return nil, ctx.Err()
-	}
-	s1, err := m.sample(ctx)
-	if err != nil {
-		return nil, err
-	}
-	idle := idleRates(s0, s1)
 	heap0, err := m.liveHeap(ctx)
 	if err != nil {
 		return nil, err

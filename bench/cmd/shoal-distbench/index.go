@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/shoal-mqtt/shoal/bench/load"
-	"github.com/shoal-mqtt/shoal/internal/localserver/realkafka"
 )
 
 // The router index ceiling (-unit-index): the units scenario's topology
@@ -32,17 +31,10 @@ const indexRebuildBound = 20 * time.Minute
 
 // indexFile is bench/router-index.json.
 type indexFile struct {
-	Date       string  `json:"date"`
-	Command    string  `json:"command"`
-	Commit     string  `json:"commit"`
-	CPU        string  `json:"cpu"`
-	Cores      int     `json:"cores"`
-	Kafka      string  `json:"kafka"`
-	Cassandra  string  `json:"cassandra"`
-	Partitions int     `json:"partitions"`
-	Concrete   int     `json:"concrete_filters"`
-	Wildcard   int     `json:"wildcard_filters"`
-	Phases     []index `json:"phases"`
+	runHeader
+	Concrete int     `json:"concrete_filters"`
+	Wildcard int     `json:"wildcard_filters"`
+	Phases   []index `json:"phases"`
 	// RebuildSeconds is a restarted router's time from its start to
 	// ready: its shards, every subscription of them, read from CQL.
 	RebuildSeconds float64 `json:"rebuild_s"`
@@ -82,8 +74,8 @@ func (c *cluster) routerIndex(ctx context.Context, opt options, topo string, bb 
 		return nil, errors.New("the index ceiling needs one router")
 	}
 	meta := machineInfo(opt)
-	f := indexFile{Date: meta.date, Command: meta.command, Commit: meta.commit, CPU: meta.cpu, Cores: meta.cores,
-		Kafka: realkafka.Version, Cassandra: bb.cqlVersion, Partitions: opt.partitions,
+	f := indexFile{runHeader: meta.header(bb),
+
 		Concrete: opt.indexConcrete, Wildcard: opt.indexWildcard, RouterHeapBytes: map[string]uint64{}}
 	var results []*load.Result
 	heap := func(p *proc) (uint64, error) {

@@ -41,6 +41,25 @@ type meta struct {
 	opt         options
 }
 
+// runHeader is what every result file of the units and the ceilings says
+// first: when, by which command and commit, on what machine and backbone.
+type runHeader struct {
+	Date       string `json:"date"`
+	Command    string `json:"command"`
+	Commit     string `json:"commit"`
+	CPU        string `json:"cpu"`
+	Cores      int    `json:"cores"`
+	Kafka      string `json:"kafka"`
+	Cassandra  string `json:"cassandra"`
+	Partitions int    `json:"partitions"`
+}
+
+// header is the run's header on backbone bb.
+func (m meta) header(bb *backbone) runHeader {
+	return runHeader{Date: m.date, Command: m.command, Commit: m.commit, CPU: m.cpu, Cores: m.cores,
+		Kafka: realkafka.Version, Cassandra: bb.cqlVersion, Partitions: m.opt.partitions}
+}
+
 // backboneStart is one backbone's start, for the README.
 type backboneStart struct {
 	nodes int

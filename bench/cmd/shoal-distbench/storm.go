@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/shoal-mqtt/shoal/bench/load"
-	"github.com/shoal-mqtt/shoal/internal/localserver/realkafka"
 )
 
 // The connect storms (-unit-storm N): N clients connect to the first of two
@@ -24,16 +23,9 @@ import (
 
 // stormFile is bench/connect-storm.json.
 type stormFile struct {
-	Date       string  `json:"date"`
-	Command    string  `json:"command"`
-	Commit     string  `json:"commit"`
-	CPU        string  `json:"cpu"`
-	Cores      int     `json:"cores"`
-	Kafka      string  `json:"kafka"`
-	Cassandra  string  `json:"cassandra"`
-	Partitions int     `json:"partitions"`
-	Clients    int     `json:"clients"`
-	Storms     []storm `json:"storms"`
+	runHeader
+	Clients int     `json:"clients"`
+	Storms  []storm `json:"storms"`
 }
 
 // storm is one wave of connects.
@@ -64,8 +56,8 @@ const stormHold = time.Second
 // again on a new one of each further count of session services.
 func (c *cluster) storms(ctx context.Context, opt options, topo string, bb *backbone, stdout, stderr io.Writer) ([]*load.Result, error) {
 	meta := machineInfo(opt)
-	f := stormFile{Date: meta.date, Command: meta.command, Commit: meta.commit, CPU: meta.cpu, Cores: meta.cores,
-		Kafka: realkafka.Version, Cassandra: bb.cqlVersion, Partitions: opt.partitions, Clients: opt.stormClients}
+	f := stormFile{runHeader: meta.header(bb),
+		Clients: opt.stormClients}
 	var results []*load.Result
 	for i, k := range opt.stormSessions {
 		if i > 0 || topoLayout(topo).sessions != k {

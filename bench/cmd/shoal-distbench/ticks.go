@@ -28,16 +28,9 @@ const tickFastPeriod = 100 * time.Millisecond
 
 // ticksFile is bench/partition-costs.json.
 type ticksFile struct {
-	Date       string      `json:"date"`
-	Command    string      `json:"command"`
-	Commit     string      `json:"commit"`
-	CPU        string      `json:"cpu"`
-	Cores      int         `json:"cores"`
-	Kafka      string      `json:"kafka"`
-	Cassandra  string      `json:"cassandra"`
-	Partitions int         `json:"partitions"`
-	Gateways   int         `json:"gateways"`
-	Phases     []tickPhase `json:"phases"`
+	runHeader
+	Gateways int         `json:"gateways"`
+	Phases   []tickPhase `json:"phases"`
 	// PerRecordMicros is each kind of process's CPU per record of
 	// shoal.sessions written by the periods alone (heartbeats and ticks):
 	// the second phase's CPU less the first's, over its records less the
@@ -62,8 +55,8 @@ type tickPhase struct {
 // ticks measures the per-partition records' cost on the started topology.
 func (c *cluster) ticks(ctx context.Context, opt options, topo string, bb *backbone, stdout, stderr io.Writer) ([]*load.Result, error) {
 	meta := machineInfo(opt)
-	f := ticksFile{Date: meta.date, Command: meta.command, Commit: meta.commit, CPU: meta.cpu, Cores: meta.cores,
-		Kafka: realkafka.Version, Cassandra: bb.cqlVersion, Partitions: opt.partitions, Gateways: len(c.gws)}
+	f := ticksFile{runHeader: meta.header(bb),
+		Gateways: len(c.gws)}
 	base, err := os.ReadFile(c.sa.config)
 	if err != nil {
 		return nil, fmt.Errorf("ticks: %w", err)

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	"github.com/shoal-mqtt/shoal/bench/load"
 )
@@ -50,6 +52,21 @@ type unitResult struct {
 	SessionPresent int `json:"session_present,omitempty"`
 	// Offline is the offline phase's account (on its deliver result).
 	Offline *load.OfflineStats `json:"offline,omitempty"`
+}
+
+// idleWindow samples every process, waits d without load and samples
+// again: the two samples, and each process's idle rate between them.
+func (m *unitMeter) idleWindow(ctx context.Context, d time.Duration) (s0, s1 unitSample, idle map[string]float64, err error) {
+	if s0, err = m.sample(ctx); err != nil {
+		return s0, s1, nil, err
+	}
+	if !load.Sleep(ctx, d) {
+		return s0, s1, nil, ctx.Err()
+	}
+	if s1, err = m.sample(ctx); err != nil {
+		return s0, s1, nil, err
+	}
+	return s0, s1, idleRates(s0, s1), nil
 }
 
 // idleRates is each process's CPU-seconds per second without load, from

@@ -9,18 +9,11 @@ import (
 
 // unitsFile is bench/units.json.
 type unitsFile struct {
-	Date       string  `json:"date"`
-	Command    string  `json:"command"`
-	Commit     string  `json:"commit"`
-	CPU        string  `json:"cpu"`
-	Cores      int     `json:"cores"`
-	MemGiB     float64 `json:"mem_gib"`
-	Kernel     string  `json:"kernel"`
-	Go         string  `json:"go"`
-	Kafka      string  `json:"kafka"`
-	Cassandra  string  `json:"cassandra"`
-	Topology   string  `json:"topology"`
-	Partitions int     `json:"partitions"`
+	runHeader
+	MemGiB   float64 `json:"mem_gib"`
+	Kernel   string  `json:"kernel"`
+	Go       string  `json:"go"`
+	Topology string  `json:"topology"`
 	// IdleCPUPercent is each kind's CPU without load (subtracted from
 	// every phase), over IdleSeconds before the first phase.
 	IdleCPUPercent map[string]float64 `json:"idle_cpu_percent"`

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/shoal-mqtt/shoal/bench/load"
-	"github.com/shoal-mqtt/shoal/internal/localserver/realkafka"
 )
 
 // scenUnits measures what one message and one connect cost each kind of
@@ -265,22 +264,14 @@ func (c *cluster) units(ctx context.Context, opt options, topo string, bb *backb
 		return nil, err
 	}
 	meta := machineInfo(opt)
-	f := unitsFile{Date: meta.date, Command: meta.command, Commit: meta.commit, CPU: meta.cpu, Cores: meta.cores,
-		MemGiB: meta.memGiB, Kernel: meta.kernel, Go: meta.goVersion, Kafka: realkafka.Version, Cassandra: bb.cqlVersion,
-		Topology: topo, Partitions: opt.partitions}
+	f := unitsFile{runHeader: meta.header(bb),
+		MemGiB: meta.memGiB, Kernel: meta.kernel, Go: meta.goVersion,
+		Topology: topo}
 	fmt.Fprintf(stderr, "%s: units, idle for %s\n", topo, opt.unitIdle)
-	s0, err := m.sample(ctx)
+	s0, s1, idle, err := m.idleWindow(ctx, opt.unitIdle)
 	if err != nil {
 		return nil, err
 	}
-	if !load.Sleep(ctx, opt.unitIdle) {
-		return nil, ctx.Err()
-	}
-	s1, err := m.sample(ctx)
-	if err != nil {
-		return nil, err
-	}
-	idle := idleRates(s0, s1)
 	f.IdleSeconds = s1.at.Sub(s0.at).Seconds()
 	f.IdleCPUPercent = map[string]float64{}
 	for name, r := range idle {

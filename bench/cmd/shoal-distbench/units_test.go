@@ -195,7 +195,7 @@ func TestMemoryClass(t *testing.T) {
 }
 
 func TestUnitsReadme(t *testing.T) {
-	f := unitsFile{Date: "2026-12-06T00:00:00Z", Command: "make bench-units", Topology: topoTwo, Units: []unitResult{
+	f := unitsFile{runHeader: runHeader{Date: "2026-12-06T00:00:00Z", Command: "make bench-units"}, Topology: topoTwo, Units: []unitResult{
 		{Name: "subscribe-wildcard", Per: "subscription", Count: 10, CPUMicros: map[string]float64{}, KafkaRecords: map[string]float64{},
 			HeapBytes: map[string]float64{"router": 10553}, RSSBytes: map[string]float64{"router": 18930}},
 		{Name: "offline-qos1-deliver", Per: "message", Count: 100, CPUMicros: map[string]float64{}, KafkaRecords: map[string]float64{},
@@ -219,7 +219,7 @@ func TestParseUnitIndex(t *testing.T) {
 			t.Errorf("-unit-index %q accepted", bad)
 		}
 	}
-	rd := indexReadme(indexFile{Date: "2026-12-06T00:00:00Z", Concrete: 10, Wildcard: 2, RebuildSeconds: 12.5,
+	rd := indexReadme(indexFile{runHeader: runHeader{Date: "2026-12-06T00:00:00Z"}, Concrete: 10, Wildcard: 2, RebuildSeconds: 12.5,
 		RouterHeapBytes: map[string]uint64{"rebuilt": 3 << 20},
 		Phases:          []index{{Name: "subscribe-concrete", Subscribed: 10, RouterHeapPer: 450}, {Name: "match-full", Messages: 100, RouterCPUMicros: 4.5}}})
 	for _, want := range []string{"| subscribe-concrete | 10 |", "| 450 |", "| match-full | | | | | 100 | 4.50 |", "ready after 12.5 s with 3 MiB"} {
@@ -248,7 +248,7 @@ func TestParseUnitStorm(t *testing.T) {
 	if k := roleKind("gateway-2"); k != "gateway" || roleKind("kafka") != "kafka" || roleKind("router-restarted") != "router-restarted" {
 		t.Errorf("roleKind: %q", k)
 	}
-	rd := stormReadme(stormFile{Date: "2026-12-07T00:00:00Z", Clients: 10,
+	rd := stormReadme(stormFile{runHeader: runHeader{Date: "2026-12-07T00:00:00Z"}, Clients: 10,
 		Storms: []storm{{Sessions: 2, Wave: "resume", Connected: 10, SessionPresent: 10, Seconds: 0.5, PerSec: 20, P50Ms: 1, P99Ms: 2.5, MaxMs: 3,
 			CPUMicros: map[string]float64{"session": 150, "gateway": 300, "kafka": 90}}}})
 	for _, want := range []string{"# Connect storms of 10 clients", "| 2 | resume | 10 | 0 | 10 | 0.50 | 20 | 1.0 / 2.5 / 3.0 | gateway 300, session 150, kafka 90 |"} {
@@ -272,7 +272,7 @@ func TestParseUnitTicks(t *testing.T) {
 			t.Errorf("parse(%v) accepted", bad)
 		}
 	}
-	rd := ticksReadme(ticksFile{Date: "2026-12-07T00:00:00Z", Gateways: 2, Partitions: 16,
+	rd := ticksReadme(ticksFile{runHeader: runHeader{Date: "2026-12-07T00:00:00Z", Partitions: 16}, Gateways: 2,
 		Phases:          []tickPhase{{Name: "default", Heartbeat: "1s", ExpiryCheck: "5s", RecordsPerSec: 35, CPUPercent: map[string]float64{"gateway": 1.5}}},
 		PerRecordMicros: map[string]float64{"gateway": 12.34, "session": 20}})
 	for _, want := range []string{"| default | 1s | 5s | 35 | gateway 1.5 |", "gateway 12.3, session 20.0."} {

@@ -117,22 +117,21 @@ func (x *sim) phase(ctx context.Context, name string, do func(context.Context, *
 func (x *sim) loadConcrete(ctx context.Context, p *phase, sp *span) error {
 	p.Items, p.Records, p.index = x.opt.Concrete, x.opt.Concrete, true
 	b := newLoadBatch(x.opt.Batch)
-	for base := 0; base < x.opt.Concrete; base += x.opt.Batch {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		n := min(x.opt.Batch, x.opt.Concrete-base)
+	err := x.batches(ctx, sp, x.opt.Concrete, func(base, n int) {
 		for k := range n {
 			tenant, _ := b.fill(x.shape, k, kindConcrete, base+k)
 			b.parts[k] = x.shape.partition(tenant, b.subs[k].Filter)
 		}
-		sp.start()
+	}, func(n int) error {
 		for k := range n {
 			if err := x.shards[b.parts[k]].LoadSubscription(b.subs[k]); err != nil {
 				return err
 			}
 		}
-		sp.stop()
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	return x.expect(x.opt.Concrete)
 }
@@ -142,15 +141,11 @@ func (x *sim) loadConcrete(ctx context.Context, p *phase, sp *span) error {
 func (x *sim) loadWildcard(ctx context.Context, p *phase, sp *span) error {
 	p.Items, p.Records, p.index = x.opt.Wildcard, x.opt.Wildcard*len(x.shards), true
 	b := newLoadBatch(x.opt.Batch)
-	for base := 0; base < x.opt.Wildcard; base += x.opt.Batch {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		n := min(x.opt.Batch, x.opt.Wildcard-base)
+	err := x.batches(ctx, sp, x.opt.Wildcard, func(base, n int) {
 		for k := range n {
 			b.fill(x.shape, k, kindWildcard, base+k)
 		}
-		sp.start()
+	}, func(n int) error {
 		for _, s := range x.shards {
 			for k := range n {
 				if err := s.LoadSubscription(b.subs[k]); err != nil {
@@ -158,9 +153,32 @@ func (x *sim) loadWildcard(ctx context.Context, p *phase, sp *span) error {
 				}
 			}
 		}
-		sp.stop()
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	return x.expect(x.opt.Concrete + x.opt.Wildcard*len(x.shards))
+}
+
+// batches runs total items in batches of opt.Batch: prepare makes a batch
+// of n, numbered from base, outside the timed span; run hands it to the
+// shards inside it.
+func (x *sim) batches(ctx context.Context, sp *span, total int, prepare func(base, n int), run func(n int) error) error {
+	for base := 0; base < total; base += x.opt.Batch {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n := min(x.opt.Batch, total-base)
+		prepare(base, n)
+		sp.start()
+		err := run(n)
+		sp.stop()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // expect checks that the shards hold n subscriptions.
@@ -204,23 +222,22 @@ func (b *loadBatch) fill(s *shape, k int, kind string, n int) (tenant string, fi
 func (x *sim) applyConcrete(ctx context.Context, p *phase, sp *span) error {
 	p.Items, p.Records, p.index = x.opt.Apply, x.opt.Apply, true
 	b := newChangeBatch(x.opt.Batch)
-	for base := 0; base < x.opt.Apply; base += x.opt.Batch {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		n := min(x.opt.Batch, x.opt.Apply-base)
+	err := x.batches(ctx, sp, x.opt.Apply, func(base, n int) {
 		for k := range n {
 			tenant, filter := b.fill(x.shape, k, kindConcrete, base+k)
 			b.parts[k] = x.shape.partition(tenant, filter)
 		}
-		sp.start()
+	}, func(n int) error {
 		for k := range n {
 			if err := x.apply(b.parts[k], b.envs[k]); err != nil {
 				return err
 			}
 		}
 		x.reset()
-		sp.stop()
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	return x.expect(x.opt.Apply)
 }
@@ -230,15 +247,11 @@ func (x *sim) applyConcrete(ctx context.Context, p *phase, sp *span) error {
 func (x *sim) applyWildcard(ctx context.Context, p *phase, sp *span) error {
 	p.Items, p.Records, p.index = x.opt.Wildcard, x.opt.Wildcard*len(x.shards), true
 	b := newChangeBatch(x.opt.Batch)
-	for base := 0; base < x.opt.Wildcard; base += x.opt.Batch {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		n := min(x.opt.Batch, x.opt.Wildcard-base)
+	err := x.batches(ctx, sp, x.opt.Wildcard, func(base, n int) {
 		for k := range n {
 			b.fill(x.shape, k, kindWildcard, base+k)
 		}
-		sp.start()
+	}, func(n int) error {
 		for part := range x.shards {
 			for k := range n {
 				if err := x.apply(int32(part), b.envs[k]); err != nil {
@@ -247,7 +260,10 @@ func (x *sim) applyWildcard(ctx context.Context, p *phase, sp *span) error {
 			}
 		}
 		x.reset()
-		sp.stop()
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	return x.expect(x.opt.Apply + x.opt.Wildcard*len(x.shards))
 }
@@ -326,18 +342,13 @@ func (x *sim) matchOutside(ctx context.Context, p *phase, sp *span) error {
 func (x *sim) match(ctx context.Context, p *phase, sp *span, want int, topic func(n int) (tenant, topic string)) error {
 	p.Items, p.Records = x.opt.Publishes, x.opt.Publishes
 	b := newPublishBatch(x.opt.Batch)
-	for base := 0; base < x.opt.Publishes; base += x.opt.Batch {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		n := min(x.opt.Batch, x.opt.Publishes-base)
+	err := x.batches(ctx, sp, x.opt.Publishes, func(base, n int) {
 		for k := range n {
 			tenant, name := topic(base + k)
 			b.fill(k, tenant, name, uint64(base+k))
 			b.parts[k] = x.shape.partition(tenant, name)
 		}
-		deliveries, targets := 0, 0
-		sp.start()
+	}, func(n int) error {
 		for k := range n {
 			part := b.parts[k]
 			out := x.outs[part]
@@ -345,15 +356,16 @@ func (x *sim) match(ctx context.Context, p *phase, sp *span, want int, topic fun
 			if err := x.apply(part, b.envs[k]); err != nil {
 				return err
 			}
-			deliveries += len(out.Deliveries)
+			p.Deliveries += len(out.Deliveries)
 			for _, d := range out.Deliveries {
-				targets += len(d.Envelope.GetDelivery().GetTargets())
+				p.Targets += len(d.Envelope.GetDelivery().GetTargets())
 			}
 		}
 		x.reset()
-		sp.stop()
-		p.Deliveries += deliveries
-		p.Targets += targets
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if p.Targets != want || p.Deliveries != want {
 		return fmt.Errorf("%d publishes made %d deliveries to %d targets, want %d: a topic's partition is not its filter's",

@@ -93,11 +93,12 @@ short: ## unit tests with -short (skips the slow ones)
 bench: bench-micro bench-compare bench-distributed ## every table of bench/README.md: micro-benchmarks, Shoal vs Mosquitto, distributed mode (about 25 min)
 
 .PHONY: bench-micro
-bench-micro: ## Go micro-benchmarks with -benchmem (codec, topic trie, router shard, gateway fan-out, trace context, trie vs mochi-mqtt); see bench/README.md
+bench-micro: ## Go micro-benchmarks with -benchmem (codec, topic trie, router shard, gateway fan-out, trace context, the console's pages with 10,000 clients, trie vs mochi-mqtt); see bench/README.md
 	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) -count=$(BENCHCOUNT) ./internal/mqtt/...
 	$(GO) test -run='^$$' -bench=BenchmarkShardPublish -benchmem -benchtime=$(BENCHTIME) -count=$(BENCHCOUNT) ./router-svc/
 	$(GO) test -run='^$$' -bench=BenchmarkFanOut -benchmem -benchtime=20000x -count=$(BENCHCOUNT) ./gateway/
 	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) -count=$(BENCHCOUNT) ./internal/tracectx/
+	$(GO) test -run='^$$' -bench=BenchmarkConsole10kClients -benchtime=2s -count=$(BENCHCOUNT) ./compose/console/
 	cd bench/trie && $(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) -count=$(BENCHCOUNT)
 
 .PHONY: bench-compare
@@ -153,6 +154,11 @@ bench-fleet-hold: build ## a fleet held idle: HOLD (100000) devices with persist
 	./scripts/fetch-kafka.sh >/dev/null
 	./scripts/fetch-cassandra.sh >/dev/null
 	$(GO) run ./bench/cmd/shoal-distbench -shoal bin/shoal -scenario units -unit-hold $(HOLD) -hold-gateways 6 -hold-scale -unit-idle 20s -topologies two-gateways -out bench/results/$$(date -u +%F)-fleet-hold
+
+.PHONY: screenshots
+screenshots: ## the web console's screenshots in docs/console/, taken by TestConsoleInBrowser in Debian's headless chromium
+	./scripts/test-deps.sh
+	SHOAL_CONSOLE_SCREENSHOTS=1 $(GO) test -count=1 -run TestConsoleInBrowser ./compose/console/
 
 .PHONY: capacity
 capacity: ## the capacity model: node counts for the fleets of docs/capacity.md from bench/*.json, written into docs/capacity.md (CAPACITY= for flags: -vcpu, -mem-gib, -cpu-target, -rf, ...)

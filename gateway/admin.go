@@ -3,6 +3,7 @@ package gateway
 import (
 	"cmp"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -38,22 +39,52 @@ type ClientInfo struct {
 // allTenants) that the session service accepted and that have not ended,
 // sorted by tenant and client id.
 func (g *Gateway) Clients(tenant string, allTenants bool) []ClientInfo {
+	out, _ := g.ClientsPage(tenant, allTenants, ClientPage{})
+	return out
+}
+
+// ClientPage selects a page of a gateway's connections: those after the
+// key (AfterTenant, AfterClient) in the order of tenant and client id,
+// whose client id holds Search in any case, Limit of them at most (0: all).
+type ClientPage struct {
+	AfterTenant, AfterClient, Search string
+	Limit                            int
+}
+
+// ClientsPage is Clients for page p, and whether more follow it. The
+// connections are selected and sorted before any is described, so a page
+// costs its own rows' descriptions, not every connection's (the console
+// lists 50 of 10,000).
+func (g *Gateway) ClientsPage(tenant string, allTenants bool, p ClientPage) ([]ClientInfo, bool) {
+	search := strings.ToLower(p.Search)
+	paged := p.AfterTenant != "" || p.AfterClient != ""
 	g.mu.RLock()
 	conns := make([]*conn, 0, len(g.clients))
 	for _, c := range g.clients {
-		if allTenants || c.tenant == tenant {
-			conns = append(conns, c)
+		if !allTenants && c.tenant != tenant {
+			continue
 		}
+		if paged && cmp.Or(cmp.Compare(c.tenant, p.AfterTenant), cmp.Compare(c.clientID, p.AfterClient)) <= 0 {
+			continue
+		}
+		if search != "" && !strings.Contains(strings.ToLower(c.clientID), search) {
+			continue
+		}
+		conns = append(conns, c)
 	}
 	g.mu.RUnlock()
+	slices.SortFunc(conns, func(a, b *conn) int {
+		return cmp.Or(cmp.Compare(a.tenant, b.tenant), cmp.Compare(a.clientID, b.clientID))
+	})
+	more := false
+	if p.Limit > 0 && len(conns) > p.Limit {
+		conns, more = conns[:p.Limit], true
+	}
 	out := make([]ClientInfo, len(conns))
 	for i, c := range conns {
 		out[i] = c.info()
 	}
-	slices.SortFunc(out, func(a, b ClientInfo) int {
-		return cmp.Or(cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.ClientID, b.ClientID))
-	})
-	return out
+	return out, more
 }
 
 // Client returns the connection of a client, and whether it has one on

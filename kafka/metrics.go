@@ -1,8 +1,10 @@
 package kafka
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -285,4 +287,51 @@ func (m *clientMetrics) close() {
 	if m != nil && m.reg != nil {
 		_ = m.reg.Unregister()
 	}
+}
+
+// ConsumerLag is the lag of a client's consumers of one topic in one
+// group ("" for a consumer of assigned partitions): the records not
+// consumed yet, summed over the partitions whose next offset is known.
+type ConsumerLag struct {
+	Topic, Group string
+	Partitions   int
+	Lag          int64
+}
+
+// Lags returns the lag of every consumer the client runs, by topic and
+// group, sorted; what the shoal.kafka.consumer.lag series hold, summed
+// over partitions (the admin API's /v1/stats, the console's overview).
+func (c *Client) Lags() []ConsumerLag {
+	m := c.met
+	if m == nil {
+		return nil
+	}
+	sums := make(map[[2]string]*ConsumerLag)
+	m.mu.Lock()
+	for l := range m.consumers {
+		l.mu.Lock()
+		for _, p := range l.parts {
+			if p.next < 0 {
+				continue
+			}
+			k := [2]string{l.topic, l.group}
+			s := sums[k]
+			if s == nil {
+				s = &ConsumerLag{Topic: l.topic, Group: l.group}
+				sums[k] = s
+			}
+			s.Partitions++
+			s.Lag += p.lag
+		}
+		l.mu.Unlock()
+	}
+	m.mu.Unlock()
+	out := make([]ConsumerLag, 0, len(sums))
+	for _, s := range sums {
+		out = append(out, *s)
+	}
+	slices.SortFunc(out, func(a, b ConsumerLag) int {
+		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Group, b.Group))
+	})
+	return out
 }

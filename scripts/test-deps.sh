@@ -6,7 +6,8 @@
 # scripts/bench-compare.sh installs it for its broker), haproxy (the
 # integration suite routes clients through the real one) and kcat
 # (librdkafka's console client: cmd/shoal's TestKcatReadsTheEmbeddedLog
-# reads the embedded Kafka with it, as the README does). Idempotent:
+# reads the embedded Kafka with it, as the README does) and chromium
+# (the web console's tests drive it headless, compose/console). Idempotent:
 # nothing is done when the commands are already there.
 set -euo pipefail
 need=()
@@ -14,6 +15,7 @@ command -v mosquitto_pub >/dev/null 2>&1 && command -v mosquitto_sub >/dev/null 
 command -v mosquitto_passwd >/dev/null 2>&1 || need+=(mosquitto)
 command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || need+=(haproxy)
 command -v kcat >/dev/null 2>&1 || need+=(kcat)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
 [ ${#need[@]} -eq 0 ] && exit 0
 echo "test-deps: installing ${need[*]}" >&2
 sudo=""

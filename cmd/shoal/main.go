@@ -13,6 +13,7 @@ import (
 
 	"github.com/shoal-mqtt/shoal/compose/broker"
 	"github.com/shoal-mqtt/shoal/compose/config"
+	"github.com/shoal-mqtt/shoal/compose/console"
 	"github.com/shoal-mqtt/shoal/compose/telemetry"
 )
 
@@ -58,6 +59,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runRoles(ctx, "shoal bridge", broker.RoleBridge, args, stdout, stderr)
 	case "passwd":
 		return runPasswd(args, os.Stdin, stdout, stderr)
+	case "console-token":
+		return runConsoleToken(args, stdout, stderr)
 	case "replay":
 		return runReplay(ctx, args, stdout, stderr)
 	case "trace":
@@ -92,7 +95,7 @@ func runRoles(ctx context.Context, name string, roles broker.Role, args []string
 	}
 	log := newLogger(cfg, stderr)
 	warnExposed(log, cfg, roles)
-	b := broker.NewRoles(cfg, roles, log, version)
+	b := broker.NewRoles(cfg, roles, log, version, broker.WithAdminUI(console.UI))
 	// SIGHUP reloads the files Shoal reloads (the password file) and the
 	// Kafka bridge's mappings, read again from the configuration; a file
 	// that fails to parse is logged and the old one stays in force.
@@ -168,6 +171,7 @@ commands:
   session   sessions, takeover, wills and inboxes of a distributed deployment
   bridge    the Kafka data bridge of a distributed deployment (bridges.kafka)
   passwd    add or replace a user in a password file
+  console-token  make (or --revoke) a tenant's web console token
   replay    read the event log back, or publish its messages again
   trace     follow one message through the log
   ctl       inspect and manage a running deployment through its admin API

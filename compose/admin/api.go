@@ -41,6 +41,8 @@ type Client struct {
 // Clients is GET /v1/clients.
 type Clients struct {
 	Clients []Client `json:"clients"`
+	// More is set when a page (limit=) has entries after it.
+	More bool `json:"more,omitempty"`
 }
 
 // Session is a session as the session service keeps it.
@@ -78,6 +80,8 @@ type SessionFilter struct {
 // Sessions is GET /v1/sessions.
 type Sessions struct {
 	Sessions []Session `json:"sessions"`
+	// More is set when a page (limit=) has entries after it.
+	More bool `json:"more,omitempty"`
 }
 
 // Subscription is a subscription in the router's view.
@@ -97,6 +101,8 @@ type Subscription struct {
 // Subscriptions is GET /v1/subscriptions.
 type Subscriptions struct {
 	Subscriptions []Subscription `json:"subscriptions"`
+	// More is set when a page (limit=) has entries after it.
+	More bool `json:"more,omitempty"`
 }
 
 // Retained is a retained message.
@@ -116,6 +122,8 @@ type Retained struct {
 // RetainedList is GET /v1/retained.
 type RetainedList struct {
 	Retained []Retained `json:"retained"`
+	// More is set when a page (limit=) has entries after it.
+	More bool `json:"more,omitempty"`
 }
 
 // BridgeMapping is a mapping of the Kafka data bridge, with its lag.
@@ -138,6 +146,45 @@ type BridgeMapping struct {
 // Bridges is GET /v1/bridges.
 type Bridges struct {
 	Mappings []BridgeMapping `json:"mappings"`
+}
+
+// Stats is GET /v1/stats: what the server's roles count now, for the
+// console's overview (which takes rates from two of them).
+type Stats struct {
+	// Server names the process: its gateway id, or its host name.
+	Server string    `json:"server"`
+	At     time.Time `json:"at"`
+	Roles  []string  `json:"roles"`
+	// Health is each role's readiness (/readyz's).
+	Health []RoleHealth `json:"health"`
+	// Tenants are the gateway's counters per tenant (of the tenant
+	// asked for alone with tenant=), sorted by tenant.
+	Tenants []TenantStats `json:"tenants,omitempty"`
+	// Lag is the records the roles' consumers have yet to read, per topic
+	// and consumer group (all_tenants=true only: the log is shared).
+	Lag []TopicLag `json:"lag,omitempty"`
+}
+
+// RoleHealth is a role's readiness.
+type RoleHealth struct {
+	Role  string `json:"role"`
+	Ready bool   `json:"ready"`
+}
+
+// TenantStats are a gateway's counters of one tenant since it started.
+type TenantStats struct {
+	Tenant           string `json:"tenant"`
+	Connections      int64  `json:"connections"`
+	MessagesReceived int64  `json:"messages_received"`
+	MessagesSent     int64  `json:"messages_sent"`
+}
+
+// TopicLag is the lag of the consumers of one topic in one group.
+type TopicLag struct {
+	Topic      string `json:"topic"`
+	Group      string `json:"group,omitempty"`
+	Partitions int    `json:"partitions"`
+	Lag        int64  `json:"lag"`
 }
 
 // Accepted answers a mutation: the event written to the log.

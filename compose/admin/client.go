@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // APIClient asks the admin APIs of a deployment's servers: one for `shoal
@@ -23,6 +24,7 @@ type APIClient struct {
 	Token   string
 	HTTP    *http.Client
 
+	mu    sync.Mutex
 	roles map[string][]string // server → its roles, asked once
 }
 
@@ -110,12 +112,23 @@ func (c *APIClient) do(ctx context.Context, method, server, path string, q url.V
 	return nil
 }
 
+// ErrNoRole is the error of a request for a role none of the servers
+// runs.
+var ErrNoRole = errors.New("no such role")
+
+type noRoleError string
+
+func (e noRoleError) Error() string        { return string(e) }
+func (e noRoleError) Is(target error) bool { return target == ErrNoRole }
+
 // serversOf returns the servers that run role, asking each its roles once
 // (which also checks that it answers and takes the token).
 func (c *APIClient) serversOf(ctx context.Context, role string) ([]string, error) {
 	if len(c.Servers) == 0 {
 		return nil, errors.New("no admin server given (--server)")
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.roles == nil {
 		c.roles = make(map[string][]string)
 		for _, s := range c.Servers {
@@ -136,7 +149,7 @@ func (c *APIClient) serversOf(ctx context.Context, role string) ([]string, error
 		}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("none of the servers given (%s) runs a %s", strings.Join(c.Servers, ", "), role)
+		return nil, noRoleError(fmt.Sprintf("none of the servers given (%s) runs a %s", strings.Join(c.Servers, ", "), role))
 	}
 	return out, nil
 }
@@ -164,6 +177,102 @@ func (c *APIClient) Clients(ctx context.Context, sc Scope, clientID string) ([]C
 		return cmp.Or(cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.ClientID, b.ClientID))
 	})
 	return out, nil
+}
+
+// ClientsPage is page p of the connections of every gateway: each
+// gateway's page, merged, and whether more follow.
+func (c *APIClient) ClientsPage(ctx context.Context, sc Scope, p Page) ([]Client, bool, error) {
+	return pagedList(c, ctx, "gateway", "/v1/clients", sc, p, nil, func(l *Clients) ([]Client, bool) { return l.Clients, l.More })
+}
+
+// SessionsPage is page p of the sessions of every session service.
+func (c *APIClient) SessionsPage(ctx context.Context, sc Scope, p Page) ([]Session, bool, error) {
+	return pagedList(c, ctx, "session", "/v1/sessions", sc, p, nil, func(l *Sessions) ([]Session, bool) { return l.Sessions, l.More })
+}
+
+// SubscriptionsPage is page p of the router's subscriptions (of clientID
+// and filter alone when they are set).
+func (c *APIClient) SubscriptionsPage(ctx context.Context, sc Scope, p Page, clientID, filter string) ([]Subscription, bool, error) {
+	q := url.Values{}
+	if clientID != "" {
+		q.Set("client", clientID)
+	}
+	if filter != "" {
+		q.Set("filter", filter)
+	}
+	return pagedList(c, ctx, "router", "/v1/subscriptions", sc, p, q, func(l *Subscriptions) ([]Subscription, bool) { return l.Subscriptions, l.More })
+}
+
+// RetainedPage is page p of the retained messages filter matches.
+func (c *APIClient) RetainedPage(ctx context.Context, sc Scope, p Page, filter string) ([]Retained, bool, error) {
+	q := url.Values{}
+	if filter != "" {
+		q.Set("filter", filter)
+	}
+	return pagedList(c, ctx, "router", "/v1/retained", sc, p, q, func(l *RetainedList) ([]Retained, bool) { return l.Retained, l.More })
+}
+
+// pagedList asks the servers of role for page p of path (the routers:
+// the first, as every router holds the whole view) and merges their
+// pages: sorted, an entry two servers list kept once, cut to p.Limit.
+func pagedList[L any, T keyed](c *APIClient, ctx context.Context, role, path string, sc Scope, p Page, extra url.Values,
+	items func(*L) ([]T, bool)) ([]T, bool, error) {
+	servers, err := c.serversOf(ctx, role)
+	if err != nil {
+		return nil, false, err
+	}
+	if role == "router" {
+		servers = servers[:1]
+	}
+	q := sc.values()
+	for k, v := range extra {
+		q[k] = v
+	}
+	p.values(q)
+	var all []T
+	more := false
+	for _, s := range servers {
+		var l L
+		err := c.do(ctx, http.MethodGet, s, path, q, &l)
+		if isStatus(err, http.StatusMisdirectedRequest) {
+			continue
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		got, m := items(&l)
+		all = append(all, got...)
+		more = more || m
+	}
+	slices.SortStableFunc(all, comparePage)
+	all = slices.CompactFunc(all, func(a, b T) bool { return comparePage(a, b) == 0 })
+	if p.Limit > 0 && len(all) > p.Limit {
+		all, more = all[:p.Limit], true
+	}
+	if all == nil {
+		all = []T{}
+	}
+	return all, more, nil
+}
+
+// ServerStats is one server's answer to Stats: its stats, or why it gave
+// none.
+type ServerStats struct {
+	URL string
+	Stats
+	Err error
+}
+
+// Stats asks every server for its counters, health and lag; a server
+// that fails is in the answer with its error.
+func (c *APIClient) Stats(ctx context.Context, sc Scope) []ServerStats {
+	out := make([]ServerStats, 0, len(c.Servers))
+	for _, s := range c.Servers {
+		st := ServerStats{URL: NormalizeServer(s)}
+		st.Err = c.do(ctx, http.MethodGet, st.URL, "/v1/stats", sc.values(), &st.Stats)
+		out = append(out, st)
+	}
+	return out
 }
 
 // Sessions lists the sessions of every session service (each serves the

@@ -6,11 +6,15 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"os"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/shoal-mqtt/shoal/bridge"
 	"github.com/shoal-mqtt/shoal/gateway"
+	"github.com/shoal-mqtt/shoal/kafka"
 	routersvc "github.com/shoal-mqtt/shoal/router-svc"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 	sessionsvc "github.com/shoal-mqtt/shoal/session-svc"
@@ -19,8 +23,9 @@ import (
 // Gateway is what the API needs of a gateway: its connections
 // (*gateway.Gateway).
 type Gateway interface {
-	Clients(tenant string, allTenants bool) []gateway.ClientInfo
+	ClientsPage(tenant string, allTenants bool, p gateway.ClientPage) ([]gateway.ClientInfo, bool)
 	Client(tenant, clientID string) (gateway.ClientInfo, bool)
+	EachTenant(f func(tenant string, s *gateway.Stats))
 }
 
 // SessionService is what the API needs of a session service: its sessions and
@@ -54,6 +59,10 @@ type Roles struct {
 	Sessions  SessionService
 	Router    Router
 	Bridge    Bridge
+	// Health reports each role's readiness; Lags the lag of the roles'
+	// consumers. Either may be nil.
+	Health func() []RoleHealth
+	Lags   func() []kafka.ConsumerLag
 }
 
 // Handler serves the admin API of roles, to requests with the bearer
@@ -65,10 +74,13 @@ type Roles struct {
 //	GET  /v1/subscriptions?tenant=T[&client=C][&filter=F]
 //	GET  /v1/retained?tenant=T[&filter=F]       the router's view
 //	GET  /v1/bridges?tenant=T                   the Kafka bridge's mappings and lag
+//	GET  /v1/stats?tenant=T                     counters per tenant, health, lag
 //	POST /v1/kick?tenant=T&client=C             SessionCommand OP_KICK
 //	POST /v1/delete-session?tenant=T&client=C   SessionCommand OP_DELETE_SESSION
 //	POST /v1/delete-retained?tenant=T&topic=N   an empty, expired retained Publish
 //
+// The listings of clients, sessions, subscriptions and retained messages
+// take a page (page.go): search=, after_tenant= and after_client=, limit=.
 // The listings take all_tenants=true instead of tenant (tenant= with an
 // empty value is the default tenant); the mutations take one tenant.
 // A role this process does not run answers 404; a client whose partition
@@ -82,6 +94,7 @@ func Handler(roles Roles, token string, log *slog.Logger) http.Handler {
 	mux.HandleFunc("GET /v1/subscriptions", s.subscriptions)
 	mux.HandleFunc("GET /v1/retained", s.retained)
 	mux.HandleFunc("GET /v1/bridges", s.bridges)
+	mux.HandleFunc("GET /v1/stats", s.stats)
 	mux.HandleFunc("POST /v1/kick", s.command(eventspb.SessionCommand_OP_KICK))
 	mux.HandleFunc("POST /v1/delete-session", s.command(eventspb.SessionCommand_OP_DELETE_SESSION))
 	mux.HandleFunc("POST /v1/delete-retained", s.deleteRetained)
@@ -117,20 +130,25 @@ type server struct {
 }
 
 func (s *server) listRoles(w http.ResponseWriter, _ *http.Request) {
-	out := RoleList{Roles: []string{}}
+	writeJSON(w, http.StatusOK, RoleList{Roles: s.roleNames()})
+}
+
+// roleNames are the roles served here.
+func (s *server) roleNames() []string {
+	out := []string{}
 	if s.roles.Gateway != nil {
-		out.Roles = append(out.Roles, "gateway")
+		out = append(out, "gateway")
 	}
 	if s.roles.Router != nil {
-		out.Roles = append(out.Roles, "router")
+		out = append(out, "router")
 	}
 	if s.roles.Sessions != nil {
-		out.Roles = append(out.Roles, "session")
+		out = append(out, "session")
 	}
 	if s.roles.Bridge != nil {
-		out.Roles = append(out.Roles, "bridge")
+		out = append(out, "bridge")
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out
 }
 
 // scope is the tenant selection of a request: tenant= (possibly empty:
@@ -165,6 +183,10 @@ func (s *server) clients(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	pg, ok := pageOf(w, r)
+	if !ok {
+		return
+	}
 	out := Clients{Clients: []Client{}}
 	if id := r.URL.Query().Get("client"); id != "" {
 		if sc.all {
@@ -175,9 +197,12 @@ func (s *server) clients(w http.ResponseWriter, r *http.Request) {
 			out.Clients = append(out.Clients, clientOf(ci, s.roles.GatewayID))
 		}
 	} else {
-		for _, ci := range s.roles.Gateway.Clients(sc.tenant, sc.all) {
+		cis, more := s.roles.Gateway.ClientsPage(sc.tenant, sc.all, gateway.ClientPage{
+			AfterTenant: pg.AfterTenant, AfterClient: pg.AfterClient, Search: pg.Search, Limit: pg.Limit})
+		for _, ci := range cis {
 			out.Clients = append(out.Clients, clientOf(ci, s.roles.GatewayID))
 		}
+		out.More = more
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -188,6 +213,10 @@ func (s *server) sessions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sc, ok := scopeOf(w, r, false)
+	if !ok {
+		return
+	}
+	pg, ok := pageOf(w, r)
 	if !ok {
 		return
 	}
@@ -206,9 +235,19 @@ func (s *server) sessions(w http.ResponseWriter, r *http.Request) {
 			out.Sessions = append(out.Sessions, sessionOf(sess, true))
 		}
 	} else {
-		for _, sess := range s.roles.Sessions.Sessions(r.Context(), sc.tenant, sc.all) {
-			out.Sessions = append(out.Sessions, sessionOf(sess, false))
+		// Sorted and cut before they are described: a page costs its
+		// rows, not every session's.
+		all := s.roles.Sessions.Sessions(r.Context(), sc.tenant, sc.all)
+		keys := make([]sessionKey, len(all))
+		for i, sess := range all {
+			keys[i] = sessionKey{sess}
 		}
+		slices.SortFunc(keys, comparePage)
+		page, more := cut(keys, pg)
+		for _, k := range page {
+			out.Sessions = append(out.Sessions, sessionOf(k.s, false))
+		}
+		out.More = more
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -231,6 +270,10 @@ func (s *server) subscriptions(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	pg, ok := pageOf(w, r)
+	if !ok {
+		return
+	}
 	subs, err := s.roles.Router.Subscriptions(r.Context(), q)
 	if err != nil {
 		s.internal(w, err)
@@ -240,11 +283,17 @@ func (s *server) subscriptions(w http.ResponseWriter, r *http.Request) {
 	for _, sub := range subs {
 		out.Subscriptions = append(out.Subscriptions, subscriptionOf(sub))
 	}
+	slices.SortFunc(out.Subscriptions, comparePage)
+	out.Subscriptions, out.More = cut(out.Subscriptions, pg)
 	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *server) retained(w http.ResponseWriter, r *http.Request) {
 	q, ok := s.query(w, r)
+	if !ok {
+		return
+	}
+	pg, ok := pageOf(w, r)
 	if !ok {
 		return
 	}
@@ -257,6 +306,8 @@ func (s *server) retained(w http.ResponseWriter, r *http.Request) {
 	for _, env := range envs {
 		out.Retained = append(out.Retained, retainedOf(env))
 	}
+	slices.SortFunc(out.Retained, comparePage)
+	out.Retained, out.More = cut(out.Retained, pg)
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -273,6 +324,36 @@ func (s *server) bridges(w http.ResponseWriter, r *http.Request) {
 	for _, m := range s.roles.Bridge.Status() {
 		if sc.all || m.Tenant == sc.tenant {
 			out.Mappings = append(out.Mappings, bridgeMappingOf(m))
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *server) stats(w http.ResponseWriter, r *http.Request) {
+	sc, ok := scopeOf(w, r, false)
+	if !ok {
+		return
+	}
+	out := Stats{Server: s.roles.GatewayID, At: time.Now().UTC(), Roles: s.roleNames(), Health: []RoleHealth{}}
+	if out.Server == "" {
+		out.Server, _ = os.Hostname()
+	}
+	if s.roles.Health != nil {
+		out.Health = s.roles.Health()
+	}
+	if g := s.roles.Gateway; g != nil {
+		out.Tenants = []TenantStats{}
+		g.EachTenant(func(t string, st *gateway.Stats) {
+			if sc.all || t == sc.tenant {
+				out.Tenants = append(out.Tenants, TenantStats{Tenant: t, Connections: st.Load(gateway.ConnectionsCurrent),
+					MessagesReceived: st.Load(gateway.MessagesReceived), MessagesSent: st.Load(gateway.MessagesSent)})
+			}
+		})
+		slices.SortFunc(out.Tenants, func(a, b TenantStats) int { return strings.Compare(a.Tenant, b.Tenant) })
+	}
+	if sc.all && s.roles.Lags != nil {
+		for _, l := range s.roles.Lags() {
+			out.Lag = append(out.Lag, TopicLag{Topic: l.Topic, Group: l.Group, Partitions: l.Partitions, Lag: l.Lag})
 		}
 	}
 	writeJSON(w, http.StatusOK, out)

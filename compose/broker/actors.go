@@ -52,7 +52,7 @@ func (b *Broker) actors(ctx context.Context, bb *backbone) (*group, error) {
 	if err := b.addHTTP(grp); err != nil {
 		return nil, err
 	}
-	if err := b.addAdmin(grp); err != nil { // admin.go
+	if err := b.addAdmin(ctx, grp, bb); err != nil { // admin.go
 		return nil, err
 	}
 

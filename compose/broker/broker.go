@@ -64,6 +64,7 @@ type Broker struct {
 	log     *slog.Logger
 	version string
 	clock   func() time.Time
+	adminUI AdminUI // WithAdminUI: the web console
 
 	mu       sync.Mutex
 	gateway  *gateway.Gateway

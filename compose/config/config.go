@@ -409,6 +409,14 @@ func options() []option {
 		{"tls-identity", "field of a client certificate that names the client's identity: cn, san-dns, san-email or san-uri (tls.identity)", strOpt(func(c *Config) *string { return &c.Gateway.TLS.Identity })},
 		{"admin-listen", "address of the admin API that shoal ctl talks to, never an MQTT listener; empty disables it (admin.listen)", strOpt(func(c *Config) *string { return &c.Admin.Listen })},
 		{"admin-token-file", "file holding the admin API's bearer token; empty: shoal all makes one in data_dir/admin.token, a distributed role serves no admin API (admin.token_file)", strOpt(func(c *Config) *string { return &c.Admin.TokenFile })},
+		{"admin-console", "true serves the web console at / of admin.listen, behind a login with the admin token or a tenant's console token (admin.console)", boolOpt("admin.console", func(c *Config) *bool { return &c.Admin.Console })},
+		{"admin-console-tokens-file", "file of the tenants' console tokens, lines TENANT:sha256:HEX (`shoal console-token` writes one): each sees and changes only its tenant (admin.console_tokens_file)", strOpt(func(c *Config) *string { return &c.Admin.ConsoleTokensFile })},
+		{"admin-console-servers", "comma-separated admin APIs of the deployment's other processes, which the console asks beside this one's roles (admin.console_servers)", func(c *Config, v string) error {
+			c.Admin.ConsoleServers = splitList(v)
+			return nil
+		}},
+		{"admin-tls-cert-file", "PEM certificate chain that serves the admin listener over TLS (admin.tls_cert_file)", strOpt(func(c *Config) *string { return &c.Admin.TLSCertFile })},
+		{"admin-tls-key-file", "PEM private key of admin.tls_cert_file (admin.tls_key_file)", strOpt(func(c *Config) *string { return &c.Admin.TLSKeyFile })},
 		{"http-listen", "HTTP address of /metrics, /healthz, /readyz and, with --pprof, /debug/pprof/, none of them authenticated; loopback by default, :9090 serves every interface; empty disables it (http_listen)", strOpt(func(c *Config) *string { return &c.HTTPListen })},
 		{"data-dir", "directory of the embedded backbone (data_dir)", strOpt(func(c *Config) *string { return &c.DataDir })},
 		{"data-sync", "true fsyncs the embedded log and view store on every write (data_sync)", boolOpt("data_sync", func(c *Config) *bool { return &c.DataSync })},

@@ -14,7 +14,8 @@ type Exposure struct {
 // Exposed returns the operators' listeners that listen beyond loopback:
 // http_listen, which authenticates nobody, and admin.listen when the
 // admin API is served (all: the process is shoal all, which serves it
-// without admin.token_file), whose bearer token travels unencrypted. Both
+// without admin.token_file) without admin.tls_cert_file, whose bearer
+// token (and the console's login) travels unencrypted. Both
 // default to loopback. The MQTT listeners are the broker's to warn about,
 // with how clients authenticate.
 func (c Config) Exposed(all bool) []Exposure {
@@ -27,7 +28,7 @@ func (c Config) Exposed(all bool) []Exposure {
 		out = append(out, Exposure{"http_listen", c.HTTPListen,
 			"no authentication on http_listen: " + paths + " are served to anyone on a listener beyond loopback"})
 	}
-	if c.Admin.Serves(all) && !Loopback(c.Admin.Listen) {
+	if c.Admin.Serves(all) && !Loopback(c.Admin.Listen) && c.Admin.TLSCertFile == "" {
 		out = append(out, Exposure{"admin.listen", c.Admin.Listen,
 			"admin API on a listener beyond loopback: its bearer token crosses the network unencrypted"})
 	}

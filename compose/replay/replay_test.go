@@ -3,11 +3,9 @@ package replay
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -18,6 +16,7 @@ import (
 	"github.com/shoal-mqtt/shoal/compose/broker/brokertest"
 	"github.com/shoal-mqtt/shoal/compose/config"
 	"github.com/shoal-mqtt/shoal/internal/testutil/eventually"
+	"github.com/shoal-mqtt/shoal/internal/testutil/pahoconn"
 	"github.com/shoal-mqtt/shoal/internal/testutil/testlog"
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
@@ -92,25 +91,7 @@ func publish(t *testing.T, addr, id string, msgs ...struct {
 
 func connect(t *testing.T, addr, id string, onPublish func(*paho.Publish)) *paho.Client {
 	t.Helper()
-	nc, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := paho.ClientConfig{Conn: nc, OnClientError: func(error) {}}
-	if onPublish != nil {
-		cfg.OnPublishReceived = []func(paho.PublishReceived) (bool, error){func(pr paho.PublishReceived) (bool, error) {
-			onPublish(pr.Packet)
-			return true, nil
-		}}
-	}
-	c := paho.NewClient(cfg)
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	if _, err := c.Connect(ctx, &paho.Connect{ClientID: id, CleanStart: true, KeepAlive: 30}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Disconnect(&paho.Disconnect{}) })
-	return c
+	return pahoconn.Connect(t, addr, id, onPublish)
 }
 
 // openLog opens the log of the shoal all whose data directory is dir (4

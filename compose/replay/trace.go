@@ -319,88 +319,129 @@ func related(ctx context.Context, log *kafka.Client, o Options, tenant, client, 
 	return slices.DeleteFunc(c.evs, func(e *Captured) bool { return !keep(e.Env) }), nil
 }
 
-// WriteTimeline writes a trace for people: one line per step, in time
-// order, with where in the log each step is.
-func WriteTimeline(w io.Writer, evs []*Captured) error {
-	var b strings.Builder
+// Step is one line of a trace's timeline, for people.
+type Step struct {
+	Time time.Time
+	// Since is the time from the publish ("+1.2ms"), "" before it is
+	// known.
+	Since string
+	// Kind is connect, publish, delivery, inbox, acknowledged, redispatch
+	// or the event's type; Text says what happened, with the clients and
+	// topics as the log holds them (escape them for HTML).
+	Kind, Text string
+	// Where is the record's place in the log: messages:3/1042.
+	Where string
+}
+
+// Timeline turns a trace's events into its steps, in their order.
+func Timeline(evs []*Captured) []Step {
 	var start time.Time
 	for _, e := range evs {
 		if e.Type == kafka.EventPublish && start.IsZero() {
 			start = e.Time
 		}
 	}
+	out := make([]Step, 0, len(evs))
 	for _, e := range evs {
-		env := e.Env
-		rel := ""
+		st := Step{Time: e.Time.UTC(), Where: fmt.Sprintf("%s:%d/%d", strings.TrimPrefix(e.KafkaTopic, "shoal."), e.Partition, e.Offset)}
 		if !start.IsZero() {
-			rel = fmt.Sprintf("%+8.1fms", float64(e.Time.Sub(start))/float64(time.Millisecond))
+			st.Since = fmt.Sprintf("%+.1fms", float64(e.Time.Sub(start))/float64(time.Millisecond))
 		}
-		fmt.Fprintf(&b, "%s %s  ", e.Time.UTC().Format("2006-01-02T15:04:05.000000Z"), rel)
-		switch ev := env.Event.(type) {
-		case *eventspb.Envelope_Connect:
-			c := ev.Connect
-			fmt.Fprintf(&b, "connect      %s from %s, user %q, MQTT %s, connection %d", env.ClientId, orDash(c.ClientAddress), c.Username, protocolName(c.ProtocolVersion), c.GetRoute().GetConnection())
-		case *eventspb.Envelope_Publish:
-			m := ev.Publish.GetMessage()
-			fmt.Fprintf(&b, "publish      %s on %q, QoS %d, retain %v, %d bytes, via %s (connection %d)", env.ClientId, m.Topic, m.Qos, m.Retain, len(m.Payload), env.Gateway, ev.Publish.Connection)
-			if m.Qos > 0 {
-				b.WriteString("; acknowledged to the publisher once this record was written")
-			}
-			if m.Retain {
-				fmt.Fprintf(&b, "; kept as the retained message of %q by router shard %d", m.Topic, e.Partition)
-			}
-		case *eventspb.Envelope_Delivery:
-			d := ev.Delivery
-			fmt.Fprintf(&b, "delivery     to gateway slot %d, %d target(s):", e.Partition, len(d.Targets))
-			for _, t := range d.Targets {
-				fmt.Fprintf(&b, " %s (QoS %d", t.ClientId, t.Qos)
-				if t.ShareGroup != "" {
-					fmt.Fprintf(&b, ", shared group %q of %q, chosen", t.ShareGroup, t.ShareFilter)
-				}
-				if len(t.SubscriptionIds) > 0 {
-					fmt.Fprintf(&b, ", subscription ids %v", t.SubscriptionIds)
-				}
-				if t.PacketId != 0 {
-					fmt.Fprintf(&b, ", packet id %d", t.PacketId)
-				}
-				if t.InboxSeq != 0 {
-					fmt.Fprintf(&b, ", inbox entry %d", t.InboxSeq)
-				}
-				if t.Dup {
-					b.WriteString(", again (DUP)")
-				}
-				b.WriteString(")")
-			}
-		case *eventspb.Envelope_InboxAppend:
-			ia := ev.InboxAppend
-			fmt.Fprintf(&b, "inbox        %s, QoS %d: the session service keeps it for the client, or forwards it to its connection", env.ClientId, ia.GetTarget().GetQos())
-		case *eventspb.Envelope_InboxAck:
-			a := ev.InboxAck
-			what := "PUBACK"
-			if a.Received {
-				what = "PUBREC"
-			}
-			fmt.Fprintf(&b, "acknowledged %s: %s of inbox entry %d", env.ClientId, what, a.Seq)
-		case *eventspb.Envelope_DeliveryAck:
-			a := ev.DeliveryAck
-			what := "PUBACK"
-			if a.Qos == 2 {
-				what = "PUBCOMP"
-			}
-			fmt.Fprintf(&b, "acknowledged %s: %s of packet id %d", env.ClientId, what, a.PacketId)
-			if a.ReasonCode != 0 {
-				fmt.Fprintf(&b, ", refused with reason code 0x%02x", a.ReasonCode)
-			}
-		case *eventspb.Envelope_SharedRedispatch:
-			r := ev.SharedRedispatch
-			fmt.Fprintf(&b, "redispatch   shared group %q of %q, away from %s", r.ShareGroup, r.Filter, r.ExcludeClient)
-		default:
-			fmt.Fprintf(&b, "%-12s %s", e.Type, env.ClientId)
+		st.Kind, st.Text = describeStep(e)
+		out = append(out, st)
+	}
+	return out
+}
+
+// WriteTimeline writes a trace for people: one line per step, in time
+// order, with where in the log each step is.
+func WriteTimeline(w io.Writer, evs []*Captured) error {
+	var b strings.Builder
+	for _, st := range Timeline(evs) {
+		rel := ""
+		if st.Since != "" {
+			rel = fmt.Sprintf("%10s", st.Since)
 		}
-		fmt.Fprintf(&b, "  [%s:%d/%d]\n", strings.TrimPrefix(e.KafkaTopic, "shoal."), e.Partition, e.Offset)
+		fmt.Fprintf(&b, "%s %s  %-12s %s  [%s]\n", st.Time.Format("2006-01-02T15:04:05.000000Z"), rel, st.Kind, st.Text, st.Where)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// describeStep is the kind and the text of a trace's event.
+func describeStep(e *Captured) (kind, text string) {
+	var b strings.Builder
+	env := e.Env
+	switch ev := env.Event.(type) {
+	case *eventspb.Envelope_Connect:
+		c := ev.Connect
+		kind = "connect"
+		fmt.Fprintf(&b, "%s from %s, user %q, MQTT %s, connection %d", env.ClientId, orDash(c.ClientAddress), c.Username, protocolName(c.ProtocolVersion), c.GetRoute().GetConnection())
+	case *eventspb.Envelope_Publish:
+		m := ev.Publish.GetMessage()
+		kind = "publish"
+		fmt.Fprintf(&b, "%s on %q, QoS %d, retain %v, %d bytes, via %s (connection %d)", env.ClientId, m.Topic, m.Qos, m.Retain, len(m.Payload), env.Gateway, ev.Publish.Connection)
+		if m.Qos > 0 {
+			b.WriteString("; acknowledged to the publisher once this record was written")
+		}
+		if m.Retain {
+			fmt.Fprintf(&b, "; kept as the retained message of %q by router shard %d", m.Topic, e.Partition)
+		}
+	case *eventspb.Envelope_Delivery:
+		d := ev.Delivery
+		kind = "delivery"
+		fmt.Fprintf(&b, "to gateway slot %d, %d target(s):", e.Partition, len(d.Targets))
+		for _, t := range d.Targets {
+			fmt.Fprintf(&b, " %s (QoS %d", t.ClientId, t.Qos)
+			if t.ShareGroup != "" {
+				fmt.Fprintf(&b, ", shared group %q of %q, chosen", t.ShareGroup, t.ShareFilter)
+			}
+			if len(t.SubscriptionIds) > 0 {
+				fmt.Fprintf(&b, ", subscription ids %v", t.SubscriptionIds)
+			}
+			if t.PacketId != 0 {
+				fmt.Fprintf(&b, ", packet id %d", t.PacketId)
+			}
+			if t.InboxSeq != 0 {
+				fmt.Fprintf(&b, ", inbox entry %d", t.InboxSeq)
+			}
+			if t.Dup {
+				b.WriteString(", again (DUP)")
+			}
+			b.WriteString(")")
+		}
+	case *eventspb.Envelope_InboxAppend:
+		ia := ev.InboxAppend
+		kind = "inbox"
+		fmt.Fprintf(&b, "%s, QoS %d: the session service keeps it for the client, or forwards it to its connection", env.ClientId, ia.GetTarget().GetQos())
+	case *eventspb.Envelope_InboxAck:
+		a := ev.InboxAck
+		what := "PUBACK"
+		if a.Received {
+			what = "PUBREC"
+		}
+		kind = "acknowledged"
+		fmt.Fprintf(&b, "%s: %s of inbox entry %d", env.ClientId, what, a.Seq)
+	case *eventspb.Envelope_DeliveryAck:
+		a := ev.DeliveryAck
+		what := "PUBACK"
+		if a.Qos == 2 {
+			what = "PUBCOMP"
+		}
+		kind = "acknowledged"
+		fmt.Fprintf(&b, "%s: %s of packet id %d", env.ClientId, what, a.PacketId)
+		if a.ReasonCode != 0 {
+			fmt.Fprintf(&b, ", refused with reason code 0x%02x", a.ReasonCode)
+		}
+	case *eventspb.Envelope_SharedRedispatch:
+		r := ev.SharedRedispatch
+		kind = "redispatch"
+		fmt.Fprintf(&b, "shared group %q of %q, away from %s", r.ShareGroup, r.Filter, r.ExcludeClient)
+	default:
+		kind = e.Type
+		b.WriteString(env.ClientId)
+	}
+	return kind, b.String()
 }
 
 func orDash(s string) string {

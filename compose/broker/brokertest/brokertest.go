@@ -38,6 +38,17 @@ func Run(t testing.TB, mut ...func(*config.Config)) (b *broker.Broker, stop func
 // in-memory exporters. The test shuts tel down.
 func RunTelemetry(t testing.TB, tel *telemetry.Telemetry, mut ...func(*config.Config)) (b *broker.Broker, stop func()) {
 	t.Helper()
+	var opts []broker.Option
+	if tel != nil {
+		opts = append(opts, broker.WithTelemetry(tel))
+	}
+	return RunWith(t, opts, mut...)
+}
+
+// RunWith is Run with the broker made with opts (broker.WithAdminUI: the
+// console's tests).
+func RunWith(t testing.TB, opts []broker.Option, mut ...func(*config.Config)) (b *broker.Broker, stop func()) {
+	t.Helper()
 	cfg := config.Default()
 	cfg.DataDir = t.TempDir()
 	cfg.HTTPListen = "127.0.0.1:0"
@@ -61,10 +72,6 @@ func RunTelemetry(t testing.TB, tel *telemetry.Telemetry, mut ...func(*config.Co
 	}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
-	}
-	var opts []broker.Option
-	if tel != nil {
-		opts = append(opts, broker.WithTelemetry(tel))
 	}
 	b = broker.New(cfg, testlog.New(t), "test", opts...)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -40,6 +40,7 @@ USER 65532:65532
 # system read-only.
 WORKDIR /home/nonroot
 # MQTT, MQTT over TLS, WebSocket, WebSocket over TLS, HTTP (/metrics,
-# /healthz, /readyz).
-EXPOSE 1883 8883 8083 8084 9090
+# /healthz, /readyz), the admin API and web console (with admin.listen
+# :9091; loopback by default).
+EXPOSE 1883 8883 8083 8084 9090 9091
 ENTRYPOINT ["/shoal"]

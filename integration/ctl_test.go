@@ -7,9 +7,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -26,10 +31,11 @@ func TestClusterCtl(t *testing.T) {
 	if err := os.WriteFile(tokenPath, []byte("it-admin-token-0123456789\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	start := func(role, name string) *proc {
+	start := func(role, name string, extra ...string) *proc {
 		p := &proc{c: c, name: name, role: role, http: freeAddr(t), admin: freeAddr(t)}
 		p.args = []string{role, "--config", c.cfgPath, "--kafka-brokers", strings.Join(c.kafka.Brokers(), ","),
 			"--http-listen", p.http, "--admin-listen", p.admin, "--admin-token-file", tokenPath}
+		p.args = append(p.args, extra...)
 		if role == "gateway" {
 			p.mqtt = freeAddr(t)
 			p.args = append(p.args, "--mqtt-listen", p.mqtt, "--ws-listen", "", "--gateway-id", name, "--gateway-slot", "-1")
@@ -173,4 +179,82 @@ func TestClusterCtl(t *testing.T) {
 	oneLine("wrong token", code, errOut, "401")
 	code, _, errOut = ctl("clients", "--tenant", "acme", "--server", freeAddr(t))
 	oneLine("unreachable server", code, errOut, "cannot reach")
+
+	clusterConsole(t, start, servers, gb.mqtt)
+}
+
+// clusterConsole checks one web console for the whole deployment: a third
+// gateway's, which asks every other process's admin API (servers) beside
+// its own and reads the log on Kafka: the clients of both gateways, the
+// session service's sessions, every server's health, a log query, and a
+// kick through the log, with the CSRF token the page carries.
+func clusterConsole(t *testing.T, start func(role, name string, extra ...string) *proc, servers []string, gbMQTT string) {
+	cons := start("gateway", "gw-console", "--mqtt-listen", freeAddr(t), "--ws-listen", "", "--gateway-id", "gw-console",
+		"--gateway-slot", "-1", "--admin-console-servers", strings.Join(servers, ","))
+	cons.waitReady()
+	token, err := os.ReadFile(filepath.Join(cons.c.dir, "admin.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	jar, _ := cookiejar.New(nil)
+	hc := &http.Client{Jar: jar, Timeout: 30 * time.Second}
+	base := "http://" + cons.admin
+	resp, err := hc.PostForm(base+"/login", url.Values{"token": {strings.TrimSpace(string(token))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	get := func(path string) string {
+		t.Helper()
+		resp, err := hc.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("console %s: %s\n%s", path, resp.Status, b)
+		}
+		return string(b)
+	}
+	late, _ := dialMQTT(t, gbMQTT, "acme-console-seen", true, 0)
+	eventually.OK(t, clusterWait, func() string {
+		page := get("/clients?tenant=acme")
+		if strings.Contains(page, "acme-console-seen") && strings.Contains(page, "acme-pub") && strings.Contains(page, "gw-b") && !strings.Contains(page, "globex") {
+			return ""
+		}
+		return "the console's clients of acme:\n" + page
+	})
+	if page := get("/sessions?tenant=acme"); !strings.Contains(page, "acme-c1") {
+		t.Errorf("the console's sessions lack acme-c1:\n%s", page)
+	}
+	page := get("/")
+	for _, want := range []string{"gw-a", "gw-b", "gw-console", "router ready", "session ready"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the console's overview lacks %q:\n%s", want, page)
+		}
+	}
+	if strings.Contains(page, "unreachable") {
+		t.Errorf("the console's overview has an unreachable server:\n%s", page)
+	}
+	if page := get("/log?run=1&tenant=acme&type=connect&topics=sessions&since=1h"); !strings.Contains(page, "acme-console-seen") {
+		t.Errorf("the console's log query lacks acme-console-seen's connect:\n%s", page)
+	}
+	m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(get("/clients?tenant=acme"))
+	if m == nil {
+		t.Fatal("no CSRF token on the console's clients page")
+	}
+	resp, err = hc.PostForm(base+"/clients/kick", url.Values{"csrf": {m[1]}, "tenant": {"acme"}, "client": {"acme-console-seen"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	select {
+	case d := <-late.gone:
+		if d.ReasonCode != 0x98 {
+			t.Errorf("kicked from the console with 0x%02X, want 0x98", d.ReasonCode)
+		}
+	case <-time.After(clusterWait):
+		t.Fatal("no DISCONNECT after the console's kick")
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -121,30 +122,65 @@ type noRoleError string
 func (e noRoleError) Error() string        { return string(e) }
 func (e noRoleError) Is(target error) bool { return target == ErrNoRole }
 
+// DNSPrefix starts a server that stands for every address its host name
+// resolves to ("dns+http://shoal-session-admin:9091"), looked up again
+// each time the client needs its servers: the pods behind a headless
+// Service of Kubernetes, which come and go.
+const DNSPrefix = "dns+"
+
+// servers returns the servers given, each dns+ one replaced by one URL per
+// address of its host (in the order resolved), normalized.
+func (c *APIClient) servers(ctx context.Context) ([]string, error) {
+	var out []string
+	for _, s := range c.Servers {
+		if !strings.HasPrefix(s, DNSPrefix) {
+			out = append(out, NormalizeServer(s))
+			continue
+		}
+		u, err := url.Parse(NormalizeServer(strings.TrimPrefix(s, DNSPrefix)))
+		if err != nil {
+			return nil, fmt.Errorf("admin server %q: %w", s, err)
+		}
+		addrs, err := net.DefaultResolver.LookupHost(ctx, u.Hostname())
+		if err != nil {
+			return nil, fmt.Errorf("admin server %q: %w", s, err)
+		}
+		for _, a := range addrs {
+			v := *u
+			v.Host = net.JoinHostPort(a, u.Port())
+			out = append(out, v.String())
+		}
+	}
+	return out, nil
+}
+
 // serversOf returns the servers that run role, asking each its roles once
 // (which also checks that it answers and takes the token).
 func (c *APIClient) serversOf(ctx context.Context, role string) ([]string, error) {
 	if len(c.Servers) == 0 {
 		return nil, errors.New("no admin server given (--server)")
 	}
+	all, err := c.servers(ctx)
+	if err != nil {
+		return nil, err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.roles == nil {
 		c.roles = make(map[string][]string)
-		for _, s := range c.Servers {
-			s = NormalizeServer(s)
-			var rl RoleList
-			if err := c.do(ctx, http.MethodGet, s, "/v1/roles", nil, &rl); err != nil {
-				c.roles = nil
-				return nil, err
-			}
-			c.roles[s] = rl.Roles
-		}
 	}
 	var out []string
-	for _, s := range c.Servers {
-		s = NormalizeServer(s)
-		if slices.Contains(c.roles[s], role) && !slices.Contains(out, s) {
+	for _, s := range all {
+		roles, known := c.roles[s]
+		if !known {
+			var rl RoleList
+			if err := c.do(ctx, http.MethodGet, s, "/v1/roles", nil, &rl); err != nil {
+				return nil, err
+			}
+			roles = rl.Roles
+			c.roles[s] = roles
+		}
+		if slices.Contains(roles, role) && !slices.Contains(out, s) {
 			out = append(out, s)
 		}
 	}
@@ -266,9 +302,13 @@ type ServerStats struct {
 // Stats asks every server for its counters, health and lag; a server
 // that fails is in the answer with its error.
 func (c *APIClient) Stats(ctx context.Context, sc Scope) []ServerStats {
-	out := make([]ServerStats, 0, len(c.Servers))
-	for _, s := range c.Servers {
-		st := ServerStats{URL: NormalizeServer(s)}
+	all, err := c.servers(ctx)
+	if err != nil {
+		return []ServerStats{{URL: strings.Join(c.Servers, ","), Err: err}}
+	}
+	out := make([]ServerStats, 0, len(all))
+	for _, s := range all {
+		st := ServerStats{URL: s}
 		st.Err = c.do(ctx, http.MethodGet, st.URL, "/v1/stats", sc.values(), &st.Stats)
 		out = append(out, st)
 	}

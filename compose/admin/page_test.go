@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/shoal-mqtt/shoal/gateway"
@@ -78,6 +79,12 @@ func TestPagesMergeAcrossGateways(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("pages gave\n%v\nwant\n%v", got, want)
+	}
+	// dns+ servers stand for the addresses their names resolve to (an IP
+	// literal resolves to itself).
+	viaDNS := &APIClient{Servers: []string{DNSPrefix + c.Servers[0], DNSPrefix + strings.TrimPrefix(c.Servers[1], "http://")}, Token: "secret"}
+	if rows, _, err := viaDNS.ClientsPage(t.Context(), Scope{Tenant: "acme"}, Page{}); err != nil || len(rows) != len(want) {
+		t.Fatalf("through dns+ servers: %d clients, %v; want %d", len(rows), err, len(want))
 	}
 	rows, more, err := c.ClientsPage(t.Context(), Scope{AllTenants: true}, Page{Search: "DEV1", Limit: 100})
 	if err != nil || more || len(rows) != 10 || rows[0].ClientID != "acme-dev10" {

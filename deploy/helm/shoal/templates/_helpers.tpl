@@ -173,6 +173,20 @@ affinity:
     secretName: {{ .Values.cql.external.passwordSecret.name }}
     items: [{key: {{ .Values.cql.external.passwordSecret.key }}, path: password}]
 {{- end }}
+{{- if .Values.console.enabled }}
+- name: admin-token
+  secret:
+    secretName: {{ include "shoal.adminTokenSecret" . }}
+    items: [{key: {{ .Values.console.adminTokenSecret.key }}, path: token}]
+{{- with .Values.console.tenantTokensSecret }}
+{{- if .name }}
+- name: console-tokens
+  secret:
+    secretName: {{ .name }}
+    items: [{key: {{ .key }}, path: tokens}]
+{{- end }}
+{{- end }}
+{{- end }}
 {{- end -}}
 
 {{- define "shoal.volumeMounts" -}}
@@ -205,6 +219,17 @@ affinity:
 {{- if and (eq .Values.cql.mode "external") .Values.cql.external.passwordSecret.name }}
 - {name: cql-password, mountPath: /etc/shoal/cql, readOnly: true}
 {{- end }}
+{{- if .Values.console.enabled }}
+- {name: admin-token, mountPath: /etc/shoal/admin, readOnly: true}
+{{- if .Values.console.tenantTokensSecret.name }}
+- {name: console-tokens, mountPath: /etc/shoal/console, readOnly: true}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* The Secret of the admin token: console.adminTokenSecret's, or the one the chart makes. */}}
+{{- define "shoal.adminTokenSecret" -}}
+{{- .Values.console.adminTokenSecret.name | default (printf "%s-admin-token" (include "shoal.fullname" .)) -}}
 {{- end -}}
 
 {{- define "shoal.tlsSecret" -}}
@@ -236,6 +261,9 @@ affinity:
     {{- toYaml . | nindent 4 }}
     {{- end }}
     - {name: http, containerPort: 9090, protocol: TCP}
+    {{- if $.Values.console.enabled }}
+    - {name: admin, containerPort: 9091, protocol: TCP}
+    {{- end }}
   startupProbe:
     httpGet: {path: /healthz, port: http}
     periodSeconds: 2

@@ -218,9 +218,27 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 	}
 	shot(t, ctx, dir, "trace")
+	// The same message found by its id, typed into the trace page's form.
+	id := value(t, ctx, "the message id", chromedp.Evaluate[string](`new URLSearchParams(location.search).get("id")`))
+	step(t, ctx, "trace by id", chromedp.Navigate(s.url+"/trace"), chromedp.WaitVisible(css(`input[name="id"]`)),
+		chromedp.SendKeys(css(`input[name="id"]`), id), chromedp.Submit(css(`input[name="id"]`)), chromedp.WaitVisible(css("#timeline")))
+	if again := value(t, ctx, "timeline", chromedp.Text(css("#timeline"))); again != timeline {
+		t.Errorf("the trace of %s typed in differs from the linked one:\n%s", id, again)
+	}
 
 	step(t, ctx, "retained", chromedp.Navigate(s.url+"/retained?tenant=acme"), chromedp.WaitVisible(css("#retained")))
 	shot(t, ctx, dir, "retained")
+	// globex's console token, in the same browser after a log out: globex's
+	// client alone.
+	step(t, ctx, "log out", chromedp.Click(css("form.logout button")), chromedp.WaitVisible(css("#token")))
+	step(t, ctx, "log in as globex", chromedp.SendKeys(css("#token"), s.globex), chromedp.Submit(css("#token")),
+		chromedp.WaitVisible(css("#connections")), chromedp.Navigate(s.url+"/clients"), chromedp.WaitVisible(css("#clients")))
+	if text := value(t, ctx, "globex's clients", chromedp.Text(css("#clients"))); !strings.Contains(text, "globex-line7") || strings.Contains(text, "acme") {
+		t.Errorf("globex's clients page:\n%s", text)
+	}
+	if who := value(t, ctx, "who", chromedp.Text(css("#who"))); who != "tenant globex" {
+		t.Errorf("globex's header says %q", who)
+	}
 	if n := alerts.Load(); n != 0 {
 		t.Errorf("%d alert() dialogs opened: a page ran a client's text as HTML", n)
 	}

@@ -163,7 +163,7 @@ func TestConsoleTenantTokenSeesItsTenant(t *testing.T) {
 		t.Errorf("acme's page of globex-secret:\n%s", body)
 	}
 	// Another tenant named in the URL is refused, on every page.
-	for _, p := range []string{"/clients", "/sessions", "/subscriptions", "/retained", "/bridges", "/log", "/clients/show"} {
+	for _, p := range []string{"/", "/overview/live", "/clients", "/sessions", "/subscriptions", "/retained", "/bridges", "/log", "/clients/show"} {
 		for _, q := range []string{"?tenant=globex", "?tenant=globex&client=globex-secret&run=1", "?tenant=*", "?tenant="} {
 			code, body := u.get(p + q)
 			if code != http.StatusForbidden {

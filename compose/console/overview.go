@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -103,13 +104,17 @@ type serverRow struct {
 
 // overviewData is the live part of the overview.
 type overviewData struct {
-	At                time.Time
-	Connections       int64
-	In, Out           float64
-	Tenants           []tenantRow
-	Servers           []serverRow
-	Lag               []admin.TopicLag
-	Admin             bool
+	At          time.Time
+	Connections int64
+	In, Out     float64
+	Tenants     []tenantRow
+	Servers     []serverRow
+	Lag         []admin.TopicLag
+	Admin       bool
+	// Tenant is the tenant= the admin picked ("" for every tenant), and
+	// Refresh the live part's URL with it.
+	Tenant, Refresh   string
+	Picked            bool
 	Chart             chartSVG
 	AllReady, Partial bool
 }
@@ -126,10 +131,19 @@ type chartSVG struct {
 }
 
 func (c *Console) overview(w http.ResponseWriter, r *http.Request, s *session) {
-	c.render(w, r, s, http.StatusOK, "overview", "Overview", c.overviewNow(r, s), "")
+	if _, _, err := scopeOf(r, s); err != nil {
+		c.refuse(w, r, s, err)
+		return
+	}
+	d := c.overviewNow(r, s)
+	c.render(w, r, s, http.StatusOK, "overview", "Overview", d, "")
 }
 
 func (c *Console) overviewLive(w http.ResponseWriter, r *http.Request, s *session) {
+	if _, _, err := scopeOf(r, s); err != nil {
+		http.Error(w, err.Error(), http.StatusForbidden)
+		return
+	}
 	c.fragment(w, "overview", "live", c.overviewNow(r, s))
 }
 
@@ -140,7 +154,7 @@ func (c *Console) overviewNow(r *http.Request, s *session) overviewData {
 	stats := c.opt.API.Stats(r.Context(), admin.Scope{AllTenants: true})
 	now := c.opt.Now()
 	sm := sample{at: now, tenants: map[string]counters{}}
-	d := overviewData{At: now.UTC(), Admin: s.admin, AllReady: true}
+	d := overviewData{At: now.UTC(), Admin: s.admin, AllReady: true, Refresh: "/overview/live"}
 	lag := map[[2]string]*admin.TopicLag{}
 	for _, st := range stats {
 		row := serverRow{Server: st.Server, URL: st.URL, Health: st.Health}
@@ -173,7 +187,16 @@ func (c *Console) overviewNow(r *http.Request, s *session) overviewData {
 		}
 	}
 	c.chart.add(sm)
-	keep := func(t string) bool { return s.admin || t == s.tenant }
+	// A tenant's session sees its tenant; the admin every tenant, or the
+	// one of tenant= (the chart and the cards of that tenant alone).
+	only, one := s.tenant, !s.admin
+	if q := r.URL.Query(); s.admin && q.Has("tenant") && q.Get("tenant") != "*" {
+		only, one = q.Get("tenant"), true
+	}
+	keep := func(t string) bool { return !one || t == only }
+	if s.admin && one {
+		d.Tenant, d.Picked, d.Refresh = only, true, "/overview/live?"+url.Values{"tenant": {only}}.Encode()
+	}
 	pts := c.chart.rates(keep)
 	last := map[string]tenantRow{}
 	c.chart.mu.Lock()

@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -19,6 +20,7 @@ import (
 	"github.com/shoal-mqtt/shoal/compose/config"
 	"github.com/shoal-mqtt/shoal/compose/console"
 	"github.com/shoal-mqtt/shoal/internal/testutil/pahoconn"
+	"github.com/shoal-mqtt/shoal/internal/watchfile"
 )
 
 // xssID is a client id that would run a script if a page put it in as
@@ -154,3 +156,10 @@ var (
 	clientLink = regexp.MustCompile(`<a class="client" href="[^"]*">([^<]*)</a>`)
 	nextLink   = regexp.MustCompile(`<a href="/clients\?([^"]*)" id="next-page">`)
 )
+
+// openTokens keeps a tokens file in force for a console made by the test.
+func openTokens(t *testing.T, path string) (*watchfile.File[console.TenantTokens], error) {
+	t.Helper()
+	return watchfile.Open(path, "console tokens file", console.ParseTenantTokens,
+		func(*console.TenantTokens) []any { return nil }, slog.New(slog.DiscardHandler))
+}

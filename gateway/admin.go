@@ -2,9 +2,10 @@ package gateway
 
 import (
 	"cmp"
-	"slices"
 	"strings"
 	"time"
+
+	"github.com/shoal-mqtt/shoal/internal/firstn"
 )
 
 // ClientInfo is one connection of this gateway as an operator sees it
@@ -52,14 +53,17 @@ type ClientPage struct {
 }
 
 // ClientsPage is Clients for page p, and whether more follow it. The
-// connections are selected and sorted before any is described, so a page
-// costs its own rows' descriptions, not every connection's (the console
-// lists 50 of 10,000).
+// page's connections are picked (firstn: the least Limit of them,
+// without sorting the rest) before any is described, so a page costs its
+// own rows' descriptions, not every connection's (the console lists 50 of
+// 10,000).
 func (g *Gateway) ClientsPage(tenant string, allTenants bool, p ClientPage) ([]ClientInfo, bool) {
 	search := strings.ToLower(p.Search)
 	paged := p.AfterTenant != "" || p.AfterClient != ""
+	keep := firstn.New(p.Limit, func(a, b *conn) int {
+		return cmp.Or(cmp.Compare(a.tenant, b.tenant), cmp.Compare(a.clientID, b.clientID))
+	})
 	g.mu.RLock()
-	conns := make([]*conn, 0, len(g.clients))
 	for _, c := range g.clients {
 		if !allTenants && c.tenant != tenant {
 			continue
@@ -70,16 +74,10 @@ func (g *Gateway) ClientsPage(tenant string, allTenants bool, p ClientPage) ([]C
 		if search != "" && !strings.Contains(strings.ToLower(c.clientID), search) {
 			continue
 		}
-		conns = append(conns, c)
+		keep.Offer(c)
 	}
 	g.mu.RUnlock()
-	slices.SortFunc(conns, func(a, b *conn) int {
-		return cmp.Or(cmp.Compare(a.tenant, b.tenant), cmp.Compare(a.clientID, b.clientID))
-	})
-	more := false
-	if p.Limit > 0 && len(conns) > p.Limit {
-		conns, more = conns[:p.Limit], true
-	}
+	conns, more := keep.Result()
 	out := make([]ClientInfo, len(conns))
 	for i, c := range conns {
 		out[i] = c.info()

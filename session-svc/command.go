@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
+	"github.com/shoal-mqtt/shoal/internal/firstn"
 	"github.com/shoal-mqtt/shoal/kafka"
 	"github.com/shoal-mqtt/shoal/schemas/eventspb"
 )
@@ -33,27 +35,64 @@ var (
 // each is a state the session had after a batch; the batches under way are
 // waited for first (settle, which ctx cuts short).
 func (s *Service) Sessions(ctx context.Context, tenant string, allTenants bool) []*Session {
+	out, _ := s.SessionsPage(ctx, tenant, allTenants, Page{})
+	return out
+}
+
+// Page selects a page of the sessions: those after the key (AfterTenant,
+// AfterClient) in the order of tenant and client id, whose client id
+// holds Search in any case, Limit of them at most (0: all).
+type Page struct {
+	AfterTenant, AfterClient, Search string
+	Limit                            int
+}
+
+// SessionsPage is Sessions for page p, and whether more follow it. The
+// page's keys are picked (firstn: the least Limit of them, without sorting
+// the rest) before any session is copied, so a page costs its own
+// sessions' copies (the console lists 50 of 10,000).
+func (s *Service) SessionsPage(ctx context.Context, tenant string, allTenants bool, p Page) ([]*Session, bool) {
 	s.mu.Lock()
 	parts := slices.Clone(s.parts)
 	s.mu.Unlock()
 	_ = settle(ctx, parts...) // ended: whoever asked is gone, the answer does not matter
-	var out []*Session
-	for _, p := range parts {
-		if p == nil {
+	type entry struct {
+		k    clientKey
+		part *partition
+	}
+	search := strings.ToLower(p.Search)
+	paged := p.AfterTenant != "" || p.AfterClient != ""
+	keep := firstn.New(p.Limit, func(a, b entry) int {
+		return cmp.Or(cmp.Compare(a.k.tenant, b.k.tenant), cmp.Compare(a.k.client, b.k.client))
+	})
+	for _, part := range parts {
+		if part == nil {
 			continue
 		}
-		p.mu.Lock()
-		for k, sess := range p.sessions {
-			if sess.Active && (allTenants || k.tenant == tenant) {
-				out = append(out, sess.Clone())
+		part.mu.Lock()
+		for k, sess := range part.sessions {
+			if !sess.Active || (!allTenants && k.tenant != tenant) {
+				continue
 			}
+			if paged && cmp.Or(cmp.Compare(k.tenant, p.AfterTenant), cmp.Compare(k.client, p.AfterClient)) <= 0 {
+				continue
+			}
+			if search != "" && !strings.Contains(strings.ToLower(k.client), search) {
+				continue
+			}
+			keep.Offer(entry{k, part})
 		}
-		p.mu.Unlock()
+		part.mu.Unlock()
 	}
-	slices.SortFunc(out, func(a, b *Session) int {
-		return cmp.Or(cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.ClientID, b.ClientID))
-	})
-	return out
+	keys, more := keep.Result()
+	out := make([]*Session, 0, len(keys))
+	for _, e := range keys {
+		// A session may have ended since its key was taken: skipped.
+		if sess, ok := e.part.snapshot(e.k); ok && sess.Active {
+			out = append(out, sess)
+		}
+	}
+	return out, more
 }
 
 // Session returns a copy of the session of a client: ErrNotOwned when

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -22,14 +23,20 @@ type fakeSessions struct {
 	commands []string
 }
 
-func (f *fakeSessions) Sessions(_ context.Context, tenant string, all bool) []*sessionsvc.Session {
-	var out []*sessionsvc.Session
+func (f *fakeSessions) SessionsPage(_ context.Context, tenant string, all bool, p sessionsvc.Page) ([]*sessionsvc.Session, bool) {
+	var keys []sessionKey
 	for _, s := range f.owned {
 		if s != nil && (all || s.Tenant == tenant) {
-			out = append(out, s)
+			keys = append(keys, sessionKey{s})
 		}
 	}
-	return out
+	slices.SortFunc(keys, comparePage)
+	page, more := cut(keys, Page{Search: p.Search, AfterTenant: p.AfterTenant, AfterClient: p.AfterClient, Limit: p.Limit})
+	var out []*sessionsvc.Session
+	for _, k := range page {
+		out = append(out, k.s)
+	}
+	return out, more
 }
 
 func (f *fakeSessions) Session(_ context.Context, tenant, id string) (*sessionsvc.Session, error) {

@@ -71,8 +71,7 @@ func (s Session) pageKey() (string, string)      { return s.Tenant, s.ClientID }
 func (s Subscription) pageKey() (string, string) { return s.Tenant, s.ClientID + "\x00" + s.Filter }
 func (r Retained) pageKey() (string, string)     { return r.Tenant, r.Topic }
 
-// sessionKey pages a session service's sessions before they are
-// described.
+// sessionKey pages sessions (the tests' fake session service).
 type sessionKey struct{ s *sessionsvc.Session }
 
 func (k sessionKey) pageKey() (string, string) { return k.s.Tenant, k.s.ClientID }

@@ -31,7 +31,7 @@ type Gateway interface {
 // SessionService is what the API needs of a session service: its sessions and
 // the commands it writes to the log (*sessionsvc.Service).
 type SessionService interface {
-	Sessions(ctx context.Context, tenant string, allTenants bool) []*sessionsvc.Session
+	SessionsPage(ctx context.Context, tenant string, allTenants bool, p sessionsvc.Page) ([]*sessionsvc.Session, bool)
 	Session(ctx context.Context, tenant, clientID string) (*sessionsvc.Session, error)
 	Command(ctx context.Context, tenant, clientID string, op eventspb.SessionCommand_Op, reason string) error
 }
@@ -235,17 +235,12 @@ func (s *server) sessions(w http.ResponseWriter, r *http.Request) {
 			out.Sessions = append(out.Sessions, sessionOf(sess, true))
 		}
 	} else {
-		// Sorted and cut before they are described: a page costs its
-		// rows, not every session's.
-		all := s.roles.Sessions.Sessions(r.Context(), sc.tenant, sc.all)
-		keys := make([]sessionKey, len(all))
-		for i, sess := range all {
-			keys[i] = sessionKey{sess}
-		}
-		slices.SortFunc(keys, comparePage)
-		page, more := cut(keys, pg)
-		for _, k := range page {
-			out.Sessions = append(out.Sessions, sessionOf(k.s, false))
+		// Selected, sorted and cut by the session service before any is
+		// copied: a page costs its rows, not every session's.
+		page, more := s.roles.Sessions.SessionsPage(r.Context(), sc.tenant, sc.all, sessionsvc.Page{
+			AfterTenant: pg.AfterTenant, AfterClient: pg.AfterClient, Search: pg.Search, Limit: pg.Limit})
+		for _, sess := range page {
+			out.Sessions = append(out.Sessions, sessionOf(sess, false))
 		}
 		out.More = more
 	}

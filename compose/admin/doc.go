@@ -11,7 +11,12 @@
 //     interface it offers (Gateway, SessionService, Router), so the handler
 //     serves what the process runs and says so at /v1/roles.
 //   - client.go: asks every server given (a distributed deployment's
-//     roles), merges what they answer, and turns failures into one line.
+//     roles; a dns+ server is every address its name resolves to), merges
+//     what they answer, and turns failures into one line.
+//   - page.go: the listings' keyset pages (search=, after_tenant=,
+//     after_client=, limit=), cut and merged in one order.
+//   - local.go: LocalTransport, which serves a process's own API in
+//     process for its web console (compose/console).
 //   - ctl.go: the command line (subcommands, flags, table and JSON
 //     output, bash and zsh completion).
 //

@@ -2,6 +2,8 @@ package config
 
 import (
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -41,6 +43,7 @@ func TestExposedListeners(t *testing.T) {
 		{"admin of shoal all", []string{"--admin-listen", "10.0.0.5:9091"}, true,
 			[]string{"admin.listen=10.0.0.5:9091: admin API on a listener beyond loopback"}},
 		{"admin of a role without a token", []string{"--admin-listen", ":9091"}, false, nil},
+		{"admin over TLS", []string{"--admin-listen", ":9091", "--admin-tls-cert-file", "/run/c.pem", "--admin-tls-key-file", "/run/k.pem"}, true, nil},
 		{"admin of a role with a token", []string{"--admin-listen", ":9091", "--admin-token-file", "/run/token", "--http-listen", ":9090"}, false,
 			[]string{"http_listen=:9090: no authentication", "admin.listen=:9091: its bearer token crosses the network unencrypted"}},
 	} {
@@ -100,5 +103,32 @@ func TestBadFlagsAreOneLine(t *testing.T) {
 	}
 	if !strings.HasPrefix(out.String(), "usage: shoal gateway [flags]\n") || !strings.Contains(out.String(), "SHOAL_HTTP_LISTEN") {
 		t.Errorf("Load(-h) printed %.300q, want the usage line and the flags", out.String())
+	}
+}
+
+// TestAdminConsoleKeysChecked: the admin listener's TLS takes both files
+// or neither, and a console server may not be empty; each error names its
+// key.
+func TestAdminConsoleKeysChecked(t *testing.T) {
+	for args, want := range map[string]string{
+		"--admin-tls-cert-file /run/c.pem": "admin.tls_cert_file and admin.tls_key_file: give both or neither",
+		"--admin-tls-key-file /run/k.pem":  "admin.tls_cert_file and admin.tls_key_file: give both or neither",
+		"--admin-console maybe":            "admin.console",
+	} {
+		_, err := Load("shoal all", strings.Fields(args), env(nil), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error with %q", args, err, want)
+		}
+	}
+	yml := filepath.Join(t.TempDir(), "shoal.yaml")
+	if err := os.WriteFile(yml, []byte("admin:\n  console_servers: [gw-a:9091, \"\"]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load("shoal all", []string{"--config", yml}, env(nil), io.Discard); err == nil || !strings.Contains(err.Error(), "admin.console_servers[1]: empty") {
+		t.Errorf("an empty console server in YAML: %v", err)
+	}
+	c, err := Load("shoal all", nil, env(map[string]string{"SHOAL_ADMIN_CONSOLE_SERVERS": "dns+http://shoal-gateway-admin:9091,session-1:9091"}), io.Discard)
+	if err != nil || !c.Admin.Console || len(c.Admin.ConsoleServers) != 2 || c.Admin.ConsoleServers[0] != "dns+http://shoal-gateway-admin:9091" {
+		t.Errorf("SHOAL_ADMIN_CONSOLE_SERVERS: %+v, %v", c.Admin, err)
 	}
 }

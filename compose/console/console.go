@@ -238,9 +238,20 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 }
 
 // safeNext keeps a redirect after the login on this console: a path,
-// never another site.
+// never another site. Browsers drop tabs and line breaks from a URL and
+// read a backslash as a slash, so "/\t/evil.example" would be
+// "//evil.example": any of them, or a path that parses with a host,
+// sends the browser to / instead.
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\t\r\n") {
+		return "/"
+	}
+	for _, r := range next {
+		if r < 0x20 || r == 0x7f {
+			return "/"
+		}
+	}
+	if u, err := url.Parse(next); err != nil || u.Host != "" || u.Scheme != "" {
 		return "/"
 	}
 	return next

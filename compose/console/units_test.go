@@ -1,14 +1,18 @@
 package console_test
 
 import (
+	"context"
 	"crypto/tls"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/shoal-mqtt/shoal/compose/broker"
 	"github.com/shoal-mqtt/shoal/compose/config"
 	"github.com/shoal-mqtt/shoal/compose/console"
 	"github.com/shoal-mqtt/shoal/internal/testutil/testpki"
@@ -101,5 +105,25 @@ func TestConsoleOverTLS(t *testing.T) {
 	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET /v1/roles over TLS: %s", resp.Status)
+	}
+}
+
+// TestConsoleRefusesABadTokensFile: a broker whose tokens file does not
+// parse does not start, and says which key and which line.
+func TestConsoleRefusesABadTokensFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(path, []byte("acme:sha256:"+strings.Repeat("a", 64)+"\nglobex:plaintext-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.DataDir, cfg.HTTPListen, cfg.Admin.Listen = t.TempDir(), "", "127.0.0.1:0"
+	cfg.Gateway.MQTTListen, cfg.Gateway.WSListen = "127.0.0.1:0", ""
+	cfg.Admin.ConsoleTokensFile = path
+	b := broker.New(cfg, slog.New(slog.DiscardHandler), "test", broker.WithAdminUI(console.UI))
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	err := b.Run(ctx)
+	if err == nil || !strings.Contains(err.Error(), "admin.console_tokens_file") || !strings.Contains(err.Error(), "line 2") {
+		t.Fatalf("run with a bad tokens file: %v; want an error naming admin.console_tokens_file and line 2", err)
 	}
 }
